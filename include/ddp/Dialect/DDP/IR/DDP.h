@@ -1,0 +1,39 @@
+//===- DDP.h - ddp dialect --------------------------------------*- C++ -*-===//
+//
+// The ddp dialect: its ops, types, attributes and enums.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DDP_DIALECT_DDP_IR_DDP_H
+#define DDP_DIALECT_DDP_IR_DDP_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "ddp/Dialect/DDP/IR/DDPOpsDialect.h.inc"
+
+#include "ddp/Dialect/DDP/IR/DDPEnums.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "ddp/Dialect/DDP/IR/DDPOpsTypes.h.inc"
+
+namespace mlir::ddp {
+/// The side-effect resource of persistent `ddp.state` buffers.
+struct StateResource : public SideEffects::Resource::Base<StateResource> {
+  StringRef getName() final { return "ddp.state"; }
+};
+} // namespace mlir::ddp
+
+#define GET_OP_CLASSES
+#include "ddp/Dialect/DDP/IR/DDPOps.h.inc"
+
+#endif // DDP_DIALECT_DDP_IR_DDP_H

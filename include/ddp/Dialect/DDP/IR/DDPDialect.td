@@ -1,0 +1,39 @@
+//===- DDPDialect.td - ddp dialect definition --------------*- tablegen -*-===//
+//
+// The `ddp` dialect represents the gradient communication of a data-parallel
+// training step and the compression steps that replace it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DDP_DIALECT_DDP_IR_DDPDIALECT_TD
+#define DDP_DIALECT_DDP_IR_DDPDIALECT_TD
+
+include "mlir/IR/OpBase.td"
+
+def DDP_Dialect : Dialect {
+  let name = "ddp";
+  let cppNamespace = "::mlir::ddp";
+  let summary = "Gradient communication and its compression (PowerSGD, FP16/BF16)";
+  let description = [{
+    Every rank of a data-parallel job runs the same step function. The `ddp`
+    ops describe the collectives that synchronize gradients across all ranks
+    of the job (the "world"; its size is known only at run time) and the
+    local computations that compress what those collectives carry.
+
+    All ops work on ranked tensors with value semantics. Persistent
+    compression state (PowerSGD's Q matrices, error-feedback residuals and
+    the step counter) lives in module-level `ddp.state` symbols that the
+    runtime owns, checkpoints and restores.
+  }];
+  let useDefaultTypePrinterParser = 1;
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
+class DDP_Op<string mnemonic, list<Trait> traits = []>
+    : Op<DDP_Dialect, mnemonic, traits>;
+
+#endif // DDP_DIALECT_DDP_IR_DDPDIALECT_TD

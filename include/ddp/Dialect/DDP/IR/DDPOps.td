@@ -1,0 +1,411 @@
+//===- DDPOps.td - ddp operations --------------------------*- tablegen -*-===//
+//
+// Three families of ops:
+//   * communication: allreduce, allreduce_start / wait;
+//   * local compression steps: scale, cast, and PowerSGD's add_residual,
+//     project, orthogonalize, backproject, reconstruct, update_residual, plus
+//     the fused forms the runtime runs as single kernels;
+//   * persistent state: state, state_load, state_store, random_normal.
+// Every compute op is variadic: one op over N tensors is one multi-tensor
+// kernel launch. Tensor i of every operand group belongs together.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DDP_DIALECT_DDP_IR_DDPOPS_TD
+#define DDP_DIALECT_DDP_IR_DDPOPS_TD
+
+include "ddp/Dialect/DDP/IR/DDPDialect.td"
+include "ddp/Dialect/DDP/IR/DDPAttrs.td"
+include "ddp/Dialect/DDP/IR/DDPTypes.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def DDP_CommTensor : RankedTensorOf<[AnyFloat, AnySignlessInteger]>;
+def DDP_FloatTensor : RankedTensorOf<[AnyFloat]>;
+def DDP_Matrix : ConfinedType<2DTensorOf<[AnyFloat]>, [HasStaticShapePred],
+    "statically shaped 2-D float tensor">;
+
+def DDP_StateResource : Resource<"::mlir::ddp::StateResource">;
+
+// Ops whose results have exactly the types of their `inputs`.
+class DDP_SameTypesOp<string mnemonic, list<Trait> traits = []>
+    : DDP_Op<mnemonic, !listconcat(traits,
+        [InferTypeOpAdaptor])>;
+
+//===----------------------------------------------------------------------===//
+// Communication
+//===----------------------------------------------------------------------===//
+
+def DDP_AllReduceOp : DDP_SameTypesOp<"allreduce"> {
+  let summary = "reduce tensors over all ranks; every rank gets the result";
+  let description = [{
+    One collective over all ranks of the job for all `inputs` together (a
+    bucket). `sum` adds the ranks' tensors element-wise; `mean` divides that
+    sum by the world size. Every rank gets bitwise-identical results, in the
+    inputs' types. `role` records what the collective carries.
+
+    The op has side effects: it is a collective that every rank must execute
+    in the same order.
+
+    ```mlir
+    %r:2 = ddp.allreduce mean %w, %b : tensor<64x32xf32>, tensor<64xf32>
+    %p = ddp.allreduce sum %p0 role powersgd_p : tensor<64x2xf32>
+    ```
+  }];
+  let arguments = (ins DDP_ReductionKind:$kind,
+                       Variadic<DDP_CommTensor>:$inputs,
+                       DefaultValuedAttr<DDP_CommRole,
+                                         "::mlir::ddp::CommRole::gradient">:$role);
+  let results = (outs Variadic<DDP_CommTensor>:$results);
+  let assemblyFormat = [{
+    $kind $inputs (`role` $role^)? attr-dict `:` type($inputs)
+  }];
+  let hasVerifier = 1;
+}
+
+def DDP_AllReduceStartOp : DDP_Op<"allreduce_start", [InferTypeOpAdaptor]> {
+  let summary = "start an allreduce; its result is waited for with ddp.wait";
+  let description = [{
+    Same semantics as `ddp.allreduce`, split in two so that local compute can
+    run while the collective is in flight. The request must have exactly one
+    use, a `ddp.wait`. The inputs must not be changed until the wait returns
+    (with value semantics they cannot be).
+
+    ```mlir
+    %h = ddp.allreduce_start mean %b role uncompressed : tensor<64xf32>
+    ...
+    %r = ddp.wait %h : !ddp.request<tensor<64xf32>>
+    ```
+  }];
+  let arguments = (ins DDP_ReductionKind:$kind,
+                       Variadic<DDP_CommTensor>:$inputs,
+                       DefaultValuedAttr<DDP_CommRole,
+                                         "::mlir::ddp::CommRole::gradient">:$role);
+  let results = (outs DDP_RequestType:$request);
+  let assemblyFormat = [{
+    $kind $inputs (`role` $role^)? attr-dict `:` type($inputs)
+  }];
+  let hasVerifier = 1;
+}
+
+def DDP_WaitOp : DDP_Op<"wait", [InferTypeOpAdaptor]> {
+  let summary = "wait for an allreduce started by ddp.allreduce_start";
+  let description = [{
+    Blocks until the collective of `request` is complete and returns its
+    results, in the order of the start op's inputs.
+  }];
+  let arguments = (ins DDP_RequestType:$request);
+  let results = (outs Variadic<DDP_CommTensor>:$results);
+  let assemblyFormat = "$request attr-dict `:` qualified(type($request))";
+}
+
+//===----------------------------------------------------------------------===//
+// Scaling and casting (FP16/BF16 compression)
+//===----------------------------------------------------------------------===//
+
+def DDP_ScaleOp : DDP_SameTypesOp<"scale", [Pure]> {
+  let summary = "multiply tensors by a factor derived from the world size";
+  let description = [{
+    `inverse_world_size` multiplies by 1/W, `world_size` by W, where W is the
+    number of ranks. The product is rounded once, in the element type.
+
+    ```mlir
+    %s = ddp.scale %g by inverse_world_size : tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<DDP_FloatTensor>:$inputs,
+                       DDP_WorldScale:$factor);
+  let results = (outs Variadic<DDP_FloatTensor>:$results);
+  let assemblyFormat = "$inputs `by` $factor attr-dict `:` type($inputs)";
+  let hasVerifier = 1;
+}
+
+def DDP_CastOp : DDP_Op<"cast", [Pure]> {
+  let summary = "convert float tensors to another float type, optionally scaled";
+  let description = [{
+    Converts each input element-wise to the element type of the matching
+    result, rounding to nearest even. With `scaled by`, the element is first
+    multiplied by the factor in the wider of the two types (one rounding),
+    which is the fused form of `ddp.scale` followed by `ddp.cast`.
+
+    ```mlir
+    %h = ddp.cast %g scaled by inverse_world_size : tensor<64xf32> to tensor<64xf16>
+    %f = ddp.cast %h : tensor<64xf16> to tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<DDP_FloatTensor>:$inputs,
+                       OptionalAttr<DDP_WorldScale>:$factor);
+  let results = (outs Variadic<DDP_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $inputs (`scaled` `by` $factor^)? attr-dict `:` type($inputs) `to` type($results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// PowerSGD steps, fine-grained
+//===----------------------------------------------------------------------===//
+
+def DDP_AddResidualOp : DDP_SameTypesOp<"add_residual", [Pure, AttrSizedOperandSegments]> {
+  let summary = "error feedback: M = G + E";
+  let description = [{
+    Adds each gradient matrix its error-feedback residual.
+
+    ```mlir
+    %m = ddp.add_residual %g plus %e : tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<DDP_Matrix>:$inputs,
+                       Variadic<DDP_Matrix>:$residuals);
+  let results = (outs Variadic<DDP_Matrix>:$results);
+  let assemblyFormat = [{
+    $inputs `plus` $residuals attr-dict `:`
+    custom<PairedTypes>(type($inputs), type($residuals))
+  }];
+  let hasVerifier = 1;
+}
+
+def DDP_ProjectOp : DDP_Op<"project",
+    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+  let summary = "PowerSGD's projection P = M * Q";
+  let description = [{
+    For each i, `M_i` is n x m and `Q_i` is m x r; the result `P_i = M_i Q_i`
+    is n x r.
+
+    ```mlir
+    %p = ddp.project %m times %q : tensor<64x32xf32> times tensor<32x2xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<DDP_Matrix>:$matrices,
+                       Variadic<DDP_Matrix>:$factors);
+  let results = (outs Variadic<DDP_Matrix>:$results);
+  let assemblyFormat = [{
+    $matrices `times` $factors attr-dict `:` type($matrices) `times` type($factors)
+  }];
+  let hasVerifier = 1;
+}
+
+def DDP_BackprojectOp : DDP_Op<"backproject",
+    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+  let summary = "PowerSGD's second projection Q = M^T * P";
+  let description = [{
+    For each i, `M_i` is n x m and `P_i` is n x r; the result `Q_i = M_i^T P_i`
+    is m x r.
+
+    ```mlir
+    %q = ddp.backproject %m times %p : tensor<64x32xf32> times tensor<64x2xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<DDP_Matrix>:$matrices,
+                       Variadic<DDP_Matrix>:$factors);
+  let results = (outs Variadic<DDP_Matrix>:$results);
+  let assemblyFormat = [{
+    $matrices `times` $factors attr-dict `:` type($matrices) `times` type($factors)
+  }];
+  let hasVerifier = 1;
+}
+
+def DDP_OrthogonalizeOp : DDP_SameTypesOp<"orthogonalize", [Pure]> {
+  let summary = "make the columns of each matrix orthonormal (Gram-Schmidt)";
+  let description = [{
+    Modified Gram-Schmidt over the columns of each n x r input, left to
+    right: column j is normalized as `v / (norm(v) + epsilon)`, then its
+    projection is removed from the columns after it. A column whose norm is
+    exactly zero becomes zero (never NaN, whatever `epsilon` is), so columns
+    that were zero stay zero and P^T P is the identity on the others.
+
+    ```mlir
+    %o = ddp.orthogonalize %p {epsilon = 0.0 : f64} : tensor<64x2xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<DDP_Matrix>:$inputs,
+                       DefaultValuedAttr<F64Attr, "0.0">:$epsilon);
+  let results = (outs Variadic<DDP_Matrix>:$results);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
+  let hasVerifier = 1;
+}
+
+def DDP_ReconstructOp : DDP_Op<"reconstruct",
+    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+  let summary = "PowerSGD's decompression M_hat = P * Q^T";
+  let description = [{
+    For each i, `P_i` is n x r and `Q_i` is m x r; the result is n x m.
+
+    ```mlir
+    %mh = ddp.reconstruct %p times %q : tensor<64x2xf32> times tensor<32x2xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<DDP_Matrix>:$ps, Variadic<DDP_Matrix>:$qs);
+  let results = (outs Variadic<DDP_Matrix>:$results);
+  let assemblyFormat = "$ps `times` $qs attr-dict `:` type($ps) `times` type($qs)";
+  let hasVerifier = 1;
+}
+
+def DDP_UpdateResidualOp : DDP_SameTypesOp<"update_residual", [Pure, AttrSizedOperandSegments]> {
+  let summary = "error feedback: E' = M - M_hat";
+  let description = [{
+    The part of each (residual-corrected) gradient that compression lost,
+    carried to the next step.
+
+    ```mlir
+    %e1 = ddp.update_residual %m minus %mh : tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<DDP_Matrix>:$inputs,
+                       Variadic<DDP_Matrix>:$reconstructions);
+  let results = (outs Variadic<DDP_Matrix>:$results);
+  let assemblyFormat = [{
+    $inputs `minus` $reconstructions attr-dict `:`
+    custom<PairedTypes>(type($inputs), type($reconstructions))
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// PowerSGD steps, fused (one kernel each in the runtime)
+//===----------------------------------------------------------------------===//
+
+def DDP_ProjectResidualOp : DDP_Op<"project_residual",
+    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+  let summary = "fused P = (G + E) * Q, reading G and E once";
+  let description = [{
+    `ddp.add_residual` fused into `ddp.project`: the sum G + E is never
+    stored.
+
+    ```mlir
+    %p = ddp.project_residual %g plus %e times %q
+        : tensor<64x32xf32> times tensor<32x2xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<DDP_Matrix>:$matrices,
+                       Variadic<DDP_Matrix>:$residuals,
+                       Variadic<DDP_Matrix>:$factors);
+  let results = (outs Variadic<DDP_Matrix>:$results);
+  let assemblyFormat = [{
+    $matrices `plus` $residuals `times` $factors attr-dict `:`
+    custom<PairedTypes>(type($matrices), type($residuals))
+    `times` type($factors)
+  }];
+  let hasVerifier = 1;
+}
+
+def DDP_BackprojectResidualOp : DDP_Op<"backproject_residual",
+    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+  let summary = "fused Q = (G + E)^T * P";
+  let description = [{
+    `ddp.add_residual` fused into `ddp.backproject`.
+
+    ```mlir
+    %q = ddp.backproject_residual %g plus %e times %p
+        : tensor<64x32xf32> times tensor<64x2xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<DDP_Matrix>:$matrices,
+                       Variadic<DDP_Matrix>:$residuals,
+                       Variadic<DDP_Matrix>:$factors);
+  let results = (outs Variadic<DDP_Matrix>:$results);
+  let assemblyFormat = [{
+    $matrices `plus` $residuals `times` $factors attr-dict `:`
+    custom<PairedTypes>(type($matrices), type($residuals))
+    `times` type($factors)
+  }];
+  let hasVerifier = 1;
+}
+
+def DDP_ReconstructResidualOp : DDP_Op<"reconstruct_residual",
+    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+  let summary = "fused M_hat = P * Q^T and E' = G + E - M_hat in one pass";
+  let description = [{
+    Reads G, E, P and Q once and writes the reconstruction and the new
+    residual. For N tensors the op has 2N results: the N reconstructions,
+    then the N new residuals.
+
+    ```mlir
+    %mh, %e1 = ddp.reconstruct_residual %p times %q from %g plus %e
+        : tensor<64x2xf32> times tensor<32x2xf32> from tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<DDP_Matrix>:$ps,
+                       Variadic<DDP_Matrix>:$qs,
+                       Variadic<DDP_Matrix>:$matrices,
+                       Variadic<DDP_Matrix>:$residuals);
+  let results = (outs Variadic<DDP_Matrix>:$results);
+  let assemblyFormat = [{
+    $ps `times` $qs `from` $matrices `plus` $residuals attr-dict
+    `:` type($ps) `times` type($qs) `from`
+    custom<PairedTypes>(type($matrices), type($residuals))
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The reconstructions M_hat, one per tensor.
+    ::mlir::ResultRange getReconstructions() {
+      return getResults().take_front(getPs().size());
+    }
+    /// The new residuals E', one per tensor.
+    ::mlir::ResultRange getNewResiduals() {
+      return getResults().drop_front(getPs().size());
+    }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Persistent state
+//===----------------------------------------------------------------------===//
+
+def DDP_StateOp : DDP_Op<"state", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "a runtime-owned buffer that lives across step calls";
+  let description = [{
+    Declares persistent compression state: a statically shaped tensor (Q for
+    warm start, an error-feedback residual) or an `i64` scalar (a step
+    counter). It starts as zeros on every rank. The runtime owns the buffer
+    (device memory on GPUs), and saves and restores it with checkpoints.
+
+    ```mlir
+    ddp.state @ddp.step.train : i64
+    ddp.state @ddp.error.train.0 : tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttr:$type);
+  let assemblyFormat = "$sym_name `:` $type attr-dict";
+  let hasVerifier = 1;
+}
+
+def DDP_StateLoadOp : DDP_Op<"state_load", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemRead<DDP_StateResource>]>]> {
+  let summary = "read a ddp.state";
+  let arguments = (ins FlatSymbolRefAttr:$state);
+  let results = (outs AnyType:$result);
+  let assemblyFormat = "$state attr-dict `:` type($result)";
+}
+
+def DDP_StateStoreOp : DDP_Op<"state_store", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemWrite<DDP_StateResource>]>]> {
+  let summary = "overwrite a ddp.state";
+  let arguments = (ins AnyType:$value, FlatSymbolRefAttr:$state);
+  let assemblyFormat = "$value `,` $state attr-dict `:` type($value)";
+}
+
+def DDP_RandomNormalOp : DDP_Op<"random_normal", [Pure]> {
+  let summary = "standard normal samples, identical on every rank";
+  let description = [{
+    Fills a tensor with independent standard normal samples that are a pure
+    function of (`seed`, `stream`, `step`, element index): every rank draws
+    the same values without communicating, and a resumed run draws what an
+    uninterrupted run would have. PowerSGD's initial Q uses one stream per
+    compressed tensor.
+
+    ```mlir
+    %q = ddp.random_normal %step seed 0 stream 3 : tensor<32x2xf32>
+    ```
+  }];
+  let arguments = (ins I64:$step, I64Attr:$seed, I64Attr:$stream);
+  let results = (outs StaticShapeTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = [{
+    $step `seed` $seed `stream` $stream attr-dict `:` type($result)
+  }];
+}
+
+#endif // DDP_DIALECT_DDP_IR_DDPOPS_TD

@@ -1,0 +1,22 @@
+//===- Passes.h - ddp transformation passes ---------------------*- C++ -*-===//
+
+#ifndef DDP_DIALECT_DDP_TRANSFORMS_PASSES_H
+#define DDP_DIALECT_DDP_TRANSFORMS_PASSES_H
+
+#include "ddp/Dialect/DDP/IR/DDP.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::ddp {
+
+/// How insert-powersgd compresses a bucket.
+enum class PowerSGDMode { layerwise, batched };
+
+#define GEN_PASS_DECL
+#include "ddp/Dialect/DDP/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "ddp/Dialect/DDP/Transforms/Passes.h.inc"
+
+} // namespace mlir::ddp
+
+#endif // DDP_DIALECT_DDP_TRANSFORMS_PASSES_H

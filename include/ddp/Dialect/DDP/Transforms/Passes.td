@@ -1,0 +1,142 @@
+//===- Passes.td - ddp transformation passes ---------------*- tablegen -*-===//
+
+#ifndef DDP_DIALECT_DDP_TRANSFORMS_PASSES_TD
+#define DDP_DIALECT_DDP_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def DDPBucketize : Pass<"ddp-bucketize", "::mlir::ModuleOp"> {
+  let summary = "Group gradient allreduces into buckets of at most cap-mb";
+  let description = [{
+    Merges single gradient allreduces of the same reduction kind and element
+    type that follow each other in a block into one multi-tensor
+    `ddp.allreduce`, like DDP's `bucket_cap_mb`: a bucket is closed once the
+    next tensor would take it over the cap (a tensor larger than the cap gets
+    a bucket of its own). Buckets keep program order, which is the order the
+    gradients become ready. An allreduce is not moved past a use of its
+    result. Upstream `shard.all_reduce` ops are converted first.
+  }];
+  let options = [
+    Option<"capMb", "cap-mb", "double", "25.0",
+           "Largest bucket, in MiB (DDP's bucket_cap_mb)">
+  ];
+  let statistics = [
+    Statistic<"numBuckets", "num-buckets", "Buckets formed">,
+    Statistic<"numTensors", "num-tensors", "Tensors bucketed">
+  ];
+  let dependentDialects = ["::mlir::ddp::DDPDialect"];
+}
+
+def InsertPowerSGD : Pass<"insert-powersgd", "::mlir::ModuleOp"> {
+  let summary = "Rewrite gradient allreduces into PowerSGD low-rank compression";
+  let description = [{
+    Rewrites every gradient `ddp.allreduce` (and upstream `shard.all_reduce`
+    with sum or average over the whole grid) into PyTorch's `powerSGD_hook`
+    sequence, with the same options, defaults and per-tensor rule. See
+    docs/ir-design.md for the emitted IR and docs/user-guide.md for options.
+  }];
+  let options = [
+    Option<"rank", "rank", "unsigned", "1",
+           "Matrix approximation rank (matrix_approximation_rank)">,
+    Option<"minCompressionRate", "min-compression-rate", "double", "2.0",
+           "Compress a tensor only if (n+m)*r*rate < n*m">,
+    Option<"startIter", "start-iter", "int64_t", "1000",
+           "Plain averaged allreduce while the step counter is below this">,
+    Option<"errorFeedback", "error-feedback", "bool", "true",
+           "Carry each compressed tensor's compression error to the next step">,
+    Option<"warmStart", "warm-start", "bool", "true",
+           "Reuse last step's Q instead of a fresh random one">,
+    Option<"orthogonalizationEpsilon", "orthogonalization-epsilon", "double",
+           "0.0", "Added to column norms in Gram-Schmidt">,
+    Option<"seed", "seed", "int64_t", "0",
+           "Seed of the random initial Q (identical on every rank)">,
+    Option<"batchSameShape", "batch-same-shape", "bool", "false",
+           "Order tensors of the same shape next to each other in every "
+           "multi-tensor op so the runtime can run them as one batched matmul">,
+    Option<"mode", "mode", "::mlir::ddp::PowerSGDMode",
+           "::mlir::ddp::PowerSGDMode::layerwise",
+           "How a bucket is compressed", [{::llvm::cl::values(
+             clEnumValN(::mlir::ddp::PowerSGDMode::layerwise, "layerwise",
+                        "each tensor as its own matrix (powerSGD_hook)"),
+             clEnumValN(::mlir::ddp::PowerSGDMode::batched, "batched",
+                        "the whole bucket as one square matrix "
+                        "(batched_powerSGD_hook)"))}]>,
+    Option<"bucketCapMb", "bucket-cap-mb", "double", "25.0",
+           "Bucket single allreduces first, as ddp-bucketize does; 0 keeps "
+           "each allreduce a bucket of its own">
+  ];
+  let statistics = [
+    Statistic<"numCompressed", "num-compressed", "Tensors compressed">,
+    Statistic<"numUncompressed", "num-uncompressed",
+              "Tensors left to the uncompressed allreduce">,
+    Statistic<"numSkipped", "num-skipped",
+              "Tensors PowerSGD cannot handle (dynamic, non-float, 0-d)">,
+    Statistic<"numelBefore", "numel-before", "Elements before compression">,
+    Statistic<"numelAfter", "numel-after", "Elements after compression">
+  ];
+  let dependentDialects = [
+    "::mlir::ddp::DDPDialect", "::mlir::arith::ArithDialect",
+    "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect"
+  ];
+}
+
+def InsertFP16Compression : Pass<"insert-fp16-compression", "::mlir::ModuleOp"> {
+  let summary = "Communicate float allreduces in fp16 (fp16_compress_hook)";
+  let description = [{
+    Divides by the world size, casts to f16, allreduces in f16 and casts
+    back. Runs on every f32/f64 allreduce, including those PowerSGD emits, so
+    `--insert-powersgd --insert-fp16-compression` sends P and Q as f16.
+  }];
+  let statistics = [
+    Statistic<"numCompressed", "num-compressed", "Tensors sent as f16">
+  ];
+  let dependentDialects = ["::mlir::ddp::DDPDialect"];
+}
+
+def InsertBF16Compression : Pass<"insert-bf16-compression", "::mlir::ModuleOp"> {
+  let summary = "Communicate float allreduces in bf16 (bf16_compress_hook)";
+  let description = [{
+    Like insert-fp16-compression, with bf16.
+  }];
+  let statistics = [
+    Statistic<"numCompressed", "num-compressed", "Tensors sent as bf16">
+  ];
+  let dependentDialects = ["::mlir::ddp::DDPDialect"];
+}
+
+def DDPFuseKernels : Pass<"ddp-fuse-kernels", "::mlir::ModuleOp"> {
+  let summary = "Merge fine-grained ddp steps into the runtime's fused kernels";
+  let description = [{
+    Rewrites add_residual feeding project/backproject into
+    project_residual/backproject_residual; reconstruct + update_residual into
+    reconstruct_residual; scale next to cast into a scaled cast. Then merges
+    ops of the same kind and configuration in a block into one multi-tensor
+    op, when no use of an earlier op's result lies before the last one.
+  }];
+  let statistics = [
+    Statistic<"numFused", "num-fused", "Producer/consumer pairs fused">,
+    Statistic<"numMerged", "num-merged", "Ops merged into multi-tensor ops">
+  ];
+  let dependentDialects = ["::mlir::ddp::DDPDialect"];
+}
+
+def DDPCompressionReport : Pass<"ddp-compression-report", "::mlir::ModuleOp"> {
+  let summary = "Print what each gradient sends, per tensor and in total";
+  let description = [{
+    Reads the communication in the module as it stands (after whatever
+    insertion passes ran) and prints, for every gradient, where it comes
+    from, its shape and type, whether PowerSGD compresses it and at which
+    rank, and the elements and bytes before and after. Totals count the same
+    elements as PyTorch's PowerSGDState.compression_stats(). The IR is not
+    changed.
+  }];
+  let options = [
+    Option<"output", "output", "std::string", "\"\"",
+           "Where the text table goes: empty for stderr, - for stdout, or a "
+           "file">,
+    Option<"json", "json", "std::string", "\"\"",
+           "Also write the report as JSON to this file">
+  ];
+}
+
+#endif // DDP_DIALECT_DDP_TRANSFORMS_PASSES_TD

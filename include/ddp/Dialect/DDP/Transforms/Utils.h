@@ -1,0 +1,62 @@
+//===- Utils.h - helpers shared by the ddp passes ---------------*- C++ -*-===//
+
+#ifndef DDP_DIALECT_DDP_TRANSFORMS_UTILS_H
+#define DDP_DIALECT_DDP_TRANSFORMS_UTILS_H
+
+#include "ddp/Dialect/DDP/IR/DDP.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::ddp {
+
+/// Why a tensor of `type` cannot be compressed (dynamic shape, non-float
+/// elements, 0-d), or an empty string when it can.
+std::string whyNotCompressible(Type type);
+
+/// Moves the inputs of `op` that `whyNot` rejects into a plain allreduce of
+/// their own (same kind and role), with a remark naming `what` and the
+/// reason. Returns the allreduce of the accepted inputs, or null if none is
+/// accepted (then `op` is left as it was).
+AllReduceOp splitOffRejected(AllReduceOp op, StringRef what,
+                             function_ref<std::string(Type)> whyNot);
+
+/// Size in bytes of a statically shaped tensor type.
+uint64_t tensorBytes(RankedTensorType type);
+
+/// The configuration that decides which ops may become one multi-tensor op:
+/// ops merge only with ops of the same name and the same key. `std::nullopt`
+/// means the op takes no part.
+using MergeKeyFn = function_ref<std::optional<Attribute>(Operation *)>;
+
+/// Splits the ops of `block` that `keyOf` selects into groups that can each
+/// be replaced by one op at the position of the group's last member: members
+/// are in block order, share a key, and no result of a member is used before
+/// the last member. When `bytesOf` is given, a group is closed before it
+/// would exceed `capBytes` (a single larger op forms a group of its own).
+SmallVector<SmallVector<Operation *>>
+findMergeableGroups(Block &block, MergeKeyFn keyOf,
+                    function_ref<uint64_t(Operation *)> bytesOf = nullptr,
+                    uint64_t capBytes = 0);
+
+/// Replaces a group found by findMergeableGroups with one multi-tensor op
+/// of the same kind at the position of its last member. Every ddp multi-
+/// tensor op has operand groups of N tensors each and 1 or 2 result groups
+/// of N; the merged op concatenates each group. Returns the new op.
+Operation *mergeMultiTensorOps(ArrayRef<Operation *> group);
+
+/// Merges consecutive gradient ddp.allreduce ops of the same reduction kind
+/// and element type under `root` into buckets of at most `capBytes`.
+/// Returns the number of multi-tensor buckets formed.
+unsigned bucketizeAllReduces(Operation *root, uint64_t capBytes);
+
+/// Renders a location for people: a name, file:line:col, or "?".
+std::string describeLocation(Location loc);
+
+/// Where a value comes from, for diagnostics and reports: the name of its
+/// location, or "@func:%argN" for an unnamed function argument.
+std::string describeValue(Value value);
+
+} // namespace mlir::ddp
+
+#endif // DDP_DIALECT_DDP_TRANSFORMS_UTILS_H

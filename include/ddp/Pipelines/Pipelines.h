@@ -1,0 +1,79 @@
+//===- Pipelines.h - ddp compression pipelines ------------------*- C++ -*-===//
+
+#ifndef DDP_PIPELINES_PIPELINES_H
+#define DDP_PIPELINES_PIPELINES_H
+
+#include "ddp/Dialect/DDP/Transforms/Passes.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir::ddp {
+
+/// The type float allreduces travel in.
+enum class NarrowType { none, fp16, bf16 };
+
+/// Options of the `ddp-compress` pipeline. PowerSGD options keep the names
+/// and defaults of insert-powersgd.
+struct CompressionPipelineOptions
+    : public PassPipelineOptions<CompressionPipelineOptions> {
+  PassOptions::Option<unsigned> powersgdRank{
+      *this, "powersgd-rank",
+      llvm::cl::desc("PowerSGD rank; 0 leaves PowerSGD out"),
+      llvm::cl::init(0)};
+  PassOptions::Option<double> minCompressionRate{
+      *this, "min-compression-rate",
+      llvm::cl::desc("Compress a tensor only if (n+m)*r*rate < n*m"),
+      llvm::cl::init(2.0)};
+  PassOptions::Option<int64_t> startIter{
+      *this, "start-iter",
+      llvm::cl::desc("Plain averaged allreduce before this step"),
+      llvm::cl::init(1000)};
+  PassOptions::Option<bool> errorFeedback{
+      *this, "error-feedback", llvm::cl::desc("PowerSGD error feedback"),
+      llvm::cl::init(true)};
+  PassOptions::Option<bool> warmStart{*this, "warm-start",
+                                      llvm::cl::desc("Reuse last step's Q"),
+                                      llvm::cl::init(true)};
+  PassOptions::Option<double> orthogonalizationEpsilon{
+      *this, "orthogonalization-epsilon",
+      llvm::cl::desc("Added to column norms in Gram-Schmidt"),
+      llvm::cl::init(0.0)};
+  PassOptions::Option<int64_t> seed{
+      *this, "seed", llvm::cl::desc("Seed of the random initial Q"),
+      llvm::cl::init(0)};
+  PassOptions::Option<bool> batchSameShape{
+      *this, "batch-same-shape",
+      llvm::cl::desc("Order same-shape tensors next to each other"),
+      llvm::cl::init(false)};
+  PassOptions::Option<PowerSGDMode> mode{
+      *this, "mode", llvm::cl::desc("How PowerSGD compresses a bucket"),
+      llvm::cl::init(PowerSGDMode::layerwise),
+      llvm::cl::values(clEnumValN(PowerSGDMode::layerwise, "layerwise",
+                                  "each tensor as its own matrix"),
+                       clEnumValN(PowerSGDMode::batched, "batched",
+                                  "the whole bucket as one square matrix"))};
+  PassOptions::Option<NarrowType> narrow{
+      *this, "narrow", llvm::cl::desc("Type float allreduces travel in"),
+      llvm::cl::init(NarrowType::none),
+      llvm::cl::values(
+          clEnumValN(NarrowType::none, "none", "as they are"),
+          clEnumValN(NarrowType::fp16, "fp16", "fp16_compress_hook"),
+          clEnumValN(NarrowType::bf16, "bf16", "bf16_compress_hook"))};
+  PassOptions::Option<double> bucketCapMb{
+      *this, "bucket-cap-mb", llvm::cl::desc("Bucket size cap in MiB"),
+      llvm::cl::init(25.0)};
+  PassOptions::Option<bool> fuse{
+      *this, "fuse", llvm::cl::desc("Fuse into the runtime's kernels"),
+      llvm::cl::init(true)};
+};
+
+/// bucketize -> insert-powersgd (if powersgd-rank > 0) -> fp16/bf16 (if
+/// narrow) -> ddp-fuse-kernels (if fuse).
+void buildCompressionPipeline(OpPassManager &pm,
+                              const CompressionPipelineOptions &options);
+
+/// Registers `ddp-compress`.
+void registerPipelines();
+
+} // namespace mlir::ddp
+
+#endif // DDP_PIPELINES_PIPELINES_H

@@ -1,0 +1,499 @@
+//===- DDPOps.cpp - ddp op verifiers, type inference, assembly ------------===//
+
+#include "ddp/Dialect/DDP/IR/DDP.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace mlir::ddp;
+
+//===----------------------------------------------------------------------===//
+// custom<PairedTypes>: two operand groups of the same types (a matrix and
+// its residual) print their types once. The verifiers check that the types
+// really are equal.
+//===----------------------------------------------------------------------===//
+
+static ParseResult parsePairedTypes(OpAsmParser &parser,
+                                    SmallVectorImpl<Type> &types,
+                                    SmallVectorImpl<Type> &pairedTypes) {
+  if (parser.parseTypeList(types))
+    return failure();
+  pairedTypes.assign(types.begin(), types.end());
+  return success();
+}
+
+static void printPairedTypes(OpAsmPrinter &printer, Operation *,
+                             TypeRange types, TypeRange) {
+  llvm::interleaveComma(types, printer);
+}
+
+//===----------------------------------------------------------------------===//
+// Shared checks
+//===----------------------------------------------------------------------===//
+
+/// Checks that two operand groups of a multi-tensor op pair up one to one.
+static LogicalResult verifySameCount(Operation *op, size_t lhs, size_t rhs,
+                                     StringRef lhsName, StringRef rhsName) {
+  if (lhs == rhs)
+    return success();
+  return op->emitOpError() << "has " << lhs << " " << lhsName << " but " << rhs
+                           << " " << rhsName
+                           << "; each tensor needs one of each";
+}
+
+static LogicalResult verifyNonEmpty(Operation *op, size_t count) {
+  if (count > 0)
+    return success();
+  return op->emitOpError("needs at least one tensor");
+}
+
+static LogicalResult verifyTypesEqual(Operation *op, TypeRange lhs,
+                                      TypeRange rhs, StringRef lhsName,
+                                      StringRef rhsName) {
+  if (failed(verifySameCount(op, lhs.size(), rhs.size(), lhsName, rhsName)))
+    return failure();
+  for (auto [i, types] : llvm::enumerate(llvm::zip(lhs, rhs)))
+    if (std::get<0>(types) != std::get<1>(types))
+      return op->emitOpError()
+             << rhsName << " #" << i << " has type " << std::get<1>(types)
+             << " but must have the type of " << lhsName << " #" << i << ", "
+             << std::get<0>(types);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Matrix shape inference for the PowerSGD ops
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// One tensor of a multi-tensor PowerSGD op, as a 2-D float matrix.
+struct Matrix {
+  int64_t rows, cols;
+  Type elementType;
+};
+} // namespace
+
+static Matrix asMatrix(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  return {tensor.getDimSize(0), tensor.getDimSize(1), tensor.getElementType()};
+}
+
+static RankedTensorType matrixType(int64_t rows, int64_t cols, Type element) {
+  return RankedTensorType::get({rows, cols}, element);
+}
+
+/// The operand groups of the PowerSGD ops are only guaranteed to be 2-D
+/// static float tensors after the ODS constraints ran; inference also runs
+/// while parsing, before them, so it checks what it relies on.
+static LogicalResult checkMatrices(std::optional<Location> loc,
+                                   StringRef opName, ValueRange values) {
+  for (Value value : values) {
+    auto tensor = dyn_cast<RankedTensorType>(value.getType());
+    if (!tensor || tensor.getRank() != 2 || !tensor.hasStaticShape() ||
+        !isa<FloatType>(tensor.getElementType()))
+      return emitOptionalError(loc, "'", opName,
+                               "' op expects statically shaped 2-D float "
+                               "tensors, got ",
+                               value.getType());
+  }
+  return success();
+}
+
+static LogicalResult checkPairs(std::optional<Location> loc, StringRef opName,
+                                ValueRange lhs, ValueRange rhs,
+                                StringRef lhsName, StringRef rhsName) {
+  if (failed(checkMatrices(loc, opName, lhs)) ||
+      failed(checkMatrices(loc, opName, rhs)))
+    return failure();
+  if (lhs.empty())
+    return emitOptionalError(loc, "'", opName,
+                             "' op needs at least one tensor");
+  if (lhs.size() != rhs.size())
+    return emitOptionalError(loc, "'", opName, "' op has ", lhs.size(), " ",
+                             lhsName, " but ", rhs.size(), " ", rhsName,
+                             "; each tensor needs one of each");
+  return success();
+}
+
+static LogicalResult checkElementTypes(std::optional<Location> loc,
+                                       StringRef opName, unsigned index,
+                                       Matrix a, Matrix b) {
+  if (a.elementType == b.elementType)
+    return success();
+  return emitOptionalError(loc, "'", opName, "' op tensor #", index,
+                           " mixes element types ", a.elementType, " and ",
+                           b.elementType);
+}
+
+/// P_i = M_i Q_i (transposeMatrix = false) or Q_i = M_i^T P_i (true).
+static LogicalResult inferProjection(std::optional<Location> loc,
+                                     StringRef opName, ValueRange matrices,
+                                     ValueRange factors, bool transposeMatrix,
+                                     SmallVectorImpl<Type> &results) {
+  if (failed(checkPairs(loc, opName, matrices, factors, "matrices", "factors")))
+    return failure();
+  for (auto [i, pair] : llvm::enumerate(llvm::zip(matrices, factors))) {
+    Matrix m = asMatrix(std::get<0>(pair).getType());
+    Matrix f = asMatrix(std::get<1>(pair).getType());
+    if (failed(checkElementTypes(loc, opName, i, m, f)))
+      return failure();
+    int64_t inner = transposeMatrix ? m.rows : m.cols;
+    int64_t outer = transposeMatrix ? m.cols : m.rows;
+    if (f.rows != inner)
+      return emitOptionalError(loc, "'", opName, "' op tensor #", i,
+                               ": factor has ", f.rows, " rows but the matrix",
+                               transposeMatrix ? " (transposed)" : "", " has ",
+                               inner, " columns");
+    results.push_back(matrixType(outer, f.cols, m.elementType));
+  }
+  return success();
+}
+
+/// Checks that the residuals have the matrices' types.
+static LogicalResult checkResiduals(std::optional<Location> loc,
+                                    StringRef opName, ValueRange matrices,
+                                    ValueRange residuals) {
+  if (failed(checkPairs(loc, opName, matrices, residuals, "matrices",
+                        "residuals")))
+    return failure();
+  for (auto [i, pair] : llvm::enumerate(llvm::zip(matrices, residuals)))
+    if (std::get<0>(pair).getType() != std::get<1>(pair).getType())
+      return emitOptionalError(loc, "'", opName, "' op residual #", i,
+                               " has type ", std::get<1>(pair).getType(),
+                               " but its matrix has type ",
+                               std::get<0>(pair).getType());
+  return success();
+}
+
+/// M_hat_i = P_i Q_i^T.
+static LogicalResult inferReconstruction(std::optional<Location> loc,
+                                         StringRef opName, ValueRange ps,
+                                         ValueRange qs,
+                                         SmallVectorImpl<Type> &results) {
+  if (failed(checkPairs(loc, opName, ps, qs, "P factors", "Q factors")))
+    return failure();
+  for (auto [i, pair] : llvm::enumerate(llvm::zip(ps, qs))) {
+    Matrix p = asMatrix(std::get<0>(pair).getType());
+    Matrix q = asMatrix(std::get<1>(pair).getType());
+    if (failed(checkElementTypes(loc, opName, i, p, q)))
+      return failure();
+    if (p.cols != q.cols)
+      return emitOptionalError(loc, "'", opName, "' op tensor #", i,
+                               ": P has rank ", p.cols, " but Q has rank ",
+                               q.cols);
+    results.push_back(matrixType(p.rows, q.rows, p.elementType));
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// AllReduceOp, AllReduceStartOp, WaitOp
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyAllReduceInputs(Operation *op, ReductionKind kind,
+                                           TypeRange inputs) {
+  if (failed(verifyNonEmpty(op, inputs.size())))
+    return failure();
+  if (kind != ReductionKind::mean)
+    return success();
+  for (Type type : inputs)
+    if (!isa<FloatType>(cast<RankedTensorType>(type).getElementType()))
+      return op->emitOpError() << "'mean' needs float tensors, got " << type;
+  return success();
+}
+
+LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location>,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  llvm::append_range(results, adaptor.getInputs().getTypes());
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() {
+  return verifyAllReduceInputs(*this, getKind(), getInputs().getTypes());
+}
+
+LogicalResult
+AllReduceStartOp::inferReturnTypes(MLIRContext *context,
+                                   std::optional<Location>, Adaptor adaptor,
+                                   SmallVectorImpl<Type> &results) {
+  SmallVector<Type> types(adaptor.getInputs().getTypes());
+  results.push_back(RequestType::get(context, types));
+  return success();
+}
+
+LogicalResult AllReduceStartOp::verify() {
+  if (failed(verifyAllReduceInputs(*this, getKind(), getInputs().getTypes())))
+    return failure();
+  Value request = getRequest();
+  if (!request.hasOneUse() || !isa<WaitOp>(*request.getUsers().begin()))
+    return emitOpError("request must have exactly one use, a 'ddp.wait'");
+  return success();
+}
+
+LogicalResult WaitOp::inferReturnTypes(MLIRContext *,
+                                       std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &results) {
+  auto request = dyn_cast<RequestType>(adaptor.getRequest().getType());
+  if (!request)
+    return emitOptionalError(loc, "'ddp.wait' op expects a !ddp.request");
+  llvm::append_range(results, request.getTypes());
+  return success();
+}
+
+LogicalResult RequestType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  ArrayRef<Type> types) {
+  if (types.empty())
+    return emitError() << "a request carries at least one tensor";
+  for (Type type : types) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor || !tensor.getElementType().isIntOrFloat())
+      return emitError() << "a request carries ranked int or float tensors, "
+                            "got "
+                         << type;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ScaleOp, CastOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ScaleOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &results) {
+  llvm::append_range(results, adaptor.getInputs().getTypes());
+  return success();
+}
+
+LogicalResult ScaleOp::verify() {
+  return verifyNonEmpty(*this, getNumOperands());
+}
+
+LogicalResult CastOp::verify() {
+  if (failed(verifyNonEmpty(*this, getInputs().size())) ||
+      failed(verifySameCount(*this, getInputs().size(), getNumResults(),
+                             "inputs", "results")))
+    return failure();
+  for (auto [i, types] : llvm::enumerate(
+           llvm::zip(getInputs().getTypes(), getResults().getTypes()))) {
+    auto from = cast<RankedTensorType>(std::get<0>(types));
+    auto to = cast<RankedTensorType>(std::get<1>(types));
+    if (from.getShape() != to.getShape())
+      return emitOpError() << "result #" << i << " has type " << to
+                           << " but a cast keeps the shape of " << from;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// PowerSGD ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult AddResidualOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location>,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &results) {
+  llvm::append_range(results, adaptor.getInputs().getTypes());
+  return success();
+}
+
+LogicalResult AddResidualOp::verify() {
+  if (failed(verifyNonEmpty(*this, getInputs().size())))
+    return failure();
+  return verifyTypesEqual(*this, getInputs().getTypes(),
+                          getResiduals().getTypes(), "input", "residual");
+}
+
+LogicalResult ProjectOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &results) {
+  return inferProjection(loc, getOperationName(), adaptor.getMatrices(),
+                         adaptor.getFactors(), /*transposeMatrix=*/false,
+                         results);
+}
+
+LogicalResult ProjectOp::verify() {
+  SmallVector<Type> expected;
+  return inferProjection(getLoc(), getOperationName(), getMatrices(),
+                         getFactors(), false, expected);
+}
+
+LogicalResult BackprojectOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &results) {
+  return inferProjection(loc, getOperationName(), adaptor.getMatrices(),
+                         adaptor.getFactors(), /*transposeMatrix=*/true,
+                         results);
+}
+
+LogicalResult BackprojectOp::verify() {
+  SmallVector<Type> expected;
+  return inferProjection(getLoc(), getOperationName(), getMatrices(),
+                         getFactors(), true, expected);
+}
+
+LogicalResult
+OrthogonalizeOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                  Adaptor adaptor,
+                                  SmallVectorImpl<Type> &results) {
+  llvm::append_range(results, adaptor.getInputs().getTypes());
+  return success();
+}
+
+LogicalResult OrthogonalizeOp::verify() {
+  if (failed(verifyNonEmpty(*this, getInputs().size())))
+    return failure();
+  double epsilon = getEpsilon().convertToDouble();
+  if (!(epsilon >= 0.0) || std::isinf(epsilon))
+    return emitOpError() << "epsilon must be finite and non-negative, got "
+                         << epsilon;
+  return success();
+}
+
+LogicalResult ReconstructOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &results) {
+  return inferReconstruction(loc, getOperationName(), adaptor.getPs(),
+                             adaptor.getQs(), results);
+}
+
+LogicalResult ReconstructOp::verify() {
+  SmallVector<Type> expected;
+  return inferReconstruction(getLoc(), getOperationName(), getPs(), getQs(),
+                             expected);
+}
+
+LogicalResult
+UpdateResidualOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                   Adaptor adaptor,
+                                   SmallVectorImpl<Type> &results) {
+  llvm::append_range(results, adaptor.getInputs().getTypes());
+  return success();
+}
+
+LogicalResult UpdateResidualOp::verify() {
+  if (failed(verifyNonEmpty(*this, getInputs().size())))
+    return failure();
+  return verifyTypesEqual(*this, getInputs().getTypes(),
+                          getReconstructions().getTypes(), "input",
+                          "reconstruction");
+}
+
+LogicalResult
+ProjectResidualOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                    Adaptor adaptor,
+                                    SmallVectorImpl<Type> &results) {
+  StringRef name = getOperationName();
+  if (failed(checkResiduals(loc, name, adaptor.getMatrices(),
+                            adaptor.getResiduals())))
+    return failure();
+  return inferProjection(loc, name, adaptor.getMatrices(), adaptor.getFactors(),
+                         /*transposeMatrix=*/false, results);
+}
+
+LogicalResult ProjectResidualOp::verify() {
+  SmallVector<Type> expected;
+  return inferReturnTypes(getContext(), getLoc(), Adaptor(*this), expected);
+}
+
+LogicalResult BackprojectResidualOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  StringRef name = getOperationName();
+  if (failed(checkResiduals(loc, name, adaptor.getMatrices(),
+                            adaptor.getResiduals())))
+    return failure();
+  return inferProjection(loc, name, adaptor.getMatrices(), adaptor.getFactors(),
+                         /*transposeMatrix=*/true, results);
+}
+
+LogicalResult BackprojectResidualOp::verify() {
+  SmallVector<Type> expected;
+  return inferReturnTypes(getContext(), getLoc(), Adaptor(*this), expected);
+}
+
+LogicalResult ReconstructResidualOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  StringRef name = getOperationName();
+  if (failed(checkResiduals(loc, name, adaptor.getMatrices(),
+                            adaptor.getResiduals())))
+    return failure();
+  SmallVector<Type> reconstructions;
+  if (failed(inferReconstruction(loc, name, adaptor.getPs(), adaptor.getQs(),
+                                 reconstructions)))
+    return failure();
+  if (reconstructions.size() != adaptor.getMatrices().size())
+    return emitOptionalError(loc, "'", name, "' op has ",
+                             reconstructions.size(), " factor pairs but ",
+                             adaptor.getMatrices().size(), " matrices");
+  for (auto [i, pair] :
+       llvm::enumerate(llvm::zip(reconstructions, adaptor.getMatrices())))
+    if (std::get<0>(pair) != std::get<1>(pair).getType())
+      return emitOptionalError(loc, "'", name, "' op tensor #", i,
+                               ": P * Q^T has type ", std::get<0>(pair),
+                               " but the matrix has type ",
+                               std::get<1>(pair).getType());
+  results.append(reconstructions);
+  results.append(reconstructions);
+  return success();
+}
+
+LogicalResult ReconstructResidualOp::verify() {
+  SmallVector<Type> expected;
+  return inferReturnTypes(getContext(), getLoc(), Adaptor(*this), expected);
+}
+
+//===----------------------------------------------------------------------===//
+// State
+//===----------------------------------------------------------------------===//
+
+LogicalResult StateOp::verify() {
+  Type type = getType();
+  if (type.isSignlessInteger(64))
+    return success();
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (tensor && tensor.hasStaticShape() &&
+      tensor.getElementType().isIntOrFloat())
+    return success();
+  return emitOpError() << "state must be an i64 counter or a statically "
+                          "shaped int or float tensor, got "
+                       << type;
+}
+
+/// Resolves `symbol` to a ddp.state of type `type`.
+static LogicalResult verifyStateUse(Operation *op, FlatSymbolRefAttr symbol,
+                                    Type type,
+                                    SymbolTableCollection &symbolTable) {
+  auto state = symbolTable.lookupNearestSymbolFrom<StateOp>(op, symbol);
+  if (!state)
+    return op->emitOpError()
+           << "'" << symbol.getValue() << "' does not name a 'ddp.state'";
+  if (state.getType() != type)
+    return op->emitOpError()
+           << "type " << type << " does not match the type " << state.getType()
+           << " of state '" << symbol.getValue() << "'";
+  return success();
+}
+
+LogicalResult
+StateLoadOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyStateUse(*this, getStateAttr(), getResult().getType(),
+                        symbolTable);
+}
+
+LogicalResult
+StateStoreOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyStateUse(*this, getStateAttr(), getValue().getType(),
+                        symbolTable);
+}
+
+#define GET_OP_CLASSES
+#include "ddp/Dialect/DDP/IR/DDPOps.cpp.inc"

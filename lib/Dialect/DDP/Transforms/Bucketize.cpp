@@ -1,0 +1,37 @@
+//===- Bucketize.cpp - group gradient allreduces into buckets -------------===//
+
+#include "ddp/Conversion/ShardToDDP/ShardToDDP.h"
+#include "ddp/Dialect/DDP/Transforms/Passes.h"
+#include "ddp/Dialect/DDP/Transforms/Utils.h"
+
+namespace mlir::ddp {
+#define GEN_PASS_DEF_DDPBUCKETIZE
+#include "ddp/Dialect/DDP/Transforms/Passes.h.inc"
+} // namespace mlir::ddp
+
+using namespace mlir;
+using namespace mlir::ddp;
+
+namespace {
+struct DDPBucketizePass : public ddp::impl::DDPBucketizeBase<DDPBucketizePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (!(capMb >= 0.0) || std::isinf(capMb)) {
+      getOperation().emitError()
+          << "ddp-bucketize: cap-mb must be a finite number >= 0, got "
+          << double(capMb);
+      return signalPassFailure();
+    }
+    convertShardAllReduces(getOperation());
+    uint64_t bucketed = 0;
+    numBuckets +=
+        bucketizeAllReduces(getOperation(), uint64_t(capMb * 1024.0 * 1024.0));
+    getOperation().walk([&](AllReduceOp op) {
+      if (op.getRole() == CommRole::gradient && op.getInputs().size() > 1)
+        bucketed += op.getInputs().size();
+    });
+    numTensors += bucketed;
+  }
+};
+} // namespace

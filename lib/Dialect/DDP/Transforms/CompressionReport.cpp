@@ -1,0 +1,336 @@
+//===- CompressionReport.cpp - what each gradient sends -------------------===//
+//
+// Reads the module's communication as it stands: every element that leaves
+// a rank goes through an allreduce, so the report walks the allreduces,
+// traces each operand back through the compression steps to the gradient
+// it carries, and adds up elements and bytes per gradient. The warm-up
+// branch (before PowerSGD's start iteration) is not the steady state and is
+// skipped.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddp/Dialect/DDP/Transforms/Passes.h"
+#include "ddp/Dialect/DDP/Transforms/Utils.h"
+
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir::ddp {
+#define GEN_PASS_DEF_DDPCOMPRESSIONREPORT
+#include "ddp/Dialect/DDP/Transforms/Passes.h.inc"
+} // namespace mlir::ddp
+
+using namespace mlir;
+using namespace mlir::ddp;
+
+namespace {
+/// What one gradient (or one batched bucket) sends per step.
+struct Row {
+  std::tuple<unsigned, unsigned, unsigned> order;
+  std::string where;
+  SmallVector<int64_t> shape;
+  std::string dtype;
+  std::string decision = "plain";
+  bool compressed = false;
+  int64_t rank = 0;
+  int64_t numelBefore = 0, numelAfter = 0;
+  int64_t bytesBefore = 0, bytesAfter = 0;
+  std::string sentAs;
+};
+
+struct Totals {
+  int64_t numelBefore = 0, numelAfter = 0, bytesBefore = 0, bytesAfter = 0;
+  unsigned compressed = 0;
+};
+
+struct DDPCompressionReportPass
+    : public ddp::impl::DDPCompressionReportBase<DDPCompressionReportPass> {
+  using Base::Base;
+  void runOnOperation() override;
+};
+} // namespace
+
+static std::string typeName(Type type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  type.print(os);
+  return text;
+}
+
+static int64_t numElements(RankedTensorType type) {
+  return type.hasStaticShape() ? type.getNumElements() : 0;
+}
+
+static int64_t numBytes(RankedTensorType type) {
+  return type.hasStaticShape() ? int64_t(tensorBytes(type)) : 0;
+}
+
+/// Follows a communicated value back through the compression steps to the
+/// gradient it carries, updating `value`. Returns the tensor.concat that
+/// batched PowerSGD built from a whole bucket if the trace ends there.
+static tensor::ConcatOp traceSource(Value &value) {
+  while (Operation *op = value.getDefiningOp()) {
+    unsigned index = cast<OpResult>(value).getResultNumber();
+    if (isa<CastOp, ScaleOp, AddResidualOp, OrthogonalizeOp>(op))
+      value = op->getOperand(index);
+    else if (auto project = dyn_cast<ProjectOp>(op))
+      value = project.getMatrices()[index];
+    else if (auto project = dyn_cast<ProjectResidualOp>(op))
+      value = project.getMatrices()[index];
+    else if (auto back = dyn_cast<BackprojectOp>(op))
+      value = back.getMatrices()[index];
+    else if (auto back = dyn_cast<BackprojectResidualOp>(op))
+      value = back.getMatrices()[index];
+    else if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op))
+      value = op->getOperand(0);
+    else if (auto concat = dyn_cast<tensor::ConcatOp>(op))
+      return concat;
+    else
+      break;
+  }
+  return nullptr;
+}
+
+static Row describeGradient(Value gradient) {
+  Row row;
+  auto type = cast<RankedTensorType>(gradient.getType());
+  row.where = describeValue(gradient);
+  row.shape.assign(type.getShape().begin(), type.getShape().end());
+  row.dtype = typeName(type.getElementType());
+  row.numelBefore = numElements(type);
+  row.bytesBefore = numBytes(type);
+  return row;
+}
+
+static Row describeBatchedBucket(tensor::ConcatOp concat, Value square) {
+  Row row;
+  row.decision = "powersgd-batched";
+  auto squareType = cast<RankedTensorType>(square.getType());
+  row.shape.assign(squareType.getShape().begin(), squareType.getShape().end());
+  row.dtype = typeName(squareType.getElementType());
+  unsigned count = 0;
+  std::string names;
+  for (Value piece : concat.getInputs()) {
+    if (piece.getDefiningOp<arith::ConstantOp>())
+      continue; // zero padding
+    Value source = piece;
+    traceSource(source);
+    auto type = cast<RankedTensorType>(source.getType());
+    row.numelBefore += numElements(type);
+    row.bytesBefore += numBytes(type);
+    names += (count++ ? "," : "") + describeValue(source);
+  }
+  row.where = "bucket of " + std::to_string(count) + " [" + names + "]";
+  return row;
+}
+
+/// The matrix a powersgd P or Q was computed from, for batched buckets.
+static Value matrixOf(Value communicated) {
+  Value value = communicated;
+  while (Operation *op = value.getDefiningOp()) {
+    unsigned index = cast<OpResult>(value).getResultNumber();
+    if (isa<CastOp, ScaleOp>(op))
+      value = op->getOperand(index);
+    else if (isa<ProjectOp, BackprojectOp, ProjectResidualOp,
+                 BackprojectResidualOp>(op))
+      return op->getOperand(index);
+    else
+      break;
+  }
+  return value;
+}
+
+/// Rows are listed function by function; a function's arguments first, in
+/// order, then gradients computed in its body, in order of communication.
+static std::tuple<unsigned, unsigned, unsigned>
+rowOrder(Value gradient, Operation *comm, unsigned appearance,
+         llvm::DenseMap<Operation *, unsigned> &functionIndex) {
+  auto function = comm->getParentOfType<FunctionOpInterface>();
+  unsigned fn = function
+                    ? functionIndex.try_emplace(function, functionIndex.size())
+                          .first->second
+                    : 0;
+  if (auto arg = dyn_cast_or_null<BlockArgument>(gradient))
+    if (function && arg.getOwner() == &function.getFunctionBody().front())
+      return {fn, 0, arg.getArgNumber()};
+  return {fn, 1, appearance};
+}
+
+static void collectRows(ModuleOp module, llvm::MapVector<void *, Row> &rows) {
+  llvm::DenseMap<Operation *, unsigned> functionIndex;
+  module.walk([&](Operation *op) {
+    CommRole role;
+    ValueRange inputs;
+    if (auto allreduce = dyn_cast<AllReduceOp>(op)) {
+      role = allreduce.getRole();
+      inputs = allreduce.getInputs();
+    } else if (auto start = dyn_cast<AllReduceStartOp>(op)) {
+      role = start.getRole();
+      inputs = start.getInputs();
+    } else {
+      return;
+    }
+    if (role == CommRole::warmup)
+      return;
+    bool powersgd =
+        role == CommRole::powersgd_p || role == CommRole::powersgd_q;
+    for (Value input : inputs) {
+      Value source = input;
+      Row *row;
+      if (tensor::ConcatOp concat = traceSource(source)) {
+        auto [it, inserted] = rows.insert({concat.getOperation(), Row()});
+        if (inserted) {
+          it->second = describeBatchedBucket(concat, matrixOf(input));
+          it->second.order = rowOrder(nullptr, op, rows.size(), functionIndex);
+        }
+        row = &it->second;
+      } else {
+        auto [it, inserted] = rows.insert({source.getAsOpaquePointer(), Row()});
+        if (inserted) {
+          it->second = describeGradient(source);
+          it->second.order = rowOrder(source, op, rows.size(), functionIndex);
+        }
+        row = &it->second;
+      }
+      auto sent = cast<RankedTensorType>(input.getType());
+      row->numelAfter += numElements(sent);
+      row->bytesAfter += numBytes(sent);
+      row->sentAs = typeName(sent.getElementType());
+      if (powersgd) {
+        row->compressed = true;
+        if (row->decision != "powersgd-batched")
+          row->decision = "powersgd";
+        row->rank = sent.getDimSize(1);
+      } else if (role == CommRole::uncompressed) {
+        row->decision = "uncompressed";
+      }
+    }
+  });
+}
+
+static double ratio(int64_t before, int64_t after) {
+  if (after == 0)
+    return before == 0 ? 1.0 : 0.0;
+  return double(before) / double(after);
+}
+
+static std::string shapeText(ArrayRef<int64_t> shape) {
+  if (shape.empty())
+    return "scalar";
+  std::string text;
+  for (auto [i, size] : llvm::enumerate(shape))
+    text +=
+        (i ? "x" : "") +
+        (ShapedType::isDynamic(size) ? std::string("?") : std::to_string(size));
+  return text;
+}
+
+static void printText(raw_ostream &os, ArrayRef<Row> rows,
+                      const Totals &totals) {
+  os << "ddp compression report: what each gradient sends per step\n";
+  os << llvm::formatv("{0,4}  {1,-28} {2,-16} {3,-5} {4,-16} {5,4} {6,-7} "
+                      "{7,12} {8,12} {9,8}\n",
+                      "#", "where", "shape", "dtype", "decision", "rank",
+                      "sent-as", "elements", "sent", "ratio");
+  for (auto [i, row] : llvm::enumerate(rows)) {
+    std::string where = row.where;
+    if (where.size() > 28)
+      where = where.substr(0, 25) + "...";
+    os << llvm::formatv("{0,4}  {1,-28} {2,-16} {3,-5} {4,-16} {5,4} {6,-7} "
+                        "{7,12} {8,12} {9,7:F2}x\n",
+                        i, where, shapeText(row.shape), row.dtype, row.decision,
+                        row.compressed ? std::to_string(row.rank)
+                                       : std::string("-"),
+                        row.sentAs, row.numelBefore, row.numelAfter,
+                        ratio(row.numelBefore, row.numelAfter));
+  }
+  os << llvm::formatv(
+      "total: {0} tensors, {1} compressed; elements {2} -> "
+      "{3} ({4:F2}x); bytes {5} -> {6} ({7:F2}x)\n",
+      rows.size(), totals.compressed, totals.numelBefore, totals.numelAfter,
+      ratio(totals.numelBefore, totals.numelAfter), totals.bytesBefore,
+      totals.bytesAfter, ratio(totals.bytesBefore, totals.bytesAfter));
+}
+
+static void printJson(raw_ostream &os, ArrayRef<Row> rows,
+                      const Totals &totals) {
+  llvm::json::OStream json(os, /*IndentSize=*/2);
+  json.object([&] {
+    json.attributeArray("tensors", [&] {
+      for (const Row &row : rows)
+        json.object([&] {
+          json.attribute("loc", row.where);
+          json.attributeArray("shape", [&] {
+            for (int64_t size : row.shape)
+              json.value(ShapedType::isDynamic(size) ? -1 : size);
+          });
+          json.attribute("dtype", row.dtype);
+          json.attribute("compressed", row.compressed);
+          json.attribute("rank", row.rank);
+          json.attribute("numel_before", row.numelBefore);
+          json.attribute("numel_after", row.numelAfter);
+          json.attribute("decision", row.decision);
+          json.attribute("sent_as", row.sentAs);
+          json.attribute("bytes_before", row.bytesBefore);
+          json.attribute("bytes_after", row.bytesAfter);
+        });
+    });
+    json.attribute("numel_before", totals.numelBefore);
+    json.attribute("numel_after", totals.numelAfter);
+    json.attribute("ratio", ratio(totals.numelBefore, totals.numelAfter));
+    json.attribute("bytes_before", totals.bytesBefore);
+    json.attribute("bytes_after", totals.bytesAfter);
+    json.attribute("bytes_ratio", ratio(totals.bytesBefore, totals.bytesAfter));
+  });
+  os << "\n";
+}
+
+/// Writes `print`'s output to `path` ("-" is stdout).
+static LogicalResult writeTo(ModuleOp module, StringRef path,
+                             function_ref<void(raw_ostream &)> print) {
+  if (path == "-") {
+    print(llvm::outs());
+    llvm::outs().flush();
+    return success();
+  }
+  std::error_code error;
+  llvm::raw_fd_ostream file(path, error, llvm::sys::fs::OF_Text);
+  if (error)
+    return module.emitError() << "ddp-compression-report: cannot write '"
+                              << path << "': " << error.message();
+  print(file);
+  return success();
+}
+
+void DDPCompressionReportPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  llvm::MapVector<void *, Row> byGradient;
+  collectRows(module, byGradient);
+  SmallVector<Row> rows;
+  Totals totals;
+  for (auto &entry : byGradient) {
+    Row &row = entry.second;
+    totals.numelBefore += row.numelBefore;
+    totals.numelAfter += row.numelAfter;
+    totals.bytesBefore += row.bytesBefore;
+    totals.bytesAfter += row.bytesAfter;
+    totals.compressed += row.compressed;
+    rows.push_back(std::move(row));
+  }
+  llvm::stable_sort(
+      rows, [](const Row &a, const Row &b) { return a.order < b.order; });
+  auto text = [&](raw_ostream &os) { printText(os, rows, totals); };
+  if (output.empty())
+    text(llvm::errs());
+  else if (failed(writeTo(module, output, text)))
+    return signalPassFailure();
+  if (!json.empty() && failed(writeTo(module, json, [&](raw_ostream &os) {
+        printJson(os, rows, totals);
+      })))
+    return signalPassFailure();
+  markAllAnalysesPreserved();
+}

@@ -1,0 +1,541 @@
+//===- InsertPowerSGD.cpp - PowerSGD low-rank gradient compression --------===//
+//
+// Rewrites each gradient allreduce bucket into PyTorch's powerSGD_hook
+// sequence (docs/ir-design.md shows the IR):
+//
+//   step < start-iter: the plain mean (role warmup);
+//   otherwise:
+//     start the allreduce of the uncompressed tensors (overlaps the rest)
+//     Q = orthogonalize(warm start ? last Q : random, or random on the
+//         first compressed step)
+//     M = G + E                       (error feedback)
+//     P = M Q;  allreduce-sum(P);  P = orthogonalize(P)
+//     Q = M^T P;  allreduce-mean(Q)
+//     M_hat = P Q^T;  E = M - M_hat   (error feedback)
+//     wait for the uncompressed tensors
+//
+// All P's of a bucket travel in one allreduce, all Q's in another. Ops are
+// emitted one per tensor; ddp-fuse-kernels merges them into fused
+// multi-tensor kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddp/Conversion/ShardToDDP/ShardToDDP.h"
+#include "ddp/Dialect/DDP/Transforms/Passes.h"
+#include "ddp/Dialect/DDP/Transforms/Utils.h"
+
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace mlir::ddp {
+#define GEN_PASS_DEF_INSERTPOWERSGD
+#include "ddp/Dialect/DDP/Transforms/Passes.h.inc"
+} // namespace mlir::ddp
+
+using namespace mlir;
+using namespace mlir::ddp;
+
+//===----------------------------------------------------------------------===//
+// Views of gradients as matrices
+//===----------------------------------------------------------------------===//
+
+/// PyTorch's view of a gradient as a matrix: shape[0] x prod(shape[1:]).
+static RankedTensorType matrixViewType(RankedTensorType type) {
+  int64_t rows = type.getDimSize(0);
+  int64_t cols = rows == 0 ? 0 : type.getNumElements() / rows;
+  return RankedTensorType::get({rows, cols}, type.getElementType());
+}
+
+/// Reassociation between `type` (rank >= 1) and its 2-D view: dims 1.. fold
+/// into the columns; a 1-D tensor gains a unit column.
+static SmallVector<ReassociationIndices> matrixReassociation(int64_t rank) {
+  if (rank == 1)
+    return {{0, 1}};
+  ReassociationIndices cols;
+  for (int64_t d = 1; d < rank; ++d)
+    cols.push_back(d);
+  return {{0}, cols};
+}
+
+static Value toMatrix(OpBuilder &b, Location loc, Value tensor) {
+  auto type = cast<RankedTensorType>(tensor.getType());
+  RankedTensorType matrix = matrixViewType(type);
+  if (type.getRank() == 2)
+    return tensor;
+  if (type.getRank() == 1)
+    return tensor::ExpandShapeOp::create(b, loc, matrix, tensor,
+                                         matrixReassociation(1));
+  return tensor::CollapseShapeOp::create(b, loc, matrix, tensor,
+                                         matrixReassociation(type.getRank()));
+}
+
+static Value fromMatrix(OpBuilder &b, Location loc, Value matrix,
+                        RankedTensorType type) {
+  if (type.getRank() == 2)
+    return matrix;
+  if (type.getRank() == 1)
+    return tensor::CollapseShapeOp::create(b, loc, type, matrix,
+                                           matrixReassociation(1));
+  return tensor::ExpandShapeOp::create(b, loc, type, matrix,
+                                       matrixReassociation(type.getRank()));
+}
+
+static Value flatten(OpBuilder &b, Location loc, Value tensor) {
+  auto type = cast<RankedTensorType>(tensor.getType());
+  if (type.getRank() == 1)
+    return tensor;
+  ReassociationIndices all;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    all.push_back(d);
+  return tensor::CollapseShapeOp::create(
+      b, loc,
+      RankedTensorType::get({type.getNumElements()}, type.getElementType()),
+      tensor, ArrayRef<ReassociationIndices>{all});
+}
+
+static Value unflatten(OpBuilder &b, Location loc, Value flat,
+                       RankedTensorType type) {
+  if (type.getRank() == 1)
+    return flat;
+  ReassociationIndices all;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    all.push_back(d);
+  return tensor::ExpandShapeOp::create(b, loc, type, flat,
+                                       ArrayRef<ReassociationIndices>{all});
+}
+
+/// The smallest side s with s * s >= n.
+static int64_t ceilSqrt(int64_t n) {
+  int64_t side = int64_t(std::sqrt(double(n)));
+  while (side * side < n)
+    ++side;
+  while (side > 0 && (side - 1) * (side - 1) >= n)
+    --side;
+  return side;
+}
+
+/// PowerSGD estimates the mean; a `sum` bucket is scaled back by W.
+static Value scaleForKind(OpBuilder &b, Location loc, ReductionKind kind,
+                          Value mean) {
+  if (kind == ReductionKind::mean)
+    return mean;
+  return ScaleOp::create(b, loc, ValueRange{mean}, WorldScale::world_size)
+      .getResult(0);
+}
+
+//===----------------------------------------------------------------------===//
+// The rewrite
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// One matrix PowerSGD compresses: a gradient's view, or a whole bucket.
+struct Compressed {
+  Value matrix;
+  int64_t rank;
+};
+
+struct InsertPowerSGDPass
+    : public ddp::impl::InsertPowerSGDBase<InsertPowerSGDPass> {
+  using Base::Base;
+
+  void runOnOperation() override;
+
+private:
+  LogicalResult validateOptions();
+  void rewriteBucket(AllReduceOp op, FunctionOpInterface function);
+  /// Emits the compressed path for `matrices`; returns the reconstructions.
+  SmallVector<Value> emitPowerSGD(OpBuilder &b, Location loc,
+                                  FunctionOpInterface function,
+                                  ArrayRef<Compressed> matrices);
+  SmallVector<Value> emitLayerwise(OpBuilder &b, AllReduceOp op,
+                                   FunctionOpInterface function,
+                                   ArrayRef<unsigned> compressed,
+                                   ArrayRef<unsigned> uncompressed);
+  SmallVector<Value> emitBatched(OpBuilder &b, AllReduceOp op,
+                                 FunctionOpInterface function);
+  Value getStep(FunctionOpInterface function);
+  /// A state named ddp.<kind>.<function>[.<id>].
+  StateOp createState(FunctionOpInterface function, StringRef kind, Type type,
+                      std::optional<unsigned> id = std::nullopt);
+  Value constantI64(OpBuilder &b, Location loc, int64_t value) {
+    return arith::ConstantIntOp::create(b, loc, value, 64);
+  }
+
+  /// What one run of the pass keeps track of.
+  struct RunState {
+    explicit RunState(ModuleOp module) : symbols(module) {}
+    SymbolTable symbols;
+    /// The step counter value loaded at each function's entry.
+    llvm::DenseMap<Operation *, Value> steps;
+    /// Numbers the compressed matrices of each function; a matrix's Q and
+    /// error states share its number.
+    llvm::DenseMap<Operation *, unsigned> matricesPerFunction;
+    /// The next ddp.random_normal stream; unique in the module.
+    int64_t nextStream = 0;
+  };
+  RunState *run = nullptr;
+};
+} // namespace
+
+LogicalResult InsertPowerSGDPass::validateOptions() {
+  auto fail = [&](const Twine &message) {
+    getOperation().emitError() << "insert-powersgd: " << message;
+    return failure();
+  };
+  if (rank < 1)
+    return fail("rank must be >= 1, got " + Twine(unsigned(rank)));
+  double rate = minCompressionRate;
+  if (!(rate >= 0.0) || std::isinf(rate))
+    return fail("min-compression-rate must be a finite number >= 0, got " +
+                llvm::formatv("{0}", rate).str());
+  if (startIter < 0)
+    return fail("start-iter must be >= 0, got " + Twine(int64_t(startIter)));
+  double epsilon = orthogonalizationEpsilon;
+  if (!(epsilon >= 0.0) || std::isinf(epsilon))
+    return fail("orthogonalization-epsilon must be a finite number >= 0, got " +
+                llvm::formatv("{0}", epsilon).str());
+  double cap = bucketCapMb;
+  if (!(cap >= 0.0) || std::isinf(cap))
+    return fail("bucket-cap-mb must be a finite number >= 0, got " +
+                llvm::formatv("{0}", cap).str());
+  return success();
+}
+
+void InsertPowerSGDPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (failed(validateOptions()))
+    return signalPassFailure();
+
+  convertShardAllReduces(module);
+  if (bucketCapMb > 0.0)
+    bucketizeAllReduces(module, uint64_t(bucketCapMb * 1024.0 * 1024.0));
+
+  RunState state(module);
+  run = &state;
+  module.walk([&](RandomNormalOp op) {
+    state.nextStream = std::max(state.nextStream, int64_t(op.getStream()) + 1);
+  });
+
+  SmallVector<std::pair<AllReduceOp, FunctionOpInterface>> buckets;
+  module.walk([&](AllReduceOp op) {
+    if (op.getRole() != CommRole::gradient)
+      return;
+    auto function = op->getParentOfType<FunctionOpInterface>();
+    if (!function) {
+      op.emitRemark("insert-powersgd leaves an allreduce outside any "
+                    "function as it is");
+      return;
+    }
+    buckets.push_back({op, function});
+  });
+  for (auto [op, function] : buckets)
+    rewriteBucket(op, function);
+  run = nullptr;
+}
+
+Value InsertPowerSGDPass::getStep(FunctionOpInterface function) {
+  Value &step = run->steps[function];
+  if (step)
+    return step;
+  StateOp state =
+      createState(function, "step", IntegerType::get(&getContext(), 64));
+  Block &entry = function.getFunctionBody().front();
+  OpBuilder b = OpBuilder::atBlockBegin(&entry);
+  Location loc = function.getLoc();
+  step = StateLoadOp::create(b, loc, state.getType(), state.getSymName());
+  Value next = arith::AddIOp::create(b, loc, step, constantI64(b, loc, 1));
+  StateStoreOp::create(b, loc, next, state.getSymName());
+  return step;
+}
+
+StateOp InsertPowerSGDPass::createState(FunctionOpInterface function,
+                                        StringRef kind, Type type,
+                                        std::optional<unsigned> id) {
+  std::string name = ("ddp." + kind + "." + function.getName()).str();
+  if (id)
+    name += "." + std::to_string(*id);
+  OpBuilder b(function);
+  auto state = StateOp::create(b, function.getLoc(), name, type);
+  run->symbols.insert(state, Block::iterator(function));
+  return state;
+}
+
+void InsertPowerSGDPass::rewriteBucket(AllReduceOp op,
+                                       FunctionOpInterface function) {
+  op = splitOffRejected(op, getArgument(), whyNotCompressible);
+  if (!op)
+    return;
+
+  // PyTorch's per-tensor rule, and its element counts.
+  SmallVector<unsigned> compressed, uncompressed;
+  for (auto [i, type] : llvm::enumerate(op.getInputs().getTypes())) {
+    RankedTensorType matrix = matrixViewType(cast<RankedTensorType>(type));
+    int64_t n = matrix.getDimSize(0), m = matrix.getDimSize(1);
+    int64_t r = std::min<int64_t>({n, m, int64_t(rank)});
+    bool compress = mode == PowerSGDMode::batched ||
+                    double((n + m) * r) * minCompressionRate < double(n * m);
+    (compress ? compressed : uncompressed).push_back(i);
+    if (mode == PowerSGDMode::layerwise) {
+      numelBefore += n * m;
+      numelAfter += compress ? (n + m) * r : n * m;
+    }
+  }
+  numCompressed += compressed.size();
+  numUncompressed += uncompressed.size();
+  if (compressed.empty()) {
+    // Nothing worth compressing: a plain averaged allreduce, marked so that
+    // a later run of this pass does not look at it again.
+    op.setRole(CommRole::uncompressed);
+    return;
+  }
+  if (batchSameShape) {
+    // Same shapes next to each other, in order of first appearance.
+    llvm::DenseMap<Type, unsigned> firstSeen;
+    for (unsigned i : compressed)
+      firstSeen.try_emplace(op.getInputs()[i].getType(), firstSeen.size());
+    llvm::stable_sort(compressed, [&](unsigned a, unsigned b) {
+      return firstSeen[op.getInputs()[a].getType()] <
+             firstSeen[op.getInputs()[b].getType()];
+    });
+  }
+
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  getStep(function);
+  auto emitCompressedPath = [&](OpBuilder &builder) {
+    return mode == PowerSGDMode::batched
+               ? emitBatched(builder, op, function)
+               : emitLayerwise(builder, op, function, compressed, uncompressed);
+  };
+  SmallVector<Value> results;
+  if (startIter > 0) {
+    Value warm = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                                       run->steps[function],
+                                       constantI64(b, loc, startIter));
+    auto ifOp = scf::IfOp::create(b, loc, op.getResultTypes(), warm,
+                                  /*withElseRegion=*/true);
+    OpBuilder thenBuilder = ifOp.getThenBodyBuilder();
+    auto plain = AllReduceOp::create(thenBuilder, loc, op.getKind(),
+                                     op.getInputs(), CommRole::warmup);
+    scf::YieldOp::create(thenBuilder, loc, plain.getResults());
+    OpBuilder elseBuilder = ifOp.getElseBodyBuilder();
+    scf::YieldOp::create(elseBuilder, loc, emitCompressedPath(elseBuilder));
+    results = ifOp.getResults();
+  } else {
+    results = emitCompressedPath(b);
+  }
+  op->replaceAllUsesWith(results);
+  op.erase();
+}
+
+SmallVector<Value> InsertPowerSGDPass::emitLayerwise(
+    OpBuilder &b, AllReduceOp op, FunctionOpInterface function,
+    ArrayRef<unsigned> compressed, ArrayRef<unsigned> uncompressed) {
+  Location loc = op.getLoc();
+  SmallVector<Value> results(op.getNumResults());
+  // Started first so that it overlaps the compression compute.
+  AllReduceStartOp request;
+  if (!uncompressed.empty()) {
+    SmallVector<Value> inputs;
+    for (unsigned i : uncompressed)
+      inputs.push_back(op.getInputs()[i]);
+    request = AllReduceStartOp::create(b, loc, op.getKind(), inputs,
+                                       CommRole::uncompressed);
+  }
+  SmallVector<Compressed> matrices;
+  for (unsigned i : compressed) {
+    Value matrix = toMatrix(b, op.getInputs()[i].getLoc(), op.getInputs()[i]);
+    auto type = cast<RankedTensorType>(matrix.getType());
+    matrices.push_back(
+        {matrix, std::min<int64_t>(
+                     {type.getDimSize(0), type.getDimSize(1), int64_t(rank)})});
+  }
+  SmallVector<Value> reconstructions = emitPowerSGD(b, loc, function, matrices);
+  for (auto [k, i] : llvm::enumerate(compressed))
+    results[i] = scaleForKind(
+        b, loc, op.getKind(),
+        fromMatrix(b, loc, reconstructions[k],
+                   cast<RankedTensorType>(op.getResult(i).getType())));
+  if (request) {
+    auto wait = WaitOp::create(b, loc, request.getRequest());
+    for (auto [k, i] : llvm::enumerate(uncompressed))
+      results[i] = wait.getResult(k);
+  }
+  return results;
+}
+
+SmallVector<Value>
+InsertPowerSGDPass::emitBatched(OpBuilder &b, AllReduceOp op,
+                                FunctionOpInterface function) {
+  Location loc = op.getLoc();
+  // One square matrix per element type (a bucket normally has one).
+  llvm::MapVector<Type, SmallVector<unsigned>> byElement;
+  for (auto [i, type] : llvm::enumerate(op.getInputs().getTypes()))
+    byElement[cast<RankedTensorType>(type).getElementType()].push_back(i);
+
+  SmallVector<Compressed> matrices;
+  SmallVector<int64_t> sides;
+  for (auto &[element, indices] : byElement) {
+    SmallVector<Value> pieces;
+    int64_t length = 0;
+    for (unsigned i : indices) {
+      pieces.push_back(flatten(b, loc, op.getInputs()[i]));
+      length +=
+          cast<RankedTensorType>(op.getInputs()[i].getType()).getNumElements();
+    }
+    int64_t side = ceilSqrt(length);
+    int64_t padding = side * side - length;
+    if (padding > 0) {
+      auto padType = RankedTensorType::get({padding}, element);
+      pieces.push_back(arith::ConstantOp::create(
+          b, loc, padType,
+          DenseElementsAttr::get(padType, b.getZeroAttr(element))));
+    }
+    Value flat =
+        pieces.size() == 1
+            ? pieces.front()
+            : tensor::ConcatOp::create(b, loc, /*dim=*/0, pieces).getResult();
+    auto squareType = RankedTensorType::get({side, side}, element);
+    Value square = tensor::ExpandShapeOp::create(
+        b, loc, squareType, flat, ArrayRef<ReassociationIndices>{{0, 1}});
+    int64_t r = std::min<int64_t>(side, int64_t(rank));
+    matrices.push_back({square, r});
+    sides.push_back(side);
+    numelBefore += length;
+    numelAfter += 2 * side * r;
+  }
+
+  SmallVector<Value> reconstructions = emitPowerSGD(b, loc, function, matrices);
+  SmallVector<Value> results(op.getNumResults());
+  for (auto [k, entry] : llvm::enumerate(byElement)) {
+    int64_t side = sides[k];
+    Value flat = tensor::CollapseShapeOp::create(
+        b, loc, RankedTensorType::get({side * side}, entry.first),
+        reconstructions[k], ArrayRef<ReassociationIndices>{{0, 1}});
+    int64_t offset = 0;
+    for (unsigned i : entry.second) {
+      auto type = cast<RankedTensorType>(op.getResult(i).getType());
+      int64_t size = type.getNumElements();
+      auto slice = tensor::ExtractSliceOp::create(
+          b, loc, RankedTensorType::get({size}, entry.first), flat,
+          ArrayRef<OpFoldResult>{b.getIndexAttr(offset)},
+          ArrayRef<OpFoldResult>{b.getIndexAttr(size)},
+          ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+      results[i] =
+          scaleForKind(b, loc, op.getKind(), unflatten(b, loc, slice, type));
+      offset += size;
+    }
+  }
+  return results;
+}
+
+SmallVector<Value>
+InsertPowerSGDPass::emitPowerSGD(OpBuilder &b, Location loc,
+                                 FunctionOpInterface function,
+                                 ArrayRef<Compressed> matrices) {
+  Value step = run->steps[function];
+  SmallVector<Type> qTypes;
+  for (const Compressed &c : matrices) {
+    auto type = cast<RankedTensorType>(c.matrix.getType());
+    qTypes.push_back(RankedTensorType::get({type.getDimSize(1), c.rank},
+                                           type.getElementType()));
+  }
+  SmallVector<int64_t> streams;
+  SmallVector<unsigned> ids;
+  for (size_t i = 0; i < matrices.size(); ++i) {
+    streams.push_back(run->nextStream++);
+    ids.push_back(run->matricesPerFunction[function]++);
+  }
+  auto drawQs = [&](OpBuilder &builder) {
+    SmallVector<Value> qs;
+    for (auto [type, stream] : llvm::zip(qTypes, streams))
+      qs.push_back(RandomNormalOp::create(builder, loc, type, step,
+                                          int64_t(seed), stream));
+    return qs;
+  };
+
+  // Q: random on the first compressed step (or always without warm start),
+  // else last step's; orthogonalized before use either way.
+  SmallVector<Value> initialQs;
+  SmallVector<StateOp> qStates;
+  if (warmStart) {
+    for (auto [type, id] : llvm::zip(qTypes, ids))
+      qStates.push_back(createState(function, "q", type, id));
+    Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, step,
+                                        constantI64(b, loc, startIter));
+    auto ifOp = scf::IfOp::create(b, loc, qTypes, first, /*withElse=*/true);
+    OpBuilder thenBuilder = ifOp.getThenBodyBuilder();
+    scf::YieldOp::create(thenBuilder, loc, drawQs(thenBuilder));
+    OpBuilder elseBuilder = ifOp.getElseBodyBuilder();
+    SmallVector<Value> loaded;
+    for (StateOp state : qStates)
+      loaded.push_back(StateLoadOp::create(elseBuilder, loc, state.getType(),
+                                           state.getSymName()));
+    scf::YieldOp::create(elseBuilder, loc, loaded);
+    initialQs = ifOp.getResults();
+  } else {
+    initialQs = drawQs(b);
+  }
+  auto epsilon = b.getF64FloatAttr(orthogonalizationEpsilon);
+  SmallVector<Value> qs;
+  for (Value q : initialQs)
+    qs.push_back(
+        OrthogonalizeOp::create(b, loc, ValueRange{q}, epsilon).getResult(0));
+
+  // M = G + E.
+  SmallVector<Value> ms;
+  SmallVector<StateOp> errorStates;
+  for (auto [c, id] : llvm::zip(matrices, ids)) {
+    if (!errorFeedback) {
+      ms.push_back(c.matrix);
+      continue;
+    }
+    StateOp state = createState(function, "error", c.matrix.getType(), id);
+    errorStates.push_back(state);
+    Value residual =
+        StateLoadOp::create(b, loc, state.getType(), state.getSymName());
+    ms.push_back(AddResidualOp::create(b, loc, ValueRange{c.matrix},
+                                       ValueRange{residual})
+                     .getResult(0));
+  }
+
+  // P = M Q, summed over ranks, orthogonalized.
+  SmallVector<Value> ps;
+  for (auto [m, q] : llvm::zip(ms, qs))
+    ps.push_back(
+        ProjectOp::create(b, loc, ValueRange{m}, ValueRange{q}).getResult(0));
+  auto pSum =
+      AllReduceOp::create(b, loc, ReductionKind::sum, ps, CommRole::powersgd_p);
+  SmallVector<Value> orthoPs;
+  for (Value p : pSum.getResults())
+    orthoPs.push_back(
+        OrthogonalizeOp::create(b, loc, ValueRange{p}, epsilon).getResult(0));
+
+  // Q = M^T P, averaged over ranks.
+  SmallVector<Value> newQs;
+  for (auto [m, p] : llvm::zip(ms, orthoPs))
+    newQs.push_back(BackprojectOp::create(b, loc, ValueRange{m}, ValueRange{p})
+                        .getResult(0));
+  auto qMean = AllReduceOp::create(b, loc, ReductionKind::mean, newQs,
+                                   CommRole::powersgd_q);
+
+  // M_hat = P Q^T; E = M - M_hat. The state is written after all of them
+  // so that each step stays one multi-tensor op after fusion.
+  SmallVector<Value> reconstructions, residuals;
+  for (auto [p, q] : llvm::zip(orthoPs, qMean.getResults()))
+    reconstructions.push_back(
+        ReconstructOp::create(b, loc, ValueRange{p}, ValueRange{q})
+            .getResult(0));
+  if (errorFeedback)
+    for (auto [m, mHat] : llvm::zip(ms, reconstructions))
+      residuals.push_back(
+          UpdateResidualOp::create(b, loc, ValueRange{m}, ValueRange{mHat})
+              .getResult(0));
+  for (auto [residual, state] : llvm::zip(residuals, errorStates))
+    StateStoreOp::create(b, loc, residual, state.getSymName());
+  if (warmStart)
+    for (auto [q, state] : llvm::zip(qMean.getResults(), qStates))
+      StateStoreOp::create(b, loc, q, state.getSymName());
+  return reconstructions;
+}

@@ -1,0 +1,262 @@
+//===- Utils.cpp - helpers shared by the ddp passes -----------------------===//
+
+#include "ddp/Dialect/DDP/Transforms/Utils.h"
+
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::ddp;
+
+std::string mlir::ddp::whyNotCompressible(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor)
+    return "it is not a ranked tensor";
+  if (!isa<FloatType>(tensor.getElementType()))
+    return "its element type is not a float";
+  if (tensor.getRank() == 0)
+    return "it is 0-d";
+  if (!tensor.hasStaticShape())
+    return "its shape is dynamic";
+  return "";
+}
+
+uint64_t mlir::ddp::tensorBytes(RankedTensorType type) {
+  uint64_t bits = type.getElementTypeBitWidth();
+  return (uint64_t(type.getNumElements()) * bits + 7) / 8;
+}
+
+AllReduceOp
+mlir::ddp::splitOffRejected(AllReduceOp op, StringRef what,
+                            function_ref<std::string(Type)> whyNot) {
+  SmallVector<unsigned> accepted, rejected;
+  for (auto [i, input] : llvm::enumerate(op.getInputs())) {
+    std::string reason = whyNot(input.getType());
+    if (reason.empty()) {
+      accepted.push_back(i);
+      continue;
+    }
+    rejected.push_back(i);
+    op.emitRemark() << what << " leaves tensor #" << i << " ("
+                    << input.getType() << " from " << describeValue(input)
+                    << ") as a plain allreduce: " << reason;
+  }
+  if (accepted.empty())
+    return nullptr;
+  if (rejected.empty())
+    return op;
+  OpBuilder builder(op);
+  auto makeAllReduce = [&](ArrayRef<unsigned> indices) {
+    SmallVector<Value> inputs;
+    for (unsigned i : indices)
+      inputs.push_back(op.getInputs()[i]);
+    auto part = AllReduceOp::create(builder, op.getLoc(), op.getKind(), inputs,
+                                    op.getRole());
+    for (auto [j, i] : llvm::enumerate(indices))
+      op.getResult(i).replaceAllUsesWith(part.getResult(j));
+    return part;
+  };
+  makeAllReduce(rejected);
+  AllReduceOp kept = makeAllReduce(accepted);
+  op.erase();
+  return kept;
+}
+
+SmallVector<SmallVector<Operation *>>
+mlir::ddp::findMergeableGroups(Block &block, MergeKeyFn keyOf,
+                               function_ref<uint64_t(Operation *)> bytesOf,
+                               uint64_t capBytes) {
+  struct OpenGroup {
+    SmallVector<Operation *> members;
+    // The first op of the block that uses a member's result; the group can
+    // only grow with ops strictly before it. Null: no use yet.
+    Operation *earliestUse = nullptr;
+    // A use outside this block's ops was found: the group cannot grow.
+    bool sealed = false;
+    uint64_t bytes = 0;
+  };
+  using Key = std::pair<OperationName, Attribute>;
+  llvm::DenseMap<Key, OpenGroup> open;
+  SmallVector<SmallVector<Operation *>> groups;
+
+  auto close = [&](OpenGroup &group) {
+    if (!group.members.empty())
+      groups.push_back(std::move(group.members));
+    group = OpenGroup();
+  };
+
+  for (Operation &op : block) {
+    std::optional<Attribute> key = keyOf(&op);
+    if (!key)
+      continue;
+    OpenGroup &group = open[{op.getName(), *key}];
+    uint64_t bytes = bytesOf ? bytesOf(&op) : 0;
+    bool blockedByUse =
+        group.sealed ||
+        (group.earliestUse && !op.isBeforeInBlock(group.earliestUse));
+    bool overCap =
+        bytesOf && !group.members.empty() && group.bytes + bytes > capBytes;
+    if (blockedByUse || overCap)
+      close(group);
+    group.members.push_back(&op);
+    group.bytes += bytes;
+    for (Operation *user : op.getUsers()) {
+      Operation *ancestor = block.findAncestorOpInBlock(*user);
+      if (!ancestor) {
+        group.sealed = true;
+        continue;
+      }
+      if (!group.earliestUse || ancestor->isBeforeInBlock(group.earliestUse))
+        group.earliestUse = ancestor;
+    }
+  }
+  // Close in order of first member so the result follows the block.
+  SmallVector<OpenGroup *> remaining;
+  for (auto &entry : open)
+    if (!entry.second.members.empty())
+      remaining.push_back(&entry.second);
+  llvm::sort(remaining, [](OpenGroup *a, OpenGroup *b) {
+    return a->members.front()->isBeforeInBlock(b->members.front());
+  });
+  for (OpenGroup *group : remaining)
+    close(*group);
+  return groups;
+}
+
+/// Number of result groups of a multi-tensor op: reconstruct_residual
+/// returns the reconstructions and then the new residuals.
+static unsigned numResultGroups(Operation *op) {
+  return isa<ReconstructResidualOp>(op) ? 2 : 1;
+}
+
+/// Number of tensors a multi-tensor op works on.
+static unsigned numTensors(Operation *op) {
+  if (auto start = dyn_cast<AllReduceStartOp>(op))
+    return start.getInputs().size();
+  return op->getNumResults() / numResultGroups(op);
+}
+
+Operation *mlir::ddp::mergeMultiTensorOps(ArrayRef<Operation *> group) {
+  assert(!group.empty() && "nothing to merge");
+  Operation *first = group.front();
+  if (group.size() == 1)
+    return first;
+  unsigned numOperandGroups = first->getNumOperands() / numTensors(first);
+  unsigned numGroupsOfResults = numResultGroups(first);
+  unsigned total = 0;
+  for (Operation *op : group)
+    total += numTensors(op);
+
+  OperationState state(
+      FusedLoc::get(first->getContext(),
+                    llvm::map_to_vector(
+                        group, [](Operation *op) { return op->getLoc(); })),
+      first->getName());
+  for (unsigned g = 0; g < numOperandGroups; ++g)
+    for (Operation *op : group) {
+      unsigned n = numTensors(op);
+      state.addOperands(op->getOperands().slice(g * n, n));
+    }
+  for (unsigned g = 0; g < numGroupsOfResults; ++g)
+    for (Operation *op : group) {
+      unsigned n = numTensors(op);
+      state.addTypes(TypeRange(op->getResultTypes()).slice(g * n, n));
+    }
+  // Inherent attributes (the configuration) come from the first member; the
+  // operand segment sizes are those of the merged op.
+  if (auto props =
+          dyn_cast_or_null<DictionaryAttr>(first->getPropertiesAsAttribute())) {
+    NamedAttrList attrs(props);
+    if (attrs.get("operandSegmentSizes"))
+      attrs.set("operandSegmentSizes",
+                DenseI32ArrayAttr::get(
+                    first->getContext(),
+                    SmallVector<int32_t>(numOperandGroups, int32_t(total))));
+    state.propertiesAttr = attrs.getDictionary(first->getContext());
+  }
+  state.addAttributes(llvm::to_vector(first->getDiscardableAttrs()));
+
+  OpBuilder builder(group.back());
+  Operation *merged = builder.create(state);
+  unsigned offset = 0;
+  for (Operation *op : group) {
+    unsigned n = numTensors(op);
+    for (unsigned g = 0; g < numGroupsOfResults; ++g)
+      for (unsigned k = 0; k < n; ++k)
+        op->getResult(g * n + k).replaceAllUsesWith(
+            merged->getResult(g * total + offset + k));
+    offset += n;
+  }
+  for (Operation *op : group)
+    op->erase();
+  return merged;
+}
+
+unsigned mlir::ddp::bucketizeAllReduces(Operation *root, uint64_t capBytes) {
+  SmallVector<Block *> blocks;
+  root->walk([&](Block *block) { blocks.push_back(block); });
+  SmallVector<SmallVector<Operation *>> buckets;
+  auto keyOf = [](Operation *op) -> std::optional<Attribute> {
+    auto allreduce = dyn_cast<AllReduceOp>(op);
+    if (!allreduce || allreduce.getRole() != CommRole::gradient)
+      return std::nullopt;
+    Type element = nullptr;
+    for (Type type : allreduce.getInputs().getTypes()) {
+      auto tensor = cast<RankedTensorType>(type);
+      if (!tensor.hasStaticShape() ||
+          (element && element != tensor.getElementType()))
+        return std::nullopt;
+      element = tensor.getElementType();
+    }
+    return ArrayAttr::get(op->getContext(),
+                          {allreduce.getKindAttr(), TypeAttr::get(element)});
+  };
+  auto bytesOf = [](Operation *op) {
+    uint64_t bytes = 0;
+    for (Type type : op->getOperandTypes())
+      bytes += tensorBytes(cast<RankedTensorType>(type));
+    return bytes;
+  };
+  for (Block *block : blocks)
+    for (auto &group : findMergeableGroups(*block, keyOf, bytesOf, capBytes))
+      if (group.size() > 1)
+        buckets.push_back(std::move(group));
+  for (auto &bucket : buckets)
+    mergeMultiTensorOps(bucket);
+  return buckets.size();
+}
+
+std::string mlir::ddp::describeLocation(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    return (file.getFilename().str() + ":" + std::to_string(file.getLine()) +
+            ":" + std::to_string(file.getColumn()));
+  if (auto fused = dyn_cast<FusedLoc>(loc)) {
+    std::string text;
+    for (Location part : fused.getLocations()) {
+      if (!text.empty())
+        text += ",";
+      text += describeLocation(part);
+    }
+    return text.empty() ? "?" : text;
+  }
+  if (auto callSite = dyn_cast<CallSiteLoc>(loc))
+    return describeLocation(callSite.getCallee());
+  return "?";
+}
+
+std::string mlir::ddp::describeValue(Value value) {
+  if (auto arg = dyn_cast<BlockArgument>(value)) {
+    if (isa<NameLoc>(arg.getLoc()))
+      return describeLocation(arg.getLoc());
+    auto function =
+        dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
+    if (function && arg.getOwner()->isEntryBlock())
+      return ("@" + function.getName() + ":%arg" +
+              std::to_string(arg.getArgNumber()))
+          .str();
+    return describeLocation(arg.getLoc());
+  }
+  return describeLocation(value.getLoc());
+}

@@ -1,0 +1,19 @@
+//===- ddp-opt.cpp - the ddp compiler driver ------------------------------===//
+//
+// An MlirOptMain tool with the ddp dialect, its passes and pipelines, and the
+// upstream dialects a training step is written in.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddp/InitAll.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  mlir::ddp::registerAllDialects(registry);
+  mlir::ddp::registerAllPasses();
+  return mlir::asMainReturnCode(mlir::MlirOptMain(
+      argc, argv, "ddp-opt: gradient communication compiler\n", registry));
+}
