@@ -18,9 +18,9 @@ struct DDPBucketizePass : public ddp::impl::DDPBucketizeBase<DDPBucketizePass> {
 
   void runOnOperation() override {
     if (!(capMb >= 0.0) || std::isinf(capMb)) {
-      getOperation().emitError()
-          << "ddp-bucketize: cap-mb must be a finite number >= 0, got "
-          << double(capMb);
+      emitPassError(getOperation(), getArgument())
+          << "cap-mb must be a finite number >= 0, got "
+          << formatNumber(capMb);
       return signalPassFailure();
     }
     convertShardAllReduces(getOperation());

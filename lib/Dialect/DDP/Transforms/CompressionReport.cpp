@@ -300,8 +300,8 @@ static LogicalResult writeTo(ModuleOp module, StringRef path,
   std::error_code error;
   llvm::raw_fd_ostream file(path, error, llvm::sys::fs::OF_Text);
   if (error)
-    return module.emitError() << "ddp-compression-report: cannot write '"
-                              << path << "': " << error.message();
+    return emitPassError(module, "ddp-compression-report")
+           << "cannot write '" << path << "': " << error.message();
   print(file);
   return success();
 }

@@ -180,7 +180,7 @@ private:
 
 LogicalResult InsertPowerSGDPass::validateOptions() {
   auto fail = [&](const Twine &message) {
-    getOperation().emitError() << "insert-powersgd: " << message;
+    emitPassError(getOperation(), getArgument()) << message;
     return failure();
   };
   if (rank < 1)
@@ -188,17 +188,17 @@ LogicalResult InsertPowerSGDPass::validateOptions() {
   double rate = minCompressionRate;
   if (!(rate >= 0.0) || std::isinf(rate))
     return fail("min-compression-rate must be a finite number >= 0, got " +
-                llvm::formatv("{0}", rate).str());
+                formatNumber(rate));
   if (startIter < 0)
     return fail("start-iter must be >= 0, got " + Twine(int64_t(startIter)));
   double epsilon = orthogonalizationEpsilon;
   if (!(epsilon >= 0.0) || std::isinf(epsilon))
     return fail("orthogonalization-epsilon must be a finite number >= 0, got " +
-                llvm::formatv("{0}", epsilon).str());
+                formatNumber(epsilon));
   double cap = bucketCapMb;
   if (!(cap >= 0.0) || std::isinf(cap))
     return fail("bucket-cap-mb must be a finite number >= 0, got " +
-                llvm::formatv("{0}", cap).str());
+                formatNumber(cap));
   return success();
 }
 

@@ -5,6 +5,8 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdio>
+
 using namespace mlir;
 using namespace mlir::ddp;
 
@@ -259,4 +261,14 @@ std::string mlir::ddp::describeValue(Value value) {
     return describeLocation(arg.getLoc());
   }
   return describeLocation(value.getLoc());
+}
+
+InFlightDiagnostic mlir::ddp::emitPassError(Operation *root, StringRef pass) {
+  return mlir::emitError(root->getLoc()) << pass << ": ";
+}
+
+std::string mlir::ddp::formatNumber(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%g", value);
+  return buffer;
 }

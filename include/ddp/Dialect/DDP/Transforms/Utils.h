@@ -50,6 +50,14 @@ Operation *mergeMultiTensorOps(ArrayRef<Operation *> group);
 /// Returns the number of multi-tensor buckets formed.
 unsigned bucketizeAllReduces(Operation *root, uint64_t capBytes);
 
+/// Reports an invalid pass option or an I/O failure of a pass: an error at
+/// `root`'s location, without dumping the whole module as an op diagnostic
+/// would.
+InFlightDiagnostic emitPassError(Operation *root, StringRef pass);
+
+/// `value` the way a person typed it: shortest of %g.
+std::string formatNumber(double value);
+
 /// Renders a location for people: a name, file:line:col, or "?".
 std::string describeLocation(Location loc);
 

@@ -1,0 +1,322 @@
+// RUN: ddp-opt %s -split-input-file -verify-diagnostics
+
+func.func @allreduce_empty() {
+  // expected-error @+1 {{'ddp.allreduce' op needs at least one tensor}}
+  "ddp.allreduce"() <{kind = 1 : i32, role = 0 : i32}> : () -> ()
+  return
+}
+
+// -----
+
+func.func @allreduce_mean_of_ints(%x: tensor<4xi32>) -> tensor<4xi32> {
+  // expected-error @+1 {{'mean' needs float tensors, got 'tensor<4xi32>'}}
+  %r = ddp.allreduce mean %x : tensor<4xi32>
+  return %r : tensor<4xi32>
+}
+
+// -----
+
+func.func @allreduce_start_mean_of_ints(%x: tensor<4xi32>) -> tensor<4xi32> {
+  // expected-error @+1 {{'mean' needs float tensors}}
+  %h = ddp.allreduce_start mean %x : tensor<4xi32>
+  %r = ddp.wait %h : !ddp.request<tensor<4xi32>>
+  return %r : tensor<4xi32>
+}
+
+// -----
+
+func.func @allreduce_start_never_waited(%x: tensor<4xf32>) {
+  // expected-error @+1 {{request must have exactly one use, a 'ddp.wait'}}
+  %h = ddp.allreduce_start mean %x : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @allreduce_start_waited_twice(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  // expected-error @+1 {{request must have exactly one use, a 'ddp.wait'}}
+  %h = ddp.allreduce_start mean %x : tensor<4xf32>
+  %a = ddp.wait %h : !ddp.request<tensor<4xf32>>
+  %b = ddp.wait %h : !ddp.request<tensor<4xf32>>
+  return %a, %b : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{a request carries ranked int or float tensors, got 'memref<4xf32>'}}
+func.func private @request_of_memref(!ddp.request<memref<4xf32>>)
+
+// -----
+
+func.func @wait_wrong_result(%x: tensor<4xf32>) -> tensor<8xf32> {
+  %h = ddp.allreduce_start mean %x : tensor<4xf32>
+  // expected-error @+2 {{'ddp.wait' op inferred type(s) 'tensor<4xf32>' are incompatible with return type(s) of operation 'tensor<8xf32>'}}
+  // expected-error @+1 {{'ddp.wait' op failed to infer returned types}}
+  %r = "ddp.wait"(%h) : (!ddp.request<tensor<4xf32>>) -> tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+func.func @scale_empty() {
+  // expected-error @+1 {{'ddp.scale' op needs at least one tensor}}
+  "ddp.scale"() <{factor = 0 : i32}> : () -> ()
+  return
+}
+
+// -----
+
+func.func @cast_empty() {
+  // expected-error @+1 {{'ddp.cast' op needs at least one tensor}}
+  "ddp.cast"() : () -> ()
+  return
+}
+
+// -----
+
+func.func @cast_count(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'ddp.cast' op has 1 inputs but 2 results; each tensor needs one of each}}
+  %a, %b = "ddp.cast"(%x) : (tensor<4xf32>) -> (tensor<4xf16>, tensor<4xf16>)
+  return
+}
+
+// -----
+
+func.func @cast_shape(%x: tensor<4xf32>) -> tensor<8xf16> {
+  // expected-error @+1 {{result #0 has type 'tensor<8xf16>' but a cast keeps the shape of 'tensor<4xf32>'}}
+  %r = ddp.cast %x : tensor<4xf32> to tensor<8xf16>
+  return %r : tensor<8xf16>
+}
+
+// -----
+
+func.func @add_residual_empty() {
+  // expected-error @+1 {{'ddp.add_residual' op needs at least one tensor}}
+  "ddp.add_residual"() <{operandSegmentSizes = array<i32: 0, 0>}> : () -> ()
+  return
+}
+
+// -----
+
+func.func @add_residual_count(%g: tensor<4x4xf32>) {
+  // expected-error @+1 {{'ddp.add_residual' op has 1 input but 0 residual; each tensor needs one of each}}
+  %r = "ddp.add_residual"(%g) <{operandSegmentSizes = array<i32: 1, 0>}> : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @add_residual_type(%g: tensor<4x4xf32>, %e: tensor<4x2xf32>) {
+  // expected-error @+1 {{residual #0 has type 'tensor<4x2xf32>' but must have the type of input #0, 'tensor<4x4xf32>'}}
+  %r = "ddp.add_residual"(%g, %e) <{operandSegmentSizes = array<i32: 1, 1>}> : (tensor<4x4xf32>, tensor<4x2xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @project_not_matrix(%m: tensor<4x4x4xf32>, %q: tensor<4x2xf32>) {
+  // expected-error @+1 {{'ddp.project' op expects statically shaped 2-D float tensors, got 'tensor<4x4x4xf32>'}}
+  %p = ddp.project %m times %q : tensor<4x4x4xf32> times tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @project_dynamic(%m: tensor<?x4xf32>, %q: tensor<4x2xf32>) {
+  // expected-error @+1 {{'ddp.project' op expects statically shaped 2-D float tensors, got 'tensor<?x4xf32>'}}
+  %p = ddp.project %m times %q : tensor<?x4xf32> times tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @project_empty() {
+  // expected-error @+1 {{'ddp.project' op needs at least one tensor}}
+  "ddp.project"() <{operandSegmentSizes = array<i32: 0, 0>}> : () -> ()
+  return
+}
+
+// -----
+
+func.func @project_count(%m: tensor<4x4xf32>, %q: tensor<4x2xf32>) {
+  // expected-error @+1 {{'ddp.project' op has 1 matrices but 2 factors; each tensor needs one of each}}
+  %p = ddp.project %m times %q, %q : tensor<4x4xf32> times tensor<4x2xf32>, tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @project_element_types(%m: tensor<4x4xf32>, %q: tensor<4x2xf16>) {
+  // expected-error @+1 {{'ddp.project' op tensor #0 mixes element types 'f32' and 'f16'}}
+  %p = ddp.project %m times %q : tensor<4x4xf32> times tensor<4x2xf16>
+  return
+}
+
+// -----
+
+func.func @project_inner_dim(%m: tensor<64x32xf32>, %q: tensor<3x2xf32>) {
+  // expected-error @+1 {{'ddp.project' op tensor #0: factor has 3 rows but the matrix has 32 columns}}
+  %p = ddp.project %m times %q : tensor<64x32xf32> times tensor<3x2xf32>
+  return
+}
+
+// -----
+
+func.func @project_result(%m: tensor<64x32xf32>, %q: tensor<32x2xf32>) {
+  // expected-error @+2 {{'ddp.project' op inferred type(s) 'tensor<64x2xf32>' are incompatible with return type(s) of operation 'tensor<64x3xf32>'}}
+  // expected-error @+1 {{'ddp.project' op failed to infer returned types}}
+  %p = "ddp.project"(%m, %q) <{operandSegmentSizes = array<i32: 1, 1>}> : (tensor<64x32xf32>, tensor<32x2xf32>) -> tensor<64x3xf32>
+  return
+}
+
+// -----
+
+func.func @backproject_inner_dim(%m: tensor<64x32xf32>, %p: tensor<32x2xf32>) {
+  // expected-error @+1 {{'ddp.backproject' op tensor #0: factor has 32 rows but the matrix (transposed) has 64 columns}}
+  %q = ddp.backproject %m times %p : tensor<64x32xf32> times tensor<32x2xf32>
+  return
+}
+
+// -----
+
+func.func @orthogonalize_empty() {
+  // expected-error @+1 {{'ddp.orthogonalize' op needs at least one tensor}}
+  "ddp.orthogonalize"() <{epsilon = 0.0 : f64}> : () -> ()
+  return
+}
+
+// -----
+
+func.func @orthogonalize_negative_epsilon(%p: tensor<4x2xf32>) {
+  // expected-error @+1 {{epsilon must be finite and non-negative, got -1.000000e-03}}
+  %o = ddp.orthogonalize %p {epsilon = -1.0e-3 : f64} : tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @reconstruct_rank(%p: tensor<64x2xf32>, %q: tensor<32x3xf32>) {
+  // expected-error @+1 {{'ddp.reconstruct' op tensor #0: P has rank 2 but Q has rank 3}}
+  %m = ddp.reconstruct %p times %q : tensor<64x2xf32> times tensor<32x3xf32>
+  return
+}
+
+// -----
+
+func.func @reconstruct_count(%p: tensor<64x2xf32>, %q: tensor<32x2xf32>) {
+  // expected-error @+1 {{'ddp.reconstruct' op has 2 P factors but 1 Q factors; each tensor needs one of each}}
+  %m:2 = ddp.reconstruct %p, %p times %q : tensor<64x2xf32>, tensor<64x2xf32> times tensor<32x2xf32>
+  return
+}
+
+// -----
+
+func.func @update_residual_type(%m: tensor<4x4xf32>, %mh: tensor<4x4xf16>) {
+  // expected-error @+1 {{reconstruction #0 has type 'tensor<4x4xf16>' but must have the type of input #0, 'tensor<4x4xf32>'}}
+  %e = "ddp.update_residual"(%m, %mh) <{operandSegmentSizes = array<i32: 1, 1>}> : (tensor<4x4xf32>, tensor<4x4xf16>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @project_residual_type(%g: tensor<4x4xf32>, %e: tensor<4x4xf16>, %q: tensor<4x1xf32>) {
+  // expected-error @+1 {{'ddp.project_residual' op residual #0 has type 'tensor<4x4xf16>' but its matrix has type 'tensor<4x4xf32>'}}
+  %p = "ddp.project_residual"(%g, %e, %q) <{operandSegmentSizes = array<i32: 1, 1, 1>}> : (tensor<4x4xf32>, tensor<4x4xf16>, tensor<4x1xf32>) -> tensor<4x1xf32>
+  return
+}
+
+// -----
+
+func.func @project_residual_count(%g: tensor<4x4xf32>, %q: tensor<4x1xf32>) {
+  // expected-error @+1 {{'ddp.project_residual' op has 1 matrices but 0 residuals; each tensor needs one of each}}
+  %p = "ddp.project_residual"(%g, %q) <{operandSegmentSizes = array<i32: 1, 0, 1>}> : (tensor<4x4xf32>, tensor<4x1xf32>) -> tensor<4x1xf32>
+  return
+}
+
+// -----
+
+func.func @backproject_residual_dim(%g: tensor<4x8xf32>, %p: tensor<8x1xf32>) {
+  // expected-error @+1 {{'ddp.backproject_residual' op tensor #0: factor has 8 rows but the matrix (transposed) has 4 columns}}
+  %q = ddp.backproject_residual %g plus %g times %p : tensor<4x8xf32> times tensor<8x1xf32>
+  return
+}
+
+// -----
+
+func.func @reconstruct_residual_shape(%p: tensor<4x1xf32>, %q: tensor<8x1xf32>, %g: tensor<4x4xf32>) {
+  // expected-error @+1 {{'ddp.reconstruct_residual' op tensor #0: P * Q^T has type 'tensor<4x8xf32>' but the matrix has type 'tensor<4x4xf32>'}}
+  %r:2 = ddp.reconstruct_residual %p times %q from %g plus %g : tensor<4x1xf32> times tensor<8x1xf32> from tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @reconstruct_residual_count(%p: tensor<4x1xf32>, %q: tensor<4x1xf32>, %g: tensor<4x4xf32>) {
+  // expected-error @+1 {{'ddp.reconstruct_residual' op has 2 factor pairs but 1 matrices}}
+  %r:2 = ddp.reconstruct_residual %p, %p times %q, %q from %g plus %g : tensor<4x1xf32>, tensor<4x1xf32> times tensor<4x1xf32>, tensor<4x1xf32> from tensor<4x4xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{state must be an i64 counter or a statically shaped int or float tensor, got 'tensor<?x4xf32>'}}
+ddp.state @dynamic : tensor<?x4xf32>
+
+// -----
+
+// expected-error @+1 {{state must be an i64 counter or a statically shaped int or float tensor, got 'f32'}}
+ddp.state @scalar_float : f32
+
+// -----
+
+func.func @state_op_outside_module() {
+  // expected-error @+1 {{'ddp.state' op expects parent op 'builtin.module'}}
+  "ddp.state"() <{sym_name = "s", type = i64}> : () -> ()
+  return
+}
+
+// -----
+
+func.func @load_unknown_state() -> i64 {
+  // expected-error @+1 {{'ddp.state_load' op 'missing' does not name a 'ddp.state'}}
+  %s = ddp.state_load @missing : i64
+  return %s : i64
+}
+
+// -----
+
+func.func private @not_a_state()
+
+func.func @load_from_function() -> i64 {
+  // expected-error @+1 {{'not_a_state' does not name a 'ddp.state'}}
+  %s = ddp.state_load @not_a_state : i64
+  return %s : i64
+}
+
+// -----
+
+ddp.state @q : tensor<32x2xf32>
+
+func.func @load_wrong_type() -> tensor<32x1xf32> {
+  // expected-error @+1 {{type 'tensor<32x1xf32>' does not match the type 'tensor<32x2xf32>' of state 'q'}}
+  %q = ddp.state_load @q : tensor<32x1xf32>
+  return %q : tensor<32x1xf32>
+}
+
+// -----
+
+ddp.state @step : i64
+
+func.func @store_wrong_type(%x: i32) {
+  // expected-error @+1 {{type 'i32' does not match the type 'i64' of state 'step'}}
+  ddp.state_store %x, @step : i32
+  return
+}
+
+// -----
+
+func.func @random_normal_dynamic(%step: i64) {
+  // expected-error @+1 {{'ddp.random_normal' op result #0 must be statically shaped tensor of floating-point values}}
+  %q = ddp.random_normal %step seed 0 stream 0 : tensor<?x2xf32>
+  return
+}
