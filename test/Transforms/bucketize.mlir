@@ -1,0 +1,61 @@
+// RUN: ddp-opt %s --ddp-bucketize | FileCheck %s
+// 64x32xf32 is 8 KiB: a 0.01 MiB (10485 byte) cap holds one of them.
+// RUN: ddp-opt %s --ddp-bucketize=cap-mb=0.01 | FileCheck %s --check-prefix=SMALL
+
+// CHECK-LABEL: func.func @consecutive(
+// CHECK-SAME: %[[A:[^:]*]]: tensor<64x32xf32>, %[[B:[^:]*]]: tensor<64xf32>, %[[C:[^:]*]]: tensor<64x32xf32>
+// CHECK: %[[R:.*]]:3 = ddp.allreduce mean %[[A]], %[[B]], %[[C]] : tensor<64x32xf32>, tensor<64xf32>, tensor<64x32xf32>
+// CHECK-NEXT: return %[[R]]#0, %[[R]]#1, %[[R]]#2
+// SMALL-LABEL: func.func @consecutive(
+// SMALL: %[[R0:.*]]:2 = ddp.allreduce mean %{{.*}}, %{{.*}} : tensor<64x32xf32>, tensor<64xf32>
+// SMALL: %[[R1:.*]] = ddp.allreduce mean %{{.*}} : tensor<64x32xf32>
+func.func @consecutive(%a: tensor<64x32xf32>, %b: tensor<64xf32>, %c: tensor<64x32xf32>)
+    -> (tensor<64x32xf32>, tensor<64xf32>, tensor<64x32xf32>) {
+  %0 = ddp.allreduce mean %a : tensor<64x32xf32>
+  %1 = ddp.allreduce mean %b : tensor<64xf32>
+  %2 = ddp.allreduce mean %c : tensor<64x32xf32>
+  return %0, %1, %2 : tensor<64x32xf32>, tensor<64xf32>, tensor<64x32xf32>
+}
+
+// Buckets hold one reduction kind and one element type; an allreduce is
+// never moved past a use of its result.
+// CHECK-LABEL: func.func @separated(
+// CHECK: ddp.allreduce sum %arg1 : tensor<4xf32>
+// CHECK: ddp.allreduce mean %arg2 : tensor<4xf16>
+// CHECK: %[[M:.*]]:2 = ddp.allreduce mean %arg0, %arg3 : tensor<4xf32>, tensor<4xf32>
+// CHECK: %[[X:.*]] = arith.addf %[[M]]#0, %[[M]]#0
+// CHECK: %[[L:.*]] = ddp.allreduce mean %[[X]], %arg4 : tensor<4xf32>, tensor<4xf32>
+func.func @separated(%a: tensor<4xf32>, %b: tensor<4xf32>, %c: tensor<4xf16>, %d: tensor<4xf32>, %e: tensor<4xf32>)
+    -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %0 = ddp.allreduce mean %a : tensor<4xf32>
+  %1 = ddp.allreduce sum %b : tensor<4xf32>
+  %2 = ddp.allreduce mean %c : tensor<4xf16>
+  %3 = ddp.allreduce mean %d : tensor<4xf32>
+  %x = arith.addf %0, %0 : tensor<4xf32>
+  %4 = ddp.allreduce mean %x : tensor<4xf32>
+  %5 = ddp.allreduce mean %e : tensor<4xf32>
+  return %0, %1, %2, %3, %4, %5 : tensor<4xf32>, tensor<4xf32>, tensor<4xf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// Dynamic shapes and allreduces PowerSGD emitted (they have a role) are not
+// bucketed; nested blocks are bucketed on their own.
+// CHECK-LABEL: func.func @not_bucketed(
+// CHECK: ddp.allreduce mean %arg0 : tensor<?xf32>
+// CHECK: ddp.allreduce mean %arg1 : tensor<4xf32>
+// CHECK: ddp.allreduce sum %arg1 role powersgd_p : tensor<4xf32>
+// CHECK: scf.if
+// CHECK:   ddp.allreduce mean %arg1, %arg1 : tensor<4xf32>, tensor<4xf32>
+func.func @not_bucketed(%d: tensor<?xf32>, %a: tensor<4xf32>, %c: i1) -> (tensor<?xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %0 = ddp.allreduce mean %d : tensor<?xf32>
+  %1 = ddp.allreduce mean %a : tensor<4xf32>
+  %2 = ddp.allreduce sum %a role powersgd_p : tensor<4xf32>
+  %3 = scf.if %c -> tensor<4xf32> {
+    %4 = ddp.allreduce mean %a : tensor<4xf32>
+    %5 = ddp.allreduce mean %a : tensor<4xf32>
+    %6 = arith.addf %4, %5 : tensor<4xf32>
+    scf.yield %6 : tensor<4xf32>
+  } else {
+    scf.yield %a : tensor<4xf32>
+  }
+  return %0, %1, %2, %3 : tensor<?xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}

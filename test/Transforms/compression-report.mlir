@@ -1,0 +1,63 @@
+// Plain allreduces: nothing compressed, ratio 1.
+// RUN: ddp-opt %s --ddp-compression-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=PLAIN
+// After PowerSGD (rank 2): the text table on stderr, JSON in a file.
+// RUN: ddp-opt %s --insert-powersgd=rank=2 --ddp-fuse-kernels --ddp-compression-report=json=%t.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=TEXT
+// RUN: FileCheck %s --check-prefix=JSON < %t.json
+// The report only reads the IR.
+// RUN: ddp-opt %s --insert-powersgd=rank=2 --ddp-compression-report=output=%t.txt | FileCheck %s --check-prefix=IR
+// RUN: FileCheck %s --check-prefix=TEXT < %t.txt
+// A file that cannot be written is an error.
+// RUN: not ddp-opt %s --ddp-compression-report=json=%t.missing/dir/r.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOWRITE
+
+// PLAIN: ddp compression report
+// PLAIN: 0 fc1.weight 64x32 f32 plain - f32 2048 2048 1.00x
+// PLAIN: 1 fc1.bias 64 f32 plain - f32 64 64 1.00x
+// PLAIN: 2 conv1.weight 16x8x3x3 f32 plain - f32 1152 1152 1.00x
+// PLAIN: 3 emb 1000x16 f32 plain - f32 16000 16000 1.00x
+// PLAIN: total: 4 tensors, 0 compressed; elements 19264 -> 19264 (1.00x); bytes 77056 -> 77056 (1.00x)
+
+// The numbers PyTorch's compression_stats() gives: (n + m) * r after for
+// compressed tensors, n * m for the rest.
+// TEXT: ddp compression report
+// TEXT-NEXT: # where shape dtype decision rank sent-as elements sent ratio
+// TEXT-NEXT: 0 fc1.weight 64x32 f32 powersgd 2 f32 2048 192 10.67x
+// TEXT-NEXT: 1 fc1.bias 64 f32 uncompressed - f32 64 64 1.00x
+// TEXT-NEXT: 2 conv1.weight 16x8x3x3 f32 powersgd 2 f32 1152 176 6.55x
+// TEXT-NEXT: 3 emb 1000x16 f32 powersgd 2 f32 16000 2032 7.87x
+// TEXT-NEXT: total: 4 tensors, 3 compressed; elements 19264 -> 2464 (7.82x); bytes 77056 -> 9856 (7.82x)
+
+// JSON: "tensors": [
+// JSON: "loc": "fc1.weight",
+// JSON-NEXT: "shape": [
+// JSON-NEXT: 64,
+// JSON-NEXT: 32
+// JSON-NEXT: ],
+// JSON-NEXT: "dtype": "f32",
+// JSON-NEXT: "compressed": true,
+// JSON-NEXT: "rank": 2,
+// JSON-NEXT: "numel_before": 2048,
+// JSON-NEXT: "numel_after": 192,
+// JSON: "loc": "fc1.bias",
+// JSON: "compressed": false,
+// JSON-NEXT: "rank": 0,
+// JSON-NEXT: "numel_before": 64,
+// JSON-NEXT: "numel_after": 64,
+// JSON: "loc": "conv1.weight",
+// JSON: "loc": "emb",
+// JSON: "numel_before": 19264,
+// JSON-NEXT: "numel_after": 2464,
+// JSON-NEXT: "ratio": 7.818181818181818
+
+// IR: ddp.allreduce sum %{{.*}} role powersgd_p
+
+// NOWRITE: error: ddp-compression-report: cannot write '{{.*}}r.json'
+
+func.func @grads(%w: tensor<64x32xf32> loc("fc1.weight"), %b: tensor<64xf32> loc("fc1.bias"),
+                 %c: tensor<16x8x3x3xf32> loc("conv1.weight"), %e: tensor<1000x16xf32> loc("emb"))
+    -> (tensor<64x32xf32>, tensor<64xf32>, tensor<16x8x3x3xf32>, tensor<1000x16xf32>) {
+  %0 = ddp.allreduce mean %w : tensor<64x32xf32>
+  %1 = ddp.allreduce mean %b : tensor<64xf32>
+  %2 = ddp.allreduce mean %c : tensor<16x8x3x3xf32>
+  %3 = ddp.allreduce mean %e : tensor<1000x16xf32>
+  return %0, %1, %2, %3 : tensor<64x32xf32>, tensor<64xf32>, tensor<16x8x3x3xf32>, tensor<1000x16xf32>
+}
