@@ -38,4 +38,23 @@ func.func @square(%a: tensor<3x4xf32>, %b: tensor<4xf32>) -> (tensor<3x4xf32>, t
 
 // REPORT: powersgd-batched 2 f32 3264 232
 // REPORT: powersgd-batched 2 f32 16 16
-// REPORT: total: 2 tensors, 2 compressed; elements 3280 -> 248
+// REPORT: total: 4 tensors, 3 compressed; elements 3284 -> 256
+
+// Tensors without elements have nothing to send: they are their own result
+// (found by test/Fuzz/random-modules.test).
+// CHECK-LABEL: func.func @empty_tensors(
+// CHECK-SAME: %[[A:[^:]*]]: tensor<4xf32>, %[[B:[^:]*]]: tensor<0xf32>
+// CHECK: tensor.expand_shape %[[A]] {{\[}}[0, 1]] output_shape [2, 2]
+// CHECK: return %{{.*}}, %[[B]]
+func.func @empty_tensors(%a: tensor<4xf32>, %b: tensor<0xf32>) -> (tensor<4xf32>, tensor<0xf32>) {
+  %0:2 = ddp.allreduce mean %a, %b : tensor<4xf32>, tensor<0xf32>
+  return %0#0, %0#1 : tensor<4xf32>, tensor<0xf32>
+}
+
+// CHECK-LABEL: func.func @only_empty(
+// CHECK-NOT: ddp.state
+// CHECK: ddp.allreduce mean %arg0 role uncompressed : tensor<0x3xf32>
+func.func @only_empty(%a: tensor<0x3xf32>) -> tensor<0x3xf32> {
+  %0 = ddp.allreduce mean %a : tensor<0x3xf32>
+  return %0 : tensor<0x3xf32>
+}

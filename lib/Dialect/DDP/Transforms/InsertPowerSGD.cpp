@@ -273,8 +273,11 @@ void InsertPowerSGDPass::rewriteBucket(AllReduceOp op,
     RankedTensorType matrix = matrixViewType(cast<RankedTensorType>(type));
     int64_t n = matrix.getDimSize(0), m = matrix.getDimSize(1);
     int64_t r = std::min<int64_t>({n, m, int64_t(rank)});
-    bool compress = mode == PowerSGDMode::batched ||
-                    double((n + m) * r) * minCompressionRate < double(n * m);
+    // Batched mode compresses the whole bucket, but for empty tensors.
+    bool compress = mode == PowerSGDMode::batched
+                        ? n * m > 0
+                        : double((n + m) * r) * minCompressionRate <
+                              double(n * m);
     (compress ? compressed : uncompressed).push_back(i);
     if (mode == PowerSGDMode::layerwise) {
       numelBefore += n * m;
@@ -369,10 +372,18 @@ SmallVector<Value>
 InsertPowerSGDPass::emitBatched(OpBuilder &b, AllReduceOp op,
                                 FunctionOpInterface function) {
   Location loc = op.getLoc();
-  // One square matrix per element type (a bucket normally has one).
+  // One square matrix per element type (a bucket normally has one). A
+  // tensor without elements has nothing to communicate: its result is the
+  // input.
+  SmallVector<Value> results(op.getNumResults());
   llvm::MapVector<Type, SmallVector<unsigned>> byElement;
-  for (auto [i, type] : llvm::enumerate(op.getInputs().getTypes()))
-    byElement[cast<RankedTensorType>(type).getElementType()].push_back(i);
+  for (auto [i, input] : llvm::enumerate(op.getInputs())) {
+    auto type = cast<RankedTensorType>(input.getType());
+    if (type.getNumElements() == 0)
+      results[i] = input;
+    else
+      byElement[type.getElementType()].push_back(i);
+  }
 
   SmallVector<Compressed> matrices;
   SmallVector<int64_t> sides;
@@ -406,8 +417,9 @@ InsertPowerSGDPass::emitBatched(OpBuilder &b, AllReduceOp op,
     numelAfter += 2 * side * r;
   }
 
-  SmallVector<Value> reconstructions = emitPowerSGD(b, loc, function, matrices);
-  SmallVector<Value> results(op.getNumResults());
+  SmallVector<Value> reconstructions =
+      matrices.empty() ? SmallVector<Value>()
+                       : emitPowerSGD(b, loc, function, matrices);
   for (auto [k, entry] : llvm::enumerate(byElement)) {
     int64_t side = sides[k];
     Value flat = tensor::CollapseShapeOp::create(
