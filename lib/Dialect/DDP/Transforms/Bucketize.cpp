@@ -19,8 +19,7 @@ struct DDPBucketizePass : public ddp::impl::DDPBucketizeBase<DDPBucketizePass> {
   void runOnOperation() override {
     if (!(capMb >= 0.0) || std::isinf(capMb)) {
       emitPassError(getOperation(), getArgument())
-          << "cap-mb must be a finite number >= 0, got "
-          << formatNumber(capMb);
+          << "cap-mb must be a finite number >= 0, got " << formatNumber(capMb);
       return signalPassFailure();
     }
     convertShardAllReduces(getOperation());

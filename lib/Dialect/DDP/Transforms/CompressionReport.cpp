@@ -40,11 +40,13 @@ struct Row {
   int64_t numelBefore = 0, numelAfter = 0;
   int64_t bytesBefore = 0, bytesAfter = 0;
   std::string sentAs;
+  /// Gradients this row stands for (a batched bucket has several).
+  unsigned tensors = 1;
 };
 
 struct Totals {
   int64_t numelBefore = 0, numelAfter = 0, bytesBefore = 0, bytesAfter = 0;
-  unsigned compressed = 0;
+  unsigned tensors = 0, compressed = 0;
 };
 
 struct DDPCompressionReportPass
@@ -125,6 +127,7 @@ static Row describeBatchedBucket(tensor::ConcatOp concat, Value square) {
     names += (count++ ? "," : "") + describeValue(source);
   }
   row.where = "bucket of " + std::to_string(count) + " [" + names + "]";
+  row.tensors = count;
   return row;
 }
 
@@ -251,7 +254,7 @@ static void printText(raw_ostream &os, ArrayRef<Row> rows,
   os << llvm::formatv(
       "total: {0} tensors, {1} compressed; elements {2} -> "
       "{3} ({4:F2}x); bytes {5} -> {6} ({7:F2}x)\n",
-      rows.size(), totals.compressed, totals.numelBefore, totals.numelAfter,
+      totals.tensors, totals.compressed, totals.numelBefore, totals.numelAfter,
       ratio(totals.numelBefore, totals.numelAfter), totals.bytesBefore,
       totals.bytesAfter, ratio(totals.bytesBefore, totals.bytesAfter));
 }
@@ -310,7 +313,7 @@ void DDPCompressionReportPass::runOnOperation() {
   ModuleOp module = getOperation();
   llvm::MapVector<void *, Row> byGradient;
   collectRows(module, byGradient);
-  SmallVector<Row> rows;
+  SmallVector<Row, 0> rows;
   Totals totals;
   for (auto &entry : byGradient) {
     Row &row = entry.second;
@@ -318,7 +321,8 @@ void DDPCompressionReportPass::runOnOperation() {
     totals.numelAfter += row.numelAfter;
     totals.bytesBefore += row.bytesBefore;
     totals.bytesAfter += row.bytesAfter;
-    totals.compressed += row.compressed;
+    totals.tensors += row.tensors;
+    totals.compressed += row.compressed ? row.tensors : 0;
     rows.push_back(std::move(row));
   }
   llvm::stable_sort(

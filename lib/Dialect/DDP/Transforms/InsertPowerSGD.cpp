@@ -166,8 +166,9 @@ private:
   struct RunState {
     explicit RunState(ModuleOp module) : symbols(module) {}
     SymbolTable symbols;
-    /// The step counter value loaded at each function's entry.
-    llvm::DenseMap<Operation *, Value> steps;
+    /// The step counter value loaded at each function's entry, and the
+    /// start-iter constant next to it.
+    llvm::DenseMap<Operation *, Value> steps, startIters;
     /// Numbers the compressed matrices of each function; a matrix's Q and
     /// error states share its number.
     llvm::DenseMap<Operation *, unsigned> matricesPerFunction;
@@ -246,6 +247,8 @@ Value InsertPowerSGDPass::getStep(FunctionOpInterface function) {
   step = StateLoadOp::create(b, loc, state.getType(), state.getSymName());
   Value next = arith::AddIOp::create(b, loc, step, constantI64(b, loc, 1));
   StateStoreOp::create(b, loc, next, state.getSymName());
+  if (startIter > 0 || warmStart)
+    run->startIters[function] = constantI64(b, loc, startIter);
   return step;
 }
 
@@ -274,10 +277,10 @@ void InsertPowerSGDPass::rewriteBucket(AllReduceOp op,
     int64_t n = matrix.getDimSize(0), m = matrix.getDimSize(1);
     int64_t r = std::min<int64_t>({n, m, int64_t(rank)});
     // Batched mode compresses the whole bucket, but for empty tensors.
-    bool compress = mode == PowerSGDMode::batched
-                        ? n * m > 0
-                        : double((n + m) * r) * minCompressionRate <
-                              double(n * m);
+    bool compress =
+        mode == PowerSGDMode::batched
+            ? n * m > 0
+            : double((n + m) * r) * minCompressionRate < double(n * m);
     (compress ? compressed : uncompressed).push_back(i);
     if (mode == PowerSGDMode::layerwise) {
       numelBefore += n * m;
@@ -313,9 +316,9 @@ void InsertPowerSGDPass::rewriteBucket(AllReduceOp op,
   };
   SmallVector<Value> results;
   if (startIter > 0) {
-    Value warm = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
-                                       run->steps[function],
-                                       constantI64(b, loc, startIter));
+    Value warm =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                              run->steps[function], run->startIters[function]);
     auto ifOp = scf::IfOp::create(b, loc, op.getResultTypes(), warm,
                                   /*withElseRegion=*/true);
     OpBuilder thenBuilder = ifOp.getThenBodyBuilder();
@@ -403,10 +406,8 @@ InsertPowerSGDPass::emitBatched(OpBuilder &b, AllReduceOp op,
           b, loc, padType,
           DenseElementsAttr::get(padType, b.getZeroAttr(element))));
     }
-    Value flat =
-        pieces.size() == 1
-            ? pieces.front()
-            : tensor::ConcatOp::create(b, loc, /*dim=*/0, pieces).getResult();
+    // Always a concat, even of one piece: it marks the batched bucket.
+    Value flat = tensor::ConcatOp::create(b, loc, /*dim=*/0, pieces);
     auto squareType = RankedTensorType::get({side, side}, element);
     Value square = tensor::ExpandShapeOp::create(
         b, loc, squareType, flat, ArrayRef<ReassociationIndices>{{0, 1}});
@@ -475,7 +476,7 @@ InsertPowerSGDPass::emitPowerSGD(OpBuilder &b, Location loc,
     for (auto [type, id] : llvm::zip(qTypes, ids))
       qStates.push_back(createState(function, "q", type, id));
     Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, step,
-                                        constantI64(b, loc, startIter));
+                                        run->startIters[function]);
     auto ifOp = scf::IfOp::create(b, loc, qTypes, first, /*withElse=*/true);
     OpBuilder thenBuilder = ifOp.getThenBodyBuilder();
     scf::YieldOp::create(thenBuilder, loc, drawQs(thenBuilder));
