@@ -1,0 +1,260 @@
+//===- CpuStepBench.cpp - one DDP gradient sync step on the CPU backend ---===//
+//
+// Times the communication hook of one data-parallel step over a model's
+// parameter shapes, the way PyTorch's DDP hooks see it: DDP-style 25 MiB
+// buckets in reverse parameter order, fresh gradients every step, and the
+// time from the start of the first bucket to the end of the last. Run under
+// mpirun; bench/cpu/run.sh runs it next to PyTorch's hooks.
+//
+//   mpirun -np 2 ddprt-cpu-bench [resnet50|gpt2-medium] [steps]
+//
+//===----------------------------------------------------------------------===//
+
+#include "ModelShapes.h"
+#include "ddprt/ddprt.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace ddprt::bench;
+
+namespace {
+
+#define CHECK(call)                                                            \
+  do {                                                                         \
+    ddprt_status status = (call);                                              \
+    if (status != DDPRT_OK) {                                                  \
+      std::fprintf(stderr, "%s failed: %s (%s)\n", #call,                      \
+                   ddprt_status_string(status), ddprt_last_error(context));    \
+      std::exit(1);                                                            \
+    }                                                                          \
+  } while (false)
+
+ddprt_context *context = nullptr;
+
+struct Tensor {
+  Parameter param;
+  std::vector<float> grad, fresh;
+  std::vector<uint16_t> narrow;
+  bool compressed = false;
+  int64_t rank = 0;
+  std::vector<float> p;
+  ddprt_state *q = nullptr, *error = nullptr;
+
+  ddprt_buffer buffer() { return {grad.data(), DDPRT_F32, param.numel()}; }
+  ddprt_buffer narrowBuffer() {
+    return {narrow.data(), DDPRT_F16, param.numel()};
+  }
+  ddprt_matrix matrix() {
+    return {grad.data(), DDPRT_F32, param.rows(), param.cols()};
+  }
+  ddprt_matrix pMatrix() { return {p.data(), DDPRT_F32, param.rows(), rank}; }
+  ddprt_matrix qMatrix() {
+    return {ddprt_state_buffer(q).data, DDPRT_F32, param.cols(), rank};
+  }
+  ddprt_matrix errorMatrix() {
+    return {ddprt_state_buffer(error).data, DDPRT_F32, param.rows(),
+            param.cols()};
+  }
+};
+
+using Bucket = std::vector<Tensor *>;
+
+/// DDP's buckets: parameters in reverse order, closed at 25 MiB.
+std::vector<Bucket> makeBuckets(std::vector<Tensor> &tensors) {
+  const int64_t cap = 25 * 1024 * 1024;
+  std::vector<Bucket> buckets(1);
+  int64_t bytes = 0;
+  for (auto it = tensors.rbegin(); it != tensors.rend(); ++it) {
+    int64_t size = it->param.numel() * 4;
+    if (!buckets.back().empty() && bytes + size > cap) {
+      buckets.emplace_back();
+      bytes = 0;
+    }
+    buckets.back().push_back(&*it);
+    bytes += size;
+  }
+  return buckets;
+}
+
+void plainStep(std::vector<Bucket> &buckets) {
+  for (Bucket &bucket : buckets) {
+    std::vector<ddprt_buffer> buffers;
+    for (Tensor *t : bucket)
+      buffers.push_back(t->buffer());
+    CHECK(ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_GRADIENT,
+                          buffers.data(), int(buffers.size())));
+  }
+}
+
+void fp16Step(std::vector<Bucket> &buckets) {
+  for (Bucket &bucket : buckets) {
+    std::vector<ddprt_buffer> wide, narrow;
+    for (Tensor *t : bucket) {
+      wide.push_back(t->buffer());
+      narrow.push_back(t->narrowBuffer());
+    }
+    int n = int(wide.size());
+    CHECK(ddprt_cast(context, DDPRT_SCALE_INVERSE_WORLD_SIZE, wide.data(),
+                     narrow.data(), n));
+    CHECK(ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT,
+                          narrow.data(), n));
+    CHECK(ddprt_cast(context, DDPRT_SCALE_NONE, narrow.data(), wide.data(), n));
+  }
+}
+
+/// What insert-powersgd + ddp-fuse-kernels emit for one bucket, steady
+/// state (warm start, error feedback).
+void powerSGDStep(std::vector<Bucket> &buckets) {
+  for (Bucket &bucket : buckets) {
+    std::vector<ddprt_buffer> uncompressed;
+    std::vector<ddprt_matrix> gs, es, ps, qs;
+    for (Tensor *t : bucket) {
+      if (!t->compressed) {
+        uncompressed.push_back(t->buffer());
+        continue;
+      }
+      gs.push_back(t->matrix());
+      es.push_back(t->errorMatrix());
+      ps.push_back(t->pMatrix());
+      qs.push_back(t->qMatrix());
+    }
+    ddprt_request *request = nullptr;
+    if (!uncompressed.empty())
+      CHECK(ddprt_allreduce_start(context, DDPRT_MEAN, DDPRT_ROLE_UNCOMPRESSED,
+                                  uncompressed.data(), int(uncompressed.size()),
+                                  &request));
+    int n = int(gs.size());
+    if (n > 0) {
+      CHECK(ddprt_orthogonalize(context, qs.data(), n, 0.0));
+      CHECK(ddprt_project(context, gs.data(), es.data(), qs.data(), ps.data(),
+                          n));
+      std::vector<ddprt_buffer> pBuffers, qBuffers;
+      for (int i = 0; i < n; ++i) {
+        pBuffers.push_back({ps[i].data, DDPRT_F32, ps[i].rows * ps[i].cols});
+        qBuffers.push_back({qs[i].data, DDPRT_F32, qs[i].rows * qs[i].cols});
+      }
+      CHECK(ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_POWERSGD_P,
+                            pBuffers.data(), n));
+      CHECK(ddprt_orthogonalize(context, ps.data(), n, 0.0));
+      CHECK(ddprt_backproject(context, gs.data(), es.data(), ps.data(),
+                              qs.data(), n));
+      CHECK(ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_POWERSGD_Q,
+                            qBuffers.data(), n));
+      CHECK(ddprt_reconstruct(context, ps.data(), qs.data(), gs.data(),
+                              es.data(), gs.data(), n));
+    }
+    if (request)
+      CHECK(ddprt_wait(context, request));
+  }
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  std::string model = argc > 1 ? argv[1] : "resnet50";
+  int steps = argc > 2 ? std::atoi(argv[2]) : 10;
+  int rank = argc > 3 ? std::atoi(argv[3]) : 2;
+  std::vector<Parameter> params =
+      model == "gpt2-medium" ? gpt2Medium() : resnet50();
+
+  ddprt_options options;
+  ddprt_default_options(&options);
+  if (argc > 4)
+    options.timeout_seconds = std::atof(argv[4]);
+  CHECK(ddprt_init(&options, &context));
+  int me = ddprt_rank(context);
+
+  std::vector<Tensor> tensors(params.size());
+  std::mt19937 random(1234 + me);
+  std::normal_distribution<float> normal;
+  int64_t total = 0, totalAfter = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor &t = tensors[i];
+    t.param = params[i];
+    t.fresh.resize(t.param.numel());
+    for (float &x : t.fresh)
+      x = normal(random);
+    t.grad = t.fresh;
+    t.narrow.resize(t.param.numel());
+    int64_t n = t.param.rows(), m = t.param.cols();
+    t.rank = std::min({n, m, int64_t(rank)});
+    t.compressed = double((n + m) * t.rank) * 2.0 < double(n * m);
+    total += n * m;
+    totalAfter += t.compressed ? (n + m) * t.rank : n * m;
+    if (t.compressed) {
+      t.p.resize(n * t.rank);
+      CHECK(ddprt_state_get(context, ("q." + t.param.name).c_str(), DDPRT_F32,
+                            m * t.rank, &t.q));
+      CHECK(ddprt_state_get(context, ("error." + t.param.name).c_str(),
+                            DDPRT_F32, n * m, &t.error));
+      ddprt_buffer q = ddprt_state_buffer(t.q);
+      CHECK(ddprt_random_normal(context, &q, 0, i, 0));
+    }
+  }
+  std::vector<Bucket> buckets = makeBuckets(tensors);
+
+  struct Kind {
+    const char *name;
+    void (*step)(std::vector<Bucket> &);
+  } kinds[] = {
+      {"allreduce", plainStep}, {"fp16", fp16Step}, {"powersgd", powerSGDStep}};
+  if (me == 0)
+    std::printf("model %s: %zu tensors, %lld elements, %zu buckets, %d ranks, "
+                "PowerSGD rank %d sends %lld elements (%.1fx)\n",
+                model.c_str(), params.size(), (long long)total, buckets.size(),
+                ddprt_world_size(context), rank, (long long)totalAfter,
+                double(total) / double(totalAfter));
+  for (Kind &kind : kinds) {
+    std::vector<double> times;
+    ddprt_reset_counters(context);
+    for (int s = 0; s < steps + 2; ++s) {
+      for (Tensor &t : tensors)
+        std::memcpy(t.grad.data(), t.fresh.data(), t.grad.size() * 4);
+      MPI_Barrier(MPI_COMM_WORLD);
+      auto start = std::chrono::steady_clock::now();
+      kind.step(buckets);
+      double seconds = std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+      double slowest = 0;
+      MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      if (s >= 2) // two warm-up steps
+        times.push_back(slowest);
+    }
+    ddprt_counters counters;
+    ddprt_get_counters(context, &counters);
+    uint64_t bytes = 0;
+    for (int role = 0; role < DDPRT_ROLE_COUNT; ++role)
+      bytes += counters.bytes_sent[role];
+    if (me == 0)
+      std::printf(
+          "ddprt %-10s median %8.2f ms  min %8.2f ms  sent %7.2f MB/step"
+          "  (comm %.0f%% of time)\n",
+          kind.name, 1e3 * median(times),
+          1e3 * *std::min_element(times.begin(), times.end()),
+          double(bytes) / (steps + 2) / 1e6,
+          100.0 * counters.seconds[DDPRT_PHASE_COMMUNICATION] /
+              (counters.seconds[DDPRT_PHASE_COMMUNICATION] +
+               counters.seconds[DDPRT_PHASE_COMPRESSION] +
+               counters.seconds[DDPRT_PHASE_DECOMPRESSION] +
+               counters.seconds[DDPRT_PHASE_CAST]));
+  }
+  ddprt_finalize(context);
+  MPI_Finalize();
+  return 0;
+}

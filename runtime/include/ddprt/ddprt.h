@@ -1,0 +1,250 @@
+/*===- ddprt.h - ddp runtime C ABI ------------------------------*- C -*-===*\
+ *
+ * The runtime that executes the ddp dialect's ops: collectives over all
+ * ranks of a job and the compression kernels, behind one C ABI, with a CPU
+ * backend (MPI) and a CUDA backend (NCCL, cuBLAS, fused kernels).
+ *
+ * Conventions
+ *  - Every function returns a ddprt_status; DDPRT_OK is 0. After a failure,
+ *    ddprt_last_error(ctx) says what went wrong. Library code never aborts
+ *    or exits the process.
+ *  - Buffers are memref-style: a data pointer (host memory for the CPU
+ *    backend, device memory for CUDA), an element type and sizes; tensors are
+ *    dense and row-major. Matrices are n x m, row-major, contiguous.
+ *  - Multi-tensor calls take arrays of N buffers and run as one operation
+ *    (one collective, one kernel launch) for the whole bucket. Tensor i of
+ *    every array belongs together.
+ *  - Every rank calls the same collectives in the same order.
+ *
+\*===----------------------------------------------------------------------===*/
+
+#ifndef DDPRT_DDPRT_H
+#define DDPRT_DDPRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The library is built with hidden visibility; its API is exported. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+typedef enum ddprt_status {
+  DDPRT_OK = 0,
+  DDPRT_ERROR_INVALID_ARGUMENT =
+      1,                         /* a null pointer, a size that does not fit */
+  DDPRT_ERROR_UNSUPPORTED = 2,   /* a dtype or backend this build lacks */
+  DDPRT_ERROR_COMMUNICATION = 3, /* MPI or NCCL failed */
+  DDPRT_ERROR_TIMEOUT = 4,       /* a collective did not finish in time */
+  DDPRT_ERROR_MISMATCH = 5,      /* ranks passed different sizes or types */
+  DDPRT_ERROR_IO = 6,            /* checkpoint file errors */
+  DDPRT_ERROR_BACKEND = 7,       /* CUDA, cuBLAS or allocation failures */
+  DDPRT_ERROR_STATE = 8          /* calls out of order (finalized context) */
+} ddprt_status;
+
+typedef enum ddprt_backend_kind {
+  DDPRT_BACKEND_CPU = 0,
+  DDPRT_BACKEND_CUDA = 1
+} ddprt_backend_kind;
+
+typedef enum ddprt_dtype {
+  DDPRT_F32 = 0,
+  DDPRT_F16 = 1,
+  DDPRT_BF16 = 2,
+  DDPRT_F64 = 3
+} ddprt_dtype;
+
+typedef enum ddprt_reduction {
+  DDPRT_SUM = 0, /* element-wise sum over ranks */
+  DDPRT_MEAN = 1 /* the sum divided by the world size */
+} ddprt_reduction;
+
+/* A factor known only at run time (ddp.scale, ddp.cast scaled by). */
+typedef enum ddprt_world_scale {
+  DDPRT_SCALE_NONE = 0,
+  DDPRT_SCALE_INVERSE_WORLD_SIZE = 1,
+  DDPRT_SCALE_WORLD_SIZE = 2
+} ddprt_world_scale;
+
+/* What a collective carries, for the counters (ddp's CommRole). */
+typedef enum ddprt_role {
+  DDPRT_ROLE_GRADIENT = 0,
+  DDPRT_ROLE_UNCOMPRESSED = 1,
+  DDPRT_ROLE_WARMUP = 2,
+  DDPRT_ROLE_POWERSGD_P = 3,
+  DDPRT_ROLE_POWERSGD_Q = 4,
+  DDPRT_ROLE_COUNT = 5
+} ddprt_role;
+
+/* A dense tensor: `numel` elements of `dtype` at `data`. */
+typedef struct ddprt_buffer {
+  void *data;
+  ddprt_dtype dtype;
+  int64_t numel;
+} ddprt_buffer;
+
+/* A dense row-major rows x cols matrix. */
+typedef struct ddprt_matrix {
+  void *data;
+  ddprt_dtype dtype;
+  int64_t rows;
+  int64_t cols;
+} ddprt_matrix;
+
+typedef struct ddprt_options {
+  ddprt_backend_kind backend;
+  /* A collective that has not finished after this many seconds fails with
+     DDPRT_ERROR_TIMEOUT (a dead rank must not hang the others). 0: wait
+     forever. */
+  double timeout_seconds;
+  /* Before each collective, check that every rank passes the same sizes and
+     types (one small extra collective); a mismatch is DDPRT_ERROR_MISMATCH
+     instead of a silent wrong reduction. */
+  int check_shapes;
+} ddprt_options;
+
+/* The defaults: CPU backend, 300 s timeout, shape checks on. */
+void ddprt_default_options(ddprt_options *options);
+
+typedef struct ddprt_context ddprt_context;
+typedef struct ddprt_request ddprt_request;
+
+/* Starts the runtime on this rank. Rank and world size come from MPI
+   (initialized here unless the host already did). On failure *context may
+   still be set, so that ddprt_last_error can say why; finalize it. */
+ddprt_status ddprt_init(const ddprt_options *options, ddprt_context **context);
+/* Frees everything; MPI is finalized if ddprt_init initialized it. */
+ddprt_status ddprt_finalize(ddprt_context *context);
+
+/* The message of the last failure on this context ("" if none). */
+const char *ddprt_last_error(const ddprt_context *context);
+/* A fixed name for a status ("DDPRT_ERROR_TIMEOUT"). */
+const char *ddprt_status_string(ddprt_status status);
+
+int ddprt_rank(const ddprt_context *context);
+int ddprt_world_size(const ddprt_context *context);
+ddprt_backend_kind ddprt_backend(const ddprt_context *context);
+
+/* Size in bytes of one element, 0 for an unknown dtype. */
+size_t ddprt_dtype_size(ddprt_dtype dtype);
+
+/*===--- Collectives ------------------------------------------------------===*/
+
+/* In place over all ranks, for all `count` buffers as one bucket (they may
+   mix dtypes). f16/bf16 partial sums are added in f32 and rounded back to
+   the narrow type at each combine, as NCCL does; every rank gets
+   bitwise-identical results. */
+ddprt_status ddprt_allreduce(ddprt_context *context, ddprt_reduction reduction,
+                             ddprt_role role, ddprt_buffer *buffers, int count);
+/* The same, split: the buffers must stay valid and untouched until
+   ddprt_wait returns. Requests complete in the order they were started. */
+ddprt_status ddprt_allreduce_start(ddprt_context *context,
+                                   ddprt_reduction reduction, ddprt_role role,
+                                   ddprt_buffer *buffers, int count,
+                                   ddprt_request **request);
+/* Waits for the request and frees it (also on failure). */
+ddprt_status ddprt_wait(ddprt_context *context, ddprt_request *request);
+
+/*===--- Scaling and casting ----------------------------------------------===*/
+
+/* buffers[i] *= factor, in place. */
+ddprt_status ddprt_scale(ddprt_context *context, ddprt_world_scale factor,
+                         ddprt_buffer *buffers, int count);
+/* outputs[i] = convert(inputs[i] * factor): converted to the wider type,
+   multiplied there, converted to the output type (round to nearest even). */
+ddprt_status ddprt_cast(ddprt_context *context, ddprt_world_scale factor,
+                        const ddprt_buffer *inputs, ddprt_buffer *outputs,
+                        int count);
+
+/*===--- PowerSGD ---------------------------------------------------------===*/
+/* `residuals` may be NULL (no error feedback); otherwise M_i = G_i + E_i is
+   used without being stored. All matrices of one tensor share a dtype. */
+
+/* P_i = M_i Q_i; M n x m, Q m x r, P n x r. */
+ddprt_status ddprt_project(ddprt_context *context, const ddprt_matrix *matrices,
+                           const ddprt_matrix *residuals,
+                           const ddprt_matrix *qs, ddprt_matrix *ps, int count);
+/* Q_i = M_i^T P_i; Q m x r. */
+ddprt_status ddprt_backproject(ddprt_context *context,
+                               const ddprt_matrix *matrices,
+                               const ddprt_matrix *residuals,
+                               const ddprt_matrix *ps, ddprt_matrix *qs,
+                               int count);
+/* Modified Gram-Schmidt over the columns, in place: v / (|v| + epsilon); a
+   column of norm zero becomes zero. */
+ddprt_status ddprt_orthogonalize(ddprt_context *context, ddprt_matrix *ps,
+                                 int count, double epsilon);
+/* M_hat_i = P_i Q_i^T into reconstructions[i]. With residuals (then
+   matrices too): E_i = G_i + E_i - M_hat_i, in place, in the same pass.
+   A reconstruction may alias its matrix G_i (in-place decompression). */
+ddprt_status ddprt_reconstruct(ddprt_context *context, const ddprt_matrix *ps,
+                               const ddprt_matrix *qs,
+                               const ddprt_matrix *matrices,
+                               ddprt_matrix *residuals,
+                               ddprt_matrix *reconstructions, int count);
+/* Standard normal samples, a pure function of (seed, stream, step, index):
+   identical on every rank and across restarts. */
+ddprt_status ddprt_random_normal(ddprt_context *context, ddprt_buffer *output,
+                                 uint64_t seed, uint64_t stream, uint64_t step);
+
+/*===--- Persistent state and checkpoints ---------------------------------===*/
+
+typedef struct ddprt_state ddprt_state;
+
+/* A zero-initialized buffer owned by the runtime (device memory on GPUs),
+   named for checkpoints; creating an existing name returns it if dtype and
+   size match, else DDPRT_ERROR_MISMATCH. */
+ddprt_status ddprt_state_get(ddprt_context *context, const char *name,
+                             ddprt_dtype dtype, int64_t numel,
+                             ddprt_state **state);
+/* The state's buffer. */
+ddprt_buffer ddprt_state_buffer(const ddprt_state *state);
+/* Writes every state of this rank to `path` (written to a temporary file
+   and renamed, so a crash never leaves a half-written checkpoint). */
+ddprt_status ddprt_checkpoint_save(ddprt_context *context, const char *path);
+/* Restores every state in `path`; each must exist with the same dtype and
+   size (bitwise round trip). */
+ddprt_status ddprt_checkpoint_load(ddprt_context *context, const char *path);
+
+/*===--- Counters ---------------------------------------------------------===*/
+
+typedef enum ddprt_phase {
+  DDPRT_PHASE_COMMUNICATION = 0, /* inside collectives (and waits) */
+  DDPRT_PHASE_COMPRESSION = 1,   /* project, backproject, orthogonalize */
+  DDPRT_PHASE_DECOMPRESSION = 2, /* reconstruct */
+  DDPRT_PHASE_CAST = 3,          /* scale, cast */
+  DDPRT_PHASE_COUNT = 4
+} ddprt_phase;
+
+typedef struct ddprt_counters {
+  /* Per role: collectives, elements and bytes this rank contributed. */
+  uint64_t collectives[DDPRT_ROLE_COUNT];
+  uint64_t elements_sent[DDPRT_ROLE_COUNT];
+  uint64_t bytes_sent[DDPRT_ROLE_COUNT];
+  /* Elements before and after compression, as PowerSGD's
+     compression_stats() counts them: project adds n*m before; P and Q
+     collectives add what they send after; other collectives add what they
+     send to both. */
+  uint64_t elements_before_compression;
+  uint64_t elements_after_compression;
+  /* Seconds spent in each phase on this rank. */
+  double seconds[DDPRT_PHASE_COUNT];
+} ddprt_counters;
+
+ddprt_status ddprt_get_counters(const ddprt_context *context,
+                                ddprt_counters *counters);
+ddprt_status ddprt_reset_counters(ddprt_context *context);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DDPRT_DDPRT_H */

@@ -1,0 +1,72 @@
+//===- Backend.h - what a backend implements --------------------*- C++ -*-===//
+//
+// One interface, a CPU (MPI) and a CUDA (NCCL) implementation. The C API
+// validates arguments, keeps the counters and the state, and calls these.
+// Pointers are backend memory (host for CPU, device for CUDA).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DDPRT_BACKEND_H
+#define DDPRT_BACKEND_H
+
+#include "Error.h"
+#include "ddprt/ddprt.h"
+
+#include <cstddef>
+#include <memory>
+
+namespace ddprt {
+
+class Communicator;
+
+/// An allreduce in flight.
+class Request {
+public:
+  virtual ~Request() = default;
+};
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+
+  /// `factor` is the world-size factor already resolved to a number.
+  virtual Error allreduce(ddprt_reduction reduction, ddprt_buffer *buffers,
+                          int count) = 0;
+  virtual Error allreduceStart(ddprt_reduction reduction, ddprt_buffer *buffers,
+                               int count,
+                               std::unique_ptr<Request> &request) = 0;
+  virtual Error wait(Request &request) = 0;
+
+  virtual Error scale(double factor, ddprt_buffer *buffers, int count) = 0;
+  virtual Error cast(double factor, const ddprt_buffer *inputs,
+                     ddprt_buffer *outputs, int count) = 0;
+
+  virtual Error project(const ddprt_matrix *matrices,
+                        const ddprt_matrix *residuals, const ddprt_matrix *qs,
+                        ddprt_matrix *ps, int count) = 0;
+  virtual Error backproject(const ddprt_matrix *matrices,
+                            const ddprt_matrix *residuals,
+                            const ddprt_matrix *ps, ddprt_matrix *qs,
+                            int count) = 0;
+  virtual Error orthogonalize(ddprt_matrix *ps, int count, double epsilon) = 0;
+  virtual Error reconstruct(const ddprt_matrix *ps, const ddprt_matrix *qs,
+                            const ddprt_matrix *matrices,
+                            ddprt_matrix *residuals,
+                            ddprt_matrix *reconstructions, int count) = 0;
+  virtual Error randomNormal(ddprt_buffer output, uint64_t seed,
+                             uint64_t stream, uint64_t step) = 0;
+
+  /// Zero-initialized backend memory for persistent state.
+  virtual Error allocateZeroed(size_t bytes, void **pointer) = 0;
+  virtual void deallocate(void *pointer) = 0;
+  virtual Error copyToHost(void *host, const void *source, size_t bytes) = 0;
+  virtual Error copyFromHost(void *destination, const void *host,
+                             size_t bytes) = 0;
+};
+
+/// The CPU backend: MPI collectives over `communicator`, C++ kernels.
+std::unique_ptr<Backend> createCpuBackend(Communicator &communicator);
+
+} // namespace ddprt
+
+#endif // DDPRT_BACKEND_H

@@ -1,0 +1,81 @@
+//===- Communicator.h - MPI between the ranks of a job ----------*- C++ -*-===//
+//
+// Rank and world size, collectives that fail within a timeout instead of
+// hanging when a rank dies, and a check that all ranks pass the same sizes.
+// The CPU backend reduces with it; the CUDA backend uses it to broadcast
+// NCCL's unique id.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DDPRT_COMMUNICATOR_H
+#define DDPRT_COMMUNICATOR_H
+
+#include "Error.h"
+#include "ddprt/ddprt.h"
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace ddprt {
+
+/// Nonblocking MPI operations that complete together.
+struct MpiRequests {
+  std::vector<MPI_Request> requests;
+};
+
+class Communicator {
+public:
+  /// Initializes MPI unless the host already did.
+  static Error create(const ddprt_options &options,
+                      std::unique_ptr<Communicator> &communicator);
+  ~Communicator();
+  Communicator(const Communicator &) = delete;
+  Communicator &operator=(const Communicator &) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  /// In-place sum over all ranks of `count` elements of `dtype`, then
+  /// multiplied by `scale` (one rounding). Large buffers go around a ring
+  /// (reduce-scatter, scale the owned chunk, allgather: each element is
+  /// reduced once, by one rank, so all ranks get the same bits); small ones
+  /// use MPI's allreduce. f16/bf16 are added in f32 and rounded back.
+  Error sum(void *data, int64_t count, ddprt_dtype dtype, double scale = 1.0);
+  /// Waits for `requests`, failing after the configured timeout.
+  Error wait(MpiRequests &requests);
+
+  /// Fails with DDPRT_ERROR_MISMATCH unless every rank passes the same
+  /// `signature` (one small collective).
+  Error checkSameOnAllRanks(const std::vector<int64_t> &signature,
+                            const char *what);
+
+  /// Broadcasts `bytes` from rank 0.
+  Error broadcast(void *data, int bytes);
+
+  /// After a timeout or an MPI failure the communicator may be out of step
+  /// with the other ranks; every later call fails.
+  bool broken() const { return broken_; }
+
+private:
+  Communicator() = default;
+  Error check(int code, const char *what);
+  Error ringSum(char *data, int64_t count, ddprt_dtype dtype, double scale);
+  Error mpiSum(void *data, int64_t count, ddprt_dtype dtype);
+  Error failIfBroken();
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Op halfSum_ = MPI_OP_NULL, bfloat16Sum_ = MPI_OP_NULL;
+  int rank_ = 0, size_ = 1;
+  double timeoutSeconds_ = 0.0;
+  bool checkShapes_ = true;
+  bool ownsMpi_ = false;
+  bool broken_ = false;
+  std::vector<char> scratch_;
+};
+
+} // namespace ddprt
+
+#endif // DDPRT_COMMUNICATOR_H

@@ -1,0 +1,36 @@
+//===- Context.h - what a ddprt_context holds -------------------*- C++ -*-===//
+
+#ifndef DDPRT_CONTEXT_H
+#define DDPRT_CONTEXT_H
+
+#include "Backend.h"
+#include "Communicator.h"
+
+#include <map>
+#include <memory>
+#include <string>
+
+struct ddprt_state {
+  std::string name;
+  ddprt_dtype dtype;
+  int64_t numel;
+  void *data;
+};
+
+struct ddprt_request {
+  std::unique_ptr<ddprt::Request> backendRequest;
+  ddprt_role role;
+};
+
+struct ddprt_context {
+  ddprt_options options;
+  std::unique_ptr<ddprt::Communicator> communicator;
+  std::unique_ptr<ddprt::Backend> backend;
+  /// Ordered by name, so checkpoints list states the same way every time.
+  std::map<std::string, std::unique_ptr<ddprt_state>> states;
+  ddprt_counters counters{};
+  /// Mutable: const queries report their argument errors too.
+  mutable std::string lastError;
+};
+
+#endif // DDPRT_CONTEXT_H

@@ -1,0 +1,373 @@
+//===- Kernels.cpp - the compression kernels on the CPU -------------------===//
+//
+// PowerSGD's matrices are skinny (r <= 8 in practice), so every kernel is
+// bound by reading the n x m gradient: each one streams G (and E) once, row
+// by row, keeping the small factor in the cache, transposed to r rows of m
+// in the compute type so the inner loops run over contiguous memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernels.h"
+
+#include "../Numeric.h"
+#include "../Philox.h"
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace ddprt::cpu {
+
+namespace {
+template <typename T> T *typed(const ddprt_buffer &buffer) {
+  return static_cast<T *>(buffer.data);
+}
+template <typename T> T *typed(const ddprt_matrix &matrix) {
+  return static_cast<T *>(matrix.data);
+}
+
+/// The factor Q (m x r, row-major) transposed to r rows of m in the compute
+/// type: every inner loop below then runs over contiguous j and vectorizes.
+template <typename T>
+std::vector<typename Element<T>::Compute> loadTransposed(const T *q, int64_t m,
+                                                         int64_t r) {
+  std::vector<typename Element<T>::Compute> qt(m * r);
+  for (int64_t j = 0; j < m; ++j)
+    for (int64_t k = 0; k < r; ++k)
+      qt[k * m + j] = Element<T>::load(q[j * r + k]);
+  return qt;
+}
+
+/// Loads one row of M = G (+ E) in the compute type.
+template <typename T, bool HasResidual>
+void loadRow(const T *g, const T *e, int64_t m,
+             typename Element<T>::Compute *row) {
+  for (int64_t j = 0; j < m; ++j) {
+    typename Element<T>::Compute v = Element<T>::load(g[j]);
+    if constexpr (HasResidual)
+      v += Element<T>::load(e[j]);
+    row[j] = v;
+  }
+}
+
+/// sum_j a[j] * b[j] with kLanes independent partial sums, so that the loop
+/// vectorizes without reassociating a single sum.
+template <typename C> C dot(const C *a, const C *b, int64_t n) {
+  constexpr int kLanes = 16;
+  C lanes[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l)
+      lanes[l] += a[j + l] * b[j + l];
+  C sum = C(0);
+  for (int l = 0; l < kLanes; ++l)
+    sum += lanes[l];
+  for (; j < n; ++j)
+    sum += a[j] * b[j];
+  return sum;
+}
+
+template <typename T, bool HasResidual>
+void projectRows(const T *g, const T *e, const T *q, T *p, int64_t n, int64_t m,
+                 int64_t r) {
+  using C = typename Element<T>::Compute;
+  std::vector<C> qt = loadTransposed(q, m, r);
+  std::vector<C> row(m);
+  for (int64_t i = 0; i < n; ++i) {
+    loadRow<T, HasResidual>(g + i * m, HasResidual ? e + i * m : nullptr, m,
+                            row.data());
+    for (int64_t k = 0; k < r; ++k)
+      p[i * r + k] = Element<T>::store(dot(row.data(), qt.data() + k * m, m));
+  }
+}
+
+template <typename T, bool HasResidual>
+void backprojectRows(const T *g, const T *e, const T *p, T *q, int64_t n,
+                     int64_t m, int64_t r) {
+  using C = typename Element<T>::Compute;
+  // Q^T accumulated as r rows of m: each row of M adds p[i][k] * M[i] to
+  // row k (an axpy over contiguous j).
+  std::vector<C> qt(m * r, C(0));
+  std::vector<C> row(m);
+  for (int64_t i = 0; i < n; ++i) {
+    loadRow<T, HasResidual>(g + i * m, HasResidual ? e + i * m : nullptr, m,
+                            row.data());
+    for (int64_t k = 0; k < r; ++k) {
+      C pik = Element<T>::load(p[i * r + k]);
+      C *out = qt.data() + k * m;
+      for (int64_t j = 0; j < m; ++j)
+        out[j] += pik * row[j];
+    }
+  }
+  for (int64_t j = 0; j < m; ++j)
+    for (int64_t k = 0; k < r; ++k)
+      q[j * r + k] = Element<T>::store(qt[k * m + j]);
+}
+
+template <typename T, bool HasResidual>
+void reconstructRows(const T *p, const T *q, const T *g, T *e, T *out,
+                     int64_t n, int64_t m, int64_t r) {
+  using C = typename Element<T>::Compute;
+  std::vector<C> qt = loadTransposed(q, m, r);
+  std::vector<C> mHat(m);
+  for (int64_t i = 0; i < n; ++i) {
+    std::fill(mHat.begin(), mHat.end(), C(0));
+    for (int64_t k = 0; k < r; ++k) {
+      C pik = Element<T>::load(p[i * r + k]);
+      const C *qRow = qt.data() + k * m;
+      for (int64_t j = 0; j < m; ++j)
+        mHat[j] += pik * qRow[j];
+    }
+    int64_t base = i * m;
+    if constexpr (HasResidual)
+      for (int64_t j = 0; j < m; ++j) {
+        C sum = Element<T>::load(g[base + j]) + Element<T>::load(e[base + j]);
+        e[base + j] = Element<T>::store(sum - mHat[j]);
+      }
+    // After the residual: `out` may alias `g`.
+    for (int64_t j = 0; j < m; ++j)
+      out[base + j] = Element<T>::store(mHat[j]);
+  }
+}
+} // namespace
+
+void scale(double factor, const ddprt_buffer &buffer) {
+  dispatchDtype(buffer.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = typename Element<T>::Compute;
+    T *data = typed<T>(buffer);
+    C f = C(factor);
+    for (int64_t i = 0; i < buffer.numel; ++i)
+      data[i] = Element<T>::store(Element<T>::load(data[i]) * f);
+  });
+}
+
+#if defined(__x86_64__)
+/// f32 <-> f16 with the F16C instructions, 8 at a time; the same rounding
+/// (to nearest even) as the portable conversion.
+__attribute__((target("avx,f16c"))) void
+castFloatToHalfF16C(const float *in, uint16_t *out, int64_t n, float factor) {
+  __m256 f = _mm256_set1_ps(factor);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 x = _mm256_mul_ps(_mm256_loadu_ps(in + i), f);
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(out + i),
+                     _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i)
+    out[i] = floatToHalfBits(in[i] * factor);
+}
+
+__attribute__((target("avx,f16c"))) void
+castHalfToFloatF16C(const uint16_t *in, float *out, int64_t n, float factor) {
+  __m256 f = _mm256_set1_ps(factor);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 x = _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i *>(in + i)));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(x, f));
+  }
+  for (; i < n; ++i)
+    out[i] = halfBitsToFloat(in[i]) * factor;
+}
+
+bool hasF16C() {
+  static const bool supported =
+      __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  return supported;
+}
+#endif
+
+#if defined(__x86_64__)
+__attribute__((target("avx,f16c"))) void
+accumulateHalfF16C(uint16_t *data, const uint16_t *addend, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 a = _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i *>(data + i)));
+    __m256 b = _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i *>(addend + i)));
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i *>(data + i),
+        _mm256_cvtps_ph(_mm256_add_ps(a, b), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i)
+    data[i] =
+        floatToHalfBits(halfBitsToFloat(data[i]) + halfBitsToFloat(addend[i]));
+}
+#endif
+
+void accumulate(const ddprt_buffer &buffer, const void *addend) {
+#if defined(__x86_64__)
+  if (hasF16C() && buffer.dtype == DDPRT_F16)
+    return accumulateHalfF16C(static_cast<uint16_t *>(buffer.data),
+                              static_cast<const uint16_t *>(addend),
+                              buffer.numel);
+#endif
+  dispatchDtype(buffer.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T *data = typed<T>(buffer);
+    const T *other = static_cast<const T *>(addend);
+    for (int64_t i = 0; i < buffer.numel; ++i)
+      data[i] = Element<T>::store(Element<T>::load(data[i]) +
+                                  Element<T>::load(other[i]));
+  });
+}
+
+void cast(double factor, const ddprt_buffer &input,
+          const ddprt_buffer &output) {
+#if defined(__x86_64__)
+  if (hasF16C() && input.dtype == DDPRT_F32 && output.dtype == DDPRT_F16)
+    return castFloatToHalfF16C(static_cast<const float *>(input.data),
+                               static_cast<uint16_t *>(output.data),
+                               input.numel, float(factor));
+  if (hasF16C() && input.dtype == DDPRT_F16 && output.dtype == DDPRT_F32)
+    return castHalfToFloatF16C(static_cast<const uint16_t *>(input.data),
+                               static_cast<float *>(output.data), input.numel,
+                               float(factor));
+#endif
+  bool wide = input.dtype == DDPRT_F64 || output.dtype == DDPRT_F64;
+  dispatchDtype(input.dtype, [&](auto inTag) {
+    using In = decltype(inTag);
+    dispatchDtype(output.dtype, [&](auto outTag) {
+      using Out = decltype(outTag);
+      const In *in = typed<In>(input);
+      Out *out = typed<Out>(output);
+      if (wide) {
+        // f64 to a narrow type goes through f32 rounded to odd, so that it
+        // rounds once.
+        constexpr bool narrowOut =
+            std::is_same_v<Out, Half> || std::is_same_v<Out, BFloat16>;
+        for (int64_t i = 0; i < input.numel; ++i) {
+          double product = double(Element<In>::load(in[i])) * factor;
+          if constexpr (narrowOut)
+            out[i] = Element<Out>::store(roundToOddFloat(product));
+          else
+            out[i] =
+                Element<Out>::store(typename Element<Out>::Compute(product));
+        }
+      } else {
+        float f = float(factor);
+        for (int64_t i = 0; i < input.numel; ++i)
+          out[i] = Element<Out>::store(typename Element<Out>::Compute(
+              float(Element<In>::load(in[i])) * f));
+      }
+    });
+  });
+}
+
+void project(const ddprt_matrix &matrix, const ddprt_matrix *residual,
+             const ddprt_matrix &q, const ddprt_matrix &p) {
+  dispatchDtype(matrix.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (residual)
+      projectRows<T, true>(typed<T>(matrix), typed<T>(*residual), typed<T>(q),
+                           typed<T>(p), matrix.rows, matrix.cols, q.cols);
+    else
+      projectRows<T, false>(typed<T>(matrix), nullptr, typed<T>(q), typed<T>(p),
+                            matrix.rows, matrix.cols, q.cols);
+  });
+}
+
+void backproject(const ddprt_matrix &matrix, const ddprt_matrix *residual,
+                 const ddprt_matrix &p, const ddprt_matrix &q) {
+  dispatchDtype(matrix.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (residual)
+      backprojectRows<T, true>(typed<T>(matrix), typed<T>(*residual),
+                               typed<T>(p), typed<T>(q), matrix.rows,
+                               matrix.cols, p.cols);
+    else
+      backprojectRows<T, false>(typed<T>(matrix), nullptr, typed<T>(p),
+                                typed<T>(q), matrix.rows, matrix.cols, p.cols);
+  });
+}
+
+void orthogonalize(const ddprt_matrix &p, double epsilon) {
+  dispatchDtype(p.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T *data = typed<T>(p);
+    int64_t n = p.rows, r = p.cols;
+    std::vector<double> a(n * r);
+    for (int64_t i = 0; i < n * r; ++i)
+      a[i] = double(Element<T>::load(data[i]));
+    for (int64_t j = 0; j < r; ++j) {
+      // The norm, scaled by the largest magnitude so that neither huge nor
+      // tiny columns overflow or underflow (as BLAS's nrm2 does).
+      double largest = 0.0;
+      bool finite = true;
+      for (int64_t i = 0; i < n; ++i) {
+        double value = a[i * r + j];
+        finite = finite && std::isfinite(value);
+        largest = std::max(largest, std::fabs(value));
+      }
+      if (largest == 0.0 && finite) {
+        // A zero column stays zero (PyTorch divides by zero here).
+        for (int64_t i = 0; i < n; ++i)
+          a[i * r + j] = 0.0;
+        continue;
+      }
+      double norm = std::nan("");
+      if (finite) {
+        double squares = 0.0;
+        for (int64_t i = 0; i < n; ++i) {
+          double scaled = a[i * r + j] / largest;
+          squares += scaled * scaled;
+        }
+        norm = largest * std::sqrt(squares);
+      }
+      // Non-finite input: the column becomes NaN, and so does every later
+      // column it is projected out of.
+      double inverse = 1.0 / (norm + epsilon);
+      for (int64_t i = 0; i < n; ++i)
+        a[i * r + j] *= inverse;
+      for (int64_t k = j + 1; k < r; ++k) {
+        double dot = 0.0;
+        for (int64_t i = 0; i < n; ++i)
+          dot += a[i * r + j] * a[i * r + k];
+        for (int64_t i = 0; i < n; ++i)
+          a[i * r + k] -= dot * a[i * r + j];
+      }
+    }
+    for (int64_t i = 0; i < n * r; ++i)
+      data[i] = Element<T>::store(typename Element<T>::Compute(a[i]));
+  });
+}
+
+void reconstruct(const ddprt_matrix &p, const ddprt_matrix &q,
+                 const ddprt_matrix *matrix, const ddprt_matrix *residual,
+                 const ddprt_matrix &reconstruction) {
+  dispatchDtype(p.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (residual)
+      reconstructRows<T, true>(typed<T>(p), typed<T>(q), typed<T>(*matrix),
+                               typed<T>(*residual), typed<T>(reconstruction),
+                               p.rows, q.rows, p.cols);
+    else
+      reconstructRows<T, false>(typed<T>(p), typed<T>(q), nullptr, nullptr,
+                                typed<T>(reconstruction), p.rows, q.rows,
+                                p.cols);
+  });
+}
+
+void randomNormal(const ddprt_buffer &output, uint64_t seed, uint64_t stream,
+                  uint64_t step) {
+  dispatchDtype(output.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = typename Element<T>::Compute;
+    T *data = typed<T>(output);
+    std::array<uint32_t, 2> key = philoxKey(seed, stream);
+    for (int64_t block = 0; block * 4 < output.numel; ++block) {
+      std::array<double, 4> samples = normalBlock(key, step, uint64_t(block));
+      for (int64_t k = 0; k < 4 && block * 4 + k < output.numel; ++k)
+        data[block * 4 + k] = Element<T>::store(C(samples[k]));
+    }
+  });
+}
+
+} // namespace ddprt::cpu

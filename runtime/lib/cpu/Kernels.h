@@ -1,0 +1,53 @@
+//===- Kernels.h - the compression kernels on the CPU -----------*- C++ -*-===//
+//
+// Host-memory implementations of the ddp ops. They assume arguments the C
+// API has validated (sizes consistent, one dtype per tensor). The CUDA
+// backend's tests use them as a second reference.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DDPRT_CPU_KERNELS_H
+#define DDPRT_CPU_KERNELS_H
+
+#include "ddprt/ddprt.h"
+
+#include <cstdint>
+
+namespace ddprt::cpu {
+
+/// buffer *= factor, rounded once in the element type.
+void scale(double factor, const ddprt_buffer &buffer);
+
+/// buffer += addend (same dtype, same size), element-wise; f16/bf16 are
+/// added in f32 and rounded once.
+void accumulate(const ddprt_buffer &buffer, const void *addend);
+
+/// output = convert(input * factor), the product formed in the wider type.
+void cast(double factor, const ddprt_buffer &input, const ddprt_buffer &output);
+
+/// P = (M + E) Q; `residual` may be null. Reads M and E once.
+void project(const ddprt_matrix &matrix, const ddprt_matrix *residual,
+             const ddprt_matrix &q, const ddprt_matrix &p);
+
+/// Q = (M + E)^T P; `residual` may be null.
+void backproject(const ddprt_matrix &matrix, const ddprt_matrix *residual,
+                 const ddprt_matrix &p, const ddprt_matrix &q);
+
+/// Modified Gram-Schmidt over the columns of `p`, in place, computed in f64:
+/// each column becomes v / (|v| + epsilon); a column of norm exactly zero
+/// becomes zero. Non-finite input gives NaN columns.
+void orthogonalize(const ddprt_matrix &p, double epsilon);
+
+/// M_hat = P Q^T into `reconstruction`; with `residual` (then `matrix` too),
+/// E = M + E - M_hat in the same pass. `reconstruction` may alias `matrix`.
+void reconstruct(const ddprt_matrix &p, const ddprt_matrix &q,
+                 const ddprt_matrix *matrix, const ddprt_matrix *residual,
+                 const ddprt_matrix &reconstruction);
+
+/// Standard normal samples from Philox4x32-10 keyed by (seed, stream, step).
+void randomNormal(const ddprt_buffer &output, uint64_t seed, uint64_t stream,
+                  uint64_t step);
+
+} // namespace ddprt::cpu
+
+#endif // DDPRT_CPU_KERNELS_H

@@ -1,0 +1,1106 @@
+//===- CApiTest.cpp - the C ABI on one rank -------------------------------===//
+//
+// Everything a host sees through ddprt.h with world size 1 (MPI starts as a
+// singleton): init and finalize, argument checks and their messages,
+// collectives and counters, the kernels dispatched per tensor, persistent
+// state and checkpoints.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestSupport.h"
+#include "cpu/Kernels.h"
+#include "ddprt/ddprt.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <sys/resource.h>
+#include <vector>
+
+using namespace ddprt::test;
+
+namespace {
+
+/// Keeps MPI initialized for the whole binary: the first context
+/// initializes MPI and finalizes it with itself, and MPI cannot start again
+/// after that, so one context lives from before the first test to after the
+/// last and every test creates and finalizes its own.
+class KeepMpiAlive : public ::testing::Environment {
+public:
+  void SetUp() override { ASSERT_EQ(ddprt_init(nullptr, &context_), DDPRT_OK); }
+  void TearDown() override { ddprt_finalize(context_); }
+
+private:
+  ddprt_context *context_ = nullptr;
+};
+const ::testing::Environment *const kKeepMpiAlive =
+    ::testing::AddGlobalTestEnvironment(new KeepMpiAlive);
+
+class CApi : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ddprt_options options;
+    ddprt_default_options(&options);
+    ASSERT_EQ(ddprt_init(&options, &context), DDPRT_OK)
+        << ddprt_last_error(context);
+  }
+  void TearDown() override {
+    if (context) {
+      EXPECT_EQ(ddprt_finalize(context), DDPRT_OK);
+    }
+  }
+
+  /// A successful call clears the last error, so that a failure's message
+  /// is known to be its own.
+  void clearLastError() {
+    ASSERT_EQ(ddprt_scale(context, DDPRT_SCALE_NONE, nullptr, 0), DDPRT_OK);
+    ASSERT_STREQ(ddprt_last_error(context), "");
+  }
+
+  ddprt_context *context = nullptr;
+};
+
+/// Expects `call` to fail with `status` and a message containing `needle`.
+#define EXPECT_FAILS(call, status, needle)                                     \
+  do {                                                                         \
+    clearLastError();                                                          \
+    ddprt_status got = (call);                                                 \
+    EXPECT_EQ(got, status) << #call << " returned "                            \
+                           << ddprt_status_string(got);                        \
+    std::string message = ddprt_last_error(context);                           \
+    EXPECT_NE(message.find(needle), std::string::npos)                         \
+        << #call << " said '" << message << "', expected '" << needle << "'";  \
+  } while (false)
+
+constexpr ddprt_dtype kUnknownDtype = ddprt_dtype(42);
+
+//===----------------------------------------------------------------------===//
+// Lifecycle
+//===----------------------------------------------------------------------===//
+
+TEST(CApiLifecycle, InitReportsRankWorldAndBackend) {
+  ddprt_context *context = nullptr;
+  ASSERT_EQ(ddprt_init(nullptr, &context), DDPRT_OK);
+  ASSERT_NE(context, nullptr);
+  EXPECT_EQ(ddprt_rank(context), 0);
+  EXPECT_EQ(ddprt_world_size(context), 1);
+  EXPECT_EQ(ddprt_backend(context), DDPRT_BACKEND_CPU);
+  EXPECT_STREQ(ddprt_last_error(context), "");
+  EXPECT_EQ(ddprt_finalize(context), DDPRT_OK);
+}
+
+TEST(CApiLifecycle, DefaultOptions) {
+  ddprt_options options;
+  options.backend = DDPRT_BACKEND_CUDA;
+  options.timeout_seconds = -5;
+  options.check_shapes = 0;
+  ddprt_default_options(&options);
+  EXPECT_EQ(options.backend, DDPRT_BACKEND_CPU);
+  EXPECT_EQ(options.timeout_seconds, 300.0);
+  EXPECT_EQ(options.check_shapes, 1);
+  ddprt_default_options(nullptr); // must not crash
+}
+
+TEST(CApiLifecycle, NullArgumentsOfInitAndFinalize) {
+  EXPECT_EQ(ddprt_init(nullptr, nullptr), DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(ddprt_finalize(nullptr), DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_STRNE(ddprt_last_error(nullptr), "");
+  EXPECT_EQ(ddprt_rank(nullptr), -1);
+  EXPECT_EQ(ddprt_world_size(nullptr), 0);
+}
+
+TEST(CApiLifecycle, CudaBackendIsUnsupportedInThisBuild) {
+  ddprt_options options;
+  ddprt_default_options(&options);
+  options.backend = DDPRT_BACKEND_CUDA;
+  ddprt_context *context = nullptr;
+  EXPECT_EQ(ddprt_init(&options, &context), DDPRT_ERROR_UNSUPPORTED);
+  ASSERT_NE(context, nullptr) << "the context must say why";
+  EXPECT_NE(std::string(ddprt_last_error(context)).find("CUDA"),
+            std::string::npos)
+      << ddprt_last_error(context);
+  // The failed context refuses work instead of crashing.
+  float value = 1.0f;
+  ddprt_buffer buffer{&value, DDPRT_F32, 1};
+  EXPECT_EQ(
+      ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT, &buffer, 1),
+      DDPRT_ERROR_STATE);
+  EXPECT_STRNE(ddprt_last_error(context), "");
+  EXPECT_EQ(ddprt_finalize(context), DDPRT_OK);
+}
+
+TEST(CApiLifecycle, UnknownBackendIsUnsupported) {
+  ddprt_options options;
+  ddprt_default_options(&options);
+  options.backend = ddprt_backend_kind(7);
+  ddprt_context *context = nullptr;
+  EXPECT_EQ(ddprt_init(&options, &context), DDPRT_ERROR_UNSUPPORTED);
+  ASSERT_NE(context, nullptr);
+  EXPECT_NE(std::string(ddprt_last_error(context)).find("backend"),
+            std::string::npos)
+      << ddprt_last_error(context);
+  EXPECT_EQ(ddprt_finalize(context), DDPRT_OK);
+}
+
+TEST(CApiLifecycle, NegativeOrNaNTimeoutIsRejected) {
+  for (double timeout : {-1.0, std::nan("")}) {
+    ddprt_options options;
+    ddprt_default_options(&options);
+    options.timeout_seconds = timeout;
+    ddprt_context *context = nullptr;
+    EXPECT_EQ(ddprt_init(&options, &context), DDPRT_ERROR_INVALID_ARGUMENT)
+        << timeout;
+    ASSERT_NE(context, nullptr);
+    EXPECT_NE(std::string(ddprt_last_error(context)).find("timeout"),
+              std::string::npos)
+        << ddprt_last_error(context);
+    EXPECT_EQ(ddprt_finalize(context), DDPRT_OK);
+  }
+}
+
+TEST(CApiLifecycle, StatusStringsAndDtypeSizes) {
+  EXPECT_STREQ(ddprt_status_string(DDPRT_OK), "DDPRT_OK");
+  EXPECT_STREQ(ddprt_status_string(DDPRT_ERROR_TIMEOUT), "DDPRT_ERROR_TIMEOUT");
+  EXPECT_STREQ(ddprt_status_string(DDPRT_ERROR_MISMATCH),
+               "DDPRT_ERROR_MISMATCH");
+  EXPECT_STREQ(ddprt_status_string(DDPRT_ERROR_STATE), "DDPRT_ERROR_STATE");
+  EXPECT_STRNE(ddprt_status_string(ddprt_status(99)), "");
+  EXPECT_EQ(ddprt_dtype_size(DDPRT_F32), 4u);
+  EXPECT_EQ(ddprt_dtype_size(DDPRT_F64), 8u);
+  EXPECT_EQ(ddprt_dtype_size(DDPRT_F16), 2u);
+  EXPECT_EQ(ddprt_dtype_size(DDPRT_BF16), 2u);
+  EXPECT_EQ(ddprt_dtype_size(kUnknownDtype), 0u);
+}
+
+//===----------------------------------------------------------------------===//
+// Argument checks
+//===----------------------------------------------------------------------===//
+
+TEST(CApiArguments, NullContextIsRejectedEverywhere) {
+  float value = 1.0f;
+  ddprt_buffer buffer{&value, DDPRT_F32, 1};
+  ddprt_matrix matrix{&value, DDPRT_F32, 1, 1};
+  ddprt_request *request = nullptr;
+  ddprt_state *state = nullptr;
+  ddprt_counters counters;
+  const ddprt_status invalid = DDPRT_ERROR_INVALID_ARGUMENT;
+  EXPECT_EQ(
+      ddprt_allreduce(nullptr, DDPRT_SUM, DDPRT_ROLE_GRADIENT, &buffer, 1),
+      invalid);
+  EXPECT_EQ(ddprt_allreduce_start(nullptr, DDPRT_SUM, DDPRT_ROLE_GRADIENT,
+                                  &buffer, 1, &request),
+            invalid);
+  EXPECT_EQ(request, nullptr);
+  EXPECT_EQ(ddprt_wait(nullptr, nullptr), invalid);
+  EXPECT_EQ(ddprt_scale(nullptr, DDPRT_SCALE_NONE, &buffer, 1), invalid);
+  EXPECT_EQ(ddprt_cast(nullptr, DDPRT_SCALE_NONE, &buffer, &buffer, 1),
+            invalid);
+  EXPECT_EQ(ddprt_project(nullptr, &matrix, nullptr, &matrix, &matrix, 1),
+            invalid);
+  EXPECT_EQ(ddprt_backproject(nullptr, &matrix, nullptr, &matrix, &matrix, 1),
+            invalid);
+  EXPECT_EQ(ddprt_orthogonalize(nullptr, &matrix, 1, 0.0), invalid);
+  EXPECT_EQ(ddprt_reconstruct(nullptr, &matrix, &matrix, nullptr, nullptr,
+                              &matrix, 1),
+            invalid);
+  EXPECT_EQ(ddprt_random_normal(nullptr, &buffer, 0, 0, 0), invalid);
+  EXPECT_EQ(ddprt_state_get(nullptr, "x", DDPRT_F32, 1, &state), invalid);
+  EXPECT_EQ(ddprt_checkpoint_save(nullptr, "/tmp/x"), invalid);
+  EXPECT_EQ(ddprt_checkpoint_load(nullptr, "/tmp/x"), invalid);
+  EXPECT_EQ(ddprt_get_counters(nullptr, &counters), invalid);
+  EXPECT_EQ(ddprt_reset_counters(nullptr), invalid);
+  EXPECT_EQ(value, 1.0f);
+}
+
+TEST_F(CApi, AllreduceArgumentChecks) {
+  float values[4] = {1, 2, 3, 4};
+  ddprt_buffer good{values, DDPRT_F32, 4};
+  const ddprt_status invalid = DDPRT_ERROR_INVALID_ARGUMENT;
+  EXPECT_FAILS(
+      ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT, &good, -1),
+      invalid, "negative");
+  EXPECT_FAILS(
+      ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT, nullptr, 1),
+      invalid, "null");
+  EXPECT_FAILS(ddprt_allreduce(context, ddprt_reduction(9), DDPRT_ROLE_GRADIENT,
+                               &good, 1),
+               invalid, "reduction");
+  EXPECT_FAILS(ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_COUNT, &good, 1),
+               invalid, "role");
+  EXPECT_FAILS(ddprt_allreduce(context, DDPRT_SUM, ddprt_role(-1), &good, 1),
+               invalid, "role");
+  ddprt_buffer bad[2] = {good, good};
+  bad[1].dtype = kUnknownDtype;
+  EXPECT_FAILS(
+      ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_GRADIENT, bad, 2),
+      invalid, "dtype");
+  bad[1] = {values, DDPRT_F32, -3};
+  EXPECT_FAILS(
+      ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_GRADIENT, bad, 2),
+      invalid, "negative size");
+  bad[1] = {nullptr, DDPRT_F32, 3};
+  EXPECT_FAILS(
+      ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_GRADIENT, bad, 2),
+      invalid, "#1: data is null");
+
+  ddprt_request *request = nullptr;
+  EXPECT_FAILS(ddprt_allreduce_start(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT,
+                                     &good, 1, nullptr),
+               invalid, "request");
+  EXPECT_FAILS(ddprt_allreduce_start(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT,
+                                     bad, 2, &request),
+               invalid, "null");
+  EXPECT_EQ(request, nullptr);
+  EXPECT_FAILS(ddprt_wait(context, nullptr), invalid, "request");
+
+  // Nothing ran: the buffers are untouched and nothing was counted.
+  EXPECT_EQ(values[0], 1.0f);
+  EXPECT_EQ(values[3], 4.0f);
+  ddprt_counters counters;
+  ASSERT_EQ(ddprt_get_counters(context, &counters), DDPRT_OK);
+  EXPECT_EQ(counters.collectives[DDPRT_ROLE_GRADIENT], 0u);
+}
+
+TEST_F(CApi, ScaleAndCastArgumentChecks) {
+  float in[3] = {1, 2, 3};
+  uint16_t out[4] = {};
+  ddprt_buffer input{in, DDPRT_F32, 3}, output{out, DDPRT_F16, 3};
+  const ddprt_status invalid = DDPRT_ERROR_INVALID_ARGUMENT;
+  EXPECT_FAILS(ddprt_scale(context, ddprt_world_scale(5), &input, 1), invalid,
+               "world scale");
+  EXPECT_FAILS(ddprt_scale(context, DDPRT_SCALE_NONE, &input, -2), invalid,
+               "negative");
+  EXPECT_FAILS(ddprt_scale(context, DDPRT_SCALE_NONE, nullptr, 1), invalid,
+               "null");
+  ddprt_buffer unknown{in, kUnknownDtype, 3};
+  EXPECT_FAILS(ddprt_scale(context, DDPRT_SCALE_NONE, &unknown, 1), invalid,
+               "dtype");
+  EXPECT_FAILS(ddprt_cast(context, ddprt_world_scale(-1), &input, &output, 1),
+               invalid, "world scale");
+  EXPECT_FAILS(ddprt_cast(context, DDPRT_SCALE_NONE, &input, nullptr, 1),
+               invalid, "null");
+  EXPECT_FAILS(ddprt_cast(context, DDPRT_SCALE_NONE, &input, &unknown, 1),
+               invalid, "dtype");
+  ddprt_buffer longer{out, DDPRT_F16, 4};
+  EXPECT_FAILS(ddprt_cast(context, DDPRT_SCALE_NONE, &input, &longer, 1),
+               invalid, "3 inputs but 4 outputs");
+  ddprt_buffer nullData{nullptr, DDPRT_F16, 3};
+  EXPECT_FAILS(ddprt_cast(context, DDPRT_SCALE_NONE, &input, &nullData, 1),
+               invalid, "data is null");
+  EXPECT_EQ(out[0], 0u);
+  EXPECT_EQ(in[2], 3.0f);
+}
+
+TEST_F(CApi, ProjectionArgumentChecks) {
+  std::vector<float> data(64, 1.0f);
+  std::vector<double> wide(64, 1.0);
+  float *d = data.data();
+  const ddprt_status invalid = DDPRT_ERROR_INVALID_ARGUMENT;
+  ddprt_matrix m{d, DDPRT_F32, 4, 3}, e{d, DDPRT_F32, 4, 3},
+      q{d, DDPRT_F32, 3, 2}, p{d, DDPRT_F32, 4, 2};
+
+  // P = M Q: Q must be m x r, P n x r, E n x m, all one dtype.
+  ddprt_matrix wrong = q;
+  wrong.rows = 4;
+  EXPECT_FAILS(ddprt_project(context, &m, nullptr, &wrong, &p, 1), invalid,
+               "factor #0 is 4x2 but must be 3x2");
+  wrong = p;
+  wrong.rows = 3;
+  EXPECT_FAILS(ddprt_project(context, &m, nullptr, &q, &wrong, 1), invalid,
+               "output #0 is 3x2 but must be 4x2");
+  wrong = e;
+  wrong.cols = 4;
+  EXPECT_FAILS(ddprt_project(context, &m, &wrong, &q, &p, 1), invalid,
+               "residual #0 is 4x4");
+  wrong = e;
+  wrong.dtype = DDPRT_F64;
+  wrong.data = wide.data();
+  EXPECT_FAILS(ddprt_project(context, &m, &wrong, &q, &p, 1), invalid, "dtype");
+  wrong = q;
+  wrong.dtype = DDPRT_F16;
+  EXPECT_FAILS(ddprt_project(context, &m, nullptr, &wrong, &p, 1), invalid,
+               "dtype");
+  wrong = m;
+  wrong.dtype = kUnknownDtype;
+  EXPECT_FAILS(ddprt_project(context, &wrong, nullptr, &q, &p, 1), invalid,
+               "unknown dtype");
+  wrong = m;
+  wrong.rows = -4;
+  EXPECT_FAILS(ddprt_project(context, &wrong, nullptr, &q, &p, 1), invalid,
+               "negative");
+  wrong = q;
+  wrong.cols = -2;
+  EXPECT_FAILS(ddprt_project(context, &m, nullptr, &wrong, &p, 1), invalid,
+               "negative");
+  wrong = m;
+  wrong.data = nullptr;
+  EXPECT_FAILS(ddprt_project(context, &wrong, nullptr, &q, &p, 1), invalid,
+               "data is null");
+  EXPECT_FAILS(ddprt_project(context, &m, nullptr, nullptr, &p, 1), invalid,
+               "null");
+  EXPECT_FAILS(ddprt_project(context, &m, nullptr, &q, nullptr, 1), invalid,
+               "null");
+  EXPECT_FAILS(ddprt_project(context, nullptr, nullptr, &q, &p, 1), invalid,
+               "null");
+  EXPECT_FAILS(ddprt_project(context, &m, nullptr, &q, &p, -1), invalid,
+               "negative");
+
+  // Q = M^T P: P must be n x r, Q m x r.
+  wrong = p;
+  wrong.rows = 3;
+  EXPECT_FAILS(ddprt_backproject(context, &m, nullptr, &wrong, &q, 1), invalid,
+               "factor #0 is 3x2 but must be 4x2");
+  wrong = q;
+  wrong.cols = 3;
+  EXPECT_FAILS(ddprt_backproject(context, &m, nullptr, &p, &wrong, 1), invalid,
+               "output #0 is 3x3 but must be 3x2");
+  wrong = e;
+  wrong.rows = 5;
+  EXPECT_FAILS(ddprt_backproject(context, &m, &wrong, &p, &q, 1), invalid,
+               "residual");
+  wrong = p;
+  wrong.dtype = DDPRT_BF16;
+  EXPECT_FAILS(ddprt_backproject(context, &m, nullptr, &wrong, &q, 1), invalid,
+               "dtype");
+  EXPECT_FAILS(ddprt_backproject(context, &m, nullptr, &p, &q, -3), invalid,
+               "negative");
+  EXPECT_EQ(data[0], 1.0f);
+}
+
+TEST_F(CApi, OrthogonalizeArgumentChecks) {
+  std::vector<float> data(8, 1.0f);
+  ddprt_matrix p{data.data(), DDPRT_F32, 4, 2};
+  const ddprt_status invalid = DDPRT_ERROR_INVALID_ARGUMENT;
+  for (double epsilon : {-1e-8, std::nan(""), HUGE_VAL})
+    EXPECT_FAILS(ddprt_orthogonalize(context, &p, 1, epsilon), invalid,
+                 "epsilon");
+  EXPECT_FAILS(ddprt_orthogonalize(context, &p, -1, 0.0), invalid, "negative");
+  EXPECT_FAILS(ddprt_orthogonalize(context, nullptr, 1, 0.0), invalid, "null");
+  ddprt_matrix wrong = p;
+  wrong.dtype = kUnknownDtype;
+  EXPECT_FAILS(ddprt_orthogonalize(context, &wrong, 1, 0.0), invalid,
+               "unknown dtype");
+  wrong = p;
+  wrong.cols = -2;
+  EXPECT_FAILS(ddprt_orthogonalize(context, &wrong, 1, 0.0), invalid,
+               "negative");
+  wrong = p;
+  wrong.data = nullptr;
+  EXPECT_FAILS(ddprt_orthogonalize(context, &wrong, 1, 0.0), invalid,
+               "data is null");
+  EXPECT_EQ(data[0], 1.0f);
+}
+
+TEST_F(CApi, ReconstructArgumentChecks) {
+  std::vector<float> data(64, 1.0f);
+  float *d = data.data();
+  const ddprt_status invalid = DDPRT_ERROR_INVALID_ARGUMENT;
+  ddprt_matrix p{d, DDPRT_F32, 4, 2}, q{d, DDPRT_F32, 3, 2},
+      g{d, DDPRT_F32, 4, 3}, e{d, DDPRT_F32, 4, 3}, out{d, DDPRT_F32, 4, 3};
+  EXPECT_FAILS(ddprt_reconstruct(context, &p, &q, &g, nullptr, &out, 1),
+               invalid, "both");
+  EXPECT_FAILS(ddprt_reconstruct(context, &p, &q, nullptr, &e, &out, 1),
+               invalid, "both");
+  ddprt_matrix wrong = q;
+  wrong.cols = 3;
+  EXPECT_FAILS(
+      ddprt_reconstruct(context, &p, &wrong, nullptr, nullptr, &out, 1),
+      invalid, "Q #0 must have 2 columns");
+  wrong = q;
+  wrong.dtype = DDPRT_F64;
+  EXPECT_FAILS(
+      ddprt_reconstruct(context, &p, &wrong, nullptr, nullptr, &out, 1),
+      invalid, "dtype");
+  wrong = out;
+  wrong.cols = 4;
+  EXPECT_FAILS(ddprt_reconstruct(context, &p, &q, nullptr, nullptr, &wrong, 1),
+               invalid, "reconstruction #0 is 4x4 but must be 4x3");
+  wrong = g;
+  wrong.rows = 3;
+  EXPECT_FAILS(ddprt_reconstruct(context, &p, &q, &wrong, &e, &out, 1), invalid,
+               "matrix #0 is 3x3");
+  wrong = e;
+  wrong.dtype = DDPRT_F16;
+  EXPECT_FAILS(ddprt_reconstruct(context, &p, &q, &g, &wrong, &out, 1), invalid,
+               "residual #0: dtype");
+  wrong = p;
+  wrong.dtype = kUnknownDtype;
+  EXPECT_FAILS(
+      ddprt_reconstruct(context, &wrong, &q, nullptr, nullptr, &out, 1),
+      invalid, "unknown dtype");
+  EXPECT_FAILS(
+      ddprt_reconstruct(context, &p, nullptr, nullptr, nullptr, &out, 1),
+      invalid, "null");
+  EXPECT_FAILS(ddprt_reconstruct(context, &p, &q, nullptr, nullptr, nullptr, 1),
+               invalid, "null");
+  EXPECT_FAILS(ddprt_reconstruct(context, &p, &q, nullptr, nullptr, &out, -1),
+               invalid, "negative");
+  EXPECT_EQ(data[0], 1.0f);
+}
+
+TEST_F(CApi, RandomNormalAndStateArgumentChecks) {
+  const ddprt_status invalid = DDPRT_ERROR_INVALID_ARGUMENT;
+  EXPECT_FAILS(ddprt_random_normal(context, nullptr, 1, 2, 3), invalid,
+               "output");
+  float value = 0.0f;
+  ddprt_buffer unknown{&value, kUnknownDtype, 1};
+  EXPECT_FAILS(ddprt_random_normal(context, &unknown, 1, 2, 3), invalid,
+               "dtype");
+  ddprt_buffer nullData{nullptr, DDPRT_F32, 5};
+  EXPECT_FAILS(ddprt_random_normal(context, &nullData, 1, 2, 3), invalid,
+               "data is null");
+  ddprt_buffer negative{&value, DDPRT_F32, -1};
+  EXPECT_FAILS(ddprt_random_normal(context, &negative, 1, 2, 3), invalid,
+               "negative");
+
+  ddprt_state *state = nullptr;
+  EXPECT_FAILS(ddprt_state_get(context, nullptr, DDPRT_F32, 4, &state), invalid,
+               "name");
+  EXPECT_FAILS(ddprt_state_get(context, "", DDPRT_F32, 4, &state), invalid,
+               "name");
+  EXPECT_FAILS(ddprt_state_get(context, "s", DDPRT_F32, 4, nullptr), invalid,
+               "result pointer");
+  EXPECT_FAILS(ddprt_state_get(context, "s", kUnknownDtype, 4, &state), invalid,
+               "unknown dtype");
+  EXPECT_FAILS(ddprt_state_get(context, "s", DDPRT_F32, -4, &state), invalid,
+               "negative size");
+  EXPECT_EQ(state, nullptr);
+
+  EXPECT_FAILS(ddprt_checkpoint_save(context, nullptr), invalid, "path");
+  EXPECT_FAILS(ddprt_checkpoint_save(context, ""), invalid, "path");
+  EXPECT_FAILS(ddprt_checkpoint_load(context, nullptr), invalid, "path");
+  EXPECT_FAILS(ddprt_checkpoint_load(context, ""), invalid, "path");
+  EXPECT_EQ(ddprt_get_counters(context, nullptr), invalid);
+}
+
+// ddprt.h: "After a failure, ddprt_last_error(ctx) says what went wrong."
+// ddprt_get_counters takes a const context and cannot record a message, so
+// a null output is refused silently (or with a stale message).
+TEST_F(CApi, GetCountersWithNullOutputSaysWhy) {
+  clearLastError();
+  EXPECT_EQ(ddprt_get_counters(context, nullptr), DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_STRNE(ddprt_last_error(context), "");
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives and counters on one rank
+//===----------------------------------------------------------------------===//
+
+TEST_F(CApi, AllreduceOnOneRankIsTheIdentity) {
+  std::mt19937 rng(20);
+  for (ddprt_dtype dtype : kAllDtypes)
+    for (ddprt_reduction reduction : {DDPRT_SUM, DDPRT_MEAN}) {
+      TypedArray data(dtype, 1000);
+      data.randomize(rng);
+      TypedArray before = data;
+      ddprt_buffer buffer = data.buffer();
+      ASSERT_EQ(
+          ddprt_allreduce(context, reduction, DDPRT_ROLE_GRADIENT, &buffer, 1),
+          DDPRT_OK)
+          << ddprt_last_error(context);
+      EXPECT_TRUE(data.bitwiseEqual(before))
+          << dtypeName(dtype) << " reduction " << reduction;
+    }
+}
+
+/// A bucket of tensors of mixed dtypes and sizes (some empty), each followed
+/// by guard elements that no call may touch.
+struct Bucket {
+  static constexpr int64_t kGuard = 3;
+  static constexpr double kGuardValue = -96.0; // exact in every dtype
+  std::vector<TypedArray> storage;
+  std::vector<ddprt_buffer> buffers;
+  std::vector<int64_t> sizes;
+
+  Bucket(const std::vector<std::pair<ddprt_dtype, int64_t>> &layout,
+         std::mt19937 &rng) {
+    for (auto [dtype, numel] : layout) {
+      TypedArray array(dtype, numel + kGuard);
+      array.randomize(rng);
+      for (int64_t i = numel; i < numel + kGuard; ++i)
+        array.set(i, kGuardValue);
+      storage.push_back(array);
+      sizes.push_back(numel);
+    }
+    for (size_t i = 0; i < storage.size(); ++i)
+      buffers.push_back({sizes[i] ? storage[i].data() : nullptr,
+                         storage[i].dtype(), sizes[i]});
+  }
+  int count() const { return int(buffers.size()); }
+  bool guardsIntact() const {
+    for (size_t i = 0; i < storage.size(); ++i)
+      for (int64_t k = 0; k < kGuard; ++k)
+        if (storage[i].get(sizes[i] + k) != kGuardValue)
+          return false;
+    return true;
+  }
+};
+
+const std::vector<std::pair<ddprt_dtype, int64_t>> kMixedLayout = {
+    {DDPRT_F32, 5}, {DDPRT_F16, 0},  {DDPRT_F64, 3}, {DDPRT_BF16, 7},
+    {DDPRT_F32, 0}, {DDPRT_F32, 11}, {DDPRT_F16, 2}, {DDPRT_BF16, 1}};
+
+TEST_F(CApi, MixedBucketOnOneRankIsTheIdentity) {
+  std::mt19937 rng(21);
+  for (ddprt_reduction reduction : {DDPRT_SUM, DDPRT_MEAN}) {
+    Bucket bucket(kMixedLayout, rng);
+    std::vector<TypedArray> before = bucket.storage;
+    ASSERT_EQ(ddprt_allreduce(context, reduction, DDPRT_ROLE_UNCOMPRESSED,
+                              bucket.buffers.data(), bucket.count()),
+              DDPRT_OK)
+        << ddprt_last_error(context);
+    for (size_t i = 0; i < before.size(); ++i)
+      EXPECT_TRUE(bucket.storage[i].bitwiseEqual(before[i])) << "tensor " << i;
+    EXPECT_TRUE(bucket.guardsIntact());
+  }
+  EXPECT_EQ(
+      ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT, nullptr, 0),
+      DDPRT_OK)
+      << "an empty bucket";
+}
+
+TEST_F(CApi, StartAndWaitWithTwoRequestsInFlight) {
+  std::mt19937 rng(22);
+  Bucket first(kMixedLayout, rng),
+      second({{DDPRT_F64, 9}, {DDPRT_F64, 4}}, rng);
+  std::vector<TypedArray> firstBefore = first.storage,
+                          secondBefore = second.storage;
+  ddprt_request *a = nullptr, *b = nullptr;
+  ASSERT_EQ(ddprt_allreduce_start(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT,
+                                  first.buffers.data(), first.count(), &a),
+            DDPRT_OK);
+  ASSERT_EQ(ddprt_allreduce_start(context, DDPRT_MEAN, DDPRT_ROLE_GRADIENT,
+                                  second.buffers.data(), second.count(), &b),
+            DDPRT_OK);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(ddprt_wait(context, a), DDPRT_OK);
+  EXPECT_EQ(ddprt_wait(context, b), DDPRT_OK);
+  for (size_t i = 0; i < firstBefore.size(); ++i)
+    EXPECT_TRUE(first.storage[i].bitwiseEqual(firstBefore[i]));
+  for (size_t i = 0; i < secondBefore.size(); ++i)
+    EXPECT_TRUE(second.storage[i].bitwiseEqual(secondBefore[i]));
+  EXPECT_TRUE(first.guardsIntact() && second.guardsIntact());
+}
+
+TEST_F(CApi, CountersFollowRolesAndCompression) {
+  ddprt_counters counters;
+  ASSERT_EQ(ddprt_get_counters(context, &counters), DDPRT_OK);
+  for (int role = 0; role < DDPRT_ROLE_COUNT; ++role) {
+    EXPECT_EQ(counters.collectives[role], 0u);
+    EXPECT_EQ(counters.elements_sent[role], 0u);
+    EXPECT_EQ(counters.bytes_sent[role], 0u);
+  }
+  EXPECT_EQ(counters.elements_before_compression, 0u);
+  EXPECT_EQ(counters.elements_after_compression, 0u);
+  for (int phase = 0; phase < DDPRT_PHASE_COUNT; ++phase)
+    EXPECT_EQ(counters.seconds[phase], 0.0);
+
+  std::vector<float> f32(1000, 1.0f);
+  std::vector<uint16_t> narrow(1000, 0);
+  // A gradient bucket: 10 f32 + 6 f16 = 16 elements, 52 bytes.
+  ddprt_buffer gradient[2] = {{f32.data(), DDPRT_F32, 10},
+                              {narrow.data(), DDPRT_F16, 6}};
+  ASSERT_EQ(
+      ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_GRADIENT, gradient, 2),
+      DDPRT_OK);
+  // P and Q count after compression only.
+  ddprt_buffer p{f32.data(), DDPRT_F32, 5};
+  ASSERT_EQ(ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_POWERSGD_P, &p, 1),
+            DDPRT_OK);
+  ddprt_buffer q{narrow.data(), DDPRT_BF16, 4};
+  ddprt_request *request = nullptr;
+  ASSERT_EQ(ddprt_allreduce_start(context, DDPRT_MEAN, DDPRT_ROLE_POWERSGD_Q,
+                                  &q, 1, &request),
+            DDPRT_OK);
+  ASSERT_EQ(ddprt_wait(context, request), DDPRT_OK);
+  ddprt_buffer uncompressed{f32.data(), DDPRT_F32, 7},
+      warmup{narrow.data(), DDPRT_F16, 3};
+  ASSERT_EQ(ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_UNCOMPRESSED,
+                            &uncompressed, 1),
+            DDPRT_OK);
+  ASSERT_EQ(ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_WARMUP, &warmup, 1),
+            DDPRT_OK);
+  // A failed collective counts nothing.
+  ddprt_buffer bad{nullptr, DDPRT_F32, 3};
+  ASSERT_EQ(ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT, &bad, 1),
+            DDPRT_ERROR_INVALID_ARGUMENT);
+  // project adds n*m before compression; backproject adds nothing.
+  ddprt_matrix m{f32.data(), DDPRT_F32, 37, 19},
+      qm{f32.data() + 703, DDPRT_F32, 19, 2},
+      pm{f32.data() + 741, DDPRT_F32, 37, 2};
+  ASSERT_EQ(ddprt_project(context, &m, nullptr, &qm, &pm, 1), DDPRT_OK);
+  ASSERT_EQ(ddprt_orthogonalize(context, &pm, 1, 0.0), DDPRT_OK);
+  std::vector<float> backprojected(38), reconstruction(703);
+  ddprt_matrix qOut{backprojected.data(), DDPRT_F32, 19, 2},
+      out{reconstruction.data(), DDPRT_F32, 37, 19};
+  ASSERT_EQ(ddprt_backproject(context, &m, nullptr, &pm, &qOut, 1), DDPRT_OK);
+  ASSERT_EQ(ddprt_reconstruct(context, &pm, &qOut, nullptr, nullptr, &out, 1),
+            DDPRT_OK);
+  ddprt_buffer scaled{f32.data(), DDPRT_F32, 10};
+  ASSERT_EQ(ddprt_scale(context, DDPRT_SCALE_WORLD_SIZE, &scaled, 1), DDPRT_OK);
+
+  ASSERT_EQ(ddprt_get_counters(context, &counters), DDPRT_OK);
+  EXPECT_EQ(counters.collectives[DDPRT_ROLE_GRADIENT], 1u);
+  EXPECT_EQ(counters.elements_sent[DDPRT_ROLE_GRADIENT], 16u);
+  EXPECT_EQ(counters.bytes_sent[DDPRT_ROLE_GRADIENT], 52u);
+  EXPECT_EQ(counters.collectives[DDPRT_ROLE_POWERSGD_P], 1u);
+  EXPECT_EQ(counters.elements_sent[DDPRT_ROLE_POWERSGD_P], 5u);
+  EXPECT_EQ(counters.bytes_sent[DDPRT_ROLE_POWERSGD_P], 20u);
+  EXPECT_EQ(counters.collectives[DDPRT_ROLE_POWERSGD_Q], 1u);
+  EXPECT_EQ(counters.elements_sent[DDPRT_ROLE_POWERSGD_Q], 4u);
+  EXPECT_EQ(counters.bytes_sent[DDPRT_ROLE_POWERSGD_Q], 8u);
+  EXPECT_EQ(counters.collectives[DDPRT_ROLE_UNCOMPRESSED], 1u);
+  EXPECT_EQ(counters.bytes_sent[DDPRT_ROLE_UNCOMPRESSED], 28u);
+  EXPECT_EQ(counters.collectives[DDPRT_ROLE_WARMUP], 1u);
+  EXPECT_EQ(counters.bytes_sent[DDPRT_ROLE_WARMUP], 6u);
+  EXPECT_EQ(counters.elements_before_compression, 16u + 7 + 3 + 37 * 19);
+  EXPECT_EQ(counters.elements_after_compression, 16u + 5 + 4 + 7 + 3);
+  for (int phase = 0; phase < DDPRT_PHASE_COUNT; ++phase) {
+    EXPECT_GT(counters.seconds[phase], 0.0) << "phase " << phase;
+    EXPECT_LT(counters.seconds[phase], 60.0) << "phase " << phase;
+  }
+
+  ASSERT_EQ(ddprt_reset_counters(context), DDPRT_OK);
+  ASSERT_EQ(ddprt_get_counters(context, &counters), DDPRT_OK);
+  for (int role = 0; role < DDPRT_ROLE_COUNT; ++role) {
+    EXPECT_EQ(counters.collectives[role], 0u);
+    EXPECT_EQ(counters.elements_sent[role], 0u);
+    EXPECT_EQ(counters.bytes_sent[role], 0u);
+  }
+  EXPECT_EQ(counters.elements_before_compression, 0u);
+  EXPECT_EQ(counters.elements_after_compression, 0u);
+  for (int phase = 0; phase < DDPRT_PHASE_COUNT; ++phase)
+    EXPECT_EQ(counters.seconds[phase], 0.0);
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels through the C API: each tensor of a bucket as the kernel does it
+//===----------------------------------------------------------------------===//
+
+TEST_F(CApi, PowerSgdCallsMatchTheKernelsPerTensor) {
+  std::mt19937 rng(23);
+  struct Tensor {
+    ddprt_dtype dtype;
+    int64_t n, m, r;
+  };
+  const Tensor tensors[] = {{DDPRT_F32, 37, 19, 2},
+                            {DDPRT_F16, 8, 5, 1},
+                            {DDPRT_F64, 3, 11, 3},
+                            {DDPRT_BF16, 6, 6, 2}};
+  const int count = 4;
+  std::vector<TypedArray> g, e, q, p, out;
+  for (const Tensor &t : tensors) {
+    g.emplace_back(t.dtype, t.n * t.m);
+    e.emplace_back(t.dtype, t.n * t.m);
+    q.emplace_back(t.dtype, t.m * t.r);
+    p.emplace_back(t.dtype, t.n * t.r);
+    out.emplace_back(t.dtype, t.n * t.m);
+    g.back().randomize(rng);
+    e.back().randomize(rng, 0.3);
+    q.back().randomize(rng);
+  }
+  // The same steps on copies, tensor by tensor, with the kernels directly.
+  std::vector<TypedArray> ge = g, ee = e, qe = q, pe = p, oute = out;
+  // Views of tensor i as n x m ('g'), m x r ('q') or n x r ('p').
+  auto matrices = [&](std::vector<TypedArray> &arrays, char shape) {
+    std::vector<ddprt_matrix> result;
+    for (int i = 0; i < count; ++i) {
+      const Tensor &t = tensors[i];
+      int64_t rows = shape == 'q' ? t.m : t.n;
+      int64_t cols = shape == 'g' ? t.m : t.r;
+      result.push_back(arrays[size_t(i)].matrix(rows, cols));
+    }
+    return result;
+  };
+  std::vector<ddprt_matrix> gm = matrices(g, 'g'), em = matrices(e, 'g'),
+                            qm = matrices(q, 'q'), pm = matrices(p, 'p'),
+                            outm = matrices(out, 'g');
+  ASSERT_EQ(
+      ddprt_project(context, gm.data(), em.data(), qm.data(), pm.data(), count),
+      DDPRT_OK);
+  ASSERT_EQ(ddprt_orthogonalize(context, pm.data(), count, 1e-8), DDPRT_OK);
+  ASSERT_EQ(ddprt_backproject(context, gm.data(), em.data(), pm.data(),
+                              qm.data(), count),
+            DDPRT_OK);
+  ASSERT_EQ(ddprt_reconstruct(context, pm.data(), qm.data(), gm.data(),
+                              em.data(), outm.data(), count),
+            DDPRT_OK);
+
+  for (int i = 0; i < count; ++i) {
+    const Tensor &t = tensors[i];
+    ddprt_matrix G = ge[size_t(i)].matrix(t.n, t.m),
+                 E = ee[size_t(i)].matrix(t.n, t.m),
+                 Q = qe[size_t(i)].matrix(t.m, t.r),
+                 P = pe[size_t(i)].matrix(t.n, t.r),
+                 O = oute[size_t(i)].matrix(t.n, t.m);
+    ddprt::cpu::project(G, &E, Q, P);
+    ddprt::cpu::orthogonalize(P, 1e-8);
+    ddprt::cpu::backproject(G, &E, P, Q);
+    ddprt::cpu::reconstruct(P, Q, &G, &E, O);
+    std::string what =
+        std::string("tensor ") + std::to_string(i) + " " + dtypeName(t.dtype);
+    EXPECT_TRUE(p[size_t(i)].bitwiseEqual(pe[size_t(i)])) << what << ": P";
+    EXPECT_TRUE(q[size_t(i)].bitwiseEqual(qe[size_t(i)])) << what << ": Q";
+    EXPECT_TRUE(out[size_t(i)].bitwiseEqual(oute[size_t(i)]))
+        << what << ": M_hat";
+    EXPECT_TRUE(e[size_t(i)].bitwiseEqual(ee[size_t(i)])) << what << ": E";
+    EXPECT_TRUE(g[size_t(i)].bitwiseEqual(ge[size_t(i)])) << what << ": G";
+  }
+}
+
+TEST_F(CApi, ScaleCastAndRandomNormalMatchTheKernels) {
+  std::mt19937 rng(24);
+  TypedArray a(DDPRT_F32, 100), b(DDPRT_BF16, 50), aHalf(DDPRT_F16, 100),
+      bWide(DDPRT_F64, 50);
+  a.randomize(rng);
+  b.randomize(rng);
+  TypedArray ae = a, be = b, aHalfE = aHalf, bWideE = bWide;
+  ddprt_buffer inputs[2] = {a.buffer(), b.buffer()};
+  ddprt_buffer outputs[2] = {aHalf.buffer(), bWide.buffer()};
+  ASSERT_EQ(
+      ddprt_cast(context, DDPRT_SCALE_INVERSE_WORLD_SIZE, inputs, outputs, 2),
+      DDPRT_OK);
+  ddprt::cpu::cast(1.0, ae.buffer(), aHalfE.buffer());
+  ddprt::cpu::cast(1.0, be.buffer(), bWideE.buffer());
+  EXPECT_TRUE(aHalf.bitwiseEqual(aHalfE));
+  EXPECT_TRUE(bWide.bitwiseEqual(bWideE));
+
+  ASSERT_EQ(ddprt_scale(context, DDPRT_SCALE_WORLD_SIZE, inputs, 2), DDPRT_OK);
+  EXPECT_TRUE(a.bitwiseEqual(ae) && b.bitwiseEqual(be)) << "world size 1";
+
+  for (ddprt_dtype dtype : kAllDtypes) {
+    TypedArray drawn(dtype, 77), expected(dtype, 77);
+    drawn.poison();
+    ddprt_buffer buffer = drawn.buffer();
+    ASSERT_EQ(ddprt_random_normal(context, &buffer, 11, 12, 13), DDPRT_OK);
+    ddprt::cpu::randomNormal(expected.buffer(), 11, 12, 13);
+    EXPECT_TRUE(drawn.bitwiseEqual(expected)) << dtypeName(dtype);
+  }
+  ddprt_buffer empty{nullptr, DDPRT_F32, 0};
+  EXPECT_EQ(ddprt_random_normal(context, &empty, 1, 2, 3), DDPRT_OK);
+}
+
+//===----------------------------------------------------------------------===//
+// State and checkpoints
+//===----------------------------------------------------------------------===//
+
+TEST_F(CApi, StateIsZeroInitializedAndFoundAgainByName) {
+  int index = 0;
+  for (ddprt_dtype dtype : kAllDtypes) {
+    std::string name = "state/" + std::to_string(index++);
+    ddprt_state *state = nullptr;
+    ASSERT_EQ(ddprt_state_get(context, name.c_str(), dtype, 257, &state),
+              DDPRT_OK);
+    ASSERT_NE(state, nullptr);
+    ddprt_buffer buffer = ddprt_state_buffer(state);
+    EXPECT_EQ(buffer.dtype, dtype);
+    EXPECT_EQ(buffer.numel, 257);
+    ASSERT_NE(buffer.data, nullptr);
+    const unsigned char *bytes = static_cast<unsigned char *>(buffer.data);
+    for (size_t i = 0; i < 257 * ddprt_dtype_size(dtype); ++i)
+      ASSERT_EQ(bytes[i], 0) << name << " byte " << i;
+
+    ddprt_state *again = nullptr;
+    ASSERT_EQ(ddprt_state_get(context, name.c_str(), dtype, 257, &again),
+              DDPRT_OK);
+    EXPECT_EQ(again, state);
+  }
+  ddprt_state *empty = nullptr;
+  ASSERT_EQ(ddprt_state_get(context, "empty", DDPRT_F32, 0, &empty), DDPRT_OK);
+  EXPECT_EQ(ddprt_state_buffer(empty).numel, 0);
+  ddprt_buffer none = ddprt_state_buffer(nullptr);
+  EXPECT_EQ(none.data, nullptr);
+  EXPECT_EQ(none.numel, 0);
+}
+
+TEST_F(CApi, StateWithTheSameNameButAnotherShapeIsAMismatch) {
+  ddprt_state *state = nullptr, *other = nullptr;
+  ASSERT_EQ(ddprt_state_get(context, "error/conv1", DDPRT_F32, 64, &state),
+            DDPRT_OK);
+  EXPECT_FAILS(ddprt_state_get(context, "error/conv1", DDPRT_F32, 65, &other),
+               DDPRT_ERROR_MISMATCH, "error/conv1");
+  EXPECT_FAILS(ddprt_state_get(context, "error/conv1", DDPRT_F16, 64, &other),
+               DDPRT_ERROR_MISMATCH, "error/conv1");
+  EXPECT_EQ(other, nullptr);
+  ASSERT_EQ(ddprt_state_get(context, "error/conv1", DDPRT_F32, 64, &other),
+            DDPRT_OK);
+  EXPECT_EQ(other, state);
+}
+
+namespace fs = std::filesystem;
+
+class Checkpoint : public CApi {
+protected:
+  void SetUp() override {
+    CApi::SetUp();
+    char pattern[] = "/tmp/ddprt-capi-test-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    directory = pattern;
+    path = (directory / "checkpoint.bin").string();
+    states = createStates(context, {{"error/fc", DDPRT_F32, 1000},
+                                    {"p/conv", DDPRT_F16, 37},
+                                    {"q/conv", DDPRT_BF16, 19},
+                                    {"rng", DDPRT_F64, 5},
+                                    {"empty", DDPRT_F32, 0}});
+    randomizeStates(1);
+  }
+  void TearDown() override {
+    CApi::TearDown();
+    std::error_code ignored;
+    fs::remove_all(directory, ignored);
+  }
+
+  struct StateSpec {
+    const char *name;
+    ddprt_dtype dtype;
+    int64_t numel;
+  };
+  static std::vector<ddprt_state *>
+  createStates(ddprt_context *context, const std::vector<StateSpec> &specs) {
+    std::vector<ddprt_state *> result;
+    for (const StateSpec &spec : specs) {
+      ddprt_state *state = nullptr;
+      EXPECT_EQ(
+          ddprt_state_get(context, spec.name, spec.dtype, spec.numel, &state),
+          DDPRT_OK);
+      result.push_back(state);
+    }
+    return result;
+  }
+
+  /// Random bytes in every state (any bit pattern must round trip).
+  void randomizeStates(unsigned seed) {
+    std::mt19937 rng(seed);
+    for (ddprt_state *state : states) {
+      ddprt_buffer buffer = ddprt_state_buffer(state);
+      unsigned char *bytes = static_cast<unsigned char *>(buffer.data);
+      for (size_t i = 0;
+           i < size_t(buffer.numel) * ddprt_dtype_size(buffer.dtype); ++i)
+        bytes[i] = static_cast<unsigned char>(rng());
+    }
+  }
+  std::vector<unsigned char> snapshot() const {
+    std::vector<unsigned char> all;
+    for (ddprt_state *state : states) {
+      ddprt_buffer buffer = ddprt_state_buffer(state);
+      const unsigned char *bytes = static_cast<unsigned char *>(buffer.data);
+      all.insert(all.end(), bytes,
+                 bytes + size_t(buffer.numel) * ddprt_dtype_size(buffer.dtype));
+    }
+    return all;
+  }
+  std::vector<char> readFile(const std::string &file) const {
+    std::ifstream in(file, std::ios::binary);
+    return std::vector<char>(std::istreambuf_iterator<char>(in),
+                             std::istreambuf_iterator<char>());
+  }
+  void writeFile(const std::string &file, const std::vector<char> &bytes) {
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+  }
+  /// No "<path>.tmp.<rank>" or other stray file is left in the directory.
+  void expectOnlyFiles(const std::vector<std::string> &names) {
+    std::vector<std::string> found;
+    for (const fs::directory_entry &entry : fs::directory_iterator(directory))
+      found.push_back(entry.path().filename().string());
+    std::sort(found.begin(), found.end());
+    std::vector<std::string> expected = names;
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(found, expected);
+  }
+
+  fs::path directory;
+  std::string path;
+  std::vector<ddprt_state *> states;
+};
+
+TEST_F(Checkpoint, SaveModifyLoadRestoresBitwise) {
+  std::vector<unsigned char> saved = snapshot();
+  ASSERT_EQ(ddprt_checkpoint_save(context, path.c_str()), DDPRT_OK)
+      << ddprt_last_error(context);
+  expectOnlyFiles({"checkpoint.bin"});
+  randomizeStates(2);
+  ASSERT_NE(snapshot(), saved);
+  ASSERT_EQ(ddprt_checkpoint_load(context, path.c_str()), DDPRT_OK)
+      << ddprt_last_error(context);
+  EXPECT_EQ(snapshot(), saved);
+  EXPECT_STREQ(ddprt_last_error(context), "");
+
+  // Saving again over the old checkpoint replaces it.
+  randomizeStates(3);
+  std::vector<unsigned char> newer = snapshot();
+  ASSERT_EQ(ddprt_checkpoint_save(context, path.c_str()), DDPRT_OK);
+  randomizeStates(4);
+  ASSERT_EQ(ddprt_checkpoint_load(context, path.c_str()), DDPRT_OK);
+  EXPECT_EQ(snapshot(), newer);
+  expectOnlyFiles({"checkpoint.bin"});
+}
+
+TEST_F(Checkpoint, RestartedJobRestoresFromTheFile) {
+  ASSERT_EQ(ddprt_checkpoint_save(context, path.c_str()), DDPRT_OK);
+  std::vector<unsigned char> saved = snapshot();
+  // A new context with the same states, created in another order.
+  ddprt_context *restarted = nullptr;
+  ASSERT_EQ(ddprt_init(nullptr, &restarted), DDPRT_OK);
+  std::vector<ddprt_state *> fresh =
+      createStates(restarted, {{"empty", DDPRT_F32, 0},
+                               {"rng", DDPRT_F64, 5},
+                               {"q/conv", DDPRT_BF16, 19},
+                               {"p/conv", DDPRT_F16, 37},
+                               {"error/fc", DDPRT_F32, 1000}});
+  EXPECT_EQ(ddprt_checkpoint_load(restarted, path.c_str()), DDPRT_OK)
+      << ddprt_last_error(restarted);
+  std::vector<unsigned char> restored;
+  for (auto it = fresh.rbegin(); it != fresh.rend(); ++it) {
+    ddprt_buffer buffer = ddprt_state_buffer(*it);
+    const unsigned char *bytes = static_cast<unsigned char *>(buffer.data);
+    restored.insert(restored.end(), bytes,
+                    bytes +
+                        size_t(buffer.numel) * ddprt_dtype_size(buffer.dtype));
+  }
+  EXPECT_EQ(restored, saved);
+  EXPECT_EQ(ddprt_finalize(restarted), DDPRT_OK);
+}
+
+TEST_F(Checkpoint, MissingFileIsAnIOError) {
+  std::vector<unsigned char> before = snapshot();
+  std::string missing = (directory / "missing.bin").string();
+  EXPECT_FAILS(ddprt_checkpoint_load(context, missing.c_str()), DDPRT_ERROR_IO,
+               "missing.bin");
+  EXPECT_EQ(snapshot(), before);
+}
+
+// ddprt_checkpoint_load (CApi.cpp, reading the file through
+// std::istreambuf_iterator) lets a read error escape as a C++ exception: a
+// directory opens fine, then libstdc++ throws std::ios_base::failure
+// ("basic_filebuf::underflow error reading the file: Is a directory")
+// through the extern "C" function, where a C caller gets std::terminate.
+// ddprt.h: "Library code never aborts or exits the process."
+TEST_F(Checkpoint, LoadingADirectoryIsAnIoErrorNotAnException) {
+  std::vector<unsigned char> before = snapshot();
+  ddprt_status status = DDPRT_OK;
+  std::string escaped;
+  try {
+    status = ddprt_checkpoint_load(context, directory.c_str());
+  } catch (const std::exception &exception) {
+    escaped = exception.what();
+  }
+  EXPECT_EQ(escaped, "") << "an exception crossed the C ABI";
+  EXPECT_EQ(status, DDPRT_ERROR_IO);
+  EXPECT_EQ(snapshot(), before);
+}
+
+TEST_F(Checkpoint, TruncatedFileIsRejectedWithoutTouchingState) {
+  ASSERT_EQ(ddprt_checkpoint_save(context, path.c_str()), DDPRT_OK);
+  std::vector<char> bytes = readFile(path);
+  ASSERT_GT(bytes.size(), 2000u);
+  randomizeStates(5);
+  std::vector<unsigned char> before = snapshot();
+  for (size_t length : {size_t(0), size_t(7), size_t(16), size_t(40),
+                        bytes.size() / 2, bytes.size() - 9, bytes.size() - 1}) {
+    writeFile(path, std::vector<char>(bytes.begin(), bytes.begin() + length));
+    EXPECT_FAILS(ddprt_checkpoint_load(context, path.c_str()), DDPRT_ERROR_IO,
+                 "checkpoint.bin");
+    EXPECT_EQ(snapshot(), before) << "truncated to " << length;
+  }
+}
+
+TEST_F(Checkpoint, FlippedByteIsRejectedWithoutTouchingState) {
+  ASSERT_EQ(ddprt_checkpoint_save(context, path.c_str()), DDPRT_OK);
+  std::vector<char> bytes = readFile(path);
+  randomizeStates(6);
+  std::vector<unsigned char> before = snapshot();
+  for (size_t position :
+       {size_t(0), size_t(8), size_t(12), size_t(16), size_t(30),
+        bytes.size() / 2, bytes.size() - 9, bytes.size() - 1}) {
+    std::vector<char> damaged = bytes;
+    damaged[position] = char(damaged[position] ^ 0x10);
+    writeFile(path, damaged);
+    EXPECT_FAILS(ddprt_checkpoint_load(context, path.c_str()), DDPRT_ERROR_IO,
+                 "not valid");
+    EXPECT_EQ(snapshot(), before) << "byte " << position << " flipped";
+  }
+}
+
+TEST_F(Checkpoint, FileOfAJobWithOtherStatesIsAMismatch) {
+  const std::vector<std::vector<StateSpec>> otherJobs = {
+      // fewer states
+      {{"error/fc", DDPRT_F32, 1000}, {"p/conv", DDPRT_F16, 37}},
+      // as many, one with another name
+      {{"error/fc", DDPRT_F32, 1000},
+       {"p/conv", DDPRT_F16, 37},
+       {"q/conv", DDPRT_BF16, 19},
+       {"rng", DDPRT_F64, 5},
+       {"error/other", DDPRT_F32, 0}},
+      // the same names, one with another size
+      {{"error/fc", DDPRT_F32, 999},
+       {"p/conv", DDPRT_F16, 37},
+       {"q/conv", DDPRT_BF16, 19},
+       {"rng", DDPRT_F64, 5},
+       {"empty", DDPRT_F32, 0}},
+      // the same names, one with another dtype
+      {{"error/fc", DDPRT_F32, 1000},
+       {"p/conv", DDPRT_BF16, 37},
+       {"q/conv", DDPRT_BF16, 19},
+       {"rng", DDPRT_F64, 5},
+       {"empty", DDPRT_F32, 0}}};
+  std::vector<unsigned char> before = snapshot();
+  int job = 0;
+  for (const std::vector<StateSpec> &specs : otherJobs) {
+    ddprt_context *other = nullptr;
+    ASSERT_EQ(ddprt_init(nullptr, &other), DDPRT_OK);
+    createStates(other, specs);
+    std::string otherPath =
+        (directory / ("job" + std::to_string(job++) + ".bin")).string();
+    ASSERT_EQ(ddprt_checkpoint_save(other, otherPath.c_str()), DDPRT_OK);
+    ASSERT_EQ(ddprt_finalize(other), DDPRT_OK);
+    EXPECT_FAILS(ddprt_checkpoint_load(context, otherPath.c_str()),
+                 DDPRT_ERROR_MISMATCH, "state");
+    EXPECT_EQ(snapshot(), before) << "job " << job - 1;
+  }
+}
+
+TEST_F(Checkpoint, UnwritablePathIsAnIOErrorAndLeavesNoFile) {
+  std::string noDirectory = (directory / "no/such/dir/checkpoint.bin").string();
+  EXPECT_FAILS(ddprt_checkpoint_save(context, noDirectory.c_str()),
+               DDPRT_ERROR_IO, "no/such/dir");
+  expectOnlyFiles({});
+  // The temporary file is written, but renaming it onto a directory fails:
+  // it must be removed.
+  fs::create_directory(directory / "taken");
+  std::string taken = (directory / "taken").string();
+  EXPECT_FAILS(ddprt_checkpoint_save(context, taken.c_str()), DDPRT_ERROR_IO,
+               "taken");
+  expectOnlyFiles({"taken"});
+  EXPECT_TRUE(fs::is_empty(directory / "taken"));
+}
+
+// ddprt_checkpoint_save (CApi.cpp, the "cannot write checkpoint" branch)
+// returns when writing the temporary file fails without removing it: a
+// failed save (disk full, quota, file size limit) leaves "<path>.tmp.<rank>"
+// behind. Simulated with a file size limit smaller than the checkpoint.
+TEST_F(Checkpoint, FailedWriteLeavesNoTemporaryFile) {
+  struct rlimit saved;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  struct rlimit limited = saved;
+  limited.rlim_cur = 1024;
+  auto previousHandler = std::signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &limited), 0);
+  ddprt_status status = ddprt_checkpoint_save(context, path.c_str());
+  std::string message = ddprt_last_error(context);
+  setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, previousHandler);
+  EXPECT_EQ(status, DDPRT_ERROR_IO) << message;
+  expectOnlyFiles({});
+}
+
+} // namespace

@@ -1,0 +1,604 @@
+//===- MpiTest.cpp - the C ABI across 4 ranks -----------------------------===//
+//
+// Run under mpirun -np 4. main() initializes MPI itself, so that every test
+// can create and finalize its own context (ddprt_finalize leaves MPI alone
+// when it did not initialize it), runs the tests on every rank, prints the
+// report on rank 0 only (other ranks print just their failures) and fails
+// on every rank if any rank failed.
+//
+// Every rank runs the same tests in the same order; assertions that end a
+// test early come after the collectives, or the other ranks would wait in
+// them (until the timeout each context sets).
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestSupport.h"
+#include "ddprt/ddprt.h"
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace ddprt::test;
+
+namespace {
+
+constexpr int kWorld = 4;
+
+int worldRank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+/// True on every rank iff `bytes` bytes at `data` are the same on all ranks.
+bool sameOnAllRanks(const void *data, size_t bytes) {
+  int world = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  std::vector<char> all(bytes * size_t(world) + 1);
+  MPI_Allgather(data, int(bytes), MPI_BYTE, all.data(), int(bytes), MPI_BYTE,
+                MPI_COMM_WORLD);
+  for (int rank = 1; rank < world; ++rank)
+    if (std::memcmp(all.data(), all.data() + size_t(rank) * bytes, bytes) != 0)
+      return false;
+  return true;
+}
+
+/// Every rank's values of `array`, concatenated in rank order.
+std::vector<double> gatherValues(const TypedArray &array) {
+  std::vector<double> mine = array.values(), all(mine.size() * kWorld + 1);
+  MPI_Allgather(mine.data(), int(mine.size()), MPI_DOUBLE, all.data(),
+                int(mine.size()), MPI_DOUBLE, MPI_COMM_WORLD);
+  all.pop_back();
+  return all;
+}
+
+class Mpi : public ::testing::Test {
+protected:
+  void SetUp() override { create(30.0); }
+  void TearDown() override {
+    if (context) {
+      EXPECT_EQ(ddprt_finalize(context), DDPRT_OK);
+    }
+    context = nullptr;
+  }
+  /// A context whose collectives give up after `timeout` seconds, so that
+  /// a failing test cannot hang the others.
+  void create(double timeout) {
+    ddprt_options options;
+    ddprt_default_options(&options);
+    options.timeout_seconds = timeout;
+    ASSERT_EQ(ddprt_init(&options, &context), DDPRT_OK)
+        << ddprt_last_error(context);
+    rank = ddprt_rank(context);
+    ASSERT_EQ(rank, worldRank());
+    ASSERT_EQ(ddprt_world_size(context), kWorld);
+  }
+
+  ddprt_context *context = nullptr;
+  int rank = -1;
+};
+
+/// A small integer, different on every rank: sums and quarters of sums are
+/// exact in every dtype.
+double smallInteger(int64_t i, int rank) {
+  return double((i * 7 + rank * 3) % 11) - 5.0;
+}
+
+TEST_F(Mpi, RankAndWorldSize) {
+  EXPECT_GE(rank, 0);
+  EXPECT_LT(rank, kWorld);
+  EXPECT_EQ(ddprt_backend(context), DDPRT_BACKEND_CPU);
+  int ranks[kWorld];
+  int mine = rank;
+  MPI_Allgather(&mine, 1, MPI_INT, ranks, 1, MPI_INT, MPI_COMM_WORLD);
+  for (int r = 0; r < kWorld; ++r)
+    EXPECT_EQ(ranks[r], r);
+}
+
+TEST_F(Mpi, SumAndMeanOfSmallIntegersAreExactInEveryDtype) {
+  for (ddprt_dtype dtype : kAllDtypes)
+    for (ddprt_reduction reduction : {DDPRT_SUM, DDPRT_MEAN}) {
+      const int64_t n = 1001;
+      TypedArray data(dtype, n);
+      for (int64_t i = 0; i < n; ++i)
+        data.set(i, smallInteger(i, rank));
+      ddprt_buffer buffer = data.buffer();
+      ASSERT_EQ(
+          ddprt_allreduce(context, reduction, DDPRT_ROLE_GRADIENT, &buffer, 1),
+          DDPRT_OK)
+          << ddprt_last_error(context);
+      std::string what = std::string(dtypeName(dtype)) +
+                         (reduction == DDPRT_SUM ? " sum" : " mean");
+      int wrong = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        double expected = 0.0;
+        for (int r = 0; r < kWorld; ++r)
+          expected += smallInteger(i, r);
+        if (reduction == DDPRT_MEAN)
+          expected /= kWorld;
+        if (data.get(i) != expected && wrong++ < 3)
+          ADD_FAILURE() << what << " element " << i << ": " << data.get(i)
+                        << " instead of " << expected;
+      }
+      EXPECT_EQ(wrong, 0) << what;
+      EXPECT_TRUE(sameOnAllRanks(data.data(), data.byteSize())) << what;
+    }
+}
+
+TEST_F(Mpi, RoundedSumsAreBitwiseIdenticalOnAllRanks) {
+  std::mt19937 rng(100 + unsigned(rank));
+  for (ddprt_dtype dtype : kAllDtypes)
+    for (ddprt_reduction reduction : {DDPRT_SUM, DDPRT_MEAN}) {
+      const int64_t n = 10007;
+      TypedArray data(dtype, n);
+      data.randomize(rng);
+      std::vector<double> inputs = gatherValues(data);
+      ddprt_buffer buffer = data.buffer();
+      ASSERT_EQ(
+          ddprt_allreduce(context, reduction, DDPRT_ROLE_GRADIENT, &buffer, 1),
+          DDPRT_OK)
+          << ddprt_last_error(context);
+      std::string what = std::string(dtypeName(dtype)) +
+                         (reduction == DDPRT_SUM ? " sum" : " mean");
+      EXPECT_TRUE(sameOnAllRanks(data.data(), data.byteSize())) << what;
+      // Each of the (world - 1) combines and the mean's pre-division round
+      // once in the storage type.
+      double scale = reduction == DDPRT_MEAN ? 1.0 / kWorld : 1.0;
+      int wrong = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        double expected = 0.0, magnitude = 0.0;
+        for (int r = 0; r < kWorld; ++r) {
+          expected += inputs[size_t(r * n + i)] * scale;
+          magnitude += std::fabs(inputs[size_t(r * n + i)] * scale);
+        }
+        double bound = 2.0 * kWorld * unitRoundoff(dtype) * magnitude +
+                       smallestSubnormal(dtype);
+        if (std::fabs(data.get(i) - expected) > bound && wrong++ < 3)
+          ADD_FAILURE() << what << " element " << i << ": " << data.get(i)
+                        << " instead of " << expected << " +- " << bound;
+      }
+      EXPECT_EQ(wrong, 0) << what;
+    }
+}
+
+/// A bucket of tensors of mixed dtypes and sizes (some empty) holding small
+/// integers, each followed by guard elements no call may touch.
+struct Bucket {
+  static constexpr int64_t kGuard = 2;
+  static constexpr double kGuardValue = -96.0; // exact in every dtype
+  std::vector<TypedArray> storage;
+  std::vector<ddprt_buffer> buffers;
+  std::vector<int64_t> sizes;
+
+  Bucket(const std::vector<std::pair<ddprt_dtype, int64_t>> &layout, int rank) {
+    for (auto [dtype, numel] : layout) {
+      TypedArray array(dtype, numel + kGuard);
+      for (int64_t i = 0; i < numel; ++i)
+        array.set(i, smallInteger(i + int64_t(storage.size()), rank));
+      for (int64_t i = numel; i < numel + kGuard; ++i)
+        array.set(i, kGuardValue);
+      storage.push_back(array);
+      sizes.push_back(numel);
+    }
+    for (size_t i = 0; i < storage.size(); ++i)
+      buffers.push_back({sizes[i] ? storage[i].data() : nullptr,
+                         storage[i].dtype(), sizes[i]});
+  }
+  int count() const { return int(buffers.size()); }
+
+  /// Expects every tensor to hold the sum (or mean) over ranks and the
+  /// guards to be intact.
+  void expectReduced(ddprt_reduction reduction, const std::string &what) {
+    for (size_t t = 0; t < storage.size(); ++t) {
+      for (int64_t i = 0; i < sizes[t]; ++i) {
+        double expected = 0.0;
+        for (int r = 0; r < kWorld; ++r)
+          expected += smallInteger(i + int64_t(t), r);
+        if (reduction == DDPRT_MEAN)
+          expected /= kWorld;
+        EXPECT_EQ(storage[t].get(i), expected)
+            << what << " tensor " << t << " element " << i;
+      }
+      for (int64_t k = 0; k < kGuard; ++k)
+        EXPECT_EQ(storage[t].get(sizes[t] + k), kGuardValue)
+            << what << " tensor " << t << ": guard overwritten";
+      EXPECT_TRUE(sameOnAllRanks(storage[t].data(), storage[t].byteSize()))
+          << what << " tensor " << t;
+    }
+  }
+};
+
+const std::vector<std::pair<ddprt_dtype, int64_t>> kMixedLayout = {
+    {DDPRT_F32, 5},    {DDPRT_F16, 0},     {DDPRT_F64, 3}, {DDPRT_BF16, 7},
+    {DDPRT_F32, 0},    {DDPRT_F32, 11},    {DDPRT_F16, 2}, {DDPRT_BF16, 1},
+    {DDPRT_F64, 300},  {DDPRT_F32, 70001}, // large: reduced on its own
+    {DDPRT_F16, 40000}};
+
+TEST_F(Mpi, MixedBucketWithEmptyAndLargeTensors) {
+  for (ddprt_reduction reduction : {DDPRT_SUM, DDPRT_MEAN}) {
+    Bucket bucket(kMixedLayout, rank);
+    ASSERT_EQ(ddprt_allreduce(context, reduction, DDPRT_ROLE_UNCOMPRESSED,
+                              bucket.buffers.data(), bucket.count()),
+              DDPRT_OK)
+        << ddprt_last_error(context);
+    bucket.expectReduced(reduction, reduction == DDPRT_SUM ? "sum" : "mean");
+  }
+  EXPECT_EQ(
+      ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT, nullptr, 0),
+      DDPRT_OK)
+      << "an empty bucket";
+}
+
+TEST_F(Mpi, LargeBuffer) {
+  const int64_t n = 3 * 1000 * 1000;
+  std::vector<float> data(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    data[size_t(i)] = float(i % 1000 + rank);
+  ddprt_buffer buffer{data.data(), DDPRT_F32, n};
+  ASSERT_EQ(
+      ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT, &buffer, 1),
+      DDPRT_OK)
+      << ddprt_last_error(context);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i)
+    wrong += data[size_t(i)] != float(4 * (i % 1000) + 6);
+  EXPECT_EQ(wrong, 0);
+}
+
+TEST_F(Mpi, LargeBuffersOfEveryDtype) {
+  // Hundreds of kilobytes, sizes not divisible by the world size.
+  std::mt19937 rng(200 + unsigned(rank));
+  for (ddprt_dtype dtype : kAllDtypes)
+    for (ddprt_reduction reduction : {DDPRT_SUM, DDPRT_MEAN}) {
+      const int64_t n = int64_t(600 * 1024 / ddprt_dtype_size(dtype)) + 3;
+      std::string what = std::string(dtypeName(dtype)) +
+                         (reduction == DDPRT_SUM ? " sum" : " mean");
+      // Small integers: exact.
+      TypedArray exact(dtype, n);
+      for (int64_t i = 0; i < n; ++i)
+        exact.set(i, smallInteger(i, rank));
+      ddprt_buffer buffer = exact.buffer();
+      ASSERT_EQ(
+          ddprt_allreduce(context, reduction, DDPRT_ROLE_GRADIENT, &buffer, 1),
+          DDPRT_OK)
+          << ddprt_last_error(context);
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        double expected = 0.0;
+        for (int r = 0; r < kWorld; ++r)
+          expected += smallInteger(i, r);
+        if (reduction == DDPRT_MEAN)
+          expected /= kWorld;
+        wrong += exact.get(i) != expected;
+      }
+      EXPECT_EQ(wrong, 0) << what;
+      // Random: rounded, but the same bits on every rank.
+      TypedArray random(dtype, n);
+      random.randomize(rng);
+      buffer = random.buffer();
+      ASSERT_EQ(
+          ddprt_allreduce(context, reduction, DDPRT_ROLE_GRADIENT, &buffer, 1),
+          DDPRT_OK)
+          << ddprt_last_error(context);
+      EXPECT_TRUE(sameOnAllRanks(random.data(), random.byteSize())) << what;
+    }
+}
+
+TEST_F(Mpi, TwoRequestsInFlightCompleteInEitherWaitOrder) {
+  for (bool reverse : {false, true}) {
+    Bucket first(kMixedLayout, rank),
+        second({{DDPRT_F64, 500}, {DDPRT_F32, 20}}, rank);
+    ddprt_request *a = nullptr, *b = nullptr;
+    ASSERT_EQ(ddprt_allreduce_start(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT,
+                                    first.buffers.data(), first.count(), &a),
+              DDPRT_OK)
+        << ddprt_last_error(context);
+    ASSERT_EQ(ddprt_allreduce_start(context, DDPRT_MEAN, DDPRT_ROLE_POWERSGD_Q,
+                                    second.buffers.data(), second.count(), &b),
+              DDPRT_OK)
+        << ddprt_last_error(context);
+    if (reverse)
+      std::swap(a, b);
+    EXPECT_EQ(ddprt_wait(context, a), DDPRT_OK) << ddprt_last_error(context);
+    EXPECT_EQ(ddprt_wait(context, b), DDPRT_OK) << ddprt_last_error(context);
+    std::string what = reverse ? "waited in reverse" : "waited in order";
+    first.expectReduced(DDPRT_SUM, what + ", first");
+    second.expectReduced(DDPRT_MEAN, what + ", second");
+  }
+}
+
+TEST_F(Mpi, RanksPassingDifferentBucketsAllGetMismatch) {
+  float values[8];
+  auto reset = [&] {
+    for (int i = 0; i < 8; ++i)
+      values[i] = float(i + 1);
+  };
+  struct Case {
+    const char *what;
+    int oddRank;
+    ddprt_buffer odd;
+    ddprt_reduction oddReduction;
+  };
+  const Case cases[] = {
+      {"size", 2, {values, DDPRT_F32, 6}, DDPRT_SUM},
+      {"dtype", 1, {values, DDPRT_F16, 5}, DDPRT_SUM},
+      {"reduction", 0, {values, DDPRT_F32, 5}, DDPRT_MEAN},
+  };
+  for (const Case &c : cases) {
+    reset();
+    ddprt_buffer buffer{values, DDPRT_F32, 5};
+    ddprt_reduction reduction = DDPRT_SUM;
+    if (rank == c.oddRank) {
+      buffer = c.odd;
+      reduction = c.oddReduction;
+    }
+    ddprt_status status =
+        ddprt_allreduce(context, reduction, DDPRT_ROLE_GRADIENT, &buffer, 1);
+    EXPECT_EQ(status, DDPRT_ERROR_MISMATCH)
+        << c.what << ": " << ddprt_status_string(status);
+    EXPECT_NE(std::string(ddprt_last_error(context)).find("different"),
+              std::string::npos)
+        << ddprt_last_error(context);
+    for (int i = 0; i < 8; ++i)
+      EXPECT_EQ(values[i], float(i + 1)) << c.what << ": buffer changed";
+  }
+  // The runtime is still in step: a correct allreduce works.
+  reset();
+  ddprt_buffer buffer{values, DDPRT_F32, 5};
+  ASSERT_EQ(
+      ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT, &buffer, 1),
+      DDPRT_OK)
+      << ddprt_last_error(context);
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(values[i], float(4 * (i + 1)));
+}
+
+// Communicator::checkSameOnAllRanks reduces a signature of 2 + 2 * count
+// int64s with one MPI_Iallreduce whose count is the signature's length.
+// When ranks pass different numbers of tensors, the ranks call MPI_Iallreduce
+// with different counts (erroneous in MPI): here rank 2 got
+// DDPRT_ERROR_COMMUNICATION (MPI_ERR_TRUNCATE) and the others waited out
+// the timeout (DDPRT_ERROR_TIMEOUT; 300 s by default), and the communicator
+// is broken afterwards, instead of every rank getting DDPRT_ERROR_MISMATCH.
+TEST_F(Mpi, RanksPassingDifferentNumbersOfTensorsGetMismatch) {
+  TearDown();
+  create(2.0);
+  float values[6] = {1, 2, 3, 4, 5, 6};
+  ddprt_buffer buffers[2] = {{values, DDPRT_F32, 3},
+                             {values + 3, DDPRT_F32, 3}};
+  int count = rank == 3 ? 2 : 1;
+  ddprt_status status =
+      ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT, buffers, count);
+  EXPECT_EQ(status, DDPRT_ERROR_MISMATCH)
+      << ddprt_status_string(status) << ": " << ddprt_last_error(context);
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(values[i], float(i + 1)) << "buffer changed";
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/// One PowerSGD step through the C API; the mean of the ranks' gradients
+/// has rank r, so the step reconstructs it exactly up to rounding.
+void powerSgdStep(ddprt_context *context, int rank, ddprt_dtype dtype,
+                  int64_t r) {
+  const int64_t n = 37, m = 19;
+  std::string what = std::string(dtypeName(dtype)) + " r=" + std::to_string(r);
+  // G_rank = sum_k c_k(rank) u_k v_k^T with u, v the same on every rank.
+  std::mt19937 shared(77);
+  std::normal_distribution<double> normal;
+  std::vector<std::vector<double>> u(static_cast<size_t>(r)),
+      v(static_cast<size_t>(r));
+  for (int64_t k = 0; k < r; ++k) {
+    for (int64_t i = 0; i < n; ++i)
+      u[size_t(k)].push_back(normal(shared));
+    for (int64_t j = 0; j < m; ++j)
+      v[size_t(k)].push_back(normal(shared));
+  }
+  auto coefficient = [](int64_t k, int rank) {
+    return k == 0 ? double(rank + 1) : double(rank * rank + 1);
+  };
+  TypedArray g(dtype, n * m);
+  std::vector<std::vector<double>> everyG(kWorld);
+  for (int who = 0; who < kWorld; ++who) {
+    TypedArray gOf(dtype, n * m);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) {
+        double sum = 0.0;
+        for (int64_t k = 0; k < r; ++k)
+          sum += coefficient(k, who) * u[size_t(k)][size_t(i)] *
+                 v[size_t(k)][size_t(j)];
+        gOf.set(i * m + j, sum);
+      }
+    everyG[size_t(who)] = gOf.values();
+    if (who == rank)
+      g = gOf;
+  }
+  std::vector<double> meanG(size_t(n * m), 0.0);
+  for (int who = 0; who < kWorld; ++who)
+    for (size_t i = 0; i < meanG.size(); ++i)
+      meanG[i] += everyG[size_t(who)][i] / kWorld;
+
+  ddprt_state *errorState = nullptr;
+  ASSERT_EQ(ddprt_state_get(context, ("error/" + what).c_str(), dtype, n * m,
+                            &errorState),
+            DDPRT_OK);
+  ddprt_buffer errorBuffer = ddprt_state_buffer(errorState);
+  ddprt_matrix e{errorBuffer.data, dtype, n, m};
+  ddprt_matrix gm = g.matrix(n, m);
+
+  // Q from the shared seed: the same on every rank without communication.
+  TypedArray q(dtype, m * r), p(dtype, n * r);
+  ddprt_buffer qBuffer = q.buffer();
+  ASSERT_EQ(ddprt_random_normal(context, &qBuffer, 1234, 5, 0), DDPRT_OK);
+  EXPECT_TRUE(sameOnAllRanks(q.data(), q.byteSize())) << what;
+  ddprt_matrix qm = q.matrix(m, r), pm = p.matrix(n, r);
+  ASSERT_EQ(ddprt_orthogonalize(context, &qm, 1, 0.0), DDPRT_OK);
+  ASSERT_EQ(ddprt_reset_counters(context), DDPRT_OK);
+
+  ASSERT_EQ(ddprt_project(context, &gm, &e, &qm, &pm, 1), DDPRT_OK);
+  ddprt_buffer pBuffer = p.buffer();
+  ASSERT_EQ(
+      ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_POWERSGD_P, &pBuffer, 1),
+      DDPRT_OK)
+      << ddprt_last_error(context);
+  ASSERT_EQ(ddprt_orthogonalize(context, &pm, 1, 0.0), DDPRT_OK);
+  ASSERT_EQ(ddprt_backproject(context, &gm, &e, &pm, &qm, 1), DDPRT_OK);
+  ASSERT_EQ(
+      ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_POWERSGD_Q, &qBuffer, 1),
+      DDPRT_OK)
+      << ddprt_last_error(context);
+  // Decompress in place into G, updating the error in the same pass.
+  ASSERT_EQ(ddprt_reconstruct(context, &pm, &qm, &gm, &e, &gm, 1), DDPRT_OK);
+
+  std::vector<double> output = g.values();
+  double tolerance = dtype == DDPRT_F64 ? 1e-10 : 1e-5;
+  double error = 0.0, norm = 0.0;
+  for (size_t i = 0; i < output.size(); ++i) {
+    error += (output[i] - meanG[i]) * (output[i] - meanG[i]);
+    norm += meanG[i] * meanG[i];
+  }
+  EXPECT_LE(std::sqrt(error / norm), tolerance) << what << ": M_hat";
+  EXPECT_TRUE(sameOnAllRanks(g.data(), g.byteSize())) << what;
+  EXPECT_TRUE(sameOnAllRanks(p.data(), p.byteSize())) << what;
+
+  // E = G_rank - M_hat: this rank's share of what the mean left out.
+  TypedArray residual(dtype, n * m);
+  std::memcpy(residual.data(), errorBuffer.data, residual.byteSize());
+  double residualError = 0.0;
+  for (int64_t i = 0; i < n * m; ++i) {
+    double expected = everyG[size_t(rank)][size_t(i)] - output[size_t(i)];
+    residualError +=
+        (residual.get(i) - expected) * (residual.get(i) - expected);
+  }
+  EXPECT_LE(std::sqrt(residualError / norm), tolerance) << what << ": E";
+
+  ddprt_counters counters;
+  ASSERT_EQ(ddprt_get_counters(context, &counters), DDPRT_OK);
+  EXPECT_EQ(counters.elements_before_compression, uint64_t(n * m)) << what;
+  EXPECT_EQ(counters.elements_after_compression, uint64_t((n + m) * r)) << what;
+  EXPECT_EQ(counters.collectives[DDPRT_ROLE_POWERSGD_P], 1u) << what;
+  EXPECT_EQ(counters.collectives[DDPRT_ROLE_POWERSGD_Q], 1u) << what;
+}
+
+TEST_F(Mpi, PowerSgdStepReconstructsALowRankMeanOnEveryRank) {
+  for (ddprt_dtype dtype : {DDPRT_F64, DDPRT_F32})
+    for (int64_t r : {1, 2})
+      powerSgdStep(context, rank, dtype, r);
+}
+
+//===----------------------------------------------------------------------===//
+// Timeouts: last, since a timed-out communicator stays out of step
+//===----------------------------------------------------------------------===//
+
+/// Ranks 0-2 call an allreduce that rank 3 skips; returns its status on
+/// ranks 0-2 (DDPRT_OK on rank 3) and the seconds it took.
+std::pair<ddprt_status, double> allreduceThatRank3Skips(ddprt_context *context,
+                                                        int rank) {
+  float value = 1.0f;
+  ddprt_buffer buffer{&value, DDPRT_F32, 1};
+  if (rank == 3)
+    return {DDPRT_OK, 0.0};
+  auto start = std::chrono::steady_clock::now();
+  ddprt_status status =
+      ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT, &buffer, 1);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return {status, seconds};
+}
+
+TEST_F(Mpi, ZZ_TimeoutWhenARankSkipsACollective) {
+  TearDown();
+  create(1.0);
+  auto [status, seconds] = allreduceThatRank3Skips(context, rank);
+  if (rank != 3) {
+    EXPECT_EQ(status, DDPRT_ERROR_TIMEOUT) << ddprt_status_string(status);
+    EXPECT_GE(seconds, 0.9);
+    EXPECT_LT(seconds, 10.0);
+    EXPECT_NE(std::string(ddprt_last_error(context)).find("did not complete"),
+              std::string::npos)
+        << ddprt_last_error(context);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// Communicator.h: "After a timeout or an MPI failure the communicator may be
+// out of step with the other ranks; every later call fails": at once, with
+// DDPRT_ERROR_STATE, without posting another collective (which could match
+// another rank's unrelated one) or waiting out the timeout again.
+TEST_F(Mpi, ZZ_CallAfterTimeoutFailsFast) {
+  TearDown();
+  create(1.0);
+  allreduceThatRank3Skips(context, rank);
+  if (rank != 3) {
+    auto [status, seconds] = allreduceThatRank3Skips(context, rank);
+    EXPECT_EQ(status, DDPRT_ERROR_STATE) << ddprt_status_string(status);
+    EXPECT_LT(seconds, 0.5);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/// On ranks other than 0: prints only failures, prefixed with the rank.
+class FailurePrinter : public ::testing::EmptyTestEventListener {
+public:
+  explicit FailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult &result) override {
+    if (result.failed())
+      std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_,
+                   result.file_name() ? result.file_name() : "?",
+                   result.line_number(), result.summary());
+  }
+  void OnTestEnd(const ::testing::TestInfo &info) override {
+    if (info.result()->Failed())
+      std::fprintf(stderr, "[rank %d] FAILED %s.%s\n", rank_,
+                   info.test_suite_name(), info.name());
+  }
+
+private:
+  int rank_;
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int rank = worldRank(), world = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  ::testing::InitGoogleTest(&argc, argv);
+  if (rank != 0) {
+    ::testing::TestEventListeners &listeners =
+        ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new FailurePrinter(rank));
+  }
+  int failed = 0;
+  if (world != kWorld && !GTEST_FLAG_GET(list_tests)) {
+    if (rank == 0)
+      std::fprintf(stderr, "run with mpirun -np %d (got %d ranks)\n", kWorld,
+                   world);
+    failed = 1;
+  } else {
+    failed = RUN_ALL_TESTS() != 0;
+  }
+  std::vector<int> failures(static_cast<size_t>(world));
+  MPI_Gather(&failed, 1, MPI_INT, failures.data(), 1, MPI_INT, 0,
+             MPI_COMM_WORLD);
+  int anyFailed = 0;
+  MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (rank == 0 && anyFailed) {
+    std::fprintf(stderr, "FAILED on rank(s):");
+    for (int r = 0; r < world; ++r)
+      if (failures[size_t(r)])
+        std::fprintf(stderr, " %d", r);
+    std::fprintf(stderr, "\n");
+  }
+  MPI_Finalize();
+  return anyFailed;
+}
