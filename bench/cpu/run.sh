@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# CPU benchmark, side by side in one run: one DDP gradient-sync step on
+# ResNet-50's parameter shapes (or GPT-2 medium's), 2 MPI ranks, with our
+# runtime and with PyTorch's hooks (Debian's python3-torch, gloo).
+#   bash bench/cpu/run.sh [resnet50|gpt2-medium] [steps]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+MODEL="${1:-resnet50}"
+STEPS="${2:-10}"
+WORLD=2
+BUILD_DIR="${BUILD_DIR:-build}"
+
+bash scripts/setup.sh >/dev/null
+cmake --build "$BUILD_DIR" --target ddprt-cpu-bench >/dev/null
+if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  echo "== installing python3-torch (PyTorch 1.13, CPU) for the comparison"
+  apt-get install -y -qq python3-torch >/dev/null
+fi
+
+MPIRUN=(mpirun --oversubscribe -np "$WORLD")
+[ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
+
+echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+ours=$("${MPIRUN[@]}" "$BUILD_DIR/runtime/ddprt-cpu-bench" "$MODEL" "$STEPS")
+theirs=$(/usr/bin/python3 bench/cpu/torch_hooks.py --model "$MODEL" --world "$WORLD" --steps "$STEPS")
+echo "$ours"
+echo "$theirs"
+echo
+echo "== per step, median over $STEPS steps, $WORLD ranks, $MODEL"
+printf '%-10s %12s %12s %10s\n' hook "ddprt ms" "PyTorch ms" speedup
+torch_plain=$(awk '$1=="torch" && $2=="allreduce" && $3=="median" {print $4}' <<<"$theirs")
+for kind in allreduce fp16 powersgd; do
+  a=$(awk -v k="$kind" '$1=="ddprt" && $2==k && $3=="median" {print $4}' <<<"$ours")
+  b=$(awk -v k="$kind" '$1=="torch" && $2==k && $3=="median" {print $4}' <<<"$theirs")
+  printf '%-10s %12s %12s %9.1fx\n' "$kind" "$a" "$b" "$(echo "$b / $a" | bc -l)"
+done
+echo "(PyTorch's plain allreduce: $torch_plain ms)"
