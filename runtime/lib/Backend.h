@@ -36,6 +36,9 @@ public:
                                int count,
                                std::unique_ptr<Request> &request) = 0;
   virtual Error wait(Request &request) = 0;
+  /// Blocks until everything enqueued so far is done (a no-op where calls
+  /// complete before they return).
+  virtual Error synchronize() = 0;
 
   virtual Error scale(double factor, ddprt_buffer *buffers, int count) = 0;
   virtual Error cast(double factor, const ddprt_buffer *inputs,
@@ -66,6 +69,13 @@ public:
 
 /// The CPU backend: MPI collectives over `communicator`, C++ kernels.
 std::unique_ptr<Backend> createCpuBackend(Communicator &communicator);
+
+/// The CUDA backend: NCCL collectives (its id broadcast over
+/// `communicator`), CUDA kernels; one GPU per rank. Fails with
+/// DDPRT_ERROR_UNSUPPORTED or DDPRT_ERROR_BACKEND where there is no usable
+/// device. Only in builds with CUDA (DDPRT_HAVE_CUDA).
+Error createCudaBackend(Communicator &communicator, double timeoutSeconds,
+                        std::unique_ptr<Backend> &backend);
 
 } // namespace ddprt
 

@@ -314,21 +314,34 @@ ddprt_status ddprt_init(const ddprt_options *options, ddprt_context **result) {
     *result = context.release();
     return report(*result, invalid("timeout_seconds must be >= 0"));
   }
-  if (opts.backend != DDPRT_BACKEND_CPU) {
+  if (opts.backend != DDPRT_BACKEND_CPU && opts.backend != DDPRT_BACKEND_CUDA) {
+    *result = context.release();
+    return report(*result, invalid("unknown backend " +
+                                   std::to_string(int(opts.backend))));
+  }
+#if !defined(DDPRT_HAVE_CUDA)
+  if (opts.backend == DDPRT_BACKEND_CUDA) {
     *result = context.release();
     return report(*result,
                   fail(DDPRT_ERROR_UNSUPPORTED,
-                       opts.backend == DDPRT_BACKEND_CUDA
-                           ? "this build of the runtime has no CUDA backend"
-                           : "unknown backend"));
+                       "this build of the runtime has no CUDA backend"));
   }
-  if (Error error = Communicator::create(opts, context->communicator)) {
-    *result = context.release();
-    return report(*result, error);
+#endif
+  Error error = guarded(
+      [&] { return Communicator::create(opts, context->communicator); });
+  if (!error) {
+#if defined(DDPRT_HAVE_CUDA)
+    if (opts.backend == DDPRT_BACKEND_CUDA)
+      error = guarded([&] {
+        return createCudaBackend(*context->communicator,
+                                 opts.timeout_seconds, context->backend);
+      });
+    else
+#endif
+      context->backend = createCpuBackend(*context->communicator);
   }
-  context->backend = createCpuBackend(*context->communicator);
   *result = context.release();
-  return DDPRT_OK;
+  return report(*result, error);
 }
 
 ddprt_status ddprt_finalize(ddprt_context *context) {
@@ -401,6 +414,15 @@ ddprt_status ddprt_wait(ddprt_context *context, ddprt_request *request) {
     PhaseTimer timer(context, DDPRT_PHASE_COMMUNICATION);
     error = guarded(
         [&] { return context->backend->wait(*request->backendRequest); });
+  }
+  return report(context, error);
+}
+
+ddprt_status ddprt_synchronize(ddprt_context *context) {
+  Error error = checkContext(context);
+  if (!error) {
+    PhaseTimer timer(context, DDPRT_PHASE_COMMUNICATION);
+    error = guarded([&] { return context->backend->synchronize(); });
   }
   return report(context, error);
 }

@@ -15,6 +15,10 @@
  *    (one collective, one kernel launch) for the whole bucket. Tensor i of
  *    every array belongs together.
  *  - Every rank calls the same collectives in the same order.
+ *  - Calls are ordered like a CUDA stream: each sees the results of the calls
+ *    before it. On the CPU backend a call is complete when it returns; on the
+ *    CUDA backend it is enqueued, and ddprt_synchronize waits for the device
+ *    (call it before the host reads device memory).
  *
 \*===----------------------------------------------------------------------===*/
 
@@ -128,6 +132,11 @@ const char *ddprt_status_string(ddprt_status status);
 int ddprt_rank(const ddprt_context *context);
 int ddprt_world_size(const ddprt_context *context);
 ddprt_backend_kind ddprt_backend(const ddprt_context *context);
+
+/* Waits until every call so far has completed on the device (CUDA), or
+   fails with DDPRT_ERROR_TIMEOUT after the configured timeout. A no-op on
+   the CPU backend. */
+ddprt_status ddprt_synchronize(ddprt_context *context);
 
 /* Size in bytes of one element, 0 for an unknown dtype. */
 size_t ddprt_dtype_size(ddprt_dtype dtype);

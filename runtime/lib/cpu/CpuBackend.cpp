@@ -98,6 +98,8 @@ public:
     return Error::success();
   }
 
+  Error synchronize() override { return Error::success(); }
+
   Error scale(double factor, ddprt_buffer *buffers, int count) override {
     for (int i = 0; i < count; ++i)
       cpu::scale(factor, buffers[i]);

@@ -361,9 +361,10 @@ void randomNormal(const ddprt_buffer &output, uint64_t seed, uint64_t stream,
     using T = decltype(tag);
     using C = typename Element<T>::Compute;
     T *data = typed<T>(output);
-    std::array<uint32_t, 2> key = philoxKey(seed, stream);
+    PhiloxKey key = philoxKeyFor(seed, stream);
     for (int64_t block = 0; block * 4 < output.numel; ++block) {
-      std::array<double, 4> samples = normalBlock(key, step, uint64_t(block));
+      double samples[4];
+      normalQuad(key, step, uint64_t(block), samples);
       for (int64_t k = 0; k < 4 && block * 4 + k < output.numel; ++k)
         data[block * 4 + k] = Element<T>::store(C(samples[k]));
     }

@@ -1,0 +1,302 @@
+//===- CudaBackend.cpp - NCCL collectives and CUDA kernels ----------------===//
+//
+// Two streams: `compute_` runs the kernels, `comm_` runs NCCL. A collective
+// waits for the compute work before it (an event), and the compute work
+// after it waits for the collective, so a started allreduce overlaps the
+// compression kernels enqueued before its wait. Calls return once enqueued;
+// ddprt_synchronize waits for the device. Every CUDA and NCCL call is
+// checked; a collective that does not finish within the timeout aborts the
+// NCCL communicator and fails instead of hanging.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../Backend.h"
+#include "../Communicator.h"
+#include "CudaKernels.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+namespace ddprt {
+
+namespace {
+Error cudaFailure(cudaError_t code, const char *what) {
+  return fail(DDPRT_ERROR_BACKEND, std::string(what) + " failed: " +
+                                       cudaGetErrorString(code));
+}
+
+#define CUDA_TRY(call)                                                         \
+  do {                                                                         \
+    if (cudaError_t cudaCode = (call))                                         \
+      return cudaFailure(cudaCode, #call);                                     \
+  } while (false)
+
+ncclDataType_t ncclType(ddprt_dtype dtype) {
+  switch (dtype) {
+  case DDPRT_F32:
+    return ncclFloat32;
+  case DDPRT_F64:
+    return ncclFloat64;
+  case DDPRT_F16:
+    return ncclFloat16;
+  case DDPRT_BF16:
+    return ncclBfloat16;
+  }
+  return ncclFloat32;
+}
+
+class CudaRequest : public Request {
+public:
+  cudaEvent_t done = nullptr;
+  ~CudaRequest() override {
+    if (done)
+      cudaEventDestroy(done);
+  }
+};
+
+class CudaBackend : public Backend {
+public:
+  CudaBackend(Communicator &communicator, double timeoutSeconds)
+      : communicator_(communicator), timeoutSeconds_(timeoutSeconds) {}
+
+  Error initialize() {
+    int devices = 0;
+    CUDA_TRY(cudaGetDeviceCount(&devices));
+    if (devices == 0)
+      return fail(DDPRT_ERROR_UNSUPPORTED, "no CUDA device");
+    // One GPU per rank: ranks on the same node take devices in turn.
+    CUDA_TRY(cudaSetDevice(communicator_.rank() % devices));
+    CUDA_TRY(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
+    CUDA_TRY(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking));
+    CUDA_TRY(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    ncclUniqueId id;
+    if (communicator_.rank() == 0)
+      DDPRT_TRY(nccl(ncclGetUniqueId(&id), "ncclGetUniqueId"));
+    DDPRT_TRY(communicator_.broadcast(&id, int(sizeof(id))));
+    // Nonblocking init, so that a rank that never arrives times out.
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t result = ncclCommInitRankConfig(
+        &nccl_, communicator_.size(), id, communicator_.rank(), &config);
+    if (result != ncclSuccess && result != ncclInProgress)
+      return nccl(result, "ncclCommInitRankConfig");
+    return waitForNccl("ncclCommInitRankConfig");
+  }
+
+  ~CudaBackend() override {
+    if (nccl_) {
+      if (aborted_)
+        ncclCommAbort(nccl_);
+      else
+        ncclCommDestroy(nccl_);
+    }
+    if (ready_)
+      cudaEventDestroy(ready_);
+    if (compute_)
+      cudaStreamDestroy(compute_);
+    if (comm_)
+      cudaStreamDestroy(comm_);
+  }
+
+  Error allreduce(ddprt_reduction reduction, ddprt_buffer *buffers,
+                  int count) override {
+    std::unique_ptr<Request> request;
+    DDPRT_TRY(allreduceStart(reduction, buffers, count, request));
+    return wait(*request);
+  }
+
+  /// ncclAvg pre-multiplies by 1/W (the divide-first mean, safe for f16).
+  Error allreduceStart(ddprt_reduction reduction, ddprt_buffer *buffers,
+                       int count, std::unique_ptr<Request> &result) override {
+    DDPRT_TRY(usable());
+    auto request = std::make_unique<CudaRequest>();
+    CUDA_TRY(cudaEventCreateWithFlags(&request->done, cudaEventDisableTiming));
+    CUDA_TRY(cudaEventRecord(ready_, compute_));
+    CUDA_TRY(cudaStreamWaitEvent(comm_, ready_, 0));
+    ncclRedOp_t op = reduction == DDPRT_MEAN ? ncclAvg : ncclSum;
+    DDPRT_TRY(nccl(ncclGroupStart(), "ncclGroupStart"));
+    for (int i = 0; i < count; ++i)
+      if (buffers[i].numel > 0)
+        DDPRT_TRY(nccl(ncclAllReduce(buffers[i].data, buffers[i].data,
+                                     size_t(buffers[i].numel),
+                                     ncclType(buffers[i].dtype), op, nccl_,
+                                     comm_),
+                       "ncclAllReduce"));
+    ncclResult_t grouped = ncclGroupEnd();
+    if (grouped != ncclSuccess && grouped != ncclInProgress)
+      return nccl(grouped, "ncclGroupEnd");
+    DDPRT_TRY(waitForNccl("ncclGroupEnd"));
+    CUDA_TRY(cudaEventRecord(request->done, comm_));
+    result = std::move(request);
+    return Error::success();
+  }
+
+  /// Later compute waits for the collective on the device; the host does
+  /// not block.
+  Error wait(Request &base) override {
+    auto &request = static_cast<CudaRequest &>(base);
+    CUDA_TRY(cudaStreamWaitEvent(compute_, request.done, 0));
+    return Error::success();
+  }
+
+  Error synchronize() override {
+    // Poll instead of blocking so that a dead peer becomes a timeout.
+    auto start = std::chrono::steady_clock::now();
+    while (true) {
+      cudaError_t computeState = cudaStreamQuery(compute_);
+      cudaError_t commState = cudaStreamQuery(comm_);
+      if (computeState == cudaSuccess && commState == cudaSuccess)
+        return Error::success();
+      if (computeState != cudaErrorNotReady && computeState != cudaSuccess)
+        return cudaFailure(computeState, "the compute stream");
+      if (commState != cudaErrorNotReady && commState != cudaSuccess)
+        return cudaFailure(commState, "the communication stream");
+      DDPRT_TRY(checkAsyncError());
+      DDPRT_TRY(checkTimeout(start, "synchronize"));
+      std::this_thread::yield();
+    }
+  }
+
+  Error scale(double factor, ddprt_buffer *buffers, int count) override {
+    CUDA_TRY(cuda::scale(factor, buffers, count, scratch_, compute_));
+    return Error::success();
+  }
+  Error cast(double factor, const ddprt_buffer *inputs, ddprt_buffer *outputs,
+             int count) override {
+    CUDA_TRY(cuda::cast(factor, inputs, outputs, count, scratch_, compute_));
+    return Error::success();
+  }
+  Error project(const ddprt_matrix *matrices, const ddprt_matrix *residuals,
+                const ddprt_matrix *qs, ddprt_matrix *ps, int count) override {
+    CUDA_TRY(cuda::project(matrices, residuals, qs, ps, count, scratch_,
+                           compute_));
+    return Error::success();
+  }
+  Error backproject(const ddprt_matrix *matrices, const ddprt_matrix *residuals,
+                    const ddprt_matrix *ps, ddprt_matrix *qs,
+                    int count) override {
+    CUDA_TRY(cuda::backproject(matrices, residuals, ps, qs, count, scratch_,
+                               compute_));
+    return Error::success();
+  }
+  Error orthogonalize(ddprt_matrix *ps, int count, double epsilon) override {
+    CUDA_TRY(cuda::orthogonalize(ps, count, epsilon, scratch_, compute_));
+    return Error::success();
+  }
+  Error reconstruct(const ddprt_matrix *ps, const ddprt_matrix *qs,
+                    const ddprt_matrix *matrices, ddprt_matrix *residuals,
+                    ddprt_matrix *reconstructions, int count) override {
+    CUDA_TRY(cuda::reconstruct(ps, qs, matrices, residuals, reconstructions,
+                               count, scratch_, compute_));
+    return Error::success();
+  }
+  Error randomNormal(ddprt_buffer output, uint64_t seed, uint64_t stream,
+                     uint64_t step) override {
+    CUDA_TRY(cuda::randomNormal(output, seed, stream, step, compute_));
+    return Error::success();
+  }
+
+  Error allocateZeroed(size_t bytes, void **pointer) override {
+    CUDA_TRY(cudaMalloc(pointer, bytes == 0 ? 1 : bytes));
+    CUDA_TRY(cudaMemsetAsync(*pointer, 0, bytes, compute_));
+    return Error::success();
+  }
+  void deallocate(void *pointer) override { cudaFree(pointer); }
+  Error copyToHost(void *host, const void *source, size_t bytes) override {
+    DDPRT_TRY(synchronize());
+    CUDA_TRY(cudaMemcpy(host, source, bytes, cudaMemcpyDeviceToHost));
+    return Error::success();
+  }
+  Error copyFromHost(void *destination, const void *host,
+                     size_t bytes) override {
+    DDPRT_TRY(synchronize());
+    CUDA_TRY(cudaMemcpy(destination, host, bytes, cudaMemcpyHostToDevice));
+    return Error::success();
+  }
+
+private:
+  Error nccl(ncclResult_t result, const char *what) {
+    if (result == ncclSuccess || result == ncclInProgress)
+      return Error::success();
+    return fail(DDPRT_ERROR_COMMUNICATION,
+                std::string(what) + " failed: " + ncclGetErrorString(result) +
+                    " (" + ncclGetLastError(nccl_) + ")");
+  }
+
+  Error usable() {
+    if (aborted_)
+      return fail(DDPRT_ERROR_STATE,
+                  "the NCCL communicator was aborted after an earlier error");
+    return Error::success();
+  }
+
+  Error checkAsyncError() {
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t query = ncclCommGetAsyncError(nccl_, &state);
+    if (query != ncclSuccess)
+      return nccl(query, "ncclCommGetAsyncError");
+    if (state != ncclSuccess && state != ncclInProgress) {
+      aborted_ = true;
+      return nccl(state, "an NCCL operation");
+    }
+    return Error::success();
+  }
+
+  Error checkTimeout(std::chrono::steady_clock::time_point start,
+                     const char *what) {
+    if (timeoutSeconds_ <= 0.0)
+      return Error::success();
+    double waited = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+    if (waited <= timeoutSeconds_)
+      return Error::success();
+    aborted_ = true;
+    return fail(DDPRT_ERROR_TIMEOUT,
+                std::string(what) + " did not complete within " +
+                    std::to_string(timeoutSeconds_) + " s on rank " +
+                    std::to_string(communicator_.rank()) +
+                    "; the NCCL communicator is aborted");
+  }
+
+  /// Waits for a nonblocking NCCL call to leave ncclInProgress.
+  Error waitForNccl(const char *what) {
+    auto start = std::chrono::steady_clock::now();
+    while (true) {
+      ncclResult_t state = ncclSuccess;
+      DDPRT_TRY(nccl(ncclCommGetAsyncError(nccl_, &state),
+                     "ncclCommGetAsyncError"));
+      if (state == ncclSuccess)
+        return Error::success();
+      if (state != ncclInProgress) {
+        aborted_ = true;
+        return nccl(state, what);
+      }
+      DDPRT_TRY(checkTimeout(start, what));
+      std::this_thread::yield();
+    }
+  }
+
+  Communicator &communicator_;
+  double timeoutSeconds_;
+  cudaStream_t compute_ = nullptr, comm_ = nullptr;
+  cudaEvent_t ready_ = nullptr;
+  ncclComm_t nccl_ = nullptr;
+  bool aborted_ = false;
+  cuda::Scratch scratch_;
+};
+} // namespace
+
+Error createCudaBackend(Communicator &communicator, double timeoutSeconds,
+                        std::unique_ptr<Backend> &backend) {
+  auto cuda = std::make_unique<CudaBackend>(communicator, timeoutSeconds);
+  DDPRT_TRY(cuda->initialize());
+  backend = std::move(cuda);
+  return Error::success();
+}
+
+} // namespace ddprt
