@@ -11,7 +11,7 @@ WORLD=2
 BUILD_DIR="${BUILD_DIR:-build}"
 
 bash scripts/setup.sh >/dev/null
-cmake --build "$BUILD_DIR" --target ddprt-cpu-bench >/dev/null
+cmake --build "$BUILD_DIR" --target ddprt-step-bench >/dev/null
 if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
   echo "== installing python3-torch (PyTorch 1.13, CPU) for the comparison"
   apt-get install -y -qq python3-torch >/dev/null
@@ -21,7 +21,7 @@ MPIRUN=(mpirun --oversubscribe -np "$WORLD")
 [ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
 
 echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-ours=$("${MPIRUN[@]}" "$BUILD_DIR/runtime/ddprt-cpu-bench" "$MODEL" "$STEPS")
+ours=$("${MPIRUN[@]}" "$BUILD_DIR/runtime/ddprt-step-bench" "$MODEL" "$STEPS" 2 cpu)
 theirs=$(/usr/bin/python3 bench/cpu/torch_hooks.py --model "$MODEL" --world "$WORLD" --steps "$STEPS")
 echo "$ours"
 echo "$theirs"

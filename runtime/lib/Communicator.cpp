@@ -10,12 +10,20 @@
 
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <sched.h>
 #include <string>
 
 namespace ddprt {
 
 namespace {
+void finalizeMpiAtExit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized)
+    MPI_Finalize();
+}
+
 /// MPI has no f16/bf16 sum: a user operation adds pairs in f32 and rounds
 /// back, as NCCL does.
 template <float (*Load)(uint16_t), uint16_t (*Store)(float)>
@@ -57,14 +65,19 @@ Error Communicator::create(const ddprt_options &options,
   std::unique_ptr<Communicator> self(new Communicator());
   self->timeoutSeconds_ = options.timeout_seconds;
   self->checkShapes_ = options.check_shapes != 0;
-  int initialized = 0;
+  int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized)
+    return fail(DDPRT_ERROR_STATE, "MPI was already finalized in this process");
   if (!initialized) {
     int provided = 0;
     if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) !=
         MPI_SUCCESS)
       return fail(DDPRT_ERROR_COMMUNICATION, "MPI_Init_thread failed");
-    self->ownsMpi_ = true;
+    // MPI cannot be initialized twice in a process: finalize it at exit, so
+    // that contexts can be created and finalized again in between.
+    std::atexit(finalizeMpiAtExit);
   }
   // Errors come back as codes (and become ddprt errors) instead of
   // aborting every rank silently.
@@ -87,16 +100,16 @@ Error Communicator::create(const ddprt_options &options,
 }
 
 Communicator::~Communicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    return;
   if (halfSum_ != MPI_OP_NULL)
     MPI_Op_free(&halfSum_);
   if (bfloat16Sum_ != MPI_OP_NULL)
     MPI_Op_free(&bfloat16Sum_);
   if (comm_ != MPI_COMM_NULL)
     MPI_Comm_free(&comm_);
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (ownsMpi_ && !finalized)
-    MPI_Finalize();
 }
 
 Error Communicator::failIfBroken() {

@@ -28,7 +28,8 @@ struct MpiRequests {
 
 class Communicator {
 public:
-  /// Initializes MPI unless the host already did.
+  /// Initializes MPI unless the host already did (then MPI is finalized at
+  /// process exit).
   static Error create(const ddprt_options &options,
                       std::unique_ptr<Communicator> &communicator);
   ~Communicator();
@@ -71,7 +72,6 @@ private:
   int rank_ = 0, size_ = 1;
   double timeoutSeconds_ = 0.0;
   bool checkShapes_ = true;
-  bool ownsMpi_ = false;
   bool broken_ = false;
   std::vector<char> scratch_;
 };

@@ -118,10 +118,12 @@ typedef struct ddprt_context ddprt_context;
 typedef struct ddprt_request ddprt_request;
 
 /* Starts the runtime on this rank. Rank and world size come from MPI
-   (initialized here unless the host already did). On failure *context may
-   still be set, so that ddprt_last_error can say why; finalize it. */
+   (initialized here unless the host already did; then it is finalized at
+   process exit, so contexts can be created again after ddprt_finalize). On
+   failure *context may still be set, so that ddprt_last_error can say why;
+   finalize it. */
 ddprt_status ddprt_init(const ddprt_options *options, ddprt_context **context);
-/* Frees everything; MPI is finalized if ddprt_init initialized it. */
+/* Frees the context and everything it owns. */
 ddprt_status ddprt_finalize(ddprt_context *context);
 
 /* The message of the last failure on this context ("" if none). */

@@ -25,8 +25,8 @@ namespace ddprt {
 
 namespace {
 Error cudaFailure(cudaError_t code, const char *what) {
-  return fail(DDPRT_ERROR_BACKEND, std::string(what) + " failed: " +
-                                       cudaGetErrorString(code));
+  return fail(DDPRT_ERROR_BACKEND,
+              std::string(what) + " failed: " + cudaGetErrorString(code));
 }
 
 #define CUDA_TRY(call)                                                         \
@@ -65,9 +65,12 @@ public:
 
   Error initialize() {
     int devices = 0;
-    CUDA_TRY(cudaGetDeviceCount(&devices));
+    if (cudaError_t code = cudaGetDeviceCount(&devices))
+      return fail(DDPRT_ERROR_UNSUPPORTED,
+                  std::string("no usable CUDA device: ") +
+                      cudaGetErrorString(code));
     if (devices == 0)
-      return fail(DDPRT_ERROR_UNSUPPORTED, "no CUDA device");
+      return fail(DDPRT_ERROR_UNSUPPORTED, "no usable CUDA device: none found");
     // One GPU per rank: ranks on the same node take devices in turn.
     CUDA_TRY(cudaSetDevice(communicator_.rank() % devices));
     CUDA_TRY(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
@@ -121,11 +124,11 @@ public:
     DDPRT_TRY(nccl(ncclGroupStart(), "ncclGroupStart"));
     for (int i = 0; i < count; ++i)
       if (buffers[i].numel > 0)
-        DDPRT_TRY(nccl(ncclAllReduce(buffers[i].data, buffers[i].data,
-                                     size_t(buffers[i].numel),
-                                     ncclType(buffers[i].dtype), op, nccl_,
-                                     comm_),
-                       "ncclAllReduce"));
+        DDPRT_TRY(
+            nccl(ncclAllReduce(buffers[i].data, buffers[i].data,
+                               size_t(buffers[i].numel),
+                               ncclType(buffers[i].dtype), op, nccl_, comm_),
+                 "ncclAllReduce"));
     ncclResult_t grouped = ncclGroupEnd();
     if (grouped != ncclSuccess && grouped != ncclInProgress)
       return nccl(grouped, "ncclGroupEnd");
@@ -172,8 +175,8 @@ public:
   }
   Error project(const ddprt_matrix *matrices, const ddprt_matrix *residuals,
                 const ddprt_matrix *qs, ddprt_matrix *ps, int count) override {
-    CUDA_TRY(cuda::project(matrices, residuals, qs, ps, count, scratch_,
-                           compute_));
+    CUDA_TRY(
+        cuda::project(matrices, residuals, qs, ps, count, scratch_, compute_));
     return Error::success();
   }
   Error backproject(const ddprt_matrix *matrices, const ddprt_matrix *residuals,
@@ -250,9 +253,9 @@ private:
                      const char *what) {
     if (timeoutSeconds_ <= 0.0)
       return Error::success();
-    double waited = std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - start)
-                        .count();
+    double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     if (waited <= timeoutSeconds_)
       return Error::success();
     aborted_ = true;
@@ -268,8 +271,8 @@ private:
     auto start = std::chrono::steady_clock::now();
     while (true) {
       ncclResult_t state = ncclSuccess;
-      DDPRT_TRY(nccl(ncclCommGetAsyncError(nccl_, &state),
-                     "ncclCommGetAsyncError"));
+      DDPRT_TRY(
+          nccl(ncclCommGetAsyncError(nccl_, &state), "ncclCommGetAsyncError"));
       if (state == ncclSuccess)
         return Error::success();
       if (state != ncclInProgress) {

@@ -32,7 +32,8 @@ constexpr int kTensorsPerLaunch = 96;
 constexpr int kRowsPerChunk = 128;
 constexpr int kMaxRankPerLaunch = 8;
 
-//===--- Element types ------------------------------------------------------===//
+//===--- Element types
+//------------------------------------------------------===//
 
 template <typename T> struct Device;
 template <> struct Device<float> {
@@ -73,7 +74,8 @@ template <typename Fn> cudaError_t dispatch(ddprt_dtype dtype, Fn &&fn) {
   return cudaErrorInvalidValue;
 }
 
-//===--- Work distribution --------------------------------------------------===//
+//===--- Work distribution
+//--------------------------------------------------===//
 
 /// The tensors of one launch; block b works on the tensor t with
 /// firstBlock[t] <= b < firstBlock[t + 1]. Passed by value as a kernel
@@ -122,7 +124,8 @@ cudaError_t launchAll(const std::vector<Tensor> &tensors, BlocksOf blocksOf,
   return cudaSuccess;
 }
 
-//===--- scale, cast --------------------------------------------------------===//
+//===--- scale, cast
+//--------------------------------------------------------===//
 
 struct Elementwise {
   const void *in;
@@ -200,7 +203,8 @@ __global__ void castKernel(Launch<Elementwise> launch, int64_t blocks,
   }
 }
 
-//===--- project: P = (G + E) Q ---------------------------------------------===//
+//===--- project: P = (G + E) Q
+//---------------------------------------------===//
 
 struct Projection {
   const void *g, *e, *factor;
@@ -230,8 +234,8 @@ __global__ void projectKernel(Launch<Projection> launch, int64_t blocks) {
     if (row >= p.n)
       continue;
     const T *g = static_cast<const T *>(p.g) + row * p.m;
-    const T *e = HasResidual ? static_cast<const T *>(p.e) + row * p.m
-                             : nullptr;
+    const T *e =
+        HasResidual ? static_cast<const T *>(p.e) + row * p.m : nullptr;
     const T *q = static_cast<const T *>(p.factor);
     int cols = int((p.r - p.column < R ? p.r - p.column : R));
     C acc[R];
@@ -258,7 +262,8 @@ __global__ void projectKernel(Launch<Projection> launch, int64_t blocks) {
   }
 }
 
-//===--- backproject: Q = (G + E)^T P ---------------------------------------===//
+//===--- backproject: Q = (G + E)^T P
+//---------------------------------------===//
 
 struct BackProjection {
   const void *g, *e, *factor;
@@ -281,16 +286,18 @@ __global__ void backprojectPartialKernel(Launch<BackProjection> launch,
     int64_t local = block - launch.firstBlock[t];
     int64_t chunk = local / b.tiles, tile = local % b.tiles;
     int64_t rowBegin = chunk * kRowsPerChunk;
-    int64_t rows = (b.n - rowBegin < kRowsPerChunk ? b.n - rowBegin : int64_t(kRowsPerChunk));
+    int64_t rows = (b.n - rowBegin < kRowsPerChunk ? b.n - rowBegin
+                                                   : int64_t(kRowsPerChunk));
     int cols = int((b.r - b.column < R ? b.r - b.column : R));
     const T *p = static_cast<const T *>(b.factor);
     __syncthreads();
     for (int index = threadIdx.x; index < kRowsPerChunk * R;
          index += blockDim.x) {
       int i = index / R, k = index % R;
-      pTile[i][k] = (i < rows && k < cols)
-                        ? Device<T>::load(p[(rowBegin + i) * b.r + b.column + k])
-                        : C(0);
+      pTile[i][k] =
+          (i < rows && k < cols)
+              ? Device<T>::load(p[(rowBegin + i) * b.r + b.column + k])
+              : C(0);
     }
     __syncthreads();
     int64_t j = tile * kThreads + threadIdx.x;
@@ -339,7 +346,8 @@ __global__ void backprojectSumKernel(Launch<BackProjection> launch,
   }
 }
 
-//===--- orthogonalize ------------------------------------------------------===//
+//===--- orthogonalize
+//------------------------------------------------------===//
 
 struct Orthogonalization {
   void *data;
@@ -366,7 +374,8 @@ __device__ double blockMax(double value, double *shared) {
   __syncthreads();
   for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
     if (threadIdx.x < stride)
-      shared[threadIdx.x] = fmax(shared[threadIdx.x], shared[threadIdx.x + stride]);
+      shared[threadIdx.x] =
+          fmax(shared[threadIdx.x], shared[threadIdx.x + stride]);
     __syncthreads();
   }
   double total = shared[0];
@@ -435,7 +444,8 @@ __global__ void orthogonalizeKernel(Launch<Orthogonalization> launch,
   }
 }
 
-//===--- reconstruct (+ residual) -------------------------------------------===//
+//===--- reconstruct (+ residual)
+//-------------------------------------------===//
 
 struct Reconstruction {
   const void *p, *q, *g;
@@ -472,7 +482,8 @@ __global__ void reconstructKernel(Launch<Reconstruction> launch,
   }
 }
 
-//===--- random normal ------------------------------------------------------===//
+//===--- random normal
+//------------------------------------------------------===//
 
 template <typename T>
 __global__ void randomNormalKernel(T *out, int64_t numel, PhiloxKey key,
@@ -491,7 +502,8 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 } // namespace
 
-//===--- Scratch ------------------------------------------------------------===//
+//===--- Scratch
+//------------------------------------------------------------===//
 
 Scratch::~Scratch() {
   if (device_)
@@ -516,7 +528,8 @@ cudaError_t Scratch::device(size_t bytes, void **pointer) {
   return cudaSuccess;
 }
 
-//===--- Launchers ----------------------------------------------------------===//
+//===--- Launchers
+//----------------------------------------------------------===//
 
 cudaError_t cast(double factor, const ddprt_buffer *inputs,
                  const ddprt_buffer *outputs, int count, Scratch &,
@@ -583,10 +596,9 @@ template <typename Fn> cudaError_t withRank(int64_t cols, Fn &&fn) {
 }
 } // namespace
 
-cudaError_t project(const ddprt_matrix *matrices,
-                    const ddprt_matrix *residuals, const ddprt_matrix *qs,
-                    const ddprt_matrix *ps, int count, Scratch &,
-                    cudaStream_t stream) {
+cudaError_t project(const ddprt_matrix *matrices, const ddprt_matrix *residuals,
+                    const ddprt_matrix *qs, const ddprt_matrix *ps, int count,
+                    Scratch &, cudaStream_t stream) {
   // Tensors grouped by dtype and rank chunk: one launch sequence each.
   for (int code = 0; code < 4; ++code) {
     int64_t maxRank = 0;
@@ -652,8 +664,8 @@ cudaError_t backproject(const ddprt_matrix *matrices,
       for (int i = 0; i < count; ++i)
         if (matrices[i].dtype == code && ps[i].cols > column &&
             matrices[i].cols > 0) {
-          int64_t chunks = std::max<int64_t>(1, ceilDiv(matrices[i].rows,
-                                                        kRowsPerChunk));
+          int64_t chunks =
+              std::max<int64_t>(1, ceilDiv(matrices[i].rows, kRowsPerChunk));
           BackProjection b{matrices[i].data,
                            residuals ? residuals[i].data : nullptr,
                            ps[i].data,
@@ -733,10 +745,10 @@ cudaError_t orthogonalize(const ddprt_matrix *ps, int count, double epsilon,
     for (int i = 0; i < count; ++i) {
       size_t bytes = size_t(ps[i].rows * ps[i].cols) * sizeof(double);
       if (ps[i].dtype == code && bytes > 0)
-        tensors.push_back({ps[i].data,
-                           reinterpret_cast<double *>(static_cast<char *>(base) +
-                                                      offset),
-                           ps[i].rows, ps[i].cols});
+        tensors.push_back(
+            {ps[i].data,
+             reinterpret_cast<double *>(static_cast<char *>(base) + offset),
+             ps[i].rows, ps[i].cols});
       offset += bytes;
     }
     if (tensors.empty())
@@ -746,9 +758,8 @@ cudaError_t orthogonalize(const ddprt_matrix *ps, int count, double epsilon,
       return launchAll(
           tensors, [](const Orthogonalization &) { return int64_t(1); },
           [&](const Launch<Orthogonalization> &launch, int64_t blocks) {
-            orthogonalizeKernel<T>
-                <<<unsigned(blocks), kThreads, 0, stream>>>(launch, blocks,
-                                                            epsilon);
+            orthogonalizeKernel<T><<<unsigned(blocks), kThreads, 0, stream>>>(
+                launch, blocks, epsilon);
           },
           stream);
     });
@@ -767,11 +778,10 @@ cudaError_t reconstruct(const ddprt_matrix *ps, const ddprt_matrix *qs,
     std::vector<Reconstruction> tensors;
     for (int i = 0; i < count; ++i)
       if (ps[i].dtype == code && ps[i].rows * qs[i].rows > 0)
-        tensors.push_back({ps[i].data, qs[i].data,
-                           matrices ? matrices[i].data : nullptr,
-                           residuals ? residuals[i].data : nullptr,
-                           reconstructions[i].data, ps[i].rows, qs[i].rows,
-                           ps[i].cols});
+        tensors.push_back(
+            {ps[i].data, qs[i].data, matrices ? matrices[i].data : nullptr,
+             residuals ? residuals[i].data : nullptr, reconstructions[i].data,
+             ps[i].rows, qs[i].rows, ps[i].cols});
     if (tensors.empty())
       continue;
     cudaError_t error = dispatch(ddprt_dtype(code), [&](auto tag) {

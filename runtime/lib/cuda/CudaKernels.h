@@ -39,10 +39,9 @@ cudaError_t scale(double factor, const ddprt_buffer *buffers, int count,
 cudaError_t cast(double factor, const ddprt_buffer *inputs,
                  const ddprt_buffer *outputs, int count, Scratch &scratch,
                  cudaStream_t stream);
-cudaError_t project(const ddprt_matrix *matrices,
-                    const ddprt_matrix *residuals, const ddprt_matrix *qs,
-                    const ddprt_matrix *ps, int count, Scratch &scratch,
-                    cudaStream_t stream);
+cudaError_t project(const ddprt_matrix *matrices, const ddprt_matrix *residuals,
+                    const ddprt_matrix *qs, const ddprt_matrix *ps, int count,
+                    Scratch &scratch, cudaStream_t stream);
 cudaError_t backproject(const ddprt_matrix *matrices,
                         const ddprt_matrix *residuals, const ddprt_matrix *ps,
                         const ddprt_matrix *qs, int count, Scratch &scratch,

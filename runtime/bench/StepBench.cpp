@@ -1,12 +1,15 @@
-//===- CpuStepBench.cpp - one DDP gradient sync step on the CPU backend ---===//
+//===- StepBench.cpp - one DDP gradient sync step through the C ABI -------===//
 //
 // Times the communication hook of one data-parallel step over a model's
 // parameter shapes, the way PyTorch's DDP hooks see it: DDP-style 25 MiB
 // buckets in reverse parameter order, fresh gradients every step, and the
-// time from the start of the first bucket to the end of the last. Run under
-// mpirun; bench/cpu/run.sh runs it next to PyTorch's hooks.
+// time from the start of the first bucket to the end of the last (device
+// work included: the step ends with ddprt_synchronize). Every buffer is
+// runtime-owned state, so the same code runs on the CPU and the CUDA
+// backend. bench/cpu/run.sh and bench/gpu/run.sh run it next to PyTorch.
 //
-//   mpirun -np 2 ddprt-cpu-bench [resnet50|gpt2-medium] [steps]
+//   mpirun -np 2 ddprt-step-bench [resnet50|gpt2-medium] [steps] [rank]
+//                                 [cpu|cuda] [timeout-seconds]
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,7 +22,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -40,29 +42,30 @@ namespace {
 
 ddprt_context *context = nullptr;
 
+/// Every buffer is a runtime state: host memory on the CPU backend, device
+/// memory on CUDA.
+ddprt_buffer state(const std::string &name, ddprt_dtype dtype, int64_t numel) {
+  ddprt_state *handle = nullptr;
+  CHECK(ddprt_state_get(context, name.c_str(), dtype, numel, &handle));
+  return ddprt_state_buffer(handle);
+}
+
 struct Tensor {
   Parameter param;
-  std::vector<float> grad, fresh;
-  std::vector<uint16_t> narrow;
+  ddprt_buffer grad, fresh, narrow;
   bool compressed = false;
   int64_t rank = 0;
-  std::vector<float> p;
-  ddprt_state *q = nullptr, *error = nullptr;
+  ddprt_buffer p, q, error;
 
-  ddprt_buffer buffer() { return {grad.data(), DDPRT_F32, param.numel()}; }
-  ddprt_buffer narrowBuffer() {
-    return {narrow.data(), DDPRT_F16, param.numel()};
-  }
+  ddprt_buffer buffer() { return grad; }
+  ddprt_buffer narrowBuffer() { return narrow; }
   ddprt_matrix matrix() {
-    return {grad.data(), DDPRT_F32, param.rows(), param.cols()};
+    return {grad.data, DDPRT_F32, param.rows(), param.cols()};
   }
-  ddprt_matrix pMatrix() { return {p.data(), DDPRT_F32, param.rows(), rank}; }
-  ddprt_matrix qMatrix() {
-    return {ddprt_state_buffer(q).data, DDPRT_F32, param.cols(), rank};
-  }
+  ddprt_matrix pMatrix() { return {p.data, DDPRT_F32, param.rows(), rank}; }
+  ddprt_matrix qMatrix() { return {q.data, DDPRT_F32, param.cols(), rank}; }
   ddprt_matrix errorMatrix() {
-    return {ddprt_state_buffer(error).data, DDPRT_F32, param.rows(),
-            param.cols()};
+    return {error.data, DDPRT_F32, param.rows(), param.cols()};
   }
 };
 
@@ -169,43 +172,42 @@ int main(int argc, char **argv) {
   std::string model = argc > 1 ? argv[1] : "resnet50";
   int steps = argc > 2 ? std::atoi(argv[2]) : 10;
   int rank = argc > 3 ? std::atoi(argv[3]) : 2;
+  std::string backend = argc > 4 ? argv[4] : "cpu";
   std::vector<Parameter> params =
       model == "gpt2-medium" ? gpt2Medium() : resnet50();
 
   ddprt_options options;
   ddprt_default_options(&options);
-  if (argc > 4)
-    options.timeout_seconds = std::atof(argv[4]);
+  options.backend = backend == "cuda" ? DDPRT_BACKEND_CUDA : DDPRT_BACKEND_CPU;
+  if (argc > 5)
+    options.timeout_seconds = std::atof(argv[5]);
   CHECK(ddprt_init(&options, &context));
   int me = ddprt_rank(context);
 
   std::vector<Tensor> tensors(params.size());
-  std::mt19937 random(1234 + me);
-  std::normal_distribution<float> normal;
-  int64_t total = 0, totalAfter = 0;
+  int64_t total = 0, totalAfter = 0, persistentBytes = 0;
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor &t = tensors[i];
     t.param = params[i];
-    t.fresh.resize(t.param.numel());
-    for (float &x : t.fresh)
-      x = normal(random);
-    t.grad = t.fresh;
-    t.narrow.resize(t.param.numel());
+    int64_t numel = t.param.numel();
+    t.grad = state("grad." + t.param.name, DDPRT_F32, numel);
+    t.fresh = state("fresh." + t.param.name, DDPRT_F32, numel);
+    t.narrow = state("narrow." + t.param.name, DDPRT_F16, numel);
+    CHECK(ddprt_random_normal(context, &t.fresh, 1234 + me, i, 0));
     int64_t n = t.param.rows(), m = t.param.cols();
     t.rank = std::min({n, m, int64_t(rank)});
     t.compressed = double((n + m) * t.rank) * 2.0 < double(n * m);
     total += n * m;
     totalAfter += t.compressed ? (n + m) * t.rank : n * m;
     if (t.compressed) {
-      t.p.resize(n * t.rank);
-      CHECK(ddprt_state_get(context, ("q." + t.param.name).c_str(), DDPRT_F32,
-                            m * t.rank, &t.q));
-      CHECK(ddprt_state_get(context, ("error." + t.param.name).c_str(),
-                            DDPRT_F32, n * m, &t.error));
-      ddprt_buffer q = ddprt_state_buffer(t.q);
-      CHECK(ddprt_random_normal(context, &q, 0, i, 0));
+      t.p = state("p." + t.param.name, DDPRT_F32, n * t.rank);
+      t.q = state("q." + t.param.name, DDPRT_F32, m * t.rank);
+      t.error = state("error." + t.param.name, DDPRT_F32, n * m);
+      persistentBytes += 4 * (n * t.rank + m * t.rank + n * m);
+      CHECK(ddprt_random_normal(context, &t.q, 0, i, 0));
     }
   }
+  CHECK(ddprt_synchronize(context));
   std::vector<Bucket> buckets = makeBuckets(tensors);
 
   struct Kind {
@@ -215,19 +217,29 @@ int main(int argc, char **argv) {
       {"allreduce", plainStep}, {"fp16", fp16Step}, {"powersgd", powerSGDStep}};
   if (me == 0)
     std::printf("model %s: %zu tensors, %lld elements, %zu buckets, %d ranks, "
-                "PowerSGD rank %d sends %lld elements (%.1fx)\n",
+                "%s backend; PowerSGD rank %d sends %lld elements (%.1fx) and "
+                "keeps %.1f MB of state (error, P, Q)\n",
                 model.c_str(), params.size(), (long long)total, buckets.size(),
-                ddprt_world_size(context), rank, (long long)totalAfter,
-                double(total) / double(totalAfter));
+                ddprt_world_size(context), backend.c_str(), rank,
+                (long long)totalAfter, double(total) / double(totalAfter),
+                persistentBytes / 1e6);
   for (Kind &kind : kinds) {
     std::vector<double> times;
     ddprt_reset_counters(context);
     for (int s = 0; s < steps + 2; ++s) {
-      for (Tensor &t : tensors)
-        std::memcpy(t.grad.data(), t.fresh.data(), t.grad.size() * 4);
+      // Fresh gradients (a same-type cast is a copy), outside the clock.
+      std::vector<ddprt_buffer> from, to;
+      for (Tensor &t : tensors) {
+        from.push_back(t.fresh);
+        to.push_back(t.grad);
+      }
+      CHECK(ddprt_cast(context, DDPRT_SCALE_NONE, from.data(), to.data(),
+                       int(from.size())));
+      CHECK(ddprt_synchronize(context));
       MPI_Barrier(MPI_COMM_WORLD);
       auto start = std::chrono::steady_clock::now();
       kind.step(buckets);
+      CHECK(ddprt_synchronize(context));
       double seconds = std::chrono::duration<double>(
                            std::chrono::steady_clock::now() - start)
                            .count();
@@ -242,17 +254,11 @@ int main(int argc, char **argv) {
     for (int role = 0; role < DDPRT_ROLE_COUNT; ++role)
       bytes += counters.bytes_sent[role];
     if (me == 0)
-      std::printf(
-          "ddprt %-10s median %8.2f ms  min %8.2f ms  sent %7.2f MB/step"
-          "  (comm %.0f%% of time)\n",
-          kind.name, 1e3 * median(times),
-          1e3 * *std::min_element(times.begin(), times.end()),
-          double(bytes) / (steps + 2) / 1e6,
-          100.0 * counters.seconds[DDPRT_PHASE_COMMUNICATION] /
-              (counters.seconds[DDPRT_PHASE_COMMUNICATION] +
-               counters.seconds[DDPRT_PHASE_COMPRESSION] +
-               counters.seconds[DDPRT_PHASE_DECOMPRESSION] +
-               counters.seconds[DDPRT_PHASE_CAST]));
+      std::printf("ddprt %-10s median %8.2f ms  min %8.2f ms  sent %7.2f "
+                  "MB/step\n",
+                  kind.name, 1e3 * median(times),
+                  1e3 * *std::min_element(times.begin(), times.end()),
+                  double(bytes) / (steps + 2) / 1e6);
   }
   ddprt_finalize(context);
   MPI_Finalize();
