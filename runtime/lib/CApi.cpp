@@ -333,8 +333,8 @@ ddprt_status ddprt_init(const ddprt_options *options, ddprt_context **result) {
 #if defined(DDPRT_HAVE_CUDA)
     if (opts.backend == DDPRT_BACKEND_CUDA)
       error = guarded([&] {
-        return createCudaBackend(*context->communicator,
-                                 opts.timeout_seconds, context->backend);
+        return createCudaBackend(*context->communicator, opts.timeout_seconds,
+                                 context->backend);
       });
     else
 #endif

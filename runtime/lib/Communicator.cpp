@@ -14,6 +14,8 @@
 #include <sched.h>
 #include <string>
 
+#if defined(DDPRT_HAVE_MPI)
+
 namespace ddprt {
 
 namespace {
@@ -325,3 +327,38 @@ Error Communicator::broadcast(void *data, int bytes) {
 }
 
 } // namespace ddprt
+
+#else // !DDPRT_HAVE_MPI: a job of one rank.
+
+namespace ddprt {
+
+Error Communicator::create(const ddprt_options &options,
+                           std::unique_ptr<Communicator> &result) {
+  std::unique_ptr<Communicator> self(new Communicator());
+  self->timeoutSeconds_ = options.timeout_seconds;
+  self->checkShapes_ = options.check_shapes != 0;
+  result = std::move(self);
+  return Error::success();
+}
+
+Communicator::~Communicator() = default;
+
+Error Communicator::failIfBroken() { return Error::success(); }
+
+Error Communicator::sum(void *data, int64_t count, ddprt_dtype dtype,
+                        double scale) {
+  if (scale != 1.0)
+    cpu::scale(scale, ddprt_buffer{data, dtype, count});
+  return Error::success();
+}
+
+Error Communicator::checkSameOnAllRanks(const std::vector<int64_t> &,
+                                        const char *) {
+  return Error::success();
+}
+
+Error Communicator::broadcast(void *, int) { return Error::success(); }
+
+} // namespace ddprt
+
+#endif // DDPRT_HAVE_MPI

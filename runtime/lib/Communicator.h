@@ -2,6 +2,8 @@
 //
 // Rank and world size, collectives that fail within a timeout instead of
 // hanging when a rank dies, and a check that all ranks pass the same sizes.
+// Built without MPI (DDPRT_HAVE_MPI unset) it is a job of one rank: the GPU
+// machines have CUDA and NCCL but no MPI.
 // The CPU backend reduces with it; the CUDA backend uses it to broadcast
 // NCCL's unique id.
 //
@@ -13,7 +15,9 @@
 #include "Error.h"
 #include "ddprt/ddprt.h"
 
+#if defined(DDPRT_HAVE_MPI)
 #include <mpi.h>
+#endif
 
 #include <cstdint>
 #include <memory>
@@ -21,10 +25,12 @@
 
 namespace ddprt {
 
+#if defined(DDPRT_HAVE_MPI)
 /// Nonblocking MPI operations that complete together.
 struct MpiRequests {
   std::vector<MPI_Request> requests;
 };
+#endif
 
 class Communicator {
 public:
@@ -45,8 +51,6 @@ public:
   /// reduced once, by one rank, so all ranks get the same bits); small ones
   /// use MPI's allreduce. f16/bf16 are added in f32 and rounded back.
   Error sum(void *data, int64_t count, ddprt_dtype dtype, double scale = 1.0);
-  /// Waits for `requests`, failing after the configured timeout.
-  Error wait(MpiRequests &requests);
 
   /// Fails with DDPRT_ERROR_MISMATCH unless every rank passes the same
   /// `signature` (one small collective).
@@ -62,18 +66,22 @@ public:
 
 private:
   Communicator() = default;
+  Error failIfBroken();
+#if defined(DDPRT_HAVE_MPI)
   Error check(int code, const char *what);
   Error ringSum(char *data, int64_t count, ddprt_dtype dtype, double scale);
   Error mpiSum(void *data, int64_t count, ddprt_dtype dtype);
-  Error failIfBroken();
+  /// Waits for `requests`, failing after the configured timeout.
+  Error wait(MpiRequests &requests);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Op halfSum_ = MPI_OP_NULL, bfloat16Sum_ = MPI_OP_NULL;
+  std::vector<char> scratch_;
+#endif
   int rank_ = 0, size_ = 1;
   double timeoutSeconds_ = 0.0;
   bool checkShapes_ = true;
   bool broken_ = false;
-  std::vector<char> scratch_;
 };
 
 } // namespace ddprt

@@ -52,9 +52,9 @@ DDPRT_HOST_DEVICE inline PhiloxWords philox(PhiloxWords counter,
 /// the stream, so distinct (seed, stream) pairs get unrelated keys.
 DDPRT_HOST_DEVICE inline PhiloxKey philoxKeyFor(uint64_t seed,
                                                 uint64_t stream) {
-  PhiloxWords mixed = philox(
-      {{uint32_t(stream), uint32_t(stream >> 32), 0x5eedu, 0u}},
-      {{uint32_t(seed), uint32_t(seed >> 32)}});
+  PhiloxWords mixed =
+      philox({{uint32_t(stream), uint32_t(stream >> 32), 0x5eedu, 0u}},
+             {{uint32_t(seed), uint32_t(seed >> 32)}});
   return {{mixed.w[0], mixed.w[1]}};
 }
 
