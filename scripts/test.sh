@@ -5,6 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# Debian's PyTorch 1.13 (CPU): the tests that compare with PyTorch's own
+# PowerSGD rule use it.
+if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  echo "== installing python3-torch for the comparisons with PyTorch"
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-torch >/dev/null
+fi
 BUILD_DIR="${BUILD_DIR:-build}"
 cmake --build "$BUILD_DIR" --target check-ddp
 cmake --build "$BUILD_DIR" --target check-runtime

@@ -27,3 +27,16 @@ tool_dirs = [config.ddp_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["ddp-opt"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.ddp_tools_dir, append_path=True)
+
+# Tests that compare with PyTorch use Debian's python3-torch, importable from
+# /usr/bin/python3 only.
+import subprocess
+torch_python = "/usr/bin/python3"
+try:
+    if subprocess.run([torch_python, "-c", "import torch"],
+                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                      timeout=120).returncode == 0:
+        config.available_features.add("torch")
+except (OSError, subprocess.TimeoutExpired):
+    pass
+config.substitutions.append(("%torch_python", torch_python))
