@@ -11,6 +11,7 @@ if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
   echo "== installing python3-torch for the comparisons with PyTorch"
   SUDO=""
   [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-torch >/dev/null
 fi
 BUILD_DIR="${BUILD_DIR:-build}"
