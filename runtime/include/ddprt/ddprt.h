@@ -242,7 +242,10 @@ typedef struct ddprt_counters {
      send to both. */
   uint64_t elements_before_compression;
   uint64_t elements_after_compression;
-  /* Seconds spent in each phase on this rank. */
+  /* Seconds spent in each phase on this rank: wall time inside the calls.
+     On the CUDA backend that is the host's time to enqueue work (and, for
+     DDPRT_PHASE_COMMUNICATION, ddprt_synchronize's wait); time kernels with
+     CUDA events or a profiler. */
   double seconds[DDPRT_PHASE_COUNT];
 } ddprt_counters;
 
