@@ -1,9 +1,10 @@
 //===- CudaBackend.cpp - NCCL collectives and CUDA kernels ----------------===//
 //
-// Two streams: `compute_` runs the kernels, `comm_` runs NCCL. A collective
-// waits for the compute work before it (an event), and the compute work
-// after it waits for the collective, so a started allreduce overlaps the
-// compression kernels enqueued before its wait. Calls return once enqueued;
+// Two streams: `compute_` runs the kernels, `comm_` runs NCCL (and the
+// division of a mean's f16/bf16 buffers). A collective waits for the compute
+// work before it (an event), and the compute work after it waits for the
+// collective, so a started allreduce overlaps the compression kernels
+// enqueued before its wait. Calls return once enqueued;
 // ddprt_synchronize waits for the device. Every CUDA and NCCL call is
 // checked; a collective that does not finish within the timeout aborts the
 // NCCL communicator and fails instead of hanging.
@@ -17,9 +18,11 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace ddprt {
 
@@ -76,27 +79,41 @@ public:
     CUDA_TRY(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
     CUDA_TRY(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking));
     CUDA_TRY(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
-    ncclUniqueId id;
-    if (communicator_.rank() == 0)
-      DDPRT_TRY(nccl(ncclGetUniqueId(&id), "ncclGetUniqueId"));
-    DDPRT_TRY(communicator_.broadcast(&id, int(sizeof(id))));
+    // Rank 0 sends the id, or word that it has none, so that the other
+    // ranks fail with it instead of waiting in the broadcast.
+    struct {
+      int ok;
+      ncclUniqueId id;
+    } shared{};
+    Error idError;
+    if (communicator_.rank() == 0) {
+      idError = nccl(ncclGetUniqueId(&shared.id), "ncclGetUniqueId");
+      shared.ok = !idError;
+    }
+    DDPRT_TRY(communicator_.broadcast(&shared, int(sizeof(shared))));
+    if (idError)
+      return idError;
+    if (!shared.ok)
+      return fail(DDPRT_ERROR_COMMUNICATION,
+                  "rank 0 could not create the NCCL unique id");
+    ncclUniqueId &id = shared.id;
     // Nonblocking init, so that a rank that never arrives times out.
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclResult_t result = ncclCommInitRankConfig(
         &nccl_, communicator_.size(), id, communicator_.rank(), &config);
-    if (result != ncclSuccess && result != ncclInProgress)
-      return nccl(result, "ncclCommInitRankConfig");
+    if (result != ncclSuccess && result != ncclInProgress) {
+      Error error = nccl(result, "ncclCommInitRankConfig");
+      abortCommunicator();
+      return error;
+    }
     return waitForNccl("ncclCommInitRankConfig");
   }
 
   ~CudaBackend() override {
-    if (nccl_) {
-      if (aborted_)
-        ncclCommAbort(nccl_);
-      else
-        ncclCommDestroy(nccl_);
-    }
+    // An aborted communicator is already freed (abortCommunicator()).
+    if (nccl_)
+      ncclCommDestroy(nccl_);
     if (ready_)
       cudaEventDestroy(ready_);
     if (compute_)
@@ -112,7 +129,12 @@ public:
     return wait(*request);
   }
 
-  /// ncclAvg pre-multiplies by 1/W (the divide-first mean, safe for f16).
+  /// The mean as the CPU backend computes it: f16/bf16 are divided first,
+  /// in f32 and rounded once (cuda::scale, on the communication stream), then
+  /// summed; f32/f64 use ncclAvg (a pre-multiplication by 1/W in the element
+  /// type). ncclAvg is not used for f16/bf16: NCCL rounds its 1/W to the
+  /// narrow type (bf16(1/3) is 0.2% too large), which biases every mean
+  /// where W is not a power of two.
   Error allreduceStart(ddprt_reduction reduction, ddprt_buffer *buffers,
                        int count, std::unique_ptr<Request> &result) override {
     DDPRT_TRY(usable());
@@ -120,19 +142,47 @@ public:
     CUDA_TRY(cudaEventCreateWithFlags(&request->done, cudaEventDisableTiming));
     CUDA_TRY(cudaEventRecord(ready_, compute_));
     CUDA_TRY(cudaStreamWaitEvent(comm_, ready_, 0));
-    ncclRedOp_t op = reduction == DDPRT_MEAN ? ncclAvg : ncclSum;
-    DDPRT_TRY(nccl(ncclGroupStart(), "ncclGroupStart"));
-    for (int i = 0; i < count; ++i)
-      if (buffers[i].numel > 0)
-        DDPRT_TRY(
+    int world = communicator_.size();
+    bool mean = reduction == DDPRT_MEAN && world > 1;
+    auto narrow = [](ddprt_dtype dtype) {
+      return dtype == DDPRT_F16 || dtype == DDPRT_BF16;
+    };
+    if (mean) {
+      std::vector<ddprt_buffer> divideFirst;
+      for (int i = 0; i < count; ++i)
+        if (buffers[i].numel > 0 && narrow(buffers[i].dtype))
+          divideFirst.push_back(buffers[i]);
+      CUDA_TRY(cuda::scale(1.0 / world, divideFirst.data(),
+                           int(divideFirst.size()), commScratch_, comm_));
+    }
+    // Older NCCL releases take at most 2048 operations per group.
+    constexpr int kMaxGroupOps = 2048;
+    for (int begin = 0; begin < count; begin += kMaxGroupOps) {
+      int end = std::min(count, begin + kMaxGroupOps);
+      DDPRT_TRY(nccl(ncclGroupStart(), "ncclGroupStart"));
+      Error enqueued;
+      for (int i = begin; i < end && !enqueued; ++i) {
+        if (buffers[i].numel == 0)
+          continue;
+        ncclRedOp_t op = mean && !narrow(buffers[i].dtype) ? ncclAvg : ncclSum;
+        enqueued =
             nccl(ncclAllReduce(buffers[i].data, buffers[i].data,
                                size_t(buffers[i].numel),
                                ncclType(buffers[i].dtype), op, nccl_, comm_),
-                 "ncclAllReduce"));
-    ncclResult_t grouped = ncclGroupEnd();
-    if (grouped != ncclSuccess && grouped != ncclInProgress)
-      return nccl(grouped, "ncclGroupEnd");
-    DDPRT_TRY(waitForNccl("ncclGroupEnd"));
+                 "ncclAllReduce");
+      }
+      // The group is closed on every path: an open group would swallow every
+      // later NCCL call of this thread.
+      ncclResult_t grouped = ncclGroupEnd();
+      if (enqueued || (grouped != ncclSuccess && grouped != ncclInProgress)) {
+        Error error = enqueued ? enqueued : nccl(grouped, "ncclGroupEnd");
+        // This rank now runs a different sequence of collectives than its
+        // peers: the communicator cannot be used again.
+        abortCommunicator();
+        return error;
+      }
+      DDPRT_TRY(waitForNccl("ncclGroupEnd"));
+    }
     CUDA_TRY(cudaEventRecord(request->done, comm_));
     result = std::move(request);
     return Error::success();
@@ -205,7 +255,12 @@ public:
 
   Error allocateZeroed(size_t bytes, void **pointer) override {
     CUDA_TRY(cudaMalloc(pointer, bytes == 0 ? 1 : bytes));
-    CUDA_TRY(cudaMemsetAsync(*pointer, 0, bytes, compute_));
+    if (cudaError_t code = cudaMemsetAsync(*pointer, 0, bytes, compute_)) {
+      // The caller keeps nothing on failure: do not leak the allocation.
+      cudaFree(*pointer);
+      *pointer = nullptr;
+      return cudaFailure(code, "cudaMemsetAsync");
+    }
     return Error::success();
   }
   void deallocate(void *pointer) override { cudaFree(pointer); }
@@ -214,10 +269,16 @@ public:
     CUDA_TRY(cudaMemcpy(host, source, bytes, cudaMemcpyDeviceToHost));
     return Error::success();
   }
+  /// On the compute stream, and waited for: a plain cudaMemcpy from pageable
+  /// memory returns once the data is staged, before the DMA lands, and runs
+  /// on the legacy stream, which the non-blocking compute stream does not
+  /// wait for, so the next kernel could read the old contents.
   Error copyFromHost(void *destination, const void *host,
                      size_t bytes) override {
     DDPRT_TRY(synchronize());
-    CUDA_TRY(cudaMemcpy(destination, host, bytes, cudaMemcpyHostToDevice));
+    CUDA_TRY(cudaMemcpyAsync(destination, host, bytes, cudaMemcpyHostToDevice,
+                             compute_));
+    CUDA_TRY(cudaStreamSynchronize(compute_));
     return Error::success();
   }
 
@@ -237,14 +298,28 @@ private:
     return Error::success();
   }
 
+  /// Aborts the communicator at once (after a timeout or an NCCL error):
+  /// its kernels stop waiting for peers, so the streams drain. Deferring the
+  /// abort to the destructor hangs ddprt_finalize, whose cudaFree of the
+  /// states synchronizes the device with a collective that never ends.
+  void abortCommunicator() {
+    if (nccl_)
+      ncclCommAbort(nccl_);
+    nccl_ = nullptr;
+    aborted_ = true;
+  }
+
   Error checkAsyncError() {
+    if (!nccl_)
+      return Error::success(); // aborted: its error was reported then
     ncclResult_t state = ncclSuccess;
     ncclResult_t query = ncclCommGetAsyncError(nccl_, &state);
     if (query != ncclSuccess)
       return nccl(query, "ncclCommGetAsyncError");
     if (state != ncclSuccess && state != ncclInProgress) {
-      aborted_ = true;
-      return nccl(state, "an NCCL operation");
+      Error error = nccl(state, "an NCCL operation");
+      abortCommunicator();
+      return error;
     }
     return Error::success();
   }
@@ -258,7 +333,7 @@ private:
             .count();
     if (waited <= timeoutSeconds_)
       return Error::success();
-    aborted_ = true;
+    abortCommunicator();
     return fail(DDPRT_ERROR_TIMEOUT,
                 std::string(what) + " did not complete within " +
                     std::to_string(timeoutSeconds_) + " s on rank " +
@@ -276,8 +351,9 @@ private:
       if (state == ncclSuccess)
         return Error::success();
       if (state != ncclInProgress) {
-        aborted_ = true;
-        return nccl(state, what);
+        Error error = nccl(state, what);
+        abortCommunicator();
+        return error;
       }
       DDPRT_TRY(checkTimeout(start, what));
       std::this_thread::yield();
@@ -290,7 +366,8 @@ private:
   cudaEvent_t ready_ = nullptr;
   ncclComm_t nccl_ = nullptr;
   bool aborted_ = false;
-  cuda::Scratch scratch_;
+  // One Scratch per stream: reuse is safe only in one stream's order.
+  cuda::Scratch scratch_, commScratch_;
 };
 } // namespace
 

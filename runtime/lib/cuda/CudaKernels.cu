@@ -21,6 +21,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 namespace ddprt::cuda {
@@ -86,6 +87,10 @@ template <typename Tensor> struct Launch {
   int count;
 };
 
+/// CUDA 12.1+ (Volta and newer) takes up to 32764 bytes of kernel
+/// parameters; the kernels add at most two 8-byte scalars to a Launch.
+constexpr size_t kMaxLaunchBytes = 32764 - 2 * sizeof(int64_t);
+
 template <typename Tensor>
 __device__ int findTensor(const Launch<Tensor> &launch, int64_t block) {
   int lo = 0, hi = launch.count - 1;
@@ -104,6 +109,8 @@ __device__ int findTensor(const Launch<Tensor> &launch, int64_t block) {
 template <typename Tensor, typename BlocksOf, typename Kernel>
 cudaError_t launchAll(const std::vector<Tensor> &tensors, BlocksOf blocksOf,
                       Kernel kernel, cudaStream_t) {
+  static_assert(sizeof(Launch<Tensor>) <= kMaxLaunchBytes,
+                "a Launch must fit in the kernel parameters");
   for (size_t begin = 0; begin < tensors.size(); begin += kTensorsPerLaunch) {
     Launch<Tensor> launch{};
     launch.count =
@@ -175,6 +182,33 @@ __device__ void store8(T *target, bool aligned, int64_t valid,
       target[k] = in.value[k];
 }
 
+/// f64 -> f32 rounded to odd (truncate, set the last bit if inexact), as
+/// the CPU's roundToOddFloat: rounding that to f16/bf16 then rounds once,
+/// as if from f64. Going through f32 rounded to nearest would round twice
+/// and differ from the CPU kernel where the f32 lands on a narrow tie.
+__device__ float roundToOddFloat(double value) {
+  float nearest = __double2float_rn(value);
+  if (double(nearest) == value || value != value)
+    return nearest;
+  uint32_t bits = __float_as_uint(nearest);
+  if ((bits & 0x7fffffffu) >= 0x7f800000u)
+    return nearest; // overflow: the narrow type overflows too
+  if (fabs(double(nearest)) > fabs(value))
+    bits -= 1;
+  return __uint_as_float(bits | 1u);
+}
+
+/// convert(product) to Out; from f64 to a narrow type through f32 rounded to
+/// odd.
+template <typename Out, typename C> __device__ Out convertTo(C product) {
+  constexpr bool narrow =
+      std::is_same_v<Out, __half> || std::is_same_v<Out, __nv_bfloat16>;
+  if constexpr (narrow && std::is_same_v<C, double>)
+    return Device<Out>::store(roundToOddFloat(product));
+  else
+    return Device<Out>::store(typename Device<Out>::Compute(product));
+}
+
 /// out = convert(in * factor), the product in the wider type C. Each thread
 /// converts 8 consecutive elements with 16-byte loads and stores.
 template <typename In, typename Out, typename C>
@@ -197,8 +231,8 @@ __global__ void castKernel(Launch<Elementwise> launch, int64_t blocks,
     Vector8<Out> results;
 #pragma unroll
     for (int k = 0; k < 8; ++k)
-      results.value[k] = Device<Out>::store(typename Device<Out>::Compute(
-          C(Device<In>::load(values.value[k])) * factor));
+      results.value[k] =
+          convertTo<Out>(C(Device<In>::load(values.value[k])) * factor);
     store8(out + base, aligned, valid, results);
   }
 }

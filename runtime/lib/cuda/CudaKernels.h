@@ -21,7 +21,8 @@
 namespace ddprt::cuda {
 
 /// Device scratch the launchers reuse (partial sums, f64 working copies).
-/// Stream order makes reuse safe: every launcher runs on one stream.
+/// Stream order makes reuse safe only if every launcher given this Scratch
+/// runs on the same stream: use one Scratch per stream.
 class Scratch {
 public:
   ~Scratch();
