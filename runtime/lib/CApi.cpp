@@ -42,7 +42,15 @@ Error invalid(const std::string &message) {
   return fail(DDPRT_ERROR_INVALID_ARGUMENT, message);
 }
 
-bool knownDtype(ddprt_dtype dtype) { return ddprt_dtype_size(dtype) != 0; }
+/// The element types compute and collectives take (I64 is for state only).
+bool knownDtype(ddprt_dtype dtype) {
+  return dtype != DDPRT_I64 && ddprt_dtype_size(dtype) != 0;
+}
+
+std::string dtypeProblem(ddprt_dtype dtype) {
+  return dtype == DDPRT_I64 ? "i64 is only for state buffers"
+                            : "unknown dtype " + std::to_string(int(dtype));
+}
 
 Error checkCount(const void *array, int count, const char *what) {
   if (count < 0)
@@ -57,7 +65,7 @@ Error checkCount(const void *array, int count, const char *what) {
 Error checkBuffer(const ddprt_buffer &buffer, const char *what, int index) {
   std::string where = std::string(what) + " #" + std::to_string(index);
   if (!knownDtype(buffer.dtype))
-    return invalid(where + ": unknown dtype " + std::to_string(buffer.dtype));
+    return invalid(where + ": " + dtypeProblem(buffer.dtype));
   if (buffer.numel < 0)
     return invalid(where + ": negative size " + std::to_string(buffer.numel));
   if (buffer.numel > 0 && !buffer.data)
@@ -90,8 +98,8 @@ Error checkMatrix(const ddprt_matrix &matrix, const char *what, int index,
 Error checkFirstMatrix(const ddprt_matrix &matrix, const char *what,
                        int index) {
   if (!knownDtype(matrix.dtype))
-    return invalid(std::string(what) + " #" + std::to_string(index) +
-                   ": unknown dtype");
+    return invalid(std::string(what) + " #" + std::to_string(index) + ": " +
+                   dtypeProblem(matrix.dtype));
   if (matrix.rows < 0 || matrix.cols < 0)
     return invalid(std::string(what) + " #" + std::to_string(index) +
                    ": negative size");
@@ -269,6 +277,7 @@ size_t ddprt_dtype_size(ddprt_dtype dtype) {
   case DDPRT_F32:
     return 4;
   case DDPRT_F64:
+  case DDPRT_I64:
     return 8;
   case DDPRT_F16:
   case DDPRT_BF16:
@@ -586,7 +595,7 @@ ddprt_status ddprt_state_get(ddprt_context *context, const char *name,
   Error error = checkContext(context);
   if (!error && (!name || !*name || !state))
     error = invalid("a state needs a non-empty name and a result pointer");
-  if (!error && (!knownDtype(dtype) || numel < 0))
+  if (!error && (ddprt_dtype_size(dtype) == 0 || numel < 0))
     error = invalid(std::string("state '") + name +
                     "': unknown dtype or negative size");
   if (error)

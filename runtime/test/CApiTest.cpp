@@ -1110,3 +1110,35 @@ TEST_F(Checkpoint, FailedWriteLeavesNoTemporaryFile) {
 }
 
 } // namespace
+
+// The step counter is an i64 state: it checkpoints bitwise like the others,
+// and no kernel or collective takes i64.
+TEST(StepCounter, I64StateRoundTripsAndComputeRejectsIt) {
+  ddprt_context *context = nullptr;
+  ASSERT_EQ(ddprt_init(nullptr, &context), DDPRT_OK);
+  ddprt_state *step = nullptr;
+  ASSERT_EQ(ddprt_state_get(context, "ddp.step.train", DDPRT_I64, 1, &step),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  ddprt_buffer buffer = ddprt_state_buffer(step);
+  auto *counter = static_cast<int64_t *>(buffer.data);
+  EXPECT_EQ(*counter, 0);
+  *counter = (int64_t(1) << 40) + 7;
+  std::string path = ::testing::TempDir() + "ddprt-step-counter.bin";
+  ASSERT_EQ(ddprt_checkpoint_save(context, path.c_str()), DDPRT_OK);
+  *counter = 3;
+  ASSERT_EQ(ddprt_checkpoint_load(context, path.c_str()), DDPRT_OK)
+      << ddprt_last_error(context);
+  EXPECT_EQ(*counter, (int64_t(1) << 40) + 7);
+  std::remove(path.c_str());
+
+  EXPECT_EQ(
+      ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT, &buffer, 1),
+      DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ddprt_last_error(context)).find("i64"),
+            std::string::npos)
+      << ddprt_last_error(context);
+  EXPECT_EQ(ddprt_scale(context, DDPRT_SCALE_WORLD_SIZE, &buffer, 1),
+            DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(ddprt_finalize(context), DDPRT_OK);
+}

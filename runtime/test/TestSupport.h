@@ -35,6 +35,8 @@ inline const char *dtypeName(ddprt_dtype dtype) {
     return "f16";
   case DDPRT_BF16:
     return "bf16";
+  case DDPRT_I64:
+    return "i64";
   }
   return "unknown";
 }
@@ -55,6 +57,8 @@ inline Format formatOf(ddprt_dtype dtype) {
     return {11, -14, 15};
   case DDPRT_BF16:
     return {8, -126, 127};
+  case DDPRT_I64: // not a float format
+    break;
   }
   return {0, 0, 0};
 }
@@ -174,6 +178,8 @@ public:
       return referenceHalfValue(load<uint16_t>(i));
     case DDPRT_BF16:
       return referenceBFloat16Value(load<uint16_t>(i));
+    case DDPRT_I64:
+      return double(load<int64_t>(i));
     }
     return std::numeric_limits<double>::quiet_NaN();
   }
@@ -188,6 +194,8 @@ public:
       return store<uint16_t>(i, referenceHalfBits(value));
     case DDPRT_BF16:
       return store<uint16_t>(i, referenceBFloat16Bits(value));
+    case DDPRT_I64:
+      return store<int64_t>(i, int64_t(value));
     }
   }
 

@@ -59,7 +59,10 @@ typedef enum ddprt_dtype {
   DDPRT_F32 = 0,
   DDPRT_F16 = 1,
   DDPRT_BF16 = 2,
-  DDPRT_F64 = 3
+  DDPRT_F64 = 3,
+  /* Only for state buffers (the step counter); compute and collectives
+     take the float types. */
+  DDPRT_I64 = 4
 } ddprt_dtype;
 
 typedef enum ddprt_reduction {

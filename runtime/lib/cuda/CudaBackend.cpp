@@ -48,6 +48,8 @@ ncclDataType_t ncclType(ddprt_dtype dtype) {
     return ncclFloat16;
   case DDPRT_BF16:
     return ncclBfloat16;
+  case DDPRT_I64: // state only: the C API keeps it from collectives
+    break;
   }
   return ncclFloat32;
 }
