@@ -40,3 +40,9 @@ try:
 except (OSError, subprocess.TimeoutExpired):
     pass
 config.substitutions.append(("%torch_python", torch_python))
+
+# The plugin that upstream mlir-opt loads, and that mlir-opt.
+config.substitutions.append(
+    ("%ddp_plugin", os.path.join(config.ddp_lib_dir, "DDPPlugin.so")))
+config.substitutions.append(
+    ("%mlir_opt", os.path.join(config.llvm_tools_dir, "mlir-opt")))

@@ -1,0 +1,39 @@
+//===- DDPPlugin.cpp - ddp as an mlir-opt plugin --------------------------===//
+//
+// One shared library that upstream mlir-opt loads as both a dialect and a
+// pass plugin:
+//
+//   mlir-opt --load-dialect-plugin=DDPPlugin.so \
+//            --load-pass-plugin=DDPPlugin.so \
+//            -p 'builtin.module(insert-powersgd{rank=2})' model.mlir
+//
+// It links against the same shared libMLIR.so as mlir-opt, so the dialect
+// and passes share one MLIR with the host.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddp/Conversion/Passes.h"
+#include "ddp/Dialect/DDP/IR/DDP.h"
+#include "ddp/Dialect/DDP/Transforms/Passes.h"
+#include "ddp/Pipelines/Pipelines.h"
+
+#include "mlir/Tools/Plugins/DialectPlugin.h"
+#include "mlir/Tools/Plugins/PassPlugin.h"
+#include "llvm/Config/llvm-config.h"
+
+using namespace mlir;
+
+extern "C" LLVM_ATTRIBUTE_WEAK DialectPluginLibraryInfo
+mlirGetDialectPluginInfo() {
+  return {
+      MLIR_PLUGIN_API_VERSION, "DDP", LLVM_VERSION_STRING,
+      [](DialectRegistry *registry) { registry->insert<ddp::DDPDialect>(); }};
+}
+
+extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo mlirGetPassPluginInfo() {
+  return {MLIR_PLUGIN_API_VERSION, "DDPPasses", LLVM_VERSION_STRING, []() {
+            ddp::registerDDPPasses();
+            ddp::registerDDPConversionPasses();
+            ddp::registerPipelines();
+          }};
+}
