@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs and builds what is missing, then runs every
 # lit test (dialect, passes, pipelines, bad input, random modules) and the
-# runtime's GoogleTest tests (on 1 rank and on 4 MPI ranks).
+# runtime's GoogleTest tests (on 1 rank and on 4 MPI ranks), and builds the
+# embedding example against a fresh install of the package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -16,4 +17,6 @@ if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
 fi
 BUILD_DIR="${BUILD_DIR:-build}"
 cmake --build "$BUILD_DIR" --target check-ddp
+# An out-of-tree compiler built against the installed package only.
+bash examples/embed/test.sh
 cmake --build "$BUILD_DIR" --target check-runtime
