@@ -1,0 +1,51 @@
+/*===- DDP.h - C API of the ddp compiler ------------------------*- C -*-===*\
+ *
+ * For hosts that are not C++ (Python through ctypes, Rust, Go, ...): run a
+ * pass pipeline over a module given as text and get the result or the
+ * diagnostics, as text.
+ *
+ *   char *output = NULL, *diagnostics = NULL;
+ *   int ok = ddpRunPipeline("builtin.module(insert-powersgd{rank=2})",
+ *                           moduleText, &output, &diagnostics);
+ *   ...
+ *   ddpFree(output);
+ *   ddpFree(diagnostics);
+ *
+\*===----------------------------------------------------------------------===*/
+
+#ifndef DDP_C_DDP_H
+#define DDP_C_DDP_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+/* Registers the ddp passes and pipelines (and the upstream transformation
+   passes) by name, once per process; ddpRunPipeline calls it itself. */
+void ddpRegisterAll(void);
+
+/* Parses `module` (MLIR text), runs `pipeline` (textual pass pipeline, e.g.
+   "builtin.module(ddp-compress{powersgd-rank=2})") and returns 1 with the
+   printed result in *output, or 0 with the error in *diagnostics. Both are
+   set (possibly to an empty string) and must be freed with ddpFree. Remarks
+   and warnings go to *diagnostics in either case. Thread-safe: every call
+   has its own MLIRContext. */
+int ddpRunPipeline(const char *pipeline, const char *module, char **output,
+                   char **diagnostics);
+
+/* Frees a string returned by this API (NULL is fine). */
+void ddpFree(char *text);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DDP_C_DDP_H */

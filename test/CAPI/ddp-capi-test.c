@@ -1,0 +1,30 @@
+/* A C host of the ddp compiler: runs a pipeline through the C API, then an
+   invalid module and an invalid pipeline, and prints what comes back. */
+#include "ddp-c/DDP.h"
+
+#include <stdio.h>
+
+static const char *kModule =
+    "func.func @step(%w: tensor<64x32xf32>) -> tensor<64x32xf32> {\n"
+    "  %0 = ddp.allreduce mean %w : tensor<64x32xf32>\n"
+    "  return %0 : tensor<64x32xf32>\n"
+    "}\n";
+
+static int run(const char *pipeline, const char *module) {
+  char *output = NULL, *diagnostics = NULL;
+  int ok = ddpRunPipeline(pipeline, module, &output, &diagnostics);
+  printf("ok=%d\n--- output\n%s\n--- diagnostics\n%s\n", ok, output,
+         diagnostics);
+  ddpFree(output);
+  ddpFree(diagnostics);
+  return ok;
+}
+
+int main(void) {
+  int good =
+      run("builtin.module(insert-powersgd{rank=2 start-iter=0})", kModule);
+  int badModule = run("builtin.module(insert-powersgd)", "func.func @f(");
+  int badPipeline = run("builtin.module(insert-powersgd{rank=0})", kModule);
+  int unknownPass = run("builtin.module(no-such-pass)", kModule);
+  return good && !badModule && !badPipeline && !unknownPass ? 0 : 1;
+}
