@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(cmake ninja-build g++ ccache python3
           llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
-          openmpi-bin libopenmpi-dev libgtest-dev)
+          openmpi-bin libopenmpi-dev libgtest-dev libonnx-dev libprotobuf-dev)
 
 missing=()
 for package in "${PACKAGES[@]}"; do
@@ -30,4 +30,4 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
     "$@"
 fi
-cmake --build "$BUILD_DIR" --target ddp-opt ddprt
+cmake --build "$BUILD_DIR" --target ddp-opt ddp-import-onnx ddprt
