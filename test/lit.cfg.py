@@ -25,8 +25,12 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.ddp_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["ddp-opt", "ddp-capi-test"], tool_dirs)
+llvm_config.add_tool_substitutions(["ddp-opt", "ddp-capi-test", "ddp-import-onnx"],
+                                   tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+# ddp-import-onnx is built only where libonnx-dev is found.
+if os.path.exists(os.path.join(config.ddp_tools_dir, "ddp-import-onnx")):
+    config.available_features.add("ddp-import-onnx")
 llvm_config.with_environment("PATH", config.ddp_tools_dir, append_path=True)
 
 # Tests that compare with PyTorch use Debian's python3-torch, importable from

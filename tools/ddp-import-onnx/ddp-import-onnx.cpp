@@ -23,6 +23,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -162,6 +163,11 @@ std::optional<std::string> readParameter(MLIRContext &context,
     numel *= dim;
     parameter.shape.push_back(dim);
   }
+  parameter.elementType = floatType(context, tensor.data_type());
+  // Only the float tensors we import need their data checked; strings,
+  // complex numbers, booleans and integers are left out whatever they hold.
+  if (!parameter.elementType)
+    return std::nullopt;
   int64_t stored = -1;
   if (tensor.has_raw_data()) {
     int64_t size = rawElementSize(tensor.data_type());
@@ -182,7 +188,6 @@ std::optional<std::string> readParameter(MLIRContext &context,
     return what + " holds " + std::to_string(stored) +
            " elements but its dims say " + std::to_string(numel) +
            " (missing or wrong shape)";
-  parameter.elementType = floatType(context, tensor.data_type());
   return std::nullopt;
 }
 
@@ -246,7 +251,11 @@ int main(int argc, char **argv) {
   context.loadDialect<ddp::DDPDialect, func::FuncDialect>();
   std::vector<Parameter> trainable;
   int64_t elements = 0, leftOut = 0;
+  llvm::StringSet<> names;
   for (const onnx::TensorProto &tensor : model.graph().initializer()) {
+    if (!tensor.name().empty() && !names.insert(tensor.name()).second)
+      return fail("initializer name '" + tensor.name() +
+                  "' appears twice (ONNX names are unique)");
     Parameter parameter;
     if (std::optional<std::string> error =
             readParameter(context, tensor, parameter))
