@@ -8,6 +8,7 @@
 #ifndef DDPRT_NUMERIC_H
 #define DDPRT_NUMERIC_H
 
+#include "HostDevice.h"
 #include "ddprt/ddprt.h"
 
 #include <cmath>
@@ -23,13 +24,13 @@ struct BFloat16 {
   uint16_t bits;
 };
 
-inline uint32_t bitsOf(float value) {
+DDPRT_HOST_DEVICE inline uint32_t bitsOf(float value) {
   uint32_t bits;
   std::memcpy(&bits, &value, sizeof(bits));
   return bits;
 }
 
-inline float floatOf(uint32_t bits) {
+DDPRT_HOST_DEVICE inline float floatOf(uint32_t bits) {
   float value;
   std::memcpy(&value, &bits, sizeof(value));
   return value;
@@ -90,7 +91,8 @@ inline float bfloat16BitsToFloat(uint16_t bits) {
 /// f64 -> f32 rounded to odd: truncate, and set the last bit if inexact.
 /// Rounding that to f16 or bf16 (to nearest even) then rounds once, as if
 /// from f64 directly: f32 keeps more than two extra bits.
-inline float roundToOddFloat(double value) {
+/// Shared by the CPU and CUDA casts.
+DDPRT_HOST_DEVICE inline float roundToOddFloat(double value) {
   float nearest = float(value);
   if (double(nearest) == value || value != value)
     return nearest;
@@ -98,7 +100,7 @@ inline float roundToOddFloat(double value) {
   if ((bits & 0x7fffffffu) >= 0x7f800000u)
     return nearest; // overflow: the narrow type overflows too
   // Step back toward zero if rounding went away from it.
-  if (std::fabs(double(nearest)) > std::fabs(value))
+  if (::fabs(double(nearest)) > ::fabs(value))
     bits -= 1;
   return floatOf(bits | 1u);
 }

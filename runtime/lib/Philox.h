@@ -13,11 +13,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define DDPRT_HOST_DEVICE __host__ __device__
-#else
-#define DDPRT_HOST_DEVICE
-#endif
+#include "HostDevice.h"
 
 namespace ddprt {
 

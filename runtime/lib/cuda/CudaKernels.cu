@@ -15,6 +15,7 @@
 
 #include "CudaKernels.h"
 
+#include "../Numeric.h"
 #include "../Philox.h"
 
 #include <cuda_bf16.h>
@@ -182,22 +183,6 @@ __device__ void store8(T *target, bool aligned, int64_t valid,
   for (int k = 0; k < 8; ++k)
     if (k < valid)
       target[k] = in.value[k];
-}
-
-/// f64 -> f32 rounded to odd (truncate, set the last bit if inexact), as
-/// the CPU's roundToOddFloat: rounding that to f16/bf16 then rounds once,
-/// as if from f64. Going through f32 rounded to nearest would round twice
-/// and differ from the CPU kernel where the f32 lands on a narrow tie.
-__device__ float roundToOddFloat(double value) {
-  float nearest = __double2float_rn(value);
-  if (double(nearest) == value || value != value)
-    return nearest;
-  uint32_t bits = __float_as_uint(nearest);
-  if ((bits & 0x7fffffffu) >= 0x7f800000u)
-    return nearest; // overflow: the narrow type overflows too
-  if (fabs(double(nearest)) > fabs(value))
-    bits -= 1;
-  return __uint_as_float(bits | 1u);
 }
 
 /// convert(product) to Out; from f64 to a narrow type through f32 rounded to
