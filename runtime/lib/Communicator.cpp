@@ -168,22 +168,23 @@ Error exchange(MPI_Comm comm, const char *send, int64_t sendBytes, int to,
                char *recv, int64_t recvBytes, int from, MpiRequests &requests,
                const std::function<Error(int, const char *)> &check) {
   const int64_t kPiece = int64_t(1) << 30;
-  for (int64_t offset = 0; offset < sendBytes; offset += kPiece) {
-    MPI_Request request;
-    DDPRT_TRY(check(MPI_Isend(send + offset,
-                              int(std::min(kPiece, sendBytes - offset)),
-                              MPI_BYTE, to, 0, comm, &request),
-                    "MPI_Isend"));
-    requests.requests.push_back(request);
-  }
-  for (int64_t offset = 0; offset < recvBytes; offset += kPiece) {
-    MPI_Request request;
-    DDPRT_TRY(check(MPI_Irecv(recv + offset,
-                              int(std::min(kPiece, recvBytes - offset)),
-                              MPI_BYTE, from, 0, comm, &request),
-                    "MPI_Irecv"));
-    requests.requests.push_back(request);
-  }
+  // The same pieces for the send and the receive side.
+  auto post = [&](bool isSend, char *data, int64_t bytes, int peer) {
+    for (int64_t offset = 0; offset < bytes; offset += kPiece) {
+      int count = int(std::min(kPiece, bytes - offset));
+      MPI_Request request;
+      DDPRT_TRY(isSend ? check(MPI_Isend(data + offset, count, MPI_BYTE, peer,
+                                         0, comm, &request),
+                               "MPI_Isend")
+                       : check(MPI_Irecv(data + offset, count, MPI_BYTE, peer,
+                                         0, comm, &request),
+                               "MPI_Irecv"));
+      requests.requests.push_back(request);
+    }
+    return Error::success();
+  };
+  DDPRT_TRY(post(true, const_cast<char *>(send), sendBytes, to));
+  DDPRT_TRY(post(false, recv, recvBytes, from));
   return Error::success();
 }
 } // namespace

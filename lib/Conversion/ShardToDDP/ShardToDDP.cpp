@@ -24,6 +24,10 @@ namespace {
 struct AllReduceToDDP : OpRewritePattern<shard::AllReduceOp> {
   using OpRewritePattern::OpRewritePattern;
 
+  /// Grid lookups, cached across the ops of one run: a collection made per
+  /// op would rebuild the module's symbol table for every all_reduce.
+  mutable SymbolTableCollection symbols;
+
   /// Why `op` cannot become a ddp.allreduce, or an empty string if it can.
   static std::string whyNot(shard::AllReduceOp op) {
     shard::ReductionKind kind = op.getReduction();
@@ -66,8 +70,7 @@ struct AllReduceToDDP : OpRewritePattern<shard::AllReduceOp> {
 
   /// The ddp world is every rank; the reduction must cover every grid axis
   /// with more than one device (a dynamic size counts as more than one).
-  static std::string whyNotWholeGrid(shard::AllReduceOp op) {
-    SymbolTableCollection symbols;
+  std::string whyNotWholeGrid(shard::AllReduceOp op) const {
     shard::GridOp grid = shard::getGridOrNull(op, op.getGridAttr(), symbols);
     if (!grid)
       return "its grid '" + op.getGrid().str() + "' is not defined";
