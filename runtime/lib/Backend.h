@@ -65,6 +65,9 @@ public:
   virtual Error copyToHost(void *host, const void *source, size_t bytes) = 0;
   virtual Error copyFromHost(void *destination, const void *host,
                              size_t bytes) = 0;
+  /// Copies between any two buffers the backend can address (host or
+  /// device), ordered with the other calls.
+  virtual Error copy(void *destination, const void *source, size_t bytes) = 0;
 };
 
 /// The CPU backend: MPI collectives over `communicator`, C++ kernels.

@@ -12,11 +12,18 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <vector>
 
 using namespace ddprt;
+
+/// What compiled code calls the runtime with, and what it reports
+/// failures to (ddprt_set_current_context, ddprt_set_error_handler).
+static ddprt_context *currentContext = nullptr;
+static ddprt_error_handler errorHandler = nullptr;
+static void *errorHandlerData = nullptr;
 
 namespace {
 /// Records `error` on the context and returns its status.
@@ -356,8 +363,14 @@ ddprt_status ddprt_init(const ddprt_options *options, ddprt_context **result) {
 ddprt_status ddprt_finalize(ddprt_context *context) {
   if (!context)
     return DDPRT_ERROR_INVALID_ARGUMENT;
-  for (auto &entry : context->states)
-    context->backend->deallocate(entry.second->data);
+  for (auto &entry : context->states) {
+    if (entry.second->onHost)
+      std::free(entry.second->data);
+    else
+      context->backend->deallocate(entry.second->data);
+  }
+  if (currentContext == context)
+    currentContext = nullptr;
   context->states.clear();
   context->backend.reset();
   context->communicator.reset();
@@ -617,8 +630,16 @@ ddprt_status ddprt_state_get(ddprt_context *context, const char *name,
   created->name = name;
   created->dtype = dtype;
   created->numel = numel;
-  error = context->backend->allocateZeroed(
-      size_t(numel) * ddprt_dtype_size(dtype), &created->data);
+  size_t bytes = size_t(numel) * ddprt_dtype_size(dtype);
+  created->onHost = dtype == DDPRT_I64;
+  if (created->onHost) {
+    created->data = std::calloc(bytes == 0 ? 1 : bytes, 1);
+    if (!created->data)
+      error = fail(DDPRT_ERROR_BACKEND, std::string("state '") + name +
+                                            "': out of host memory");
+  } else {
+    error = context->backend->allocateZeroed(bytes, &created->data);
+  }
   if (error)
     return report(context, error);
   *state = created.get();
@@ -630,6 +651,59 @@ ddprt_buffer ddprt_state_buffer(const ddprt_state *state) {
   if (!state)
     return ddprt_buffer{nullptr, DDPRT_F32, 0};
   return ddprt_buffer{state->data, state->dtype, state->numel};
+}
+
+void *ddprt_state_data(const ddprt_state *state) {
+  return state ? state->data : nullptr;
+}
+
+ddprt_status ddprt_copy(ddprt_context *context, const ddprt_buffer *sources,
+                        ddprt_buffer *destinations, int count) {
+  Error error = checkContext(context);
+  if (!error)
+    error = checkCount(sources, count, "ddprt_copy sources");
+  if (!error)
+    error = checkCount(destinations, count, "ddprt_copy destinations");
+  for (int i = 0; !error && i < count; ++i) {
+    const ddprt_buffer &from = sources[i], &to = destinations[i];
+    if (from.dtype != to.dtype || from.numel != to.numel ||
+        ddprt_dtype_size(from.dtype) == 0 || from.numel < 0)
+      error = invalid("ddprt_copy #" + std::to_string(i) +
+                      ": the buffers differ in dtype or size");
+    else if (from.numel > 0 && (!from.data || !to.data))
+      error = invalid("ddprt_copy #" + std::to_string(i) + ": data is null");
+  }
+  for (int i = 0; !error && i < count; ++i)
+    error = guarded([&] {
+      return context->backend->copy(
+          destinations[i].data, sources[i].data,
+          size_t(sources[i].numel) * ddprt_dtype_size(sources[i].dtype));
+    });
+  return report(context, error);
+}
+
+void ddprt_set_current_context(ddprt_context *context) {
+  currentContext = context;
+}
+
+ddprt_context *ddprt_current_context(void) { return currentContext; }
+
+void ddprt_set_error_handler(ddprt_error_handler handler, void *user) {
+  errorHandler = handler;
+  errorHandlerData = user;
+}
+
+void ddprt_check(ddprt_context *context, ddprt_status status,
+                 const char *where) {
+  if (status == DDPRT_OK)
+    return;
+  if (errorHandler) {
+    errorHandler(context, status, where, errorHandlerData);
+    return;
+  }
+  std::fprintf(stderr, "ddprt: %s: %s: %s\n", where ? where : "?",
+               ddprt_status_string(status),
+               context ? context->lastError.c_str() : "no runtime context");
 }
 
 static ddprt_status checkpointSave(ddprt_context *context, const char *path) {
@@ -650,8 +724,10 @@ static ddprt_status checkpointSave(ddprt_context *context, const char *path) {
     size_t size = size_t(state->numel) * ddprt_dtype_size(state->dtype);
     size_t offset = bytes.size();
     bytes.resize(offset + size);
-    if ((error = context->backend->copyToHost(bytes.data() + offset,
-                                              state->data, size)))
+    if (state->onHost)
+      std::memcpy(bytes.data() + offset, state->data, size);
+    else if ((error = context->backend->copyToHost(bytes.data() + offset,
+                                                   state->data, size)))
       return report(context, error);
   }
   append(bytes, checksum(bytes));
@@ -761,8 +837,10 @@ static ddprt_status checkpointLoad(ddprt_context *context, const char *path) {
   for (const Entry &entry : entries) {
     size_t size =
         size_t(entry.state->numel) * ddprt_dtype_size(entry.state->dtype);
-    if ((error = context->backend->copyFromHost(
-             entry.state->data, payload.data() + entry.offset, size)))
+    if (entry.state->onHost)
+      std::memcpy(entry.state->data, payload.data() + entry.offset, size);
+    else if ((error = context->backend->copyFromHost(
+                  entry.state->data, payload.data() + entry.offset, size)))
       return report(context, error);
   }
   return report(context, Error::success());

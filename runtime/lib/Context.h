@@ -15,6 +15,9 @@ struct ddprt_state {
   ddprt_dtype dtype;
   int64_t numel;
   void *data;
+  /// I64 states (step counters) live in host memory on every backend: the
+  /// host reads them to branch (warm-up, first step) without a device copy.
+  bool onHost;
 };
 
 struct ddprt_request {

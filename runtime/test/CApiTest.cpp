@@ -1142,3 +1142,75 @@ TEST(StepCounter, I64StateRoundTripsAndComputeRejectsIt) {
             DDPRT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(ddprt_finalize(context), DDPRT_OK);
 }
+
+TEST_F(CApi, CopyMovesBuffersAndChecksThem) {
+  std::vector<float> from = {1.5f, -2.0f, 3.25f}, to(3, 0.0f);
+  std::vector<double> wide = {7.0, 8.0};
+  std::vector<double> wideTo(2, 0.0);
+  ddprt_buffer sources[2] = {{from.data(), DDPRT_F32, 3},
+                             {wide.data(), DDPRT_F64, 2}};
+  ddprt_buffer destinations[2] = {{to.data(), DDPRT_F32, 3},
+                                  {wideTo.data(), DDPRT_F64, 2}};
+  ASSERT_EQ(ddprt_copy(context, sources, destinations, 2), DDPRT_OK)
+      << ddprt_last_error(context);
+  EXPECT_EQ(to, from);
+  EXPECT_EQ(wideTo, wide);
+
+  ddprt_buffer shorter = {to.data(), DDPRT_F32, 2};
+  EXPECT_FAILS(ddprt_copy(context, sources, &shorter, 1),
+               DDPRT_ERROR_INVALID_ARGUMENT, "differ in dtype or size");
+  ddprt_buffer narrow = {to.data(), DDPRT_F16, 3};
+  EXPECT_FAILS(ddprt_copy(context, sources, &narrow, 1),
+               DDPRT_ERROR_INVALID_ARGUMENT, "differ in dtype or size");
+  EXPECT_FAILS(ddprt_copy(context, nullptr, destinations, 1),
+               DDPRT_ERROR_INVALID_ARGUMENT, "null");
+}
+
+TEST_F(CApi, StateDataIsTheBufferAndStepCountersLiveOnTheHost) {
+  ddprt_state *state = nullptr, *step = nullptr;
+  ASSERT_EQ(ddprt_state_get(context, "q", DDPRT_F32, 8, &state), DDPRT_OK);
+  EXPECT_EQ(ddprt_state_data(state), ddprt_state_buffer(state).data);
+  EXPECT_EQ(ddprt_state_data(nullptr), nullptr);
+  ASSERT_EQ(ddprt_state_get(context, "step", DDPRT_I64, 1, &step), DDPRT_OK);
+  // Host memory on every backend: compiled code reads it directly.
+  auto *counter = static_cast<int64_t *>(ddprt_state_data(step));
+  EXPECT_EQ(*counter, 0);
+  *counter = 41;
+  EXPECT_EQ(*static_cast<int64_t *>(ddprt_state_buffer(step).data), 41);
+}
+
+namespace {
+struct HandledFailure {
+  int calls = 0;
+  ddprt_status status = DDPRT_OK;
+  std::string where, message;
+};
+void recordFailure(ddprt_context *context, ddprt_status status,
+                   const char *where, void *user) {
+  auto *seen = static_cast<HandledFailure *>(user);
+  ++seen->calls;
+  seen->status = status;
+  seen->where = where;
+  seen->message = ddprt_last_error(context);
+}
+} // namespace
+
+TEST_F(CApi, CurrentContextAndErrorHandlerForCompiledCode) {
+  ddprt_set_current_context(context);
+  EXPECT_EQ(ddprt_current_context(), context);
+  HandledFailure seen;
+  ddprt_set_error_handler(recordFailure, &seen);
+  ddprt_check(context, DDPRT_OK, "ddp.allreduce at step.mlir:3:8");
+  EXPECT_EQ(seen.calls, 0);
+  ddprt_status status = ddprt_scale(context, DDPRT_SCALE_WORLD_SIZE, nullptr, 1);
+  ddprt_check(context, status, "ddp.scale at step.mlir:4:8");
+  EXPECT_EQ(seen.calls, 1);
+  EXPECT_EQ(seen.status, DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(seen.where, "ddp.scale at step.mlir:4:8");
+  EXPECT_NE(seen.message.find("null"), std::string::npos) << seen.message;
+  ddprt_set_error_handler(nullptr, nullptr);
+  // Finalizing the current context clears it: no dangling pointer.
+  EXPECT_EQ(ddprt_finalize(context), DDPRT_OK);
+  context = nullptr;
+  EXPECT_EQ(ddprt_current_context(), nullptr);
+}

@@ -217,6 +217,14 @@ ddprt_status ddprt_state_get(ddprt_context *context, const char *name,
                              ddprt_state **state);
 /* The state's buffer. */
 ddprt_buffer ddprt_state_buffer(const ddprt_state *state);
+/* The state's data pointer (what ddprt_state_buffer returns in `data`), for
+   callers that cannot take a struct by value. I64 states (step counters)
+   are in host memory on every backend; the others in backend memory. */
+void *ddprt_state_data(const ddprt_state *state);
+/* destinations[i] = sources[i]; same dtype and size; host or backend memory
+   on either side, ordered with the other calls. */
+ddprt_status ddprt_copy(ddprt_context *context, const ddprt_buffer *sources,
+                        ddprt_buffer *destinations, int count);
 /* Writes every state of this rank to `path` (written to a temporary file
    and renamed, so a crash never leaves a half-written checkpoint). */
 ddprt_status ddprt_checkpoint_save(ddprt_context *context, const char *path);
@@ -224,6 +232,22 @@ ddprt_status ddprt_checkpoint_save(ddprt_context *context, const char *path);
    size (bitwise round trip). */
 ddprt_status ddprt_checkpoint_load(ddprt_context *context, const char *path);
 
+/*===--- Compiled code ---------------------------------------------------===*/
+/* Code lowered from the ddp dialect (convert-ddp-to-llvm) calls the runtime
+   with the current context and passes every status to ddprt_check. */
+void ddprt_set_current_context(ddprt_context *context);
+ddprt_context *ddprt_current_context(void);
+/* Called by ddprt_check on a failure; `where` names the op and its source
+   location. A host that cannot continue (ddp-run) stops the job here; if
+   the handler returns, compiled code runs on with unspecified results. */
+typedef void (*ddprt_error_handler)(ddprt_context *context,
+                                    ddprt_status status, const char *where,
+                                    void *user);
+void ddprt_set_error_handler(ddprt_error_handler handler, void *user);
+/* Nothing for DDPRT_OK; otherwise calls the handler, or without one prints
+   the failure to stderr. */
+void ddprt_check(ddprt_context *context, ddprt_status status,
+                 const char *where);
 /*===--- Counters ---------------------------------------------------------===*/
 
 typedef enum ddprt_phase {

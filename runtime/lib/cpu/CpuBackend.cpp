@@ -169,6 +169,10 @@ public:
     std::memcpy(destination, host, bytes);
     return Error::success();
   }
+  Error copy(void *destination, const void *source, size_t bytes) override {
+    std::memmove(destination, source, bytes);
+    return Error::success();
+  }
 
 private:
   Communicator &communicator_;

@@ -283,6 +283,13 @@ public:
     CUDA_TRY(cudaStreamSynchronize(compute_));
     return Error::success();
   }
+  /// cudaMemcpyDefault lets unified addressing find where each side lives.
+  /// A host destination is only complete after ddprt_synchronize.
+  Error copy(void *destination, const void *source, size_t bytes) override {
+    CUDA_TRY(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault,
+                             compute_));
+    return Error::success();
+  }
 
 private:
   Error nccl(ncclResult_t result, const char *what) {
