@@ -7,7 +7,19 @@
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 #include "ddp/Pipelines/Pipelines.h"
 
+#include "ddp/Dialect/DDP/Transforms/BufferizableOpInterfaceImpl.h"
+
+#include "mlir/Dialect/Arith/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/FuncBufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/MemRef/Transforms/AllocationOpInterfaceImpl.h"
+#include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/UB/IR/UBOps.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -23,7 +35,18 @@ void mlir::ddp::registerAllDialects(DialectRegistry &registry) {
       DDPDialect, arith::ArithDialect, bufferization::BufferizationDialect,
       cf::ControlFlowDialect, func::FuncDialect, linalg::LinalgDialect,
       math::MathDialect, memref::MemRefDialect, ml_program::MLProgramDialect,
-      scf::SCFDialect, shard::ShardDialect, tensor::TensorDialect>();
+      scf::SCFDialect, shard::ShardDialect, tensor::TensorDialect,
+      LLVM::LLVMDialect, ub::UBDialect>();
+  // What ddp-lower-to-llvm needs: bufferization of every dialect a step
+  // function uses, and deallocation of what it allocates.
+  ddp::registerBufferizableOpInterfaceExternalModels(registry);
+  arith::registerBufferizableOpInterfaceExternalModels(registry);
+  bufferization::func_ext::registerBufferizableOpInterfaceExternalModels(
+      registry);
+  linalg::registerBufferizableOpInterfaceExternalModels(registry);
+  scf::registerBufferizableOpInterfaceExternalModels(registry);
+  tensor::registerBufferizableOpInterfaceExternalModels(registry);
+  memref::registerAllocationOpInterfaceExternalModels(registry);
 }
 
 void mlir::ddp::registerAllPasses() {
@@ -31,4 +54,7 @@ void mlir::ddp::registerAllPasses() {
   registerDDPConversionPasses();
   registerPipelines();
   registerTransformsPasses();
+  // One-shot-bufferize and the deallocation pipeline, for lowering by hand.
+  bufferization::registerBufferizationPasses();
+  bufferization::registerBufferizationPipelines();
 }

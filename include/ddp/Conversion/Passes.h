@@ -4,6 +4,7 @@
 #define DDP_CONVERSION_PASSES_H
 
 #include "ddp/Conversion/ShardToDDP/ShardToDDP.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::ddp {

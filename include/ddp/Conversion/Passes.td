@@ -18,4 +18,25 @@ def ConvertShardToDDP : Pass<"convert-shard-to-ddp", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ddp::DDPDialect"];
 }
 
+def ConvertDDPToLLVM : Pass<"convert-ddp-to-llvm", "::mlir::ModuleOp"> {
+  let summary = "Turn bufferized ddp ops into calls of the runtime's C ABI";
+  let description = [{
+    Runs after One-Shot Bufferize has turned the ddp tensor ops into
+    `ddp.buffer` ops. Each becomes one call of `ddprt.h` for its whole
+    bucket, with the memrefs packed into stack arrays of `ddprt_buffer` or
+    `ddprt_matrix`. The calls use `ddprt_current_context()`, and every status
+    goes to `ddprt_check` with the op's name and source location, so the
+    host (ddp-run) can stop the job with a clear message.
+
+    Persistent state becomes `ddprt_state_get` by name: tensor states are
+    runtime-owned buffers (device memory on GPUs), the i64 step counter is
+    read and written in host memory. Memrefs elsewhere are left to the
+    upstream conversions (unrealized casts connect them); run
+    `finalize-memref-to-llvm`, `convert-func-to-llvm` and
+    `reconcile-unrealized-casts` after it, or use the `ddp-lower-to-llvm`
+    pipeline.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 #endif // DDP_CONVERSION_PASSES_TD

@@ -87,21 +87,21 @@ static RankedTensorType matrixType(int64_t rows, int64_t cols, Type element) {
 /// static float tensors after the ODS constraints ran; inference also runs
 /// while parsing, before them, so it checks what it relies on.
 static LogicalResult checkMatrices(std::optional<Location> loc,
-                                   StringRef opName, ValueRange values) {
-  for (Value value : values) {
-    auto tensor = dyn_cast<RankedTensorType>(value.getType());
+                                   StringRef opName, TypeRange types) {
+  for (Type type : types) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
     if (!tensor || tensor.getRank() != 2 || !tensor.hasStaticShape() ||
         !isa<FloatType>(tensor.getElementType()))
       return emitOptionalError(loc, "'", opName,
                                "' op expects statically shaped 2-D float "
                                "tensors, got ",
-                               value.getType());
+                               type);
   }
   return success();
 }
 
 static LogicalResult checkPairs(std::optional<Location> loc, StringRef opName,
-                                ValueRange lhs, ValueRange rhs,
+                                TypeRange lhs, TypeRange rhs,
                                 StringRef lhsName, StringRef rhsName) {
   if (failed(checkMatrices(loc, opName, lhs)) ||
       failed(checkMatrices(loc, opName, rhs)))
@@ -128,14 +128,14 @@ static LogicalResult checkElementTypes(std::optional<Location> loc,
 
 /// P_i = M_i Q_i (transposeMatrix = false) or Q_i = M_i^T P_i (true).
 static LogicalResult inferProjection(std::optional<Location> loc,
-                                     StringRef opName, ValueRange matrices,
-                                     ValueRange factors, bool transposeMatrix,
+                                     StringRef opName, TypeRange matrices,
+                                     TypeRange factors, bool transposeMatrix,
                                      SmallVectorImpl<Type> &results) {
   if (failed(checkPairs(loc, opName, matrices, factors, "matrices", "factors")))
     return failure();
   for (auto [i, pair] : llvm::enumerate(llvm::zip(matrices, factors))) {
-    Matrix m = asMatrix(std::get<0>(pair).getType());
-    Matrix f = asMatrix(std::get<1>(pair).getType());
+    Matrix m = asMatrix(std::get<0>(pair));
+    Matrix f = asMatrix(std::get<1>(pair));
     if (failed(checkElementTypes(loc, opName, i, m, f)))
       return failure();
     int64_t inner = transposeMatrix ? m.rows : m.cols;
@@ -152,30 +152,30 @@ static LogicalResult inferProjection(std::optional<Location> loc,
 
 /// Checks that the residuals have the matrices' types.
 static LogicalResult checkResiduals(std::optional<Location> loc,
-                                    StringRef opName, ValueRange matrices,
-                                    ValueRange residuals) {
+                                    StringRef opName, TypeRange matrices,
+                                    TypeRange residuals) {
   if (failed(checkPairs(loc, opName, matrices, residuals, "matrices",
                         "residuals")))
     return failure();
   for (auto [i, pair] : llvm::enumerate(llvm::zip(matrices, residuals)))
-    if (std::get<0>(pair).getType() != std::get<1>(pair).getType())
+    if (std::get<0>(pair) != std::get<1>(pair))
       return emitOptionalError(loc, "'", opName, "' op residual #", i,
-                               " has type ", std::get<1>(pair).getType(),
+                               " has type ", std::get<1>(pair),
                                " but its matrix has type ",
-                               std::get<0>(pair).getType());
+                               std::get<0>(pair));
   return success();
 }
 
 /// M_hat_i = P_i Q_i^T.
 static LogicalResult inferReconstruction(std::optional<Location> loc,
-                                         StringRef opName, ValueRange ps,
-                                         ValueRange qs,
+                                         StringRef opName, TypeRange ps,
+                                         TypeRange qs,
                                          SmallVectorImpl<Type> &results) {
   if (failed(checkPairs(loc, opName, ps, qs, "P factors", "Q factors")))
     return failure();
   for (auto [i, pair] : llvm::enumerate(llvm::zip(ps, qs))) {
-    Matrix p = asMatrix(std::get<0>(pair).getType());
-    Matrix q = asMatrix(std::get<1>(pair).getType());
+    Matrix p = asMatrix(std::get<0>(pair));
+    Matrix q = asMatrix(std::get<1>(pair));
     if (failed(checkElementTypes(loc, opName, i, p, q)))
       return failure();
     if (p.cols != q.cols)
@@ -198,7 +198,7 @@ static LogicalResult verifyAllReduceInputs(Operation *op, ReductionKind kind,
   if (kind != ReductionKind::mean)
     return success();
   for (Type type : inputs)
-    if (!isa<FloatType>(cast<RankedTensorType>(type).getElementType()))
+    if (!isa<FloatType>(cast<ShapedType>(type).getElementType()))
       return op->emitOpError() << "'mean' needs float tensors, got " << type;
   return success();
 }
@@ -249,9 +249,13 @@ LogicalResult RequestType::verify(function_ref<InFlightDiagnostic()> emitError,
   if (types.empty())
     return emitError() << "a request carries at least one tensor";
   for (Type type : types) {
-    auto tensor = dyn_cast<RankedTensorType>(type);
-    if (!tensor || !tensor.getElementType().isIntOrFloat())
-      return emitError() << "a request carries ranked int or float tensors, "
+    auto shaped = dyn_cast<ShapedType>(type);
+    bool tensor = isa<RankedTensorType>(type);
+    bool buffer = isa<MemRefType>(type) &&
+                  isContiguousBuffer(cast<MemRefType>(type));
+    if (!(tensor || buffer) || !shaped.getElementType().isIntOrFloat())
+      return emitError() << "a request carries ranked int or float tensors "
+                            "(or, after bufferization, contiguous buffers), "
                             "got "
                          << type;
   }
@@ -319,8 +323,8 @@ LogicalResult ProjectOp::inferReturnTypes(MLIRContext *,
 
 LogicalResult ProjectOp::verify() {
   SmallVector<Type> expected;
-  return inferProjection(getLoc(), getOperationName(), getMatrices(),
-                         getFactors(), false, expected);
+  return inferProjection(getLoc(), getOperationName(),
+                         getMatrices().getTypes(), getFactors().getTypes(), false, expected);
 }
 
 LogicalResult BackprojectOp::inferReturnTypes(MLIRContext *,
@@ -334,8 +338,8 @@ LogicalResult BackprojectOp::inferReturnTypes(MLIRContext *,
 
 LogicalResult BackprojectOp::verify() {
   SmallVector<Type> expected;
-  return inferProjection(getLoc(), getOperationName(), getMatrices(),
-                         getFactors(), true, expected);
+  return inferProjection(getLoc(), getOperationName(),
+                         getMatrices().getTypes(), getFactors().getTypes(), true, expected);
 }
 
 LogicalResult
@@ -366,8 +370,8 @@ LogicalResult ReconstructOp::inferReturnTypes(MLIRContext *,
 
 LogicalResult ReconstructOp::verify() {
   SmallVector<Type> expected;
-  return inferReconstruction(getLoc(), getOperationName(), getPs(), getQs(),
-                             expected);
+  return inferReconstruction(getLoc(), getOperationName(),
+                             getPs().getTypes(), getQs().getTypes(), expected);
 }
 
 LogicalResult
@@ -493,6 +497,166 @@ LogicalResult
 StateStoreOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyStateUse(*this, getStateAttr(), getValue().getType(),
                         symbolTable);
+}
+
+//===----------------------------------------------------------------------===//
+// Buffer ops
+//===----------------------------------------------------------------------===//
+
+bool mlir::ddp::isContiguousBuffer(MemRefType type) {
+  if (type.getLayout().isIdentity())
+    return true;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(type.getStridesAndOffset(strides, offset)))
+    return false;
+  // Innermost first: each stride must be the product of the sizes inside
+  // it. A dimension of size 1 may have any stride.
+  int64_t expected = 1;
+  for (int64_t i = type.getRank() - 1; i >= 0; --i) {
+    int64_t size = type.getDimSize(i);
+    if (size == 1)
+      continue;
+    if (strides[i] != expected)
+      return false;
+    if (ShapedType::isDynamic(size))
+      return i == 0 || llvm::all_of(type.getShape().take_front(i),
+                                    [](int64_t d) { return d == 1; });
+    expected *= size;
+  }
+  return true;
+}
+
+/// The tensor type a buffer stands for, so that the buffer ops reuse the
+/// shape rules of the tensor ops.
+static SmallVector<Type> asTensorTypes(TypeRange types) {
+  SmallVector<Type> tensors;
+  for (Type type : types) {
+    auto memref = cast<MemRefType>(type);
+    tensors.push_back(
+        RankedTensorType::get(memref.getShape(), memref.getElementType()));
+  }
+  return tensors;
+}
+
+/// Checks that `outputs` have the shapes and element types of `expected`.
+static LogicalResult verifyOutputs(Operation *op, ArrayRef<Type> expected,
+                                   TypeRange outputs) {
+  if (failed(verifySameCount(op, expected.size(), outputs.size(), "tensors",
+                             "outputs")))
+    return failure();
+  for (auto [i, pair] : llvm::enumerate(llvm::zip(expected, outputs))) {
+    auto want = cast<ShapedType>(std::get<0>(pair));
+    auto got = cast<ShapedType>(std::get<1>(pair));
+    if (want.getShape() != got.getShape() ||
+        want.getElementType() != got.getElementType())
+      return op->emitOpError() << "output #" << i << " has type " << got
+                               << " but must hold a " << want;
+  }
+  return success();
+}
+
+LogicalResult BufferAllReduceOp::verify() {
+  return verifyAllReduceInputs(*this, getKind(), getBuffers().getTypes());
+}
+
+LogicalResult BufferAllReduceStartOp::verify() {
+  if (failed(verifyAllReduceInputs(*this, getKind(), getBuffers().getTypes())))
+    return failure();
+  ArrayRef<Type> carried = getRequest().getType().getTypes();
+  if (TypeRange(carried) != getBuffers().getTypes())
+    return emitOpError("request type must list the types of the buffers");
+  return success();
+}
+
+LogicalResult BufferScaleOp::verify() {
+  return verifyNonEmpty(*this, getBuffers().size());
+}
+
+LogicalResult BufferCastOp::verify() {
+  if (failed(verifyNonEmpty(*this, getInputs().size())) ||
+      failed(verifySameCount(*this, getInputs().size(), getOutputs().size(),
+                             "inputs", "outputs")))
+    return failure();
+  for (auto [i, types] : llvm::enumerate(
+           llvm::zip(getInputs().getTypes(), getOutputs().getTypes()))) {
+    auto from = cast<MemRefType>(std::get<0>(types));
+    auto to = cast<MemRefType>(std::get<1>(types));
+    if (from.getShape() != to.getShape())
+      return emitOpError() << "output #" << i << " has type " << to
+                           << " but a cast keeps the shape of " << from;
+  }
+  return success();
+}
+
+LogicalResult BufferProjectOp::verify() {
+  StringRef name = getOperationName();
+  SmallVector<Type> matrices = asTensorTypes(getMatrices().getTypes());
+  if (!getResiduals().empty() &&
+      failed(checkResiduals(getLoc(), name, matrices,
+                            asTensorTypes(getResiduals().getTypes()))))
+    return failure();
+  SmallVector<Type> expected;
+  if (failed(inferProjection(getLoc(), name, matrices,
+                             asTensorTypes(getFactors().getTypes()),
+                             getTransposed(), expected)))
+    return failure();
+  return verifyOutputs(*this, expected, getOutputs().getTypes());
+}
+
+LogicalResult BufferOrthogonalizeOp::verify() {
+  if (failed(verifyNonEmpty(*this, getBuffers().size())))
+    return failure();
+  double epsilon = getEpsilon().convertToDouble();
+  if (!(epsilon >= 0.0) || std::isinf(epsilon))
+    return emitOpError() << "epsilon must be finite and non-negative, got "
+                         << epsilon;
+  return success();
+}
+
+LogicalResult BufferReconstructOp::verify() {
+  StringRef name = getOperationName();
+  SmallVector<Type> expected;
+  if (failed(inferReconstruction(getLoc(), name,
+                                 asTensorTypes(getPs().getTypes()),
+                                 asTensorTypes(getQs().getTypes()), expected)))
+    return failure();
+  if (failed(verifyOutputs(*this, expected, getOutputs().getTypes())))
+    return failure();
+  if (getMatrices().empty() && getResiduals().empty())
+    return success();
+  SmallVector<Type> matrices = asTensorTypes(getMatrices().getTypes());
+  if (failed(checkResiduals(getLoc(), name, matrices,
+                            asTensorTypes(getResiduals().getTypes()))))
+    return failure();
+  return verifyOutputs(*this, expected, getMatrices().getTypes());
+}
+
+LogicalResult
+BufferStateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto state = symbolTable.lookupNearestSymbolFrom<StateOp>(*this,
+                                                            getStateAttr());
+  if (!state)
+    return emitOpError() << "'" << getState() << "' does not name a 'ddp.state'";
+  MemRefType buffer = getBuffer().getType();
+  Type stateType = state.getType();
+  auto tensor = dyn_cast<RankedTensorType>(stateType);
+  bool matches =
+      tensor ? buffer.getShape() == tensor.getShape() &&
+                   buffer.getElementType() == tensor.getElementType()
+             : buffer.getRank() == 0 && buffer.getElementType() == stateType;
+  if (!matches)
+    return emitOpError() << "type " << buffer
+                         << " does not hold the state '" << getState()
+                         << "' of type " << stateType;
+  return success();
+}
+
+LogicalResult BufferCopyOp::verify() {
+  if (failed(verifyNonEmpty(*this, getSources().size())))
+    return failure();
+  return verifyOutputs(*this, llvm::to_vector(getSources().getTypes()),
+                       getDestinations().getTypes());
 }
 
 #define GET_OP_CLASSES

@@ -31,6 +31,10 @@ namespace mlir::ddp {
 struct StateResource : public SideEffects::Resource::Base<StateResource> {
   StringRef getName() final { return "ddp.state"; }
 };
+
+/// Whether `type` is laid out row-major without gaps (any offset): what the
+/// runtime can take as a pointer and a size.
+bool isContiguousBuffer(MemRefType type);
 } // namespace mlir::ddp
 
 #define GET_OP_CLASSES

@@ -408,4 +408,6 @@ def DDP_RandomNormalOp : DDP_Op<"random_normal", [Pure]> {
   }];
 }
 
+include "ddp/Dialect/DDP/IR/DDPBufferOps.td"
+
 #endif // DDP_DIALECT_DDP_IR_DDPOPS_TD

@@ -1,0 +1,206 @@
+//===- DDPBufferOps.td - the ddp ops on buffers -------------*- tablegen -*-===//
+//
+// What the tensor ops become after bufferization: the same computations on
+// memrefs, with explicit outputs, one op per runtime call. Compute ops write
+// into `into` buffers that bufferization allocated (or into their operands,
+// where the tensor op was bufferized in place); nothing here allocates.
+// convert-ddp-to-llvm turns each of them into one call of the runtime's C
+// ABI (ddprt.h) for the whole bucket.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DDP_DIALECT_DDP_IR_DDPBUFFEROPS_TD
+#define DDP_DIALECT_DDP_IR_DDPBUFFEROPS_TD
+
+// Row-major contiguous buffers (any offset): the runtime takes a pointer and
+// a size, so a strided view must be copied first.
+def DDP_CommBuffer : Type<
+    And<[IsMemRefTypePred,
+         CPred<"::mlir::ddp::isContiguousBuffer(::llvm::cast<::mlir::MemRefType>($_self))">,
+         CPred<"::llvm::cast<::mlir::MemRefType>($_self).getElementType().isIntOrFloat()">]>,
+    "contiguous row-major memref of ints or floats", "::mlir::MemRefType">;
+def DDP_FloatBuffer : Type<
+    And<[IsMemRefTypePred,
+         CPred<"::mlir::ddp::isContiguousBuffer(::llvm::cast<::mlir::MemRefType>($_self))">,
+         CPred<"::llvm::isa<::mlir::FloatType>(::llvm::cast<::mlir::MemRefType>($_self).getElementType())">]>,
+    "contiguous row-major memref of floats", "::mlir::MemRefType">;
+def DDP_MatrixBuffer : Type<
+    And<[IsMemRefTypePred,
+         CPred<"::mlir::ddp::isContiguousBuffer(::llvm::cast<::mlir::MemRefType>($_self))">,
+         CPred<"::llvm::cast<::mlir::MemRefType>($_self).getRank() == 2">,
+         CPred<"::llvm::cast<::mlir::MemRefType>($_self).hasStaticShape()">,
+         CPred<"::llvm::isa<::mlir::FloatType>(::llvm::cast<::mlir::MemRefType>($_self).getElementType())">]>,
+    "contiguous statically shaped 2-D memref of floats", "::mlir::MemRefType">;
+
+class DDP_BufferOp<string mnemonic, list<Trait> traits = []>
+    : DDP_Op<"buffer." # mnemonic, traits>;
+
+def DDP_BufferAllReduceOp : DDP_BufferOp<"allreduce"> {
+  let summary = "ddp.allreduce in place on buffers";
+  let description = [{
+    `ddp.allreduce` after bufferization: one collective over all ranks for
+    all buffers, in place.
+
+    ```mlir
+    ddp.buffer.allreduce mean %w, %b : memref<64x32xf32>, memref<64xf32>
+    ```
+  }];
+  let arguments = (ins DDP_ReductionKind:$kind,
+                       Arg<Variadic<DDP_CommBuffer>, "", [MemRead, MemWrite]>:$buffers,
+                       DefaultValuedAttr<DDP_CommRole,
+                                         "::mlir::ddp::CommRole::gradient">:$role);
+  let assemblyFormat = [{
+    $kind $buffers (`role` $role^)? attr-dict `:` type($buffers)
+  }];
+  let hasVerifier = 1;
+}
+
+def DDP_BufferAllReduceStartOp : DDP_BufferOp<"allreduce_start"> {
+  let summary = "ddp.allreduce_start in place on buffers";
+  let description = [{
+    Starts an in-place allreduce; the buffers must not be touched until the
+    `ddp.buffer.wait` of the request.
+  }];
+  let arguments = (ins DDP_ReductionKind:$kind,
+                       Arg<Variadic<DDP_CommBuffer>, "", [MemRead, MemWrite]>:$buffers,
+                       DefaultValuedAttr<DDP_CommRole,
+                                         "::mlir::ddp::CommRole::gradient">:$role);
+  let results = (outs DDP_RequestType:$request);
+  let assemblyFormat = [{
+    $kind $buffers (`role` $role^)? attr-dict `:` type($buffers) `->` qualified(type($request))
+  }];
+  let hasVerifier = 1;
+}
+
+def DDP_BufferWaitOp : DDP_BufferOp<"wait"> {
+  let summary = "wait for a ddp.buffer.allreduce_start";
+  let description = [{
+    Returns when the buffers of the request hold the reduced values.
+  }];
+  let arguments = (ins Arg<DDP_RequestType, "", [MemRead, MemWrite]>:$request);
+  let assemblyFormat = "$request attr-dict `:` qualified(type($request))";
+}
+
+def DDP_BufferScaleOp : DDP_BufferOp<"scale"> {
+  let summary = "ddp.scale in place on buffers";
+  let arguments = (ins Arg<Variadic<DDP_FloatBuffer>, "", [MemRead, MemWrite]>:$buffers,
+                       DDP_WorldScale:$factor);
+  let assemblyFormat = "$buffers `by` $factor attr-dict `:` type($buffers)";
+  let hasVerifier = 1;
+}
+
+def DDP_BufferCastOp : DDP_BufferOp<"cast", [AttrSizedOperandSegments]> {
+  let summary = "ddp.cast from buffers into buffers";
+  let arguments = (ins Arg<Variadic<DDP_FloatBuffer>, "", [MemRead]>:$inputs,
+                       Arg<Variadic<DDP_FloatBuffer>, "", [MemWrite]>:$outputs,
+                       OptionalAttr<DDP_WorldScale>:$factor);
+  let assemblyFormat = [{
+    $inputs (`scaled` `by` $factor^)? `into` $outputs attr-dict
+    `:` type($inputs) `into` type($outputs)
+  }];
+  let hasVerifier = 1;
+}
+
+def DDP_BufferProjectOp : DDP_BufferOp<"project", [AttrSizedOperandSegments]> {
+  let summary = "P = (M [+ E]) Q, or with `transposed`, Q = (M [+ E])^T P";
+  let description = [{
+    `ddp.project`, `ddp.project_residual` and (with `transposed`)
+    `ddp.backproject` and `ddp.backproject_residual` on buffers. With
+    residuals, M + E is used without being stored.
+
+    ```mlir
+    ddp.buffer.project %g plus %e times %q into %p
+        : memref<64x32xf32> plus memref<64x32xf32> times memref<32x2xf32>
+          into memref<64x2xf32>
+    ```
+  }];
+  let arguments = (ins Arg<Variadic<DDP_MatrixBuffer>, "", [MemRead]>:$matrices,
+                       Arg<Variadic<DDP_MatrixBuffer>, "", [MemRead]>:$residuals,
+                       Arg<Variadic<DDP_MatrixBuffer>, "", [MemRead]>:$factors,
+                       Arg<Variadic<DDP_MatrixBuffer>, "", [MemWrite]>:$outputs,
+                       UnitAttr:$transposed);
+  let assemblyFormat = [{
+    (`transposed` $transposed^)? $matrices (`plus` $residuals^)? `times` $factors
+    `into` $outputs attr-dict `:` type($matrices) (`plus` type($residuals)^)?
+    `times` type($factors) `into` type($outputs)
+  }];
+  let hasVerifier = 1;
+}
+
+def DDP_BufferOrthogonalizeOp : DDP_BufferOp<"orthogonalize"> {
+  let summary = "ddp.orthogonalize in place on buffers";
+  let arguments = (ins Arg<Variadic<DDP_MatrixBuffer>, "", [MemRead, MemWrite]>:$buffers,
+                       DefaultValuedAttr<F64Attr, "0.0">:$epsilon);
+  let assemblyFormat = "$buffers attr-dict `:` type($buffers)";
+  let hasVerifier = 1;
+}
+
+def DDP_BufferReconstructOp : DDP_BufferOp<"reconstruct", [AttrSizedOperandSegments]> {
+  let summary = "M_hat = P Q^T; with matrices and residuals also E = G + E - M_hat";
+  let description = [{
+    `ddp.reconstruct` and `ddp.reconstruct_residual` on buffers: the
+    residuals are updated in place. An output may be its matrix G (in-place
+    decompression).
+
+    ```mlir
+    ddp.buffer.reconstruct %p times %q from %g plus %e into %g
+        : memref<64x2xf32> times memref<32x2xf32>
+          from memref<64x32xf32> plus memref<64x32xf32> into memref<64x32xf32>
+    ```
+  }];
+  let arguments = (ins Arg<Variadic<DDP_MatrixBuffer>, "", [MemRead]>:$ps,
+                       Arg<Variadic<DDP_MatrixBuffer>, "", [MemRead]>:$qs,
+                       Arg<Variadic<DDP_MatrixBuffer>, "", [MemRead]>:$matrices,
+                       Arg<Variadic<DDP_MatrixBuffer>, "", [MemRead, MemWrite]>:$residuals,
+                       Arg<Variadic<DDP_MatrixBuffer>, "", [MemWrite]>:$outputs);
+  let assemblyFormat = [{
+    $ps `times` $qs (`from` $matrices^ `plus` $residuals)? `into` $outputs attr-dict
+    `:` type($ps) `times` type($qs) (`from` type($matrices)^ `plus` type($residuals))?
+    `into` type($outputs)
+  }];
+  let hasVerifier = 1;
+}
+
+def DDP_BufferRandomNormalOp : DDP_BufferOp<"random_normal"> {
+  let summary = "ddp.random_normal into a buffer";
+  let arguments = (ins I64:$step, I64Attr:$seed, I64Attr:$stream,
+                       Arg<DDP_FloatBuffer, "", [MemWrite]>:$output);
+  let assemblyFormat = [{
+    $step `seed` $seed `stream` $stream `into` $output attr-dict `:` type($output)
+  }];
+}
+
+def DDP_BufferStateOp : DDP_BufferOp<"state", [
+    Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "the runtime-owned buffer of a ddp.state";
+  let description = [{
+    The buffer the runtime keeps for the state `@name` (created zeroed on
+    first use). An `i64` state is a `memref<i64>` in host memory; a tensor
+    state a memref of its shape, in backend memory. Reading and writing it
+    is reading and writing the state.
+
+    ```mlir
+    %e = ddp.buffer.state @ddp.error.train.0 : memref<64x32xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$state);
+  let results = (outs DDP_CommBuffer:$buffer);
+  let assemblyFormat = "$state attr-dict `:` type($buffer)";
+}
+
+def DDP_BufferCopyOp : DDP_BufferOp<"copy", [AttrSizedOperandSegments]> {
+  let summary = "copy buffers through the runtime (host or device memory)";
+  let description = [{
+    Unlike `memref.copy`, this works on device buffers too: it stores
+    tensors into `ddp.state` buffers.
+  }];
+  let arguments = (ins Arg<Variadic<DDP_CommBuffer>, "", [MemRead]>:$sources,
+                       Arg<Variadic<DDP_CommBuffer>, "", [MemWrite]>:$destinations);
+  let assemblyFormat = [{
+    $sources `into` $destinations attr-dict `:`
+    custom<PairedTypes>(type($sources), type($destinations))
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // DDP_DIALECT_DDP_IR_DDPBUFFEROPS_TD

@@ -1,0 +1,594 @@
+//===- DDPToLLVM.cpp - ddp buffer ops to runtime calls --------------------===//
+//
+// Every ddp.buffer op becomes one call of the runtime's C ABI (ddprt.h) for
+// the whole bucket: the memrefs are packed into stack arrays of
+// ddprt_buffer / ddprt_matrix structs, the context is the runtime's current
+// context, and every status goes to ddprt_check, which reports a failure
+// with the op's name and source location. The step counter (an i64
+// ddp.state) is read and written in place: the runtime keeps it in host
+// memory. ddp.state declarations disappear; the runtime creates a state on
+// first use.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddp/Conversion/Passes.h"
+#include "ddp/Dialect/DDP/IR/DDP.h"
+
+#include "mlir/Conversion/LLVMCommon/ConversionTarget.h"
+#include "mlir/Conversion/LLVMCommon/MemRefBuilder.h"
+#include "mlir/Conversion/LLVMCommon/Pattern.h"
+#include "mlir/Conversion/LLVMCommon/TypeConverter.h"
+#include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+#include "llvm/Support/xxhash.h"
+
+namespace mlir::ddp {
+#define GEN_PASS_DEF_CONVERTDDPTOLLVM
+#include "ddp/Conversion/Passes.h.inc"
+} // namespace mlir::ddp
+
+using namespace mlir;
+using namespace mlir::ddp;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// The runtime's ABI, as the LLVM dialect sees it
+//===----------------------------------------------------------------------===//
+
+/// ddprt_dtype of an element type, or nothing for types the runtime lacks.
+std::optional<int32_t> runtimeDtype(Type type) {
+  if (type.isF32())
+    return 0;
+  if (type.isF16())
+    return 1;
+  if (type.isBF16())
+    return 2;
+  if (type.isF64())
+    return 3;
+  if (type.isSignlessInteger(64))
+    return 4;
+  return std::nullopt;
+}
+
+int32_t runtimeScale(std::optional<WorldScale> scale) {
+  if (!scale)
+    return 0;
+  return *scale == WorldScale::inverse_world_size ? 1 : 2;
+}
+
+int32_t runtimeReduction(ReductionKind kind) {
+  return kind == ReductionKind::sum ? 0 : 1;
+}
+
+int32_t runtimeRole(CommRole role) {
+  switch (role) {
+  case CommRole::gradient:
+    return 0;
+  case CommRole::uncompressed:
+    return 1;
+  case CommRole::warmup:
+    return 2;
+  case CommRole::powersgd_p:
+    return 3;
+  case CommRole::powersgd_q:
+    return 4;
+  }
+  llvm_unreachable("unknown role");
+}
+
+/// Builds runtime calls for one op.
+class RuntimeCall {
+public:
+  RuntimeCall(ConversionPatternRewriter &rewriter, Operation *op,
+              const LLVMTypeConverter &converter)
+      : b(rewriter), op(op), loc(op->getLoc()), converter(converter),
+        ptr(LLVM::LLVMPointerType::get(op->getContext())),
+        i32(b.getI32Type()), i64(b.getI64Type()) {
+    module = op->getParentOfType<ModuleOp>();
+  }
+
+  Value constantI32(int32_t value) {
+    return LLVM::ConstantOp::create(b, loc, i32, b.getI32IntegerAttr(value));
+  }
+  Value constantI64(int64_t value) {
+    return LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(value));
+  }
+  Value nullPointer() { return LLVM::ZeroOp::create(b, loc, ptr); }
+
+  /// ddprt_current_context().
+  Value context() {
+    if (!contextValue)
+      contextValue = call("ddprt_current_context", {}, ptr);
+    return contextValue;
+  }
+
+  /// Calls `name` and returns its result (null for void).
+  Value call(StringRef name, ValueRange args, Type result = {}) {
+    SmallVector<Type> types(args.getTypes());
+    FailureOr<LLVM::LLVMFuncOp> function =
+        LLVM::lookupOrCreateFn(b, module, name, types, result);
+    if (failed(function))
+      return {};
+    auto called = LLVM::CallOp::create(b, loc, *function, args);
+    return result ? called.getResult() : Value();
+  }
+
+  /// Calls a runtime function that returns a ddprt_status and passes the
+  /// status to ddprt_check with this op's name and location.
+  LogicalResult checkedCall(StringRef name, ArrayRef<Value> args) {
+    SmallVector<Value> all{context()};
+    all.append(args.begin(), args.end());
+    Value status = call(name, all, i32);
+    if (!status)
+      return op->emitOpError() << "cannot declare the runtime function '"
+                               << name << "'";
+    call("ddprt_check",
+         {context(), status, string(describe())},
+         LLVM::LLVMVoidType::get(op->getContext()));
+    return success();
+  }
+
+  /// A pointer to a NUL-terminated constant string, one global per text.
+  Value string(StringRef text) {
+    std::string name =
+        "__ddp_str_" + llvm::utohexstr(llvm::xxh3_64bits(text));
+    auto global = module.lookupSymbol<LLVM::GlobalOp>(name);
+    if (!global) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(module.getBody());
+      std::string data = text.str();
+      data.push_back('\0');
+      auto type = LLVM::LLVMArrayType::get(b.getI8Type(), data.size());
+      global = LLVM::GlobalOp::create(b, loc, type, /*isConstant=*/true,
+                                      LLVM::Linkage::Internal, name,
+                                      b.getStringAttr(data));
+    }
+    return LLVM::AddressOfOp::create(b, loc, global);
+  }
+
+  /// An alloca of `count` elements of `type` at the start of the function,
+  /// so that calls in loops do not grow the stack.
+  Value entryAlloca(Type type, int64_t count) {
+    OpBuilder::InsertionGuard guard(b);
+    Block &entry =
+        op->getParentOfType<FunctionOpInterface>().getFunctionBody().front();
+    b.setInsertionPointToStart(&entry);
+    Value size = LLVM::ConstantOp::create(b, loc, i64,
+                                          b.getI64IntegerAttr(count));
+    return LLVM::AllocaOp::create(b, loc, ptr, type, size);
+  }
+
+  /// The element pointer (aligned base plus offset) of a converted memref.
+  Value dataPointer(Value descriptor, MemRefType type) {
+    return MemRefDescriptor(descriptor).bufferPtr(b, loc, converter, type);
+  }
+
+  Value numElements(Value descriptor, MemRefType type) {
+    int64_t known = 1;
+    Value product;
+    MemRefDescriptor memref(descriptor);
+    for (int64_t i = 0; i < type.getRank(); ++i) {
+      if (!type.isDynamicDim(i)) {
+        known *= type.getDimSize(i);
+        continue;
+      }
+      Value size = memref.size(b, loc, i);
+      product = product ? LLVM::MulOp::create(b, loc, product, size) : size;
+    }
+    Value constant = constantI64(known);
+    return product ? LLVM::MulOp::create(b, loc, product, constant).getResult()
+                   : constant;
+  }
+
+  /// A stack array of ddprt_buffer {data, dtype, numel} for `values`.
+  FailureOr<Value> buffers(ValueRange converted, TypeRange memrefs) {
+    auto structType =
+        LLVM::LLVMStructType::getLiteral(op->getContext(), {ptr, i32, i64});
+    return packArray(structType, converted, memrefs, [&](Value d, MemRefType t) {
+      return SmallVector<Value>{numElements(d, t)};
+    });
+  }
+
+  /// A stack array of ddprt_matrix {data, dtype, rows, cols}, or a null
+  /// pointer for an empty group.
+  FailureOr<Value> matrices(ValueRange converted, TypeRange memrefs) {
+    if (converted.empty())
+      return nullPointer();
+    auto structType = LLVM::LLVMStructType::getLiteral(op->getContext(),
+                                                       {ptr, i32, i64, i64});
+    return packArray(structType, converted, memrefs, [&](Value, MemRefType t) {
+      return SmallVector<Value>{constantI64(t.getDimSize(0)),
+                                constantI64(t.getDimSize(1))};
+    });
+  }
+
+  /// The text ddprt_check reports: the op and where it came from.
+  std::string describe() {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    StringRef name = op->getName().getStringRef();
+    os << (name.consume_front("ddp.buffer.") ? "ddp." + name.str()
+                                             : name.str());
+    if (auto file = dyn_cast<FileLineColLoc>(loc))
+      os << " at " << file.getFilename().getValue() << ":" << file.getLine()
+         << ":" << file.getColumn();
+    else if (auto fused = loc->findInstanceOf<FileLineColLoc>())
+      os << " at " << fused.getFilename().getValue() << ":" << fused.getLine()
+         << ":" << fused.getColumn();
+    return text;
+  }
+
+  ConversionPatternRewriter &b;
+  Operation *op;
+  Location loc;
+  const LLVMTypeConverter &converter;
+  Type ptr, i32, i64;
+
+private:
+  FailureOr<Value>
+  packArray(Type structType, ValueRange converted, TypeRange memrefs,
+            function_ref<SmallVector<Value>(Value, MemRefType)> sizes) {
+    Value array = entryAlloca(structType, converted.size());
+    for (auto [i, pair] : llvm::enumerate(llvm::zip(converted, memrefs))) {
+      auto [descriptor, type] = pair;
+      auto memref = cast<MemRefType>(type);
+      std::optional<int32_t> dtype = runtimeDtype(memref.getElementType());
+      if (!dtype)
+        return op->emitOpError() << "the runtime has no element type "
+                                 << memref.getElementType()
+                                 << " (it takes f32, f16, bf16 and f64)";
+      Value element = LLVM::PoisonOp::create(b, loc, structType);
+      SmallVector<Value> fields{dataPointer(descriptor, memref),
+                                constantI32(*dtype)};
+      llvm::append_range(fields, sizes(descriptor, memref));
+      for (auto [f, field] : llvm::enumerate(fields))
+        element = LLVM::InsertValueOp::create(b, loc, element, field,
+                                              ArrayRef<int64_t>{int64_t(f)});
+      Value slot = LLVM::GEPOp::create(b, loc, ptr, structType, array,
+                                       ArrayRef<LLVM::GEPArg>{int32_t(i)});
+      LLVM::StoreOp::create(b, loc, element, slot);
+    }
+    return array;
+  }
+
+  ModuleOp module;
+  Value contextValue;
+};
+
+template <typename OpTy>
+struct RuntimePattern : public ConvertOpToLLVMPattern<OpTy> {
+  using ConvertOpToLLVMPattern<OpTy>::ConvertOpToLLVMPattern;
+  using OpAdaptor = typename OpTy::Adaptor;
+
+  RuntimeCall runtime(OpTy op, ConversionPatternRewriter &rewriter) const {
+    return RuntimeCall(rewriter, op, *this->getTypeConverter());
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+struct AllReduceLowering : RuntimePattern<BufferAllReduceOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult
+  matchAndRewrite(BufferAllReduceOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RuntimeCall rt = runtime(op, rewriter);
+    FailureOr<Value> buffers =
+        rt.buffers(adaptor.getBuffers(), op.getBuffers().getTypes());
+    if (failed(buffers) ||
+        failed(rt.checkedCall(
+            "ddprt_allreduce",
+            {rt.constantI32(runtimeReduction(op.getKind())),
+             rt.constantI32(runtimeRole(op.getRole())), *buffers,
+             rt.constantI32(op.getBuffers().size())})))
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct AllReduceStartLowering : RuntimePattern<BufferAllReduceStartOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult
+  matchAndRewrite(BufferAllReduceStartOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RuntimeCall rt = runtime(op, rewriter);
+    FailureOr<Value> buffers =
+        rt.buffers(adaptor.getBuffers(), op.getBuffers().getTypes());
+    if (failed(buffers))
+      return failure();
+    Value slot = rt.entryAlloca(rt.ptr, 1);
+    LLVM::StoreOp::create(rewriter, op.getLoc(), rt.nullPointer(), slot);
+    if (failed(rt.checkedCall(
+            "ddprt_allreduce_start",
+            {rt.constantI32(runtimeReduction(op.getKind())),
+             rt.constantI32(runtimeRole(op.getRole())), *buffers,
+             rt.constantI32(op.getBuffers().size()), slot})))
+      return failure();
+    rewriter.replaceOp(op,
+                       LLVM::LoadOp::create(rewriter, op.getLoc(), rt.ptr, slot));
+    return success();
+  }
+};
+
+struct WaitLowering : RuntimePattern<BufferWaitOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult
+  matchAndRewrite(BufferWaitOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RuntimeCall rt = runtime(op, rewriter);
+    if (failed(rt.checkedCall("ddprt_wait", {adaptor.getRequest()})))
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Scale, cast, copy, random_normal
+//===----------------------------------------------------------------------===//
+
+struct ScaleLowering : RuntimePattern<BufferScaleOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult
+  matchAndRewrite(BufferScaleOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RuntimeCall rt = runtime(op, rewriter);
+    FailureOr<Value> buffers =
+        rt.buffers(adaptor.getBuffers(), op.getBuffers().getTypes());
+    if (failed(buffers) ||
+        failed(rt.checkedCall("ddprt_scale",
+                              {rt.constantI32(runtimeScale(op.getFactor())),
+                               *buffers,
+                               rt.constantI32(op.getBuffers().size())})))
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct CastLowering : RuntimePattern<BufferCastOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult
+  matchAndRewrite(BufferCastOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RuntimeCall rt = runtime(op, rewriter);
+    FailureOr<Value> inputs =
+        rt.buffers(adaptor.getInputs(), op.getInputs().getTypes());
+    FailureOr<Value> outputs =
+        rt.buffers(adaptor.getOutputs(), op.getOutputs().getTypes());
+    if (failed(inputs) || failed(outputs) ||
+        failed(rt.checkedCall("ddprt_cast",
+                              {rt.constantI32(runtimeScale(op.getFactor())),
+                               *inputs, *outputs,
+                               rt.constantI32(op.getInputs().size())})))
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct CopyLowering : RuntimePattern<BufferCopyOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult
+  matchAndRewrite(BufferCopyOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RuntimeCall rt = runtime(op, rewriter);
+    FailureOr<Value> sources =
+        rt.buffers(adaptor.getSources(), op.getSources().getTypes());
+    FailureOr<Value> destinations = rt.buffers(
+        adaptor.getDestinations(), op.getDestinations().getTypes());
+    if (failed(sources) || failed(destinations) ||
+        failed(rt.checkedCall("ddprt_copy",
+                              {*sources, *destinations,
+                               rt.constantI32(op.getSources().size())})))
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct RandomNormalLowering : RuntimePattern<BufferRandomNormalOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult
+  matchAndRewrite(BufferRandomNormalOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RuntimeCall rt = runtime(op, rewriter);
+    FailureOr<Value> output = rt.buffers(ValueRange(adaptor.getOutput()),
+                                         TypeRange(op.getOutput().getType()));
+    if (failed(output) ||
+        failed(rt.checkedCall("ddprt_random_normal",
+                              {*output, rt.constantI64(op.getSeed()),
+                               rt.constantI64(op.getStream()),
+                               adaptor.getStep()})))
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// PowerSGD
+//===----------------------------------------------------------------------===//
+
+struct ProjectLowering : RuntimePattern<BufferProjectOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult
+  matchAndRewrite(BufferProjectOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RuntimeCall rt = runtime(op, rewriter);
+    FailureOr<Value> matrices =
+        rt.matrices(adaptor.getMatrices(), op.getMatrices().getTypes());
+    FailureOr<Value> residuals =
+        rt.matrices(adaptor.getResiduals(), op.getResiduals().getTypes());
+    FailureOr<Value> factors =
+        rt.matrices(adaptor.getFactors(), op.getFactors().getTypes());
+    FailureOr<Value> outputs =
+        rt.matrices(adaptor.getOutputs(), op.getOutputs().getTypes());
+    if (failed(matrices) || failed(residuals) || failed(factors) ||
+        failed(outputs) ||
+        failed(rt.checkedCall(
+            op.getTransposed() ? "ddprt_backproject" : "ddprt_project",
+            {*matrices, *residuals, *factors, *outputs,
+             rt.constantI32(op.getMatrices().size())})))
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct OrthogonalizeLowering : RuntimePattern<BufferOrthogonalizeOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult
+  matchAndRewrite(BufferOrthogonalizeOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RuntimeCall rt = runtime(op, rewriter);
+    FailureOr<Value> ps =
+        rt.matrices(adaptor.getBuffers(), op.getBuffers().getTypes());
+    Value epsilon = LLVM::ConstantOp::create(
+        rewriter, op.getLoc(), rewriter.getF64Type(), op.getEpsilonAttr());
+    if (failed(ps) ||
+        failed(rt.checkedCall(
+            "ddprt_orthogonalize",
+            {*ps, rt.constantI32(op.getBuffers().size()), epsilon})))
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct ReconstructLowering : RuntimePattern<BufferReconstructOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult
+  matchAndRewrite(BufferReconstructOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RuntimeCall rt = runtime(op, rewriter);
+    FailureOr<Value> ps = rt.matrices(adaptor.getPs(), op.getPs().getTypes());
+    FailureOr<Value> qs = rt.matrices(adaptor.getQs(), op.getQs().getTypes());
+    FailureOr<Value> matrices =
+        rt.matrices(adaptor.getMatrices(), op.getMatrices().getTypes());
+    FailureOr<Value> residuals =
+        rt.matrices(adaptor.getResiduals(), op.getResiduals().getTypes());
+    FailureOr<Value> outputs =
+        rt.matrices(adaptor.getOutputs(), op.getOutputs().getTypes());
+    if (failed(ps) || failed(qs) || failed(matrices) || failed(residuals) ||
+        failed(outputs) ||
+        failed(rt.checkedCall("ddprt_reconstruct",
+                              {*ps, *qs, *matrices, *residuals, *outputs,
+                               rt.constantI32(op.getPs().size())})))
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// State
+//===----------------------------------------------------------------------===//
+
+/// The data pointer of state `name` holding `numel` elements of `type`.
+FailureOr<Value> stateData(RuntimeCall &rt, StringRef name, Type element,
+                           int64_t numel) {
+  std::optional<int32_t> dtype = runtimeDtype(element);
+  if (!dtype)
+    return rt.op->emitOpError()
+           << "the runtime cannot hold state of element type " << element;
+  Value slot = rt.entryAlloca(rt.ptr, 1);
+  LLVM::StoreOp::create(rt.b, rt.loc, rt.nullPointer(), slot);
+  if (failed(rt.checkedCall("ddprt_state_get",
+                            {rt.string(name), rt.constantI32(*dtype),
+                             rt.constantI64(numel), slot})))
+    return failure();
+  Value state = LLVM::LoadOp::create(rt.b, rt.loc, rt.ptr, slot);
+  return rt.call("ddprt_state_data", {state}, rt.ptr);
+}
+
+struct BufferStateLowering : RuntimePattern<BufferStateOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult
+  matchAndRewrite(BufferStateOp op, OpAdaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RuntimeCall rt = runtime(op, rewriter);
+    MemRefType type = op.getBuffer().getType();
+    FailureOr<Value> data = stateData(rt, op.getState(), type.getElementType(),
+                                      type.getNumElements());
+    if (failed(data))
+      return failure();
+    Value descriptor = MemRefDescriptor::fromStaticShape(
+        rewriter, op.getLoc(), *getTypeConverter(), type, *data);
+    rewriter.replaceOp(op, descriptor);
+    return success();
+  }
+};
+
+/// The step counter: an i64 state read in place (host memory).
+struct ScalarStateLoadLowering : RuntimePattern<StateLoadOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult
+  matchAndRewrite(StateLoadOp op, OpAdaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    if (isa<ShapedType>(op.getType()))
+      return rewriter.notifyMatchFailure(op, "tensor state is bufferized");
+    RuntimeCall rt = runtime(op, rewriter);
+    FailureOr<Value> data = stateData(rt, op.getState(), op.getType(), 1);
+    if (failed(data))
+      return failure();
+    rewriter.replaceOp(op, LLVM::LoadOp::create(rewriter, op.getLoc(),
+                                                op.getType(), *data));
+    return success();
+  }
+};
+
+struct ScalarStateStoreLowering : RuntimePattern<StateStoreOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult
+  matchAndRewrite(StateStoreOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Type type = op.getValue().getType();
+    if (isa<ShapedType>(type))
+      return rewriter.notifyMatchFailure(op, "tensor state is bufferized");
+    RuntimeCall rt = runtime(op, rewriter);
+    FailureOr<Value> data = stateData(rt, op.getState(), type, 1);
+    if (failed(data))
+      return failure();
+    LLVM::StoreOp::create(rewriter, op.getLoc(), adaptor.getValue(), *data);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct ConvertDDPToLLVM
+    : public ddp::impl::ConvertDDPToLLVMBase<ConvertDDPToLLVM> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *context = &getContext();
+    LLVMTypeConverter converter(context);
+    converter.addConversion([context](RequestType) {
+      return LLVM::LLVMPointerType::get(context);
+    });
+
+    LLVMConversionTarget target(*context);
+    target.addIllegalDialect<DDPDialect>();
+    target.addLegalOp<StateOp>();
+    RewritePatternSet patterns(context);
+    patterns.add<AllReduceLowering, AllReduceStartLowering, WaitLowering,
+                 ScaleLowering, CastLowering, CopyLowering,
+                 RandomNormalLowering, ProjectLowering, OrthogonalizeLowering,
+                 ReconstructLowering, BufferStateLowering,
+                 ScalarStateLoadLowering, ScalarStateStoreLowering>(converter);
+    if (failed(applyPartialConversion(module, target, std::move(patterns))))
+      return signalPassFailure();
+    // The runtime creates states on first use (and ddp-run before a
+    // checkpoint is loaded); the declarations have done their job.
+    for (StateOp state : llvm::make_early_inc_range(module.getOps<StateOp>()))
+      state.erase();
+  }
+};
+
+} // namespace

@@ -1,0 +1,640 @@
+//===- BufferizableOpInterfaceImpl.cpp - bufferizing ddp ops --------------===//
+//
+// One-Shot Bufferize models for the ddp tensor ops. Each op becomes one
+// ddp.buffer op, which convert-ddp-to-llvm turns into one runtime call.
+//
+//  - allreduce, allreduce_start, scale, orthogonalize: in place. The
+//    analysis copies an operand first only where its old value is read later.
+//  - wait: returns the buffers its allreduce_start reduced.
+//  - cast, project(_residual), backproject(_residual), reconstruct,
+//    random_normal: write into fresh buffers.
+//  - reconstruct_residual: decompresses into the gradient's buffer and
+//    updates the residual's buffer, both in place where the analysis allows.
+//  - state_load: the runtime's state buffer itself when nothing can observe
+//    the difference (one load, later stores in the same block, no alias used
+//    after them); else a copy. state_store: a runtime copy, skipped when the
+//    value was computed in place in the state's own buffer.
+//
+// The runtime takes contiguous buffers; a strided view (from a tensor slice)
+// is copied to a contiguous one and, for in-place ops, back.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddp/Dialect/DDP/Transforms/BufferizableOpInterfaceImpl.h"
+
+#include "ddp/Dialect/DDP/IR/DDP.h"
+
+#include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+using namespace mlir;
+using namespace mlir::bufferization;
+using namespace mlir::ddp;
+
+namespace {
+
+/// The dynamic sizes of `buffer` (for allocating one of its shape).
+SmallVector<Value> dynamicSizes(OpBuilder &b, Location loc, Value buffer) {
+  SmallVector<Value> sizes;
+  auto type = cast<MemRefType>(buffer.getType());
+  for (int64_t i = 0; i < type.getRank(); ++i)
+    if (type.isDynamicDim(i))
+      sizes.push_back(memref::DimOp::create(b, loc, buffer, i));
+  return sizes;
+}
+
+/// A contiguous identity-layout buffer of `type`'s shape and element type.
+FailureOr<Value> allocate(OpBuilder &b, Location loc, ShapedType type,
+                          ValueRange sizes,
+                          const BufferizationOptions &options) {
+  auto memref = MemRefType::get(type.getShape(), type.getElementType());
+  return options.createAlloc(b, loc, memref, sizes);
+}
+
+/// `buffer`, or a contiguous copy of it if it is strided.
+FailureOr<Value> contiguous(OpBuilder &b, Location loc, Value buffer,
+                            const BufferizationOptions &options) {
+  auto type = cast<MemRefType>(buffer.getType());
+  if (isContiguousBuffer(type))
+    return buffer;
+  FailureOr<Value> copy =
+      allocate(b, loc, type, dynamicSizes(b, loc, buffer), options);
+  if (failed(copy) ||
+      failed(options.createMemCpy(b, loc, buffer, *copy)))
+    return failure();
+  return *copy;
+}
+
+/// The buffers of `tensors`, made contiguous.
+FailureOr<SmallVector<Value>>
+contiguousBuffers(RewriterBase &rewriter, Location loc, ValueRange tensors,
+                  const BufferizationOptions &options,
+                  const BufferizationState &state) {
+  SmallVector<Value> buffers;
+  for (Value tensor : tensors) {
+    FailureOr<Value> buffer = getBuffer(rewriter, tensor, options, state);
+    if (failed(buffer))
+      return failure();
+    FailureOr<Value> usable = contiguous(rewriter, loc, *buffer, options);
+    if (failed(usable))
+      return failure();
+    buffers.push_back(*usable);
+  }
+  return buffers;
+}
+
+/// Fresh buffers for the tensor results of `op`; dynamic sizes come from
+/// `shapeSources` (one buffer per result, of the same shape).
+FailureOr<SmallVector<Value>> allocateResults(RewriterBase &rewriter,
+                                              Operation *op,
+                                              ValueRange shapeSources,
+                                              const BufferizationOptions &options) {
+  SmallVector<Value> outputs;
+  for (auto [i, result] : llvm::enumerate(op->getResults())) {
+    auto type = cast<RankedTensorType>(result.getType());
+    SmallVector<Value> sizes;
+    if (!type.hasStaticShape())
+      sizes = dynamicSizes(rewriter, op->getLoc(), shapeSources[i]);
+    FailureOr<Value> output =
+        allocate(rewriter, op->getLoc(), type, sizes, options);
+    if (failed(output))
+      return failure();
+    outputs.push_back(*output);
+  }
+  return outputs;
+}
+
+//===----------------------------------------------------------------------===//
+// In place: allreduce, scale, orthogonalize
+//===----------------------------------------------------------------------===//
+
+/// Ops whose result i is operand i, updated (every operand is a tensor).
+template <typename ConcreteModel, typename OpTy>
+struct InPlaceModel
+    : public BufferizableOpInterface::ExternalModel<ConcreteModel, OpTy> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return true;
+  }
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
+                               const AnalysisState &) const {
+    return true;
+  }
+  AliasingValueList getAliasingValues(Operation *op, OpOperand &operand,
+                                      const AnalysisState &) const {
+    return {{op->getResult(operand.getOperandNumber()),
+             BufferRelation::Equivalent}};
+  }
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    Location loc = op->getLoc();
+    SmallVector<Value> buffers, work;
+    for (Value tensor : op->getOperands()) {
+      FailureOr<Value> buffer = getBuffer(rewriter, tensor, options, state);
+      if (failed(buffer))
+        return failure();
+      FailureOr<Value> usable = contiguous(rewriter, loc, *buffer, options);
+      if (failed(usable))
+        return failure();
+      buffers.push_back(*buffer);
+      work.push_back(*usable);
+    }
+    ConcreteModel::create(rewriter, cast<OpTy>(op), work);
+    for (auto [buffer, used] : llvm::zip(buffers, work))
+      if (buffer != used &&
+          failed(options.createMemCpy(rewriter, loc, used, buffer)))
+        return failure();
+    replaceOpWithBufferizedValues(rewriter, op, buffers);
+    return success();
+  }
+};
+
+struct AllReduceModel : InPlaceModel<AllReduceModel, AllReduceOp> {
+  static void create(RewriterBase &b, AllReduceOp op, ValueRange buffers) {
+    BufferAllReduceOp::create(b, op.getLoc(), op.getKindAttr(), buffers,
+                              op.getRoleAttr());
+  }
+};
+
+struct ScaleModel : InPlaceModel<ScaleModel, ScaleOp> {
+  static void create(RewriterBase &b, ScaleOp op, ValueRange buffers) {
+    BufferScaleOp::create(b, op.getLoc(), buffers, op.getFactorAttr());
+  }
+};
+
+struct OrthogonalizeModel
+    : InPlaceModel<OrthogonalizeModel, OrthogonalizeOp> {
+  static void create(RewriterBase &b, OrthogonalizeOp op, ValueRange buffers) {
+    BufferOrthogonalizeOp::create(b, op.getLoc(), buffers,
+                                  op.getEpsilonAttr());
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// allreduce_start and wait
+//===----------------------------------------------------------------------===//
+
+struct AllReduceStartModel
+    : public BufferizableOpInterface::ExternalModel<AllReduceStartModel,
+                                                    AllReduceStartOp> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return true;
+  }
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
+                               const AnalysisState &) const {
+    return true;
+  }
+  AliasingValueList getAliasingValues(Operation *, OpOperand &,
+                                      const AnalysisState &) const {
+    return {};
+  }
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto start = cast<AllReduceStartOp>(op);
+    FailureOr<SmallVector<Value>> buffers = contiguousBuffers(
+        rewriter, op->getLoc(), start.getInputs(), options, state);
+    if (failed(buffers))
+      return failure();
+    SmallVector<Type> types = llvm::to_vector(ValueRange(*buffers).getTypes());
+    auto request = RequestType::get(op->getContext(), types);
+    replaceOpWithNewBufferizedOp<BufferAllReduceStartOp>(
+        rewriter, op, request, start.getKindAttr(), *buffers,
+        start.getRoleAttr());
+    return success();
+  }
+};
+
+struct WaitModel
+    : public BufferizableOpInterface::ExternalModel<WaitModel, WaitOp> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return false;
+  }
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
+                               const AnalysisState &) const {
+    return false;
+  }
+  AliasingValueList getAliasingValues(Operation *, OpOperand &,
+                                      const AnalysisState &) const {
+    return {};
+  }
+  FailureOr<BufferLikeType>
+  getBufferType(Operation *op, Value value, const BufferizationOptions &options,
+                const BufferizationState &state,
+                SmallVector<Value> &invocationStack) const {
+    unsigned index = cast<OpResult>(value).getResultNumber();
+    Operation *def = cast<WaitOp>(op).getRequest().getDefiningOp();
+    if (auto started = dyn_cast_or_null<BufferAllReduceStartOp>(def))
+      return cast<BufferLikeType>(started.getBuffers()[index].getType());
+    auto start = dyn_cast_or_null<AllReduceStartOp>(def);
+    if (!start)
+      return op->emitError("the request does not come from a "
+                           "'ddp.allreduce_start' in this region");
+    FailureOr<BufferLikeType> type = bufferization::getBufferType(
+        start.getInputs()[index], options, state, invocationStack);
+    if (failed(type))
+      return failure();
+    auto memref = cast<MemRefType>(*type);
+    if (isContiguousBuffer(memref))
+      return *type;
+    return cast<BufferLikeType>(
+        MemRefType::get(memref.getShape(), memref.getElementType()));
+  }
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &,
+                          BufferizationState &) const {
+    auto wait = cast<WaitOp>(op);
+    auto start =
+        wait.getRequest().getDefiningOp<BufferAllReduceStartOp>();
+    if (!start)
+      return op->emitError("the request does not come from a "
+                           "'ddp.allreduce_start' in this region");
+    BufferWaitOp::create(rewriter, op->getLoc(), wait.getRequest());
+    replaceOpWithBufferizedValues(rewriter, op, start.getBuffers());
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Fresh outputs: cast, projections, reconstruct, random_normal
+//===----------------------------------------------------------------------===//
+
+/// Ops that read their tensor operands and write new tensors.
+template <typename ConcreteModel, typename OpTy>
+struct FreshResultModel
+    : public BufferizableOpInterface::ExternalModel<ConcreteModel, OpTy> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return true;
+  }
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
+                               const AnalysisState &) const {
+    return false;
+  }
+  AliasingValueList getAliasingValues(Operation *, OpOperand &,
+                                      const AnalysisState &) const {
+    return {};
+  }
+  bool bufferizesToAllocation(Operation *, Value) const { return true; }
+  FailureOr<BufferLikeType>
+  getBufferType(Operation *, Value value, const BufferizationOptions &,
+                const BufferizationState &, SmallVector<Value> &) const {
+    auto type = cast<RankedTensorType>(value.getType());
+    return cast<BufferLikeType>(
+        MemRefType::get(type.getShape(), type.getElementType()));
+  }
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    SmallVector<Value> tensors;
+    for (Value operand : op->getOperands())
+      if (isa<TensorType>(operand.getType()))
+        tensors.push_back(operand);
+    FailureOr<SmallVector<Value>> inputs =
+        contiguousBuffers(rewriter, op->getLoc(), tensors, options, state);
+    if (failed(inputs))
+      return failure();
+    // Only cast can have dynamic shapes; its result i has input i's shape.
+    FailureOr<SmallVector<Value>> outputs =
+        allocateResults(rewriter, op, *inputs, options);
+    if (failed(outputs))
+      return failure();
+    ConcreteModel::create(rewriter, cast<OpTy>(op), *inputs, *outputs);
+    replaceOpWithBufferizedValues(rewriter, op, *outputs);
+    return success();
+  }
+};
+
+struct CastModel : FreshResultModel<CastModel, CastOp> {
+  static void create(RewriterBase &b, CastOp op, ArrayRef<Value> inputs,
+                     ArrayRef<Value> outputs) {
+    BufferCastOp::create(b, op.getLoc(), inputs, outputs, op.getFactorAttr());
+  }
+};
+
+/// project, backproject and their _residual forms: operands are the
+/// matrices, [the residuals,] then the factors.
+template <typename OpTy, bool Transposed, bool Residual>
+struct ProjectionModel
+    : FreshResultModel<ProjectionModel<OpTy, Transposed, Residual>, OpTy> {
+  static void create(RewriterBase &b, OpTy op, ArrayRef<Value> inputs,
+                     ArrayRef<Value> outputs) {
+    size_t n = outputs.size();
+    ArrayRef<Value> matrices = inputs.take_front(n);
+    ArrayRef<Value> residuals =
+        Residual ? inputs.slice(n, n) : ArrayRef<Value>();
+    ArrayRef<Value> factors = inputs.take_back(n);
+    BufferProjectOp::create(b, op.getLoc(), matrices, residuals, factors,
+                            outputs, Transposed);
+  }
+};
+
+struct ReconstructModel : FreshResultModel<ReconstructModel, ReconstructOp> {
+  static void create(RewriterBase &b, ReconstructOp op, ArrayRef<Value> inputs,
+                     ArrayRef<Value> outputs) {
+    size_t n = outputs.size();
+    BufferReconstructOp::create(b, op.getLoc(), inputs.take_front(n),
+                                inputs.take_back(n), ValueRange(),
+                                ValueRange(), outputs);
+  }
+};
+
+struct RandomNormalModel
+    : FreshResultModel<RandomNormalModel, RandomNormalOp> {
+  static void create(RewriterBase &b, RandomNormalOp op, ArrayRef<Value>,
+                     ArrayRef<Value> outputs) {
+    BufferRandomNormalOp::create(b, op.getLoc(), op.getStep(),
+                                 op.getSeedAttr(), op.getStreamAttr(),
+                                 outputs.front());
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// reconstruct_residual
+//===----------------------------------------------------------------------===//
+
+struct ReconstructResidualModel
+    : public BufferizableOpInterface::ExternalModel<ReconstructResidualModel,
+                                                    ReconstructResidualOp> {
+  /// Which group operand `operand` belongs to: 0 P, 1 Q, 2 G, 3 E.
+  static unsigned group(ReconstructResidualOp op, OpOperand &operand) {
+    unsigned n = op.getPs().size();
+    return operand.getOperandNumber() / n;
+  }
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return true;
+  }
+  bool bufferizesToMemoryWrite(Operation *op, OpOperand &operand,
+                               const AnalysisState &) const {
+    return group(cast<ReconstructResidualOp>(op), operand) >= 2;
+  }
+  /// G becomes M_hat (result i), E becomes E' (result n + i).
+  AliasingValueList getAliasingValues(Operation *op, OpOperand &operand,
+                                      const AnalysisState &) const {
+    auto reconstruct = cast<ReconstructResidualOp>(op);
+    unsigned n = reconstruct.getPs().size();
+    unsigned which = group(reconstruct, operand);
+    if (which < 2)
+      return {};
+    unsigned index = operand.getOperandNumber() % n;
+    return {{op->getResult((which - 2) * n + index),
+             BufferRelation::Equivalent}};
+  }
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto reconstruct = cast<ReconstructResidualOp>(op);
+    Location loc = op->getLoc();
+    FailureOr<SmallVector<Value>> ps =
+        contiguousBuffers(rewriter, loc, reconstruct.getPs(), options, state);
+    FailureOr<SmallVector<Value>> qs =
+        contiguousBuffers(rewriter, loc, reconstruct.getQs(), options, state);
+    if (failed(ps) || failed(qs))
+      return failure();
+    // G and E are updated in place: keep their buffers for the results and
+    // copy back what a strided view had to be copied out of.
+    SmallVector<Value> buffers, work;
+    for (Value tensor : llvm::concat<Value>(reconstruct.getMatrices(),
+                                            reconstruct.getResiduals())) {
+      FailureOr<Value> buffer = getBuffer(rewriter, tensor, options, state);
+      if (failed(buffer))
+        return failure();
+      FailureOr<Value> usable = contiguous(rewriter, loc, *buffer, options);
+      if (failed(usable))
+        return failure();
+      buffers.push_back(*buffer);
+      work.push_back(*usable);
+    }
+    size_t n = ps->size();
+    ArrayRef<Value> matrices = ArrayRef<Value>(work).take_front(n);
+    ArrayRef<Value> residuals = ArrayRef<Value>(work).take_back(n);
+    BufferReconstructOp::create(rewriter, loc, *ps, *qs, matrices, residuals,
+                                matrices);
+    for (auto [buffer, used] : llvm::zip(buffers, work))
+      if (buffer != used &&
+          failed(options.createMemCpy(rewriter, loc, used, buffer)))
+        return failure();
+    replaceOpWithBufferizedValues(rewriter, op, buffers);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// state_load and state_store
+//===----------------------------------------------------------------------===//
+
+/// Whether `load` may return the state's own buffer: the function loads the
+/// state once; every store of it is in one block B, after the load (or the
+/// op in B that holds it); and every value that may alias the loaded buffer
+/// is used before the first of those stores (or by it). Then updating the
+/// buffer in place is invisible: the store overwrites the state anyway, and
+/// nobody reads the old value after it.
+bool mayAliasStateBuffer(StateLoadOp load,
+                         const BufferizationOptions &options) {
+  auto function = load->getParentOfType<FunctionOpInterface>();
+  if (!function)
+    return false;
+  StringRef name = load.getState();
+  SmallVector<Operation *> stores;
+  unsigned loads = 0;
+  function->walk([&](Operation *op) {
+    if (auto other = dyn_cast<StateLoadOp>(op);
+        other && other.getState() == name)
+      ++loads;
+    if (auto store = dyn_cast<StateStoreOp>(op);
+        store && store.getState() == name)
+      stores.push_back(store);
+  });
+  if (loads != 1 || stores.empty())
+    return false;
+  Block *block = stores.front()->getBlock();
+  Operation *firstStore = stores.front();
+  for (Operation *store : stores) {
+    if (store->getBlock() != block)
+      return false;
+    if (store->isBeforeInBlock(firstStore))
+      firstStore = store;
+  }
+  Operation *loadInBlock = block->findAncestorOpInBlock(*load);
+  if (!loadInBlock || !loadInBlock->isBeforeInBlock(firstStore))
+    return false;
+  // Follow the aliases the bufferization models declare; an op without a
+  // model may alias any of its tensor results.
+  AnalysisState state(options);
+  SmallVector<Value> worklist{load.getResult()};
+  DenseSet<Value> seen;
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    if (!seen.insert(value).second)
+      continue;
+    for (OpOperand &use : value.getUses()) {
+      Operation *user = use.getOwner();
+      Operation *inBlock = block->findAncestorOpInBlock(*user);
+      if (!inBlock || (inBlock != firstStore &&
+                       !inBlock->isBeforeInBlock(firstStore)))
+        return false;
+      if (auto bufferizable = options.dynCastBufferizableOp(user)) {
+        for (const AliasingValue &alias :
+             bufferizable.getAliasingValues(use, state))
+          worklist.push_back(alias.value);
+        continue;
+      }
+      for (Value result : user->getResults())
+        if (isa<TensorType>(result.getType()))
+          worklist.push_back(result);
+    }
+  }
+  return true;
+}
+
+struct StateLoadModel
+    : public BufferizableOpInterface::ExternalModel<StateLoadModel,
+                                                    StateLoadOp> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return false;
+  }
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
+                               const AnalysisState &) const {
+    return false;
+  }
+  AliasingValueList getAliasingValues(Operation *, OpOperand &,
+                                      const AnalysisState &) const {
+    return {};
+  }
+  FailureOr<BufferLikeType>
+  getBufferType(Operation *, Value value, const BufferizationOptions &,
+                const BufferizationState &, SmallVector<Value> &) const {
+    auto type = cast<RankedTensorType>(value.getType());
+    return cast<BufferLikeType>(
+        MemRefType::get(type.getShape(), type.getElementType()));
+  }
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &) const {
+    auto load = cast<StateLoadOp>(op);
+    auto type = cast<RankedTensorType>(load.getType());
+    auto memref = MemRefType::get(type.getShape(), type.getElementType());
+    Value state = BufferStateOp::create(rewriter, op->getLoc(), memref,
+                                        load.getStateAttr());
+    if (mayAliasStateBuffer(load, options)) {
+      replaceOpWithBufferizedValues(rewriter, op, state);
+      return success();
+    }
+    FailureOr<Value> copy =
+        allocate(rewriter, op->getLoc(), type, ValueRange(), options);
+    if (failed(copy))
+      return failure();
+    BufferCopyOp::create(rewriter, op->getLoc(), ValueRange(state),
+                         ValueRange(*copy));
+    replaceOpWithBufferizedValues(rewriter, op, *copy);
+    return success();
+  }
+};
+
+struct StateStoreModel
+    : public BufferizableOpInterface::ExternalModel<StateStoreModel,
+                                                    StateStoreOp> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return true;
+  }
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
+                               const AnalysisState &) const {
+    return false;
+  }
+  AliasingValueList getAliasingValues(Operation *, OpOperand &,
+                                      const AnalysisState &) const {
+    return {};
+  }
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto store = cast<StateStoreOp>(op);
+    FailureOr<Value> source =
+        getBuffer(rewriter, store.getValue(), options, state);
+    if (failed(source))
+      return failure();
+    // Computed in place in the state's own buffer: nothing to copy.
+    auto inPlace = source->getDefiningOp<BufferStateOp>();
+    if (!inPlace || inPlace.getState() != store.getState()) {
+      FailureOr<Value> usable =
+          contiguous(rewriter, op->getLoc(), *source, options);
+      if (failed(usable))
+        return failure();
+      auto type = cast<RankedTensorType>(store.getValue().getType());
+      auto memref = MemRefType::get(type.getShape(), type.getElementType());
+      Value destination = BufferStateOp::create(rewriter, op->getLoc(), memref,
+                                                store.getStateAttr());
+      BufferCopyOp::create(rewriter, op->getLoc(), ValueRange(*usable),
+                           ValueRange(destination));
+    }
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// add_residual and update_residual have no runtime call of their own:
+/// ddp-fuse-kernels folds them into the projections and the reconstruction.
+template <typename OpTy>
+struct UnfusedModel
+    : public BufferizableOpInterface::ExternalModel<UnfusedModel<OpTy>, OpTy> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return true;
+  }
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
+                               const AnalysisState &) const {
+    return false;
+  }
+  AliasingValueList getAliasingValues(Operation *, OpOperand &,
+                                      const AnalysisState &) const {
+    return {};
+  }
+  LogicalResult bufferize(Operation *op, RewriterBase &,
+                          const BufferizationOptions &,
+                          BufferizationState &) const {
+    return op->emitOpError()
+           << "has no runtime call of its own; run --ddp-fuse-kernels first, "
+              "which folds it into ddp.project_residual, "
+              "ddp.backproject_residual and ddp.reconstruct_residual";
+  }
+};
+
+} // namespace
+
+void mlir::ddp::registerBufferizableOpInterfaceExternalModels(
+    DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *context, DDPDialect *) {
+    AllReduceOp::attachInterface<AllReduceModel>(*context);
+    AllReduceStartOp::attachInterface<AllReduceStartModel>(*context);
+    WaitOp::attachInterface<WaitModel>(*context);
+    ScaleOp::attachInterface<ScaleModel>(*context);
+    CastOp::attachInterface<CastModel>(*context);
+    ProjectOp::attachInterface<ProjectionModel<ProjectOp, false, false>>(
+        *context);
+    BackprojectOp::attachInterface<
+        ProjectionModel<BackprojectOp, true, false>>(*context);
+    ProjectResidualOp::attachInterface<
+        ProjectionModel<ProjectResidualOp, false, true>>(*context);
+    BackprojectResidualOp::attachInterface<
+        ProjectionModel<BackprojectResidualOp, true, true>>(*context);
+    OrthogonalizeOp::attachInterface<OrthogonalizeModel>(*context);
+    ReconstructOp::attachInterface<ReconstructModel>(*context);
+    ReconstructResidualOp::attachInterface<ReconstructResidualModel>(
+        *context);
+    RandomNormalOp::attachInterface<RandomNormalModel>(*context);
+    StateLoadOp::attachInterface<StateLoadModel>(*context);
+    StateStoreOp::attachInterface<StateStoreModel>(*context);
+    AddResidualOp::attachInterface<UnfusedModel<AddResidualOp>>(*context);
+    UpdateResidualOp::attachInterface<UnfusedModel<UpdateResidualOp>>(
+        *context);
+    context->loadDialect<memref::MemRefDialect>();
+  });
+}
