@@ -25,8 +25,8 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.ddp_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["ddp-opt", "ddp-capi-test", "ddp-import-onnx"],
-                                   tool_dirs)
+llvm_config.add_tool_substitutions(
+    ["ddp-opt", "ddp-capi-test", "ddp-import-onnx", "ddp-run"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 # ddp-import-onnx is built only where libonnx-dev is found.
 if os.path.exists(os.path.join(config.ddp_tools_dir, "ddp-import-onnx")):
@@ -45,9 +45,33 @@ try:
 except (OSError, subprocess.TimeoutExpired):
     pass
 config.substitutions.append(("%torch_python", torch_python))
+# The integration checks need only numpy (python3-numpy, from the same
+# interpreter).
+try:
+    if subprocess.run([torch_python, "-c", "import numpy"],
+                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                      timeout=120).returncode == 0:
+        config.available_features.add("numpy")
+except (OSError, subprocess.TimeoutExpired):
+    pass
+config.substitutions.append(("%numpy_python", torch_python))
 
 # The plugin that upstream mlir-opt loads, and that mlir-opt.
 config.substitutions.append(
     ("%ddp_plugin", os.path.join(config.ddp_lib_dir, "DDPPlugin.so")))
 config.substitutions.append(
     ("%mlir_opt", os.path.join(config.llvm_tools_dir, "mlir-opt")))
+
+# Integration tests run compiled steps on several ranks with OpenMPI's
+# mpirun (as root it needs --allow-run-as-root; 2-core machines need
+# --oversubscribe for 4 ranks).
+import shutil
+mpirun = shutil.which("mpirun")
+if mpirun:
+    config.available_features.add("mpi")
+    flags = " --oversubscribe"
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        flags = " --allow-run-as-root" + flags
+    config.substitutions.append(("%mpirun", mpirun + flags))
+config.substitutions.append(
+    ("%ddp_run", os.path.join(config.ddp_tools_dir, "ddp-run")))

@@ -5,6 +5,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
@@ -186,6 +187,12 @@ Error write(StringRef path, const Array &array) {
   bytes += header;
   bytes.append(array.data.begin(), array.data.end());
 
+  // Output trees (out/r0.s0.o0.npy) are created as needed.
+  StringRef parent = sys::path::parent_path(path);
+  if (!parent.empty())
+    if (std::error_code error = sys::fs::create_directories(parent))
+      return createStringError(error, "cannot create '" + parent +
+                                          "': " + error.message());
   std::string temporary = (path + ".tmp").str();
   {
     std::error_code error;

@@ -37,7 +37,8 @@ llvm::Expected<Array> parse(llvm::StringRef bytes, llvm::StringRef name);
 llvm::Expected<Array> read(llvm::StringRef path);
 
 /// Writes `array` as a version 1.0 file (2.0 if the header needs it),
-/// through a temporary file renamed into place.
+/// through a temporary file renamed into place; creates missing parent
+/// directories.
 llvm::Error write(llvm::StringRef path, const Array &array);
 
 } // namespace npy

@@ -191,8 +191,34 @@ double maxOverRanks(double value) {
   return value;
 }
 
-llvm::raw_ostream &error() {
-  return llvm::errs() << "ddp-run: rank " << rank << ": error: ";
+/// One line of stderr, written with a single write() when the statement
+/// ends, so that the lines of several ranks do not interleave.
+class Line {
+public:
+  explicit Line(const std::string &prefix) : os(text) { os << prefix; }
+  Line(const Line &) = delete;
+  ~Line() {
+    os.flush();
+    llvm::errs().flush();
+    for (size_t done = 0; done < text.size();) {
+      ssize_t wrote = ::write(2, text.data() + done, text.size() - done);
+      if (wrote <= 0)
+        break;
+      done += size_t(wrote);
+    }
+  }
+  template <typename T> Line &operator<<(const T &value) {
+    os << value;
+    return *this;
+  }
+
+private:
+  std::string text;
+  llvm::raw_string_ostream os;
+};
+
+Line error() {
+  return Line("ddp-run: rank " + std::to_string(rank) + ": error: ");
 }
 
 /// Stops every rank if any failed. `what` says which phase.
@@ -200,8 +226,8 @@ void agreeOrStop(bool succeeded, ddprt_context *context, StringRef what) {
   if (everyRankSucceeded(succeeded))
     return;
   if (succeeded)
-    llvm::errs() << "ddp-run: rank " << rank << ": stopping: another rank "
-                 << "failed " << what << "\n";
+    Line("ddp-run: rank " + std::to_string(rank) + ": ")
+        << "stopping: another rank failed " << what << "\n";
   if (context)
     ddprt_finalize(context);
   std::exit(1);
