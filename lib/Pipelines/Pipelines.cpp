@@ -55,6 +55,8 @@ void mlir::ddp::buildCompressionPipeline(
 void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   // Only the fused PowerSGD ops have runtime calls.
   pm.addPass(createDDPFuseKernels());
+  // Element-wise arith/math on tensors bufferize as linalg.generic.
+  pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =

@@ -1,0 +1,40 @@
+// RUN: ddp-opt %s --convert-ddp-to-llvm | FileCheck %s
+
+// Each buffer op is one runtime call for its bucket, with the context from
+// ddprt_current_context and the status checked with the op's location.
+
+ddp.state @step : i64
+ddp.state @q : tensor<32x2xf32>
+
+// CHECK-DAG: llvm.func @ddprt_current_context() -> !llvm.ptr
+// CHECK-DAG: llvm.func @ddprt_check(!llvm.ptr, i32, !llvm.ptr)
+// CHECK-DAG: llvm.func @ddprt_allreduce(!llvm.ptr, i32, i32, !llvm.ptr, i32) -> i32
+// CHECK-DAG: llvm.func @ddprt_project(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32) -> i32
+// CHECK-DAG: llvm.func @ddprt_state_get(!llvm.ptr, !llvm.ptr, i32, i64, !llvm.ptr) -> i32
+// CHECK-DAG: llvm.mlir.global internal constant @{{.*}}("ddp.allreduce at {{.*}}ddp-to-llvm.mlir:{{[0-9]+}}:3\00")
+// CHECK-DAG: llvm.mlir.global internal constant @{{.*}}("q\00")
+// CHECK-NOT: ddp.state
+
+// CHECK-LABEL: func.func @calls
+func.func @calls(%g: memref<64x32xf32>, %b: memref<32xf32>, %p: memref<64x2xf32>) -> i64 {
+  // Two buffers in one stack array: {data, dtype f32 = 0, numel}.
+  // CHECK: %[[ARRAY:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+  // CHECK: %[[CTX:.*]] = llvm.call @ddprt_current_context()
+  // CHECK: %[[STATUS:.*]] = llvm.call @ddprt_allreduce(%[[CTX]], %{{.*}}, %{{.*}}, %[[ARRAY]], %{{.*}})
+  // CHECK: llvm.call @ddprt_check(%[[CTX]], %[[STATUS]], %{{.*}})
+  ddp.buffer.allreduce mean %g, %b role uncompressed : memref<64x32xf32>, memref<32xf32>
+  // The residual group is empty: a null pointer.
+  // CHECK: %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
+  // CHECK: llvm.call @ddprt_state_get
+  // CHECK: llvm.call @ddprt_state_data
+  %q = ddp.buffer.state @q : memref<32x2xf32>
+  // CHECK: llvm.call @ddprt_project(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
+  ddp.buffer.project %g times %q into %p : memref<64x32xf32> times memref<32x2xf32> into memref<64x2xf32>
+  // The step counter is read and written in host memory.
+  // CHECK: %[[DATA:.*]] = llvm.call @ddprt_state_data
+  // CHECK: llvm.load %[[DATA]] : !llvm.ptr -> i64
+  %s = ddp.state_load @step : i64
+  // CHECK: llvm.store %{{.*}}, %{{.*}} : i64, !llvm.ptr
+  ddp.state_store %s, @step : i64
+  return %s : i64
+}
