@@ -45,6 +45,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
@@ -904,6 +905,9 @@ int main(int argc, char **argv) {
   if (!statsJson.empty() &&
       (rank == 0 || StringRef(statsJson).contains("{rank}"))) {
     std::string path = expand(statsJson, -1);
+    // If the directory cannot be made, opening the file says why.
+    if (StringRef parent = llvm::sys::path::parent_path(path); !parent.empty())
+      (void)llvm::sys::fs::create_directories(parent);
     std::error_code ec;
     llvm::raw_fd_ostream out(path, ec);
     if (ec) {

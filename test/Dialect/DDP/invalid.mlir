@@ -43,8 +43,8 @@ func.func @allreduce_start_waited_twice(%x: tensor<4xf32>) -> (tensor<4xf32>, te
 
 // -----
 
-// expected-error @+1 {{a request carries ranked int or float tensors, got 'memref<4xf32>'}}
-func.func private @request_of_memref(!ddp.request<memref<4xf32>>)
+// expected-error @+1 {{a request carries ranked int or float tensors (or, after bufferization, contiguous buffers), got 'memref<4xf32, strided<[2]>>'}}
+func.func private @request_of_strided_memref(!ddp.request<memref<4xf32, strided<[2]>>>)
 
 // -----
 
