@@ -65,6 +65,10 @@ public:
   virtual Error copyToHost(void *host, const void *source, size_t bytes) = 0;
   virtual Error copyFromHost(void *destination, const void *host,
                              size_t bytes) = 0;
+  /// Memory that both the host and the backend can address (for buffers
+  /// that host code and runtime calls share).
+  virtual Error allocateShared(size_t bytes, void **pointer) = 0;
+  virtual void deallocateShared(void *pointer) = 0;
   /// Copies between any two buffers the backend can address (host or
   /// device), ordered with the other calls.
   virtual Error copy(void *destination, const void *source, size_t bytes) = 0;

@@ -682,6 +682,22 @@ ddprt_status ddprt_copy(ddprt_context *context, const ddprt_buffer *sources,
   return report(context, error);
 }
 
+ddprt_status ddprt_alloc(ddprt_context *context, size_t bytes,
+                         void **pointer) {
+  Error error = checkContext(context);
+  if (!error && !pointer)
+    error = invalid("ddprt_alloc: the result pointer is null");
+  if (!error)
+    error = guarded(
+        [&] { return context->backend->allocateShared(bytes, pointer); });
+  return report(context, error);
+}
+
+void ddprt_free(ddprt_context *context, void *pointer) {
+  if (context && context->backend && pointer)
+    context->backend->deallocateShared(pointer);
+}
+
 void ddprt_set_current_context(ddprt_context *context) {
   currentContext = context;
 }

@@ -1214,3 +1214,23 @@ TEST_F(CApi, CurrentContextAndErrorHandlerForCompiledCode) {
   context = nullptr;
   EXPECT_EQ(ddprt_current_context(), nullptr);
 }
+
+TEST_F(CApi, SharedAllocationsAreAlignedAndUsableByCalls) {
+  void *pointer = nullptr;
+  ASSERT_EQ(ddprt_alloc(context, 1000, &pointer), DDPRT_OK)
+      << ddprt_last_error(context);
+  ASSERT_NE(pointer, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(pointer) % 64, 0u);
+  auto *values = static_cast<float *>(pointer);
+  std::fill(values, values + 250, 2.0f);
+  ddprt_buffer buffer = {pointer, DDPRT_F32, 250};
+  ASSERT_EQ(ddprt_scale(context, DDPRT_SCALE_WORLD_SIZE, &buffer, 1), DDPRT_OK);
+  EXPECT_EQ(values[249], 2.0f); // world size 1
+  ddprt_free(context, pointer);
+  void *empty = nullptr;
+  EXPECT_EQ(ddprt_alloc(context, 0, &empty), DDPRT_OK);
+  ddprt_free(context, empty);
+  ddprt_free(context, nullptr);
+  EXPECT_FAILS(ddprt_alloc(context, 8, nullptr), DDPRT_ERROR_INVALID_ARGUMENT,
+               "null");
+}

@@ -302,3 +302,33 @@ TEST_F(Cuda, AllreduceOnOneRankAndCheckpointOfDeviceState) {
 }
 
 } // namespace
+
+// What ddp-run does on a GPU: host code and runtime calls share managed
+// memory, and a copy moves a host tensor into device state and back.
+TEST_F(Cuda, ManagedMemoryIsSharedWithTheHostAndCopiesReachState) {
+  void *pointer = nullptr;
+  ASSERT_EQ(ddprt_alloc(context_, 1024 * sizeof(float), &pointer), DDPRT_OK)
+      << ddprt_last_error(context_);
+  auto *values = static_cast<float *>(pointer);
+  for (int i = 0; i < 1024; ++i)
+    values[i] = float(i);
+  ddprt_buffer buffer = {pointer, DDPRT_F32, 1024};
+  ASSERT_EQ(ddprt_scale(context_, DDPRT_SCALE_WORLD_SIZE, &buffer, 1),
+            DDPRT_OK);
+  sync();
+  EXPECT_EQ(values[1023], 1023.0f);
+
+  ddprt_state *state = nullptr;
+  ASSERT_EQ(ddprt_state_get(context_, "copied", DDPRT_F32, 1024, &state),
+            DDPRT_OK);
+  ddprt_buffer target = ddprt_state_buffer(state);
+  ASSERT_EQ(ddprt_copy(context_, &buffer, &target, 1), DDPRT_OK)
+      << ddprt_last_error(context_);
+  std::vector<float> back(1024, -1.0f);
+  ddprt_buffer host = {back.data(), DDPRT_F32, 1024};
+  ASSERT_EQ(ddprt_copy(context_, &target, &host, 1), DDPRT_OK);
+  sync();
+  EXPECT_EQ(back[7], 7.0f);
+  EXPECT_EQ(back[1023], 1023.0f);
+  ddprt_free(context_, pointer);
+}

@@ -153,6 +153,41 @@ namespace {
 
 int rank = 0, worldSize = 1;
 
+/// On the CUDA backend, buffers that the compiled host code and the runtime
+/// share are managed memory (ddprt_alloc): the step's inputs and everything
+/// the step allocates (malloc in the JIT-compiled code is redirected).
+bool sharedMemory = false;
+
+void *allocateBuffer(size_t bytes) {
+  if (!sharedMemory)
+    return std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
+  void *pointer = nullptr;
+  if (ddprt_alloc(ddprt_current_context(), bytes, &pointer) != DDPRT_OK)
+    return nullptr;
+  return pointer;
+}
+
+void releaseBuffer(void *pointer) {
+  if (sharedMemory)
+    ddprt_free(ddprt_current_context(), pointer);
+  else
+    std::free(pointer);
+}
+
+/// The compiled code's malloc and free on the CUDA backend.
+void *jitMalloc(size_t bytes) { return allocateBuffer(bytes); }
+void jitFree(void *pointer) { releaseBuffer(pointer); }
+
+/// The compiled code's ddprt_check on the CUDA backend: runtime calls are
+/// enqueued, and the host code after them may read what they write, so
+/// wait for the device first.
+void synchronizeAndCheck(ddprt_context *context, ddprt_status status,
+                         const char *where) {
+  if (status == DDPRT_OK)
+    status = ddprt_synchronize(context);
+  ddprt_check(context, status, where);
+}
+
 void stopJob [[noreturn]] (int status) {
   llvm::errs().flush();
   llvm::outs().flush();
@@ -320,7 +355,7 @@ struct Buffer {
            (type.getElementType().getIntOrFloatBitWidth() / 8);
   }
   void release() {
-    std::free(allocated);
+    releaseBuffer(allocated);
     allocated = aligned = nullptr;
   }
 };
@@ -350,8 +385,7 @@ llvm::Expected<Buffer> readInput(StringRef path, RankedTensorType type,
   Buffer buffer;
   buffer.type = type;
   buffer.sizes = array->shape;
-  size_t bytes = std::max<size_t>(array->data.size(), 1);
-  buffer.allocated = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  buffer.allocated = allocateBuffer(array->data.size());
   if (!buffer.allocated)
     return fail("out of memory");
   buffer.aligned = buffer.allocated;
@@ -386,7 +420,13 @@ llvm::orc::SymbolMap runtimeSymbols(llvm::orc::MangleAndInterner interner) {
                                llvm::JITSymbolFlags::Exported};
   };
   add("ddprt_current_context", &ddprt_current_context);
-  add("ddprt_check", &ddprt_check);
+  if (sharedMemory) {
+    add("ddprt_check", &synchronizeAndCheck);
+    add("malloc", &jitMalloc);
+    add("free", &jitFree);
+  } else {
+    add("ddprt_check", &ddprt_check);
+  }
   add("ddprt_allreduce", &ddprt_allreduce);
   add("ddprt_allreduce_start", &ddprt_allreduce_start);
   add("ddprt_wait", &ddprt_wait);
@@ -522,6 +562,7 @@ int main(int argc, char **argv) {
   agreeOrStop(true, context, "to start the runtime");
   ddprt_set_current_context(context);
   ddprt_set_error_handler(onRuntimeError, nullptr);
+  sharedMemory = options.backend == DDPRT_BACKEND_CUDA;
   bool verbose = rank == 0 && !quiet;
 
   // Parse, check and compile (every rank; it is deterministic).

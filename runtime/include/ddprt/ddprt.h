@@ -232,6 +232,12 @@ ddprt_status ddprt_checkpoint_save(ddprt_context *context, const char *path);
    size (bitwise round trip). */
 ddprt_status ddprt_checkpoint_load(ddprt_context *context, const char *path);
 
+/* Memory both the host and the backend address: 64-byte aligned host
+   memory on the CPU backend, CUDA managed memory on the CUDA backend. For
+   buffers that compiled host code and runtime calls share (ddp-run's
+   inputs, and the allocations of a step run on a GPU). */
+ddprt_status ddprt_alloc(ddprt_context *context, size_t bytes, void **pointer);
+void ddprt_free(ddprt_context *context, void *pointer);
 /*===--- Compiled code ---------------------------------------------------===*/
 /* Code lowered from the ddp dialect (convert-ddp-to-llvm) calls the runtime
    with the current context and passes every status to ddprt_check. */

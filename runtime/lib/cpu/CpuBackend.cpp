@@ -169,6 +169,14 @@ public:
     std::memcpy(destination, host, bytes);
     return Error::success();
   }
+  Error allocateShared(size_t bytes, void **pointer) override {
+    *pointer = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + (bytes == 0) * 64);
+    if (!*pointer)
+      return fail(DDPRT_ERROR_BACKEND,
+                  "out of host memory for " + std::to_string(bytes) + " bytes");
+    return Error::success();
+  }
+  void deallocateShared(void *pointer) override { std::free(pointer); }
   Error copy(void *destination, const void *source, size_t bytes) override {
     std::memmove(destination, source, bytes);
     return Error::success();

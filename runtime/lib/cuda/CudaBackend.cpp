@@ -283,6 +283,13 @@ public:
     CUDA_TRY(cudaStreamSynchronize(compute_));
     return Error::success();
   }
+  /// Managed memory: host code reads and writes it, kernels and NCCL too.
+  Error allocateShared(size_t bytes, void **pointer) override {
+    CUDA_TRY(cudaMallocManaged(pointer, bytes == 0 ? 1 : bytes,
+                               cudaMemAttachGlobal));
+    return Error::success();
+  }
+  void deallocateShared(void *pointer) override { cudaFree(pointer); }
   /// cudaMemcpyDefault lets unified addressing find where each side lives.
   /// A host destination is only complete after ddprt_synchronize.
   Error copy(void *destination, const void *source, size_t bytes) override {
