@@ -7,14 +7,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # Debian's PyTorch 1.13 (CPU), torchvision and onnx: the tests that compare
-# with PyTorch's own PowerSGD rule, and export real models to ONNX, use them.
-if ! /usr/bin/python3 -c "import torch, torchvision, onnx" 2>/dev/null; then
-  echo "== installing python3-torch, python3-torchvision, python3-onnx"
+# with PyTorch's hooks and rule, and export real models to ONNX, use them;
+# scikit-learn (the digits) and matplotlib: the training example's test.
+if ! /usr/bin/python3 -c "import torch, torchvision, onnx, sklearn, matplotlib" 2>/dev/null; then
+  echo "== installing python3-torch, python3-torchvision, python3-onnx, python3-sklearn, python3-matplotlib"
   SUDO=""
   [ "$(id -u)" = 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
-    python3-torch python3-torchvision python3-onnx >/dev/null
+    python3-torch python3-torchvision python3-onnx python3-sklearn \
+    python3-matplotlib >/dev/null
 fi
 BUILD_DIR="${BUILD_DIR:-build}"
 cmake --build "$BUILD_DIR" --target check-ddp

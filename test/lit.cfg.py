@@ -55,6 +55,14 @@ try:
 except (OSError, subprocess.TimeoutExpired):
     pass
 config.substitutions.append(("%numpy_python", torch_python))
+# The training example: scikit-learn's digits, matplotlib for its plot.
+try:
+    if subprocess.run([torch_python, "-c", "import sklearn, matplotlib"],
+                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                      timeout=120).returncode == 0:
+        config.available_features.add("sklearn")
+except (OSError, subprocess.TimeoutExpired):
+    pass
 
 # The plugin that upstream mlir-opt loads, and that mlir-opt.
 config.substitutions.append(

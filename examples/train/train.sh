@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# The data-parallel training demo: a 64-128-10 MLP learns scikit-learn's
+# digits on 4 MPI ranks, once per way of averaging the gradients (exact,
+# fp16, PowerSGD rank 1/2/4 with and without error feedback); reference.py
+# checks every run against a numpy simulation, then report.py compares test
+# accuracy, traffic and speed and plots the losses.
+#
+#   bash examples/train/train.sh [--dry-run] [CONFIG...]
+#
+# CONFIG: exact fp16 powersgd-r{1,2,4} powersgd-r{1,2,4}-noef (default: all
+# eight). --dry-run prepares the data and compiles every step function but
+# prints the ddp-run commands instead of running them.
+# Environment: DDP_OPT (default build/bin/ddp-opt), DDP_RUN (default
+# build/bin/ddp-run), PYTHON (default /usr/bin/python3, with numpy,
+# scikit-learn, matplotlib), WORK_DIR (default build/train: data, step
+# functions, run outputs, compare.txt, report.md, loss.png, losses.csv).
+#
+# Every configuration compiles the same step (gen_mlp_step.py) with
+# ddp-opt's default pipeline, --ddp-compress: exact buckets the four
+# gradient allreduces, fp16 sends them in fp16, PowerSGD compresses w1
+# (64x128) and w2 (128x10) after a warm-up of START_ITER exact steps.
+# ddp-run --np starts mpirun itself (adding --oversubscribe, and
+# --allow-run-as-root as root).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+DDP_OPT="${DDP_OPT:-build/bin/ddp-opt}"
+DDP_RUN="${DDP_RUN:-build/bin/ddp-run}"
+PYTHON="${PYTHON:-/usr/bin/python3}"
+WORK_DIR="${WORK_DIR:-build/train}"
+HERE=examples/train
+
+# The hyperparameters; reference.py's defaults (mlp.py) are the same.
+RANKS=4
+HIDDEN=128
+BATCH=32     # per rank
+LR=0.3
+STEPS=440    # 40 epochs
+START_ITER=10
+SEED=0
+
+DRY_RUN=0
+if [ "${1:-}" = "--dry-run" ]; then
+  DRY_RUN=1
+  shift
+fi
+CONFIGS=("$@")
+if ((${#CONFIGS[@]} == 0)); then
+  CONFIGS=(exact fp16 powersgd-r1 powersgd-r2 powersgd-r4
+           powersgd-r1-noef powersgd-r2-noef powersgd-r4-noef)
+fi
+
+# compress_options CONFIG: the --ddp-compress options of a configuration.
+compress_options() {
+  case "$1" in
+    exact) echo "narrow=none" ;;
+    fp16) echo "narrow=fp16" ;;
+    *)
+      if [[ "$1" =~ ^powersgd-r([0-9]+)(-noef)?$ ]]; then
+        local options="powersgd-rank=${BASH_REMATCH[1]} start-iter=$START_ITER seed=$SEED"
+        [ -n "${BASH_REMATCH[2]}" ] && options+=" error-feedback=false"
+        echo "$options"
+      else
+        echo "train.sh: unknown configuration '$1'" >&2
+        return 1
+      fi
+      ;;
+  esac
+}
+
+for config in "${CONFIGS[@]}"; do
+  compress_options "$config" >/dev/null
+done
+if ((!DRY_RUN)) && [ ! -x "$DDP_RUN" ]; then
+  echo "train.sh: $DDP_RUN not found; build it (ninja -C build ddp-run) or set DDP_RUN" >&2
+  exit 1
+fi
+
+DATA="$WORK_DIR/data"
+RUNS="$WORK_DIR/runs"
+rm -rf "$DATA" "$RUNS"
+mkdir -p "$DATA" "$RUNS"
+
+echo "== data: digits, $RANKS ranks x $BATCH examples per step"
+NB="$("$PYTHON" "$HERE/prepare_digits.py" --out "$DATA" --ranks "$RANKS" --batch "$BATCH" \
+        --hidden "$HIDDEN" --seed "$SEED")"
+echo "   $NB steps per epoch, $STEPS steps"
+
+"$PYTHON" "$HERE/gen_mlp_step.py" --hidden "$HIDDEN" --batch "$BATCH" --lr "$LR" \
+  -o "$WORK_DIR/step.mlir"
+
+echo "== compile: ddp-opt --ddp-compress (plans in $RUNS/<config>/plan.txt)"
+for config in "${CONFIGS[@]}"; do
+  options="$(compress_options "$config")"
+  mkdir -p "$RUNS/$config"
+  "$DDP_OPT" "$WORK_DIR/step.mlir" --ddp-compress="$options" \
+    --ddp-compression-report="output=$RUNS/$config/plan.txt" -o "$RUNS/$config/step.mlir"
+  printf '   %-17s %-59s %s\n' "$config" "$options" "$(tail -n 1 "$RUNS/$config/plan.txt")"
+done
+
+# Arguments: w1 b1 w2 b2 (read at step 0, then carried from results 0-3),
+# x and y (this rank's batch step % NB). Results: w1 b1 w2 b2, local loss.
+# Every step writes only the loss (result 4); the last step writes all five
+# results; rank 0 writes the time and traffic figures. A collective that
+# waits more than 60 s fails instead of hanging.
+echo "== train: $RANKS ranks, $STEPS steps per configuration"
+for config in "${CONFIGS[@]}"; do
+  run="$RUNS/$config"
+  command=("$DDP_RUN" --np="$RANKS" "$run/step.mlir" --entry=step --steps="$STEPS" --quiet
+           --input="$DATA/w1.npy" --input="$DATA/b1.npy"
+           --input="$DATA/w2.npy" --input="$DATA/b2.npy"
+           --input="$DATA/x.r{rank}.b{step%$NB}.npy" --input="$DATA/y.r{rank}.b{step%$NB}.npy"
+           "--carry=0:0,1:1,2:2,3:3"
+           --output="$run/loss.r{rank}.s{step}.npy" --output-results=4
+           --final-output="$run/final.r{rank}.o{result}.npy"
+           --summary-json="$run/summary.json" --timeout=60)
+  if ((DRY_RUN)); then
+    echo "${command[*]}"
+    continue
+  fi
+  start=$SECONDS
+  "${command[@]}" >"$run/ddp-run.log" 2>&1 || {
+    echo "train.sh: ddp-run failed for $config; its output:" >&2
+    cat "$run/ddp-run.log" >&2
+    exit 1
+  }
+  printf '   %-17s %3d s  %s\n' "$config" $((SECONDS - start)) \
+    "$(tail -n 1 "$run/ddp-run.log" | sed 's/^ddp-run: //')"
+done
+((DRY_RUN)) && exit 0
+
+echo "== check: ddp-run against reference.py's numpy simulation of the same runs"
+"$PYTHON" "$HERE/reference.py" --data "$DATA" --steps "$STEPS" --lr "$LR" --seed "$SEED" \
+  --config "${CONFIGS[@]}" --compare "$RUNS" --print-every -1 >"$WORK_DIR/compare.txt" || {
+  cat "$WORK_DIR/compare.txt"
+  echo "train.sh: ddp-run's results do not match the numpy simulation" >&2
+  exit 1
+}
+grep '^compare' "$WORK_DIR/compare.txt" | cut -c 9-
+echo
+echo "== report (also in $WORK_DIR/report.md; loss curves in $WORK_DIR/loss.png)"
+"$PYTHON" "$HERE/report.py" "$RUNS" --data "$DATA" --plot "$WORK_DIR/loss.png" \
+  --losses "$WORK_DIR/losses.csv" | tee "$WORK_DIR/report.md"
