@@ -63,6 +63,7 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   bufferization::buildBufferDeallocationPipeline(pm);
+  pm.addPass(createDDPDonateArguments());
   pm.addPass(createConvertBufferizationToMemRefPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addPass(createConvertDDPToLLVM());
@@ -73,7 +74,12 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createUBToLLVMConversionPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  // Allocations call _mlir_memref_to_llvm_alloc/_aligned_alloc/_free, which
+  // the host defines (ddp-run and ddprt-step-runner: host memory on the CPU
+  // backend, managed memory that the GPU reads on CUDA), not malloc/free.
+  FinalizeMemRefToLLVMConversionPassOptions memrefToLLVM;
+  memrefToLLVM.useGenericFunctions = true;
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefToLLVM));
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());

@@ -120,6 +120,23 @@ def DDPFuseKernels : Pass<"ddp-fuse-kernels", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ddp::DDPDialect"];
 }
 
+def DDPDonateArguments : Pass<"ddp-donate-arguments", "::mlir::ModuleOp"> {
+  let summary = "Return argument buffers without copying them, where the caller donates them";
+  let description = [{
+    Runs after buffer deallocation. A public function's caller keeps its
+    argument buffers, so a result that is an argument (an allreduce done in
+    place on a gradient) is returned as a clone. In functions marked with
+    the unit attribute `ddp.donate_arguments`, the caller gives its argument
+    buffers to the function instead (ddp-run does): such a clone, used only
+    by the return, is dropped and the argument itself is returned. The
+    caller then owns that buffer through the result, and must not free it
+    twice.
+  }];
+  let statistics = [
+    Statistic<"numDonated", "num-donated", "Result copies of arguments dropped">
+  ];
+}
+
 def DDPCompressionReport : Pass<"ddp-compression-report", "::mlir::ModuleOp"> {
   let summary = "Print what each gradient sends, per tensor and in total";
   let description = [{

@@ -1,0 +1,47 @@
+//===- DonateArguments.cpp - return donated argument buffers as they are --===//
+//
+// Ownership-based deallocation must clone a returned function argument:
+// the caller of a public function keeps its arguments. A caller that hands
+// its buffers over (ddp-run's step loop, which reads fresh inputs every
+// step) marks the function `ddp.donate_arguments`, and the clone is
+// dropped: for a gradient-sync step that is one copy of every gradient per
+// step saved.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddp/Dialect/DDP/Transforms/Passes.h"
+
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace mlir::ddp {
+#define GEN_PASS_DEF_DDPDONATEARGUMENTS
+#include "ddp/Dialect/DDP/Transforms/Passes.h.inc"
+} // namespace mlir::ddp
+
+using namespace mlir;
+using namespace mlir::ddp;
+
+namespace {
+struct DonateArguments
+    : public ddp::impl::DDPDonateArgumentsBase<DonateArguments> {
+  void runOnOperation() override {
+    for (auto function : getOperation().getOps<func::FuncOp>()) {
+      if (!function->hasAttr("ddp.donate_arguments") || function.isExternal())
+        continue;
+      function.walk([&](bufferization::CloneOp clone) {
+        auto argument = dyn_cast<BlockArgument>(clone.getInput());
+        if (!argument || argument.getOwner() != &function.front())
+          return;
+        if (!llvm::all_of(clone->getUsers(), [](Operation *user) {
+              return isa<func::ReturnOp>(user);
+            }))
+          return;
+        clone.getOutput().replaceAllUsesWith(argument);
+        clone.erase();
+        ++numDonated;
+      });
+    }
+  }
+};
+} // namespace

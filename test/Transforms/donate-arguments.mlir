@@ -1,0 +1,22 @@
+// RUN: ddp-opt %s --one-shot-bufferize="bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map" \
+// RUN:   --buffer-deallocation-pipeline --ddp-donate-arguments | FileCheck %s
+
+// A donated argument reduced in place is returned as it is; without the
+// attribute the caller keeps it and the result is a copy.
+
+// CHECK-LABEL: func.func @donated(
+// CHECK-SAME: %[[G:.*]]: memref<64xf32>
+// CHECK-NOT: bufferization.clone
+// CHECK: return %[[G]]
+func.func @donated(%g: tensor<64xf32>) -> tensor<64xf32> attributes {ddp.donate_arguments} {
+  %r = ddp.allreduce mean %g : tensor<64xf32>
+  return %r : tensor<64xf32>
+}
+
+// CHECK-LABEL: func.func @kept(
+// CHECK: %[[C:.*]] = bufferization.clone
+// CHECK: return %[[C]]
+func.func @kept(%g: tensor<64xf32>) -> tensor<64xf32> {
+  %r = ddp.allreduce mean %g : tensor<64xf32>
+  return %r : tensor<64xf32>
+}
