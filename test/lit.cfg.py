@@ -26,7 +26,8 @@ llvm_config.use_default_substitutions()
 
 tool_dirs = [config.ddp_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
-    ["ddp-opt", "ddp-capi-test", "ddp-import-onnx", "ddp-run"], tool_dirs)
+    ["ddp-opt", "ddp-capi-test", "ddp-import-onnx", "ddp-run",
+     "ddprt-step-runner"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 # ddp-import-onnx is built only where libonnx-dev is found.
 if os.path.exists(os.path.join(config.ddp_tools_dir, "ddp-import-onnx")):

@@ -21,9 +21,16 @@
 // a compiled step aborts the job (MPI_Abort) instead of leaving the other
 // ranks waiting in a collective.
 //
+// --emit-step=DIR compiles ahead of time instead (no runtime, no MPI):
+// DIR/libstep.so holds the lowered step and its packed entry, and
+// DIR/step.json its signature, for ddprt-step-runner on a machine without
+// LLVM or MLIR. Everything after the compilation (the job, the step loop,
+// the functions compiled code calls) is the runtime tree's StepHost, which
+// both tools share.
+//
 //===----------------------------------------------------------------------===//
 
-#include "Npy.h"
+#include "StepHost.h"
 
 #include "ddp/InitAll.h"
 #include "ddp/Dialect/DDP/IR/DDP.h"
@@ -31,7 +38,6 @@
 #include "ddprt/ddprt.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/ExecutionEngine/CRunnerUtils.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -41,29 +47,35 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
 
-#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/Triple.h"
 
-#if defined(DDP_RUN_HAVE_MPI)
-#include <mpi.h>
-#endif
-
-#include <algorithm>
-#include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <unistd.h>
 
 using namespace mlir;
 namespace cl = llvm::cl;
+using stephost::Line;
+using stephost::StepSignature;
+using stephost::TensorSpec;
 
 //===----------------------------------------------------------------------===//
 // Options
@@ -144,164 +156,18 @@ static cl::opt<double> timeoutSeconds(
     cl::cat(category));
 static cl::opt<bool> quiet("quiet", cl::desc("Print only the summary"),
                            cl::cat(category));
+static cl::opt<std::string> emitStep(
+    "emit-step", cl::value_desc("DIR"),
+    cl::desc("Compile only (no runtime, no MPI): write DIR/libstep.so, the "
+             "lowered step with its packed entry _mlir_<entry>, and "
+             "DIR/step.json, for ddprt-step-runner"),
+    cl::cat(category));
 
 //===----------------------------------------------------------------------===//
-// The job
+// The module
 //===----------------------------------------------------------------------===//
 
 namespace {
-
-int rank = 0, worldSize = 1;
-
-/// On the CUDA backend, buffers that the compiled host code and the runtime
-/// share are managed memory (ddprt_alloc): the step's inputs and everything
-/// the step allocates (malloc in the JIT-compiled code is redirected).
-bool sharedMemory = false;
-
-void *allocateBuffer(size_t bytes) {
-  if (!sharedMemory)
-    return std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
-  void *pointer = nullptr;
-  if (ddprt_alloc(ddprt_current_context(), bytes, &pointer) != DDPRT_OK)
-    return nullptr;
-  return pointer;
-}
-
-void releaseBuffer(void *pointer) {
-  if (sharedMemory)
-    ddprt_free(ddprt_current_context(), pointer);
-  else
-    std::free(pointer);
-}
-
-/// The compiled code's malloc and free on the CUDA backend.
-void *jitMalloc(size_t bytes) { return allocateBuffer(bytes); }
-void jitFree(void *pointer) { releaseBuffer(pointer); }
-
-/// The compiled code's ddprt_check on the CUDA backend: runtime calls are
-/// enqueued, and the host code after them may read what they write, so
-/// wait for the device first.
-void synchronizeAndCheck(ddprt_context *context, ddprt_status status,
-                         const char *where) {
-  if (status == DDPRT_OK)
-    status = ddprt_synchronize(context);
-  ddprt_check(context, status, where);
-}
-
-void stopJob [[noreturn]] (int status) {
-  llvm::errs().flush();
-  llvm::outs().flush();
-#if defined(DDP_RUN_HAVE_MPI)
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (initialized && worldSize > 1)
-    MPI_Abort(MPI_COMM_WORLD, status);
-#endif
-  std::_Exit(status);
-}
-
-/// Whether every rank succeeded; a rank that failed has printed why.
-bool everyRankSucceeded(bool succeeded) {
-#if defined(DDP_RUN_HAVE_MPI)
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (initialized && worldSize > 1) {
-    int local = succeeded ? 1 : 0, all = 0;
-    MPI_Allreduce(&local, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    return all == 1;
-  }
-#endif
-  return succeeded;
-}
-
-double maxOverRanks(double value) {
-#if defined(DDP_RUN_HAVE_MPI)
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (initialized && worldSize > 1) {
-    double all = value;
-    MPI_Allreduce(&value, &all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    return all;
-  }
-#endif
-  return value;
-}
-
-/// One line of stderr, written with a single write() when the statement
-/// ends, so that the lines of several ranks do not interleave.
-class Line {
-public:
-  explicit Line(const std::string &prefix) : os(text) { os << prefix; }
-  Line(const Line &) = delete;
-  ~Line() {
-    os.flush();
-    llvm::errs().flush();
-    for (size_t done = 0; done < text.size();) {
-      ssize_t wrote = ::write(2, text.data() + done, text.size() - done);
-      if (wrote <= 0)
-        break;
-      done += size_t(wrote);
-    }
-  }
-  template <typename T> Line &operator<<(const T &value) {
-    os << value;
-    return *this;
-  }
-
-private:
-  std::string text;
-  llvm::raw_string_ostream os;
-};
-
-Line error() {
-  return Line("ddp-run: rank " + std::to_string(rank) + ": error: ");
-}
-
-/// Stops every rank if any failed. `what` says which phase.
-void agreeOrStop(bool succeeded, ddprt_context *context, StringRef what) {
-  if (everyRankSucceeded(succeeded))
-    return;
-  if (succeeded)
-    Line("ddp-run: rank " + std::to_string(rank) + ": ")
-        << "stopping: another rank failed " << what << "\n";
-  if (context)
-    ddprt_finalize(context);
-  std::exit(1);
-}
-
-/// Replaces {rank}, {step}, {step%N}, {result} and {name} in `pattern`.
-std::string expand(StringRef pattern, int64_t step, int64_t result = -1,
-                   StringRef name = "") {
-  std::string out;
-  while (!pattern.empty()) {
-    size_t open = pattern.find('{');
-    out += pattern.take_front(open).str();
-    if (open == StringRef::npos)
-      break;
-    pattern = pattern.drop_front(open);
-    size_t close = pattern.find('}');
-    StringRef key = pattern.slice(1, close);
-    int64_t modulus;
-    if (close != StringRef::npos && key == "rank")
-      out += std::to_string(rank);
-    else if (close != StringRef::npos && key == "step" && step >= 0)
-      out += std::to_string(step);
-    else if (close != StringRef::npos && key.consume_front("step%") &&
-             step >= 0 && !key.getAsInteger(10, modulus) && modulus > 0)
-      out += std::to_string(step % modulus);
-    else if (close != StringRef::npos && key == "result" && result >= 0)
-      out += std::to_string(result);
-    else if (close != StringRef::npos && key == "name" && !name.empty())
-      out += name.str();
-    else {
-      out += "{";
-      pattern = pattern.drop_front();
-      continue;
-    }
-    pattern = pattern.drop_front(close + 1);
-  }
-  return out;
-}
 
 /// The .npy type string of an element type; empty if .npy cannot hold it.
 std::string npyDescr(Type type) {
@@ -329,159 +195,323 @@ std::string typeString(Type type) {
   return text;
 }
 
-std::string shapeString(ArrayRef<int64_t> shape) {
-  std::string text = "(";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + (shape.size() == 1 ? ",)" : ")");
+TensorSpec tensorSpec(RankedTensorType type, std::string dtype) {
+  TensorSpec spec{std::move(dtype), {}};
+  for (int64_t d : type.getShape())
+    spec.shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
+  return spec;
 }
 
-/// A host buffer the step reads or wrote, with its memref descriptor words:
-/// allocated, aligned, offset, sizes, strides.
-struct Buffer {
-  RankedTensorType type;
-  void *allocated = nullptr;
-  void *aligned = nullptr;
-  std::vector<int64_t> sizes;
+/// Parses `inputFile`; diagnostics go to stderr.
+OwningOpRef<ModuleOp> parseModule(MLIRContext &context,
+                                  llvm::SourceMgr &sourceMgr,
+                                  llvm::function_ref<Line()> error) {
+  std::string message;
+  std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(inputFile, &message);
+  if (!file) {
+    error() << message << "\n";
+    return nullptr;
+  }
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  return parseSourceFile<ModuleOp>(sourceMgr, &context);
+}
 
-  int64_t numElements() const {
-    int64_t n = 1;
-    for (int64_t s : sizes)
-      n *= s;
-    return n;
+/// The entry's arguments and results and the module's states, as the host
+/// passes them; says what it cannot pass.
+bool collectSignature(ModuleOp module, StepSignature &signature,
+                      llvm::function_ref<Line()> error) {
+  signature = StepSignature();
+  signature.entry = entry;
+  auto function = module.lookupSymbol<func::FuncOp>(entry);
+  if (!function) {
+    error() << "the module has no func.func @" << entry << "\n";
+    return false;
   }
-  size_t bytes() const {
-    return size_t(numElements()) *
-           (type.getElementType().getIntOrFloatBitWidth() / 8);
-  }
-  void release() {
-    releaseBuffer(allocated);
-    allocated = aligned = nullptr;
-  }
-};
-
-/// Reads `path` into a fresh buffer of `type`, checking dtype and shape.
-llvm::Expected<Buffer> readInput(StringRef path, RankedTensorType type,
-                                 unsigned argument) {
-  llvm::Expected<npy::Array> array = npy::read(path);
-  if (!array)
-    return array.takeError();
-  std::string want = npyDescr(type.getElementType());
-  auto fail = [&](const Twine &why) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "argument " + Twine(argument) + " ('" +
-                                       path + "'): " + why);
+  bool ok = true;
+  auto collect = [&](TypeRange types, StringRef what,
+                     std::vector<TensorSpec> &out) {
+    for (auto [i, type] : llvm::enumerate(types)) {
+      auto tensor = dyn_cast<RankedTensorType>(type);
+      std::string dtype = tensor ? npyDescr(tensor.getElementType()) : "";
+      if (dtype.empty()) {
+        error() << "@" << entry << " " << what.str() << " " << i
+                << " has type " << typeString(type)
+                << "; ddp-run passes ranked tensors of f16, f32, f64 or "
+                   "integers (what .npy holds)\n";
+        ok = false;
+        continue;
+      }
+      out.push_back(tensorSpec(tensor, dtype));
+    }
   };
-  if (array->descr != want)
-    return fail("element type '" + array->descr + "' but the function takes " +
-                want + " (" + typeString(type.getElementType()) + ")");
-  if (ArrayRef<int64_t>(array->shape).size() != size_t(type.getRank()))
-    return fail("shape " + shapeString(array->shape) + " but the function "
-                "takes " + typeString(type));
-  for (int64_t i = 0; i < type.getRank(); ++i)
-    if (!type.isDynamicDim(i) && type.getDimSize(i) != array->shape[i])
-      return fail("shape " + shapeString(array->shape) +
-                  " but the function takes " + typeString(type));
-  Buffer buffer;
-  buffer.type = type;
-  buffer.sizes = array->shape;
-  buffer.allocated = allocateBuffer(array->data.size());
-  if (!buffer.allocated)
-    return fail("out of memory");
-  buffer.aligned = buffer.allocated;
-  std::memcpy(buffer.aligned, array->data.data(), array->data.size());
-  return buffer;
-}
-
-llvm::Error writeOutput(StringRef path, const Buffer &buffer) {
-  npy::Array array;
-  array.descr = npyDescr(buffer.type.getElementType());
-  array.shape = buffer.sizes;
-  const char *data = static_cast<const char *>(buffer.aligned);
-  array.data.assign(data, data + buffer.bytes());
-  return npy::write(path, array);
-}
-
-/// Stops the job when compiled code reports a runtime failure: the other
-/// ranks may be waiting in a collective.
-void onRuntimeError(ddprt_context *context, ddprt_status status,
-                    const char *where, void *) {
-  error() << where << ": " << ddprt_status_string(status) << ": "
-          << ddprt_last_error(context) << "\n";
-  stopJob(1);
-}
-
-/// ddprt's symbols for the JIT, so that the compiled code calls exactly the
-/// library this tool runs with.
-llvm::orc::SymbolMap runtimeSymbols(llvm::orc::MangleAndInterner interner) {
-  llvm::orc::SymbolMap symbols;
-  auto add = [&](const char *name, auto *function) {
-    symbols[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(function),
-                               llvm::JITSymbolFlags::Exported};
-  };
-  add("ddprt_current_context", &ddprt_current_context);
-  if (sharedMemory) {
-    add("ddprt_check", &synchronizeAndCheck);
-    add("malloc", &jitMalloc);
-    add("free", &jitFree);
-  } else {
-    add("ddprt_check", &ddprt_check);
+  collect(function.getArgumentTypes(), "argument", signature.arguments);
+  collect(function.getResultTypes(), "result", signature.results);
+  for (auto state : module.getOps<mlir::ddp::StateOp>()) {
+    stephost::StateSpec spec;
+    spec.name = state.getSymName().str();
+    // A scalar state (the step counter) is one element.
+    Type element = state.getType();
+    if (auto tensor = dyn_cast<RankedTensorType>(element)) {
+      element = tensor.getElementType();
+      spec.type = tensorSpec(tensor, "");
+    }
+    std::string dtype = element.isBF16() ? "bf16" : npyDescr(element);
+    spec.type.dtype = dtype.empty() ? typeString(element) : dtype;
+    signature.states.push_back(spec);
   }
-  add("ddprt_allreduce", &ddprt_allreduce);
-  add("ddprt_allreduce_start", &ddprt_allreduce_start);
-  add("ddprt_wait", &ddprt_wait);
-  add("ddprt_scale", &ddprt_scale);
-  add("ddprt_cast", &ddprt_cast);
-  add("ddprt_copy", &ddprt_copy);
-  add("ddprt_project", &ddprt_project);
-  add("ddprt_backproject", &ddprt_backproject);
-  add("ddprt_orthogonalize", &ddprt_orthogonalize);
-  add("ddprt_reconstruct", &ddprt_reconstruct);
-  add("ddprt_random_normal", &ddprt_random_normal);
-  add("ddprt_state_get", &ddprt_state_get);
-  add("ddprt_state_data", &ddprt_state_data);
-  // memref.copy of strided views lowers to this runner utility.
-  add("memrefCopy", &memrefCopy);
-  return symbols;
+  return ok;
 }
 
-std::optional<ddprt_dtype> runtimeDtype(Type type) {
-  if (type.isF32())
-    return DDPRT_F32;
-  if (type.isF16())
-    return DDPRT_F16;
-  if (type.isBF16())
-    return DDPRT_BF16;
-  if (type.isF64())
-    return DDPRT_F64;
-  if (type.isSignlessInteger(64))
-    return DDPRT_I64;
-  return std::nullopt;
+/// The dialects, the translations to LLVM IR and a context with them.
+DialectRegistry makeRegistry() {
+  DialectRegistry registry;
+  mlir::ddp::registerAllDialects(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  return registry;
 }
 
-/// A ddp.state of the module: its name, element type and shape.
-struct StateInfo {
-  std::string name;
-  Type element;
-  std::vector<int64_t> shape;
-};
+//===----------------------------------------------------------------------===//
+// --emit-step: ahead of time
+//===----------------------------------------------------------------------===//
 
-std::string withThousands(uint64_t value) {
-  std::string digits = std::to_string(value), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0)
-      out += ',';
-    out += digits[i];
+/// Defines `_mlir_<name>(void **)` around @name exactly as MLIR's
+/// ExecutionEngine does (packFunctionArguments): it loads each argument
+/// through its pointer, calls @name, and stores the result through the
+/// pointer after the arguments.
+bool addPackedEntry(llvm::Module &module, StringRef name) {
+  llvm::Function *function = module.getFunction(name);
+  if (!function || function->isDeclaration())
+    return false;
+  llvm::LLVMContext &context = module.getContext();
+  llvm::IRBuilder<> builder(context);
+  auto *type = llvm::FunctionType::get(builder.getVoidTy(), builder.getPtrTy(),
+                                       /*isVarArg=*/false);
+  auto *packed = cast<llvm::Function>(
+      module.getOrInsertFunction(("_mlir_" + name).str(), type).getCallee());
+  auto *block = llvm::BasicBlock::Create(context, "entry", packed);
+  builder.SetInsertPoint(block);
+  llvm::Value *argList = packed->arg_begin();
+  SmallVector<llvm::Value *> args;
+  for (auto [index, arg] : llvm::enumerate(function->args())) {
+    llvm::Value *argPtrPtr = builder.CreateGEP(builder.getPtrTy(), argList,
+                                               builder.getInt64(index));
+    llvm::Value *argPtr = builder.CreateLoad(builder.getPtrTy(), argPtrPtr);
+    args.push_back(builder.CreateLoad(arg.getType(), argPtr));
   }
-  return out;
+  llvm::Value *result = builder.CreateCall(function, args);
+  if (!result->getType()->isVoidTy()) {
+    llvm::Value *retPtrPtr =
+        builder.CreateGEP(builder.getPtrTy(), argList,
+                          builder.getInt64(function->arg_size()));
+    llvm::Value *retPtr = builder.CreateLoad(builder.getPtrTy(), retPtrPtr);
+    builder.CreateStore(result, retPtr);
+  }
+  builder.CreateRetVoid();
+  return true;
 }
 
-uint64_t sum(const uint64_t (&values)[DDPRT_ROLE_COUNT]) {
-  uint64_t total = 0;
-  for (uint64_t v : values)
-    total += v;
-  return total;
+/// Routes every call of a host function (the runtime, memref allocation,
+/// memrefCopy) through a slot `__ddp_host_<name>` that the loader fills
+/// with what the backend needs (stephost::hostFunctions), as ddp-run's JIT
+/// symbol map does. The library then needs nothing from the runtime at
+/// load time. Appends the names to `names`.
+bool bindHostFunctions(llvm::Module &module, std::vector<std::string> &names,
+                       std::string &error) {
+  auto *pointer = llvm::PointerType::getUnqual(module.getContext());
+  for (llvm::Function &function : llvm::make_early_inc_range(module)) {
+    if (!function.isDeclaration() || function.isIntrinsic() ||
+        !stephost::isHostFunction(function.getName()))
+      continue;
+    std::string name = function.getName().str();
+    auto *slot = new llvm::GlobalVariable(
+        module, pointer, /*isConstant=*/false, llvm::GlobalValue::ExternalLinkage,
+        llvm::ConstantPointerNull::get(pointer),
+        stephost::kHostSlotPrefix + name);
+    for (llvm::Use &use : llvm::make_early_inc_range(function.uses())) {
+      auto *call = dyn_cast<llvm::CallBase>(use.getUser());
+      if (!call || !call->isCallee(&use)) {
+        error = "the step takes the address of @" + name +
+                " instead of calling it";
+        return false;
+      }
+      llvm::IRBuilder<> builder(call);
+      call->setCalledOperand(builder.CreateLoad(pointer, slot, name));
+    }
+    function.eraseFromParent();
+    names.push_back(name);
+  }
+  return true;
 }
+
+/// Code for the architecture of this machine, for any CPU of it (the
+/// library runs on other machines): x86-64 without AVX, position
+/// independent.
+std::unique_ptr<llvm::TargetMachine> createTargetMachine(std::string &error) {
+  llvm::Triple triple(llvm::sys::getProcessTriple());
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return nullptr;
+  StringRef cpu = triple.getArch() == llvm::Triple::x86_64 ? "x86-64"
+                                                           : "generic";
+  llvm::TargetOptions options;
+  return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
+      triple, cpu, "", options, llvm::Reloc::PIC_, std::nullopt,
+      llvm::CodeGenOptLevel::Aggressive));
+}
+
+/// Both hosts (the JIT loop and ddprt-step-runner) give the step its
+/// argument buffers and free each buffer once, also when a result is an
+/// argument's buffer: the step returns in-place results without a copy
+/// (ddp-donate-arguments).
+void donateArguments(ModuleOp module) {
+  if (auto function = module.lookupSymbol<func::FuncOp>(entry))
+    function->setAttr("ddp.donate_arguments",
+                      UnitAttr::get(module.getContext()));
+}
+
+int emitStepLibrary() {
+  auto error = [] { return Line("ddp-run: error: "); };
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  MLIRContext mlirContext(makeRegistry());
+  mlirContext.loadAllAvailableDialects();
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &mlirContext);
+  OwningOpRef<ModuleOp> module = parseModule(mlirContext, sourceMgr, error);
+  if (!module)
+    return 1;
+  StepSignature signature;
+  if (!collectSignature(*module, signature, error))
+    return 1;
+  for (const stephost::StateSpec &state : signature.states) {
+    ddprt_dtype dtype;
+    if (!stephost::runtimeDtype(state.type.dtype, dtype)) {
+      error() << "state '" << state.name << "' has element type "
+              << stephost::elementTypeName(state.type.dtype)
+              << ", which the runtime does not keep\n";
+      return 1;
+    }
+  }
+
+  donateArguments(*module);
+  PassManager pm(&mlirContext);
+  mlir::ddp::buildLoweringPipeline(pm);
+  if (failed(pm.run(*module))) {
+    error() << "cannot lower '" << inputFile << "' (see above)\n";
+    return 1;
+  }
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(*module, llvmContext, "step");
+  if (!llvmModule) {
+    error() << "cannot translate '" << inputFile << "' to LLVM IR\n";
+    return 1;
+  }
+  std::string message;
+  std::unique_ptr<llvm::TargetMachine> machine = createTargetMachine(message);
+  if (!machine) {
+    error() << "no code generator for this machine: " << message << "\n";
+    return 1;
+  }
+  llvmModule->setDataLayout(machine->createDataLayout());
+  llvmModule->setTargetTriple(machine->getTargetTriple());
+  if (!addPackedEntry(*llvmModule, entry)) {
+    error() << "the lowered module has no function @" << entry << "\n";
+    return 1;
+  }
+  if (!bindHostFunctions(*llvmModule, signature.hostFunctions, message)) {
+    error() << message << "\n";
+    return 1;
+  }
+  // The library exports the entry, its packed form and the host slots;
+  // its calls bind inside it (libc has a `step` too).
+  std::string packedName = "_mlir_" + entry;
+  for (llvm::Function &function : *llvmModule) {
+    if (function.isDeclaration() || function.hasLocalLinkage())
+      continue;
+    bool exported =
+        function.getName() == entry || function.getName() == packedName;
+    function.setVisibility(exported ? llvm::GlobalValue::ProtectedVisibility
+                                    : llvm::GlobalValue::HiddenVisibility);
+    function.setDSOLocal(true);
+  }
+  if (llvm::verifyModule(*llvmModule, &llvm::errs())) {
+    error() << "the step's LLVM IR does not verify\n";
+    return 1;
+  }
+  if (llvm::Error e = makeOptimizingTransformer(2, 0, machine.get())(
+          llvmModule.get())) {
+    error() << "cannot optimize: " << llvm::toString(std::move(e)) << "\n";
+    return 1;
+  }
+
+  std::string directory = emitStep;
+  if (std::error_code ec = llvm::sys::fs::create_directories(directory)) {
+    error() << "cannot create '" << directory << "': " << ec.message() << "\n";
+    return 1;
+  }
+  std::string object = directory + "/step.o";
+  std::string library = directory + "/" + signature.library;
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream out(object, ec, llvm::sys::fs::OF_None);
+    if (ec) {
+      error() << "cannot write '" << object << "': " << ec.message() << "\n";
+      return 1;
+    }
+    llvm::legacy::PassManager codegen;
+    if (machine->addPassesToEmitFile(codegen, out, nullptr,
+                                     llvm::CodeGenFileType::ObjectFile)) {
+      error() << "this machine's code generator cannot write objects\n";
+      return 1;
+    }
+    codegen.run(*llvmModule);
+    out.close();
+    if (out.has_error()) {
+      error() << "cannot write '" << object
+              << "': " << out.error().message() << "\n";
+      out.clear_error();
+      return 1;
+    }
+  }
+
+  // Link with the system's compiler driver.
+  llvm::ErrorOr<std::string> linker = llvm::sys::findProgramByName("c++");
+  if (!linker)
+    linker = llvm::sys::findProgramByName("cc");
+  if (!linker) {
+    error() << "cannot link '" << library
+            << "': no c++ or cc on PATH (the object is '" << object << "')\n";
+    return 1;
+  }
+  std::vector<StringRef> args{*linker, "-shared",        "-Wl,-Bsymbolic",
+                              "-Wl,--as-needed", "-o", library, object, "-lm"};
+  int status = llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, {}, 0, 0,
+                                         &message);
+  if (status != 0) {
+    error() << "cannot link '" << library << "' with " << *linker << ": "
+            << (message.empty() ? "exit status " + std::to_string(status)
+                                : message)
+            << "\n";
+    return 1;
+  }
+  std::string json = directory + "/step.json";
+  if (!stephost::writeStepJson(json, signature, message)) {
+    error() << message << "\n";
+    return 1;
+  }
+  if (!quiet)
+    llvm::outs() << "ddp-run: wrote " << library << " and " << json << " (@"
+                 << entry << ": " << signature.arguments.size()
+                 << " arguments, " << signature.results.size()
+                 << " results, " << signature.states.size() << " states)\n";
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Running: JIT
+//===----------------------------------------------------------------------===//
 
 /// Re-runs this command under mpirun with --np ranks.
 int launch(int argc, char **argv) {
@@ -525,6 +555,26 @@ bool insideMpiJob() {
          std::getenv("PMIX_RANK");
 }
 
+stephost::RunOptions runOptions() {
+  stephost::RunOptions options;
+  options.steps = steps;
+  options.firstStep = firstStep;
+  options.backend = backend;
+  options.inputs.assign(inputs.begin(), inputs.end());
+  options.carries.assign(carries.begin(), carries.end());
+  options.output = outputPattern;
+  options.outputResults.assign(outputResults.begin(), outputResults.end());
+  options.finalOutput = finalOutputPattern;
+  options.checkpointLoad = checkpointLoad;
+  options.checkpointSave = checkpointSave;
+  options.setStates.assign(setStates.begin(), setStates.end());
+  options.dumpState = dumpState;
+  options.summaryJson = statsJson;
+  options.timeoutSeconds = timeoutSeconds;
+  options.quiet = quiet;
+  return options;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -533,138 +583,39 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(
       argc, argv,
       "ddp-run: JIT-run a step function with ddp ops on every MPI rank\n");
+  if (!emitStep.empty())
+    return emitStepLibrary();
   if (launchRanks > 0 && !insideMpiJob())
     return launch(argc, argv);
 
   // Start the runtime first: it brings up MPI, and every later failure can
   // then be agreed on by all ranks.
-  ddprt_options options;
-  ddprt_default_options(&options);
-  options.timeout_seconds = timeoutSeconds;
-  if (backend == "cuda")
-    options.backend = DDPRT_BACKEND_CUDA;
-  else if (backend != "cpu") {
-    llvm::errs() << "ddp-run: error: --backend must be cpu or cuda, not '"
-                 << backend << "'\n";
+  stephost::RunOptions options = runOptions();
+  stephost::Job job("ddp-run");
+  if (!job.start(options))
     return 1;
-  }
-  ddprt_context *context = nullptr;
-  ddprt_status started = ddprt_init(&options, &context);
-  if (context) {
-    rank = ddprt_rank(context);
-    worldSize = ddprt_world_size(context);
-  }
-  if (started != DDPRT_OK) {
-    error() << "cannot start the runtime: " << ddprt_status_string(started)
-            << ": " << ddprt_last_error(context) << "\n";
-    agreeOrStop(false, context, "to start the runtime");
-  }
-  agreeOrStop(true, context, "to start the runtime");
-  ddprt_set_current_context(context);
-  ddprt_set_error_handler(onRuntimeError, nullptr);
-  sharedMemory = options.backend == DDPRT_BACKEND_CUDA;
-  bool verbose = rank == 0 && !quiet;
+  auto error = [&] { return job.error(); };
 
   // Parse, check and compile (every rank; it is deterministic).
-  DialectRegistry registry;
-  mlir::ddp::registerAllDialects(registry);
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
-  MLIRContext mlirContext(registry);
+  MLIRContext mlirContext(makeRegistry());
   mlirContext.loadAllAvailableDialects();
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &mlirContext);
-  OwningOpRef<ModuleOp> module;
-  {
-    std::string message;
-    std::unique_ptr<llvm::MemoryBuffer> file =
-        openInputFile(inputFile, &message);
-    if (!file)
-      error() << message << "\n";
-    else {
-      sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-      module = parseSourceFile<ModuleOp>(sourceMgr, &mlirContext);
-    }
-  }
-  agreeOrStop(bool(module), context, "to parse the module");
+  OwningOpRef<ModuleOp> module = parseModule(mlirContext, sourceMgr, error);
+  job.agreeOrStop(bool(module), "to parse the module");
 
-  auto function = module->lookupSymbol<func::FuncOp>(entry);
-  std::vector<RankedTensorType> argumentTypes, resultTypes;
-  bool signatureOk = true;
-  if (!function) {
-    error() << "the module has no func.func @" << entry << "\n";
-    signatureOk = false;
-  } else {
-    auto collect = [&](TypeRange types, StringRef what,
-                       std::vector<RankedTensorType> &out) {
-      for (auto [i, type] : llvm::enumerate(types)) {
-        auto tensor = dyn_cast<RankedTensorType>(type);
-        if (!tensor || npyDescr(tensor.getElementType()).empty()) {
-          error() << "@" << entry << " " << what << " " << i << " has type "
-                  << type
-                  << "; ddp-run passes ranked tensors of f16, f32, f64 or "
-                     "integers (what .npy holds)\n";
-          signatureOk = false;
-        }
-        out.push_back(tensor);
-      }
-    };
-    collect(function.getArgumentTypes(), "argument", argumentTypes);
-    collect(function.getResultTypes(), "result", resultTypes);
-  }
-  // Check the command line against the signature.
-  std::vector<int> carriedFrom(argumentTypes.size(), -1);
-  if (signatureOk) {
-    if (inputs.size() != argumentTypes.size()) {
-      error() << "@" << entry << " takes " << argumentTypes.size()
-              << " arguments but " << inputs.size() << " --input given\n";
-      signatureOk = false;
-    }
-    for (const std::string &carry : carries) {
-      auto [a, r] = StringRef(carry).split(':');
-      unsigned argument, result;
-      if (a.getAsInteger(10, argument) || r.getAsInteger(10, result) ||
-          argument >= argumentTypes.size() || result >= resultTypes.size()) {
-        error() << "--carry=" << carry << " is not ARG:RESULT with ARG < "
-                << argumentTypes.size() << " and RESULT < "
-                << resultTypes.size() << "\n";
-        signatureOk = false;
-        continue;
-      }
-      if (argumentTypes[argument] != resultTypes[result]) {
-        error() << "--carry=" << carry << ": result " << result << " is "
-                << resultTypes[result] << " but argument " << argument
-                << " is " << argumentTypes[argument] << "\n";
-        signatureOk = false;
-        continue;
-      }
-      carriedFrom[argument] = result;
-    }
-    for (unsigned r : outputResults)
-      if (r >= resultTypes.size()) {
-        error() << "--output-results=" << r << " but @" << entry << " has "
-                << resultTypes.size() << " results\n";
-        signatureOk = false;
-      }
-  }
-  agreeOrStop(signatureOk, context, "to check the command line");
+  StepSignature signature;
+  bool signatureOk = collectSignature(*module, signature, error) &&
+                     stephost::checkCommandLine(job, signature, options);
+  job.agreeOrStop(signatureOk, "to check the command line");
 
-  std::vector<StateInfo> states;
-  for (auto state : module->getOps<mlir::ddp::StateOp>()) {
-    StateInfo info{state.getSymName().str(), state.getType(), {}};
-    if (auto tensor = dyn_cast<RankedTensorType>(state.getType())) {
-      info.element = tensor.getElementType();
-      info.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
-    }
-    states.push_back(info);
-  }
-
+  donateArguments(*module);
   PassManager pm(&mlirContext);
   mlir::ddp::buildLoweringPipeline(pm);
   bool lowered = succeeded(pm.run(*module));
   if (!lowered)
     error() << "cannot lower '" << inputFile << "' (see above)\n";
-  agreeOrStop(lowered, context, "to lower the module");
+  job.agreeOrStop(lowered, "to lower the module");
 
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
@@ -676,312 +627,23 @@ int main(int argc, char **argv) {
   if (!engine)
     error() << "cannot JIT-compile: " << llvm::toString(engine.takeError())
             << "\n";
-  agreeOrStop(bool(engine), context, "to JIT-compile");
-  (*engine)->registerSymbols(runtimeSymbols);
+  job.agreeOrStop(bool(engine), "to JIT-compile");
+  // The same functions, bound the same way, as ddprt-step-runner gives an
+  // ahead-of-time compiled step.
+  (*engine)->registerSymbols([&](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap symbols;
+    for (const stephost::HostFunction &function :
+         stephost::hostFunctions(job.sharedMemory))
+      symbols[interner(function.name)] = {
+          llvm::orc::ExecutorAddr::fromPtr(function.address),
+          llvm::JITSymbolFlags::Exported};
+    return symbols;
+  });
   (*engine)->initialize();
   auto packed = (*engine)->lookupPacked(entry);
   if (!packed)
     error() << "cannot find the compiled @" << entry << ": "
             << llvm::toString(packed.takeError()) << "\n";
-  agreeOrStop(bool(packed), context, "to find the entry point");
-
-  // Create every state, so that a checkpoint can be loaded into them.
-  bool stateOk = true;
-  std::map<std::string, ddprt_state *> stateHandles;
-  for (const StateInfo &info : states) {
-    std::optional<ddprt_dtype> dtype = runtimeDtype(info.element);
-    int64_t numel = 1;
-    for (int64_t d : info.shape)
-      numel *= d;
-    ddprt_state *handle = nullptr;
-    if (!dtype || ddprt_state_get(context, info.name.c_str(), *dtype, numel,
-                                  &handle) != DDPRT_OK) {
-      error() << "cannot create state '" << info.name
-              << "': " << ddprt_last_error(context) << "\n";
-      stateOk = false;
-      continue;
-    }
-    stateHandles[info.name] = handle;
-  }
-  agreeOrStop(stateOk, context, "to create the states");
-  if (!checkpointLoad.empty()) {
-    std::string path = expand(checkpointLoad, -1);
-    bool loaded =
-        ddprt_checkpoint_load(context, path.c_str()) == DDPRT_OK;
-    if (!loaded)
-      error() << "cannot load checkpoint: " << ddprt_last_error(context)
-              << "\n";
-    agreeOrStop(loaded, context, "to load the checkpoint");
-  }
-  bool setOk = true;
-  for (const std::string &setting : setStates) {
-    auto [name, pattern] = StringRef(setting).split('=');
-    auto found = stateHandles.find(name.str());
-    const StateInfo *info = nullptr;
-    for (const StateInfo &s : states)
-      if (s.name == name)
-        info = &s;
-    if (found == stateHandles.end() || !info) {
-      error() << "--set-state=" << setting << ": the module has no state '"
-              << name << "'\n";
-      setOk = false;
-      continue;
-    }
-    std::string path = expand(pattern, -1);
-    llvm::Expected<npy::Array> array = npy::read(path);
-    if (!array) {
-      error() << "--set-state: " << llvm::toString(array.takeError()) << "\n";
-      setOk = false;
-      continue;
-    }
-    if (array->descr != npyDescr(info->element) ||
-        array->shape != info->shape) {
-      error() << "--set-state: '" << path << "' holds " << array->descr << " "
-              << shapeString(array->shape) << " but state '" << name
-              << "' is " << npyDescr(info->element) << " "
-              << shapeString(info->shape) << "\n";
-      setOk = false;
-      continue;
-    }
-    ddprt_buffer target = ddprt_state_buffer(found->second);
-    ddprt_buffer source = target;
-    source.data = array->data.data();
-    if (ddprt_copy(context, &source, &target, 1) != DDPRT_OK ||
-        ddprt_synchronize(context) != DDPRT_OK) {
-      error() << "--set-state: " << ddprt_last_error(context) << "\n";
-      setOk = false;
-    }
-  }
-  agreeOrStop(setOk, context, "to set the states");
-
-  // The steps.
-  std::vector<Buffer> arguments(argumentTypes.size());
-  std::vector<double> stepSeconds;
-  ddprt_counters before{}, after{};
-  uint64_t lastStepElements = 0, lastStepBytes = 0, totalElements = 0;
-  std::vector<bool> writeResult(resultTypes.size(), outputResults.empty());
-  for (unsigned r : outputResults)
-    writeResult[r] = true;
-  size_t resultWords = 0;
-  for (RankedTensorType type : resultTypes)
-    resultWords += 3 + 2 * type.getRank();
-  std::vector<int64_t> resultStorage(std::max<size_t>(resultWords, 1));
-
-  for (unsigned i = 0; i < steps; ++i) {
-    int64_t step = firstStep + i;
-    bool readOk = true;
-    for (size_t a = 0; a < arguments.size(); ++a) {
-      if (arguments[a].allocated)
-        continue; // carried from the step before
-      std::string path = expand(inputs[a], step);
-      llvm::Expected<Buffer> buffer = readInput(path, argumentTypes[a], a);
-      if (!buffer) {
-        error() << "step " << step << ": "
-                << llvm::toString(buffer.takeError()) << "\n";
-        readOk = false;
-        continue;
-      }
-      arguments[a] = *buffer;
-    }
-    agreeOrStop(readOk, context, "to read the inputs of step " +
-                                     std::to_string(step));
-
-    // Packed calling convention: a pointer to each descriptor word, then
-    // one to the storage of the returned descriptors.
-    std::vector<int64_t> words;
-    for (Buffer &buffer : arguments) {
-      words.push_back(reinterpret_cast<int64_t>(buffer.allocated));
-      words.push_back(reinterpret_cast<int64_t>(buffer.aligned));
-      words.push_back(0);
-      llvm::append_range(words, buffer.sizes);
-      int64_t stride = 1;
-      std::vector<int64_t> strides(buffer.sizes.size());
-      for (int64_t d = int64_t(buffer.sizes.size()) - 1; d >= 0; --d) {
-        strides[d] = stride;
-        stride *= buffer.sizes[d];
-      }
-      llvm::append_range(words, strides);
-    }
-    std::vector<void *> packedArgs;
-    for (int64_t &word : words)
-      packedArgs.push_back(&word);
-    if (!resultTypes.empty())
-      packedArgs.push_back(resultStorage.data());
-
-    ddprt_get_counters(context, &before);
-    auto start = std::chrono::steady_clock::now();
-    (*packed)(packedArgs.data());
-    ddprt_synchronize(context);
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
-    ddprt_get_counters(context, &after);
-    seconds = maxOverRanks(seconds);
-    stepSeconds.push_back(seconds);
-    lastStepElements = sum(after.elements_sent) - sum(before.elements_sent);
-    lastStepBytes = sum(after.bytes_sent) - sum(before.bytes_sent);
-    totalElements += lastStepElements;
-    uint64_t uncompressed = after.elements_before_compression -
-                            before.elements_before_compression;
-    if (verbose) {
-      llvm::outs() << "step " << step << ": "
-                   << llvm::format("%.3f", seconds * 1e3) << " ms, sent "
-                   << withThousands(lastStepElements) << " elements ("
-                   << withThousands(lastStepBytes) << " bytes)";
-      if (lastStepElements && uncompressed)
-        llvm::outs() << ", " << llvm::format("%.2f", double(uncompressed) /
-                                                          lastStepElements)
-                     << "x fewer than uncompressed";
-      llvm::outs() << "\n";
-    }
-
-    // Unpack the results; they belong to us now (freshly allocated).
-    std::vector<Buffer> results(resultTypes.size());
-    size_t at = 0;
-    for (size_t r = 0; r < results.size(); ++r) {
-      Buffer &buffer = results[r];
-      buffer.type = resultTypes[r];
-      buffer.allocated = reinterpret_cast<void *>(resultStorage[at]);
-      buffer.aligned = reinterpret_cast<void *>(resultStorage[at + 1]);
-      int64_t offset = resultStorage[at + 2];
-      int64_t rankOf = resultTypes[r].getRank();
-      buffer.sizes.assign(resultStorage.begin() + at + 3,
-                          resultStorage.begin() + at + 3 + rankOf);
-      buffer.aligned = static_cast<char *>(buffer.aligned) +
-                       offset * (buffer.type.getElementType()
-                                     .getIntOrFloatBitWidth() / 8);
-      at += 3 + 2 * rankOf;
-    }
-    bool last = i + 1 == steps;
-    bool writeOk = true;
-    for (size_t r = 0; r < results.size(); ++r) {
-      std::vector<std::string> paths;
-      if (!outputPattern.empty() && writeResult[r])
-        paths.push_back(expand(outputPattern, step, r));
-      if (last && !finalOutputPattern.empty())
-        paths.push_back(expand(finalOutputPattern, step, r));
-      for (const std::string &path : paths)
-        if (llvm::Error e = writeOutput(path, results[r])) {
-          error() << "step " << step << ": "
-                  << llvm::toString(std::move(e)) << "\n";
-          writeOk = false;
-        }
-    }
-    agreeOrStop(writeOk, context, "to write the results of step " +
-                                      std::to_string(step));
-
-    // Carried results become the next step's arguments; free the rest.
-    std::vector<bool> keep(results.size(), false);
-    for (size_t a = 0; a < arguments.size(); ++a) {
-      arguments[a].release();
-      if (!last && carriedFrom[a] >= 0) {
-        arguments[a] = results[carriedFrom[a]];
-        keep[carriedFrom[a]] = true;
-      }
-    }
-    for (size_t r = 0; r < results.size(); ++r)
-      if (!keep[r])
-        results[r].release();
-  }
-  for (Buffer &buffer : arguments)
-    buffer.release();
-
-  // After the last step: state out, checkpoint, figures.
-  bool finishOk = true;
-  if (!dumpState.empty()) {
-    for (const StateInfo &info : states) {
-      ddprt_buffer source = ddprt_state_buffer(stateHandles[info.name]);
-      npy::Array array;
-      array.descr = npyDescr(info.element);
-      array.shape = info.shape;
-      array.data.resize(size_t(source.numel) * ddprt_dtype_size(source.dtype));
-      ddprt_buffer target = source;
-      target.data = array.data.data();
-      if (ddprt_copy(context, &source, &target, 1) != DDPRT_OK ||
-          ddprt_synchronize(context) != DDPRT_OK) {
-        error() << "--dump-state: " << ddprt_last_error(context) << "\n";
-        finishOk = false;
-        continue;
-      }
-      if (llvm::Error e = npy::write(
-              expand(dumpState, -1, -1, info.name), array)) {
-        error() << "--dump-state: " << llvm::toString(std::move(e)) << "\n";
-        finishOk = false;
-      }
-    }
-  }
-  if (!checkpointSave.empty()) {
-    std::string path = expand(checkpointSave, -1);
-    if (ddprt_checkpoint_save(context, path.c_str()) != DDPRT_OK) {
-      error() << "cannot save checkpoint: " << ddprt_last_error(context)
-              << "\n";
-      finishOk = false;
-    }
-  }
-
-  ddprt_counters total{};
-  ddprt_get_counters(context, &total);
-  std::vector<double> sorted = stepSeconds;
-  std::sort(sorted.begin(), sorted.end());
-  double median = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
-  double mean = 0.0;
-  for (double s : stepSeconds)
-    mean += s;
-  mean = stepSeconds.empty() ? 0.0 : mean / stepSeconds.size();
-  double ratio = total.elements_after_compression
-                     ? double(total.elements_before_compression) /
-                           total.elements_after_compression
-                     : 1.0;
-  if (rank == 0) {
-    llvm::outs() << "ddp-run: " << steps << " steps of @" << entry << " on "
-                 << worldSize << " rank" << (worldSize == 1 ? "" : "s")
-                 << " (" << backend << "): "
-                 << llvm::format("%.3f", median * 1e3)
-                 << " ms per step (median), last step sent "
-                 << withThousands(lastStepElements)
-                 << " elements per rank; over the run "
-                 << llvm::format("%.2f", ratio)
-                 << "x fewer elements than uncompressed\n";
-  }
-  if (!statsJson.empty() &&
-      (rank == 0 || StringRef(statsJson).contains("{rank}"))) {
-    std::string path = expand(statsJson, -1);
-    // If the directory cannot be made, opening the file says why.
-    if (StringRef parent = llvm::sys::path::parent_path(path); !parent.empty())
-      (void)llvm::sys::fs::create_directories(parent);
-    std::error_code ec;
-    llvm::raw_fd_ostream out(path, ec);
-    if (ec) {
-      error() << "cannot write '" << path << "': " << ec.message() << "\n";
-      finishOk = false;
-    } else {
-      auto roles = [&](const uint64_t (&values)[DDPRT_ROLE_COUNT]) {
-        const char *names[] = {"gradient", "uncompressed", "warmup",
-                               "powersgd_p", "powersgd_q"};
-        std::string text = "{";
-        for (int r = 0; r < DDPRT_ROLE_COUNT; ++r)
-          text += std::string(r ? ", " : "") + "\"" + names[r] +
-                  "\": " + std::to_string(values[r]);
-        return text + "}";
-      };
-      out << "{\n  \"rank\": " << rank << ",\n  \"world_size\": " << worldSize
-          << ",\n  \"backend\": \"" << backend << "\",\n  \"steps\": " << steps
-          << ",\n  \"ms_per_step\": " << llvm::format("%.6f", median * 1e3)
-          << ",\n  \"ms_per_step_mean\": " << llvm::format("%.6f", mean * 1e3)
-          << ",\n  \"elements_sent_per_step\": " << lastStepElements
-          << ",\n  \"bytes_sent_per_step\": " << lastStepBytes
-          << ",\n  \"elements_sent_total\": " << totalElements
-          << ",\n  \"elements_before_compression\": "
-          << total.elements_before_compression
-          << ",\n  \"elements_after_compression\": "
-          << total.elements_after_compression
-          << ",\n  \"collectives\": " << roles(total.collectives)
-          << ",\n  \"elements_sent\": " << roles(total.elements_sent)
-          << ",\n  \"bytes_sent\": " << roles(total.bytes_sent) << "\n}\n";
-    }
-  }
-  agreeOrStop(finishOk, context, "to write its results");
-  ddprt_set_current_context(nullptr);
-  ddprt_finalize(context);
-  return 0;
+  job.agreeOrStop(bool(packed), "to find the entry point");
+  return stephost::runSteps(job, signature, *packed, options);
 }

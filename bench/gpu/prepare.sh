@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Prepares the compiled-step check of bench/gpu/run.sh. Run it here, where
+# MLIR is, before calling the GPU machine (which has no LLVM, MLIR or MPI):
+#
+#   bash bench/gpu/prepare.sh       # writes .gpu-step/ (git-ignored)
+#
+# then carry .gpu-step to the GPU machine with the tree and run
+# `bash bench/gpu/run.sh` there. It writes, for three step functions of
+# steps.py's three gradients (64x32, 32, 48x24) on one rank:
+#   .gpu-step/{plain,fp16,powersgd}/  libstep.so + step.json, compiled ahead
+#       of time by `ddp-run --emit-step` (plain allreduce mean; fp16
+#       compression; PowerSGD rank 2, start-iter 1, error feedback)
+#   .gpu-step/data/   the gradients of STEPS steps (rank-2 matrices)
+#   .gpu-step/ref/    what ddp-run (JIT, CPU backend) makes of them: every
+#       step's results, the final states and the counters
+# and then runs bench/gpu/check_step.sh with this build's ddprt-step-runner
+# on the CPU backend, which must reproduce the references bitwise.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD_DIR="${BUILD_DIR:-build}"
+PYTHON="${PYTHON:-/usr/bin/python3}"
+STEPS="${STEPS:-6}"
+STEP=.gpu-step
+
+cmake --build "$BUILD_DIR" --target ddp-opt ddp-run ddprt-step-runner >/dev/null
+BIN="$BUILD_DIR/bin"
+rm -rf "$STEP"
+mkdir -p "$STEP/ref"
+"$PYTHON" test/Integration/ddp-run/Inputs/steps.py gen "$STEP/data" \
+  --ranks 1 --steps "$STEPS" --low-rank 2 --seed 11
+echo "$STEPS" > "$STEP/steps.txt"
+
+inputs=()
+for i in 0 1 2; do
+  inputs+=("--input=$STEP/data/in.r{rank}.s{step}.a$i.npy")
+done
+cp "$STEP/data/step.mlir" "$STEP/plain.mlir"
+"$BIN/ddp-opt" --insert-fp16-compression "$STEP/data/step.mlir" -o "$STEP/fp16.mlir"
+"$BIN/ddp-opt" --insert-powersgd="rank=2 start-iter=1" "$STEP/data/step.mlir" \
+  -o "$STEP/powersgd.mlir"
+for kind in plain fp16 powersgd; do
+  "$BIN/ddp-run" "$STEP/$kind.mlir" --emit-step="$STEP/$kind"
+  "$BIN/ddp-run" "$STEP/$kind.mlir" --steps="$STEPS" --quiet "${inputs[@]}" \
+    --output="$STEP/ref/$kind/s{step}.o{result}.npy" \
+    --dump-state="$STEP/ref/$kind/state.{name}.npy" \
+    --summary-json="$STEP/ref/$kind.json" >/dev/null
+done
+# What travels does not need the objects.
+rm -f "$STEP"/*/step.o
+
+echo "== the prepared steps, run here by ddprt-step-runner on the CPU"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+PYTHON="$PYTHON" bash bench/gpu/check_step.sh "$BIN/ddprt-step-runner" cpu "$WORK"
+echo "== $STEP/ is ready ($(du -sh "$STEP" | cut -f1)); carry it to the GPU machine"

@@ -1,0 +1,331 @@
+//===- Npy.cpp - NumPy .npy files -----------------------------------------===//
+
+#include "Npy.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <optional>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace npy {
+
+static constexpr char kMagic[] = "\x93NUMPY";
+static constexpr size_t kMagicSize = 6;
+
+int64_t Array::numElements() const {
+  int64_t count = 1;
+  for (int64_t dim : shape)
+    count *= dim;
+  return count;
+}
+
+size_t elementSize(std::string_view descr) {
+  // '<' little endian, '|' not applicable (one byte), '=' native (little
+  // on every machine we run on).
+  if (descr.size() < 3 ||
+      (descr[0] != '<' && descr[0] != '|' && descr[0] != '='))
+    return 0;
+  std::string_view kind = descr.substr(1);
+  if (kind == "f2" || kind == "i2" || kind == "u2")
+    return 2;
+  if (kind == "f4" || kind == "i4" || kind == "u4")
+    return 4;
+  if (kind == "f8" || kind == "i8" || kind == "u8")
+    return 8;
+  if (kind == "i1" || kind == "u1" || kind == "b1")
+    return 1;
+  return 0;
+}
+
+static bool isSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' ||
+         c == '\r';
+}
+
+static std::string_view trim(std::string_view text) {
+  while (!text.empty() && isSpace(text.front()))
+    text.remove_prefix(1);
+  while (!text.empty() && isSpace(text.back()))
+    text.remove_suffix(1);
+  return text;
+}
+
+static bool malformed(const std::string &name, const std::string &why,
+                      std::string &error) {
+  error = "'" + name + "' is not a valid .npy file: " + why;
+  return false;
+}
+
+/// The value text of `key` in the header dict, up to the next top-level
+/// comma or the closing brace.
+static std::optional<std::string_view> dictValue(std::string_view header,
+                                                 const std::string &key) {
+  std::string quoted[2] = {"'" + key + "'", "\"" + key + "\""};
+  for (const std::string &k : quoted) {
+    size_t at = header.find(k);
+    if (at == std::string_view::npos)
+      continue;
+    std::string_view rest = trim(header.substr(at + k.size()));
+    if (rest.empty() || rest.front() != ':')
+      return std::nullopt;
+    rest = trim(rest.substr(1));
+    int depth = 0;
+    for (size_t i = 0; i < rest.size(); ++i) {
+      char c = rest[i];
+      if (c == '(' || c == '[')
+        ++depth;
+      else if (c == ')' || c == ']')
+        --depth;
+      else if ((c == ',' || c == '}') && depth == 0)
+        return trim(rest.substr(0, i));
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+/// A non-negative decimal integer that fits in int64_t.
+static bool parseDimension(std::string_view text, int64_t &value) {
+  if (text.empty())
+    return false;
+  uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9')
+      return false;
+    if (v > (uint64_t(INT64_MAX) - uint64_t(c - '0')) / 10)
+      return false;
+    v = v * 10 + uint64_t(c - '0');
+  }
+  value = int64_t(v);
+  return true;
+}
+
+bool parse(std::string_view bytes, const std::string &name, Array &array,
+           std::string &error) {
+  if (bytes.size() < kMagicSize + 4 ||
+      std::memcmp(bytes.data(), kMagic, kMagicSize) != 0)
+    return malformed(name, "no NumPy magic string", error);
+  unsigned major = uint8_t(bytes[6]);
+  size_t headerLength, headerStart;
+  if (major == 1) {
+    headerLength = uint8_t(bytes[8]) | (size_t(uint8_t(bytes[9])) << 8);
+    headerStart = 10;
+  } else if (major == 2 || major == 3) {
+    if (bytes.size() < 12)
+      return malformed(name, "truncated header length", error);
+    headerLength = 0;
+    for (int i = 0; i < 4; ++i)
+      headerLength |= size_t(uint8_t(bytes[8 + i])) << (8 * i);
+    headerStart = 12;
+  } else {
+    return malformed(name, "unknown format version " + std::to_string(major),
+                     error);
+  }
+  if (headerStart + headerLength > bytes.size())
+    return malformed(name, "truncated header", error);
+  std::string_view header = trim(bytes.substr(headerStart, headerLength));
+  if (header.empty() || header.front() != '{' || header.back() != '}')
+    return malformed(name, "the header is not a dict", error);
+
+  array = Array();
+  std::optional<std::string_view> descr = dictValue(header, "descr");
+  std::optional<std::string_view> order = dictValue(header, "fortran_order");
+  std::optional<std::string_view> shape = dictValue(header, "shape");
+  if (!descr || !order || !shape)
+    return malformed(name, "the header lacks descr, fortran_order or shape",
+                     error);
+  std::string_view d = *descr;
+  if (d.size() < 2 || (d.front() != '\'' && d.front() != '"') ||
+      d.back() != d.front())
+    return malformed(name,
+                     "descr " + std::string(d) + " is not a plain type string",
+                     error);
+  array.descr = std::string(d.substr(1, d.size() - 2));
+  if (*order == "True")
+    return malformed(name,
+                     "Fortran order is not supported; save it with "
+                     "numpy.ascontiguousarray",
+                     error);
+  if (*order != "False")
+    return malformed(name, "fortran_order is " + std::string(*order), error);
+  std::string shapeText(*shape);
+  std::string_view dims = *shape;
+  if (dims.size() < 2 || dims.front() != '(' || dims.back() != ')')
+    return malformed(name, "shape " + shapeText + " is not a tuple", error);
+  dims = dims.substr(1, dims.size() - 2);
+  while (!dims.empty()) {
+    size_t comma = dims.find(',');
+    std::string_view part = trim(dims.substr(0, comma));
+    dims = comma == std::string_view::npos ? std::string_view()
+                                           : dims.substr(comma + 1);
+    if (part.empty())
+      continue;
+    int64_t dim;
+    if (!parseDimension(part, dim))
+      return malformed(name, "shape " + shapeText + " has a bad dimension",
+                       error);
+    array.shape.push_back(dim);
+  }
+  size_t element = elementSize(array.descr);
+  if (element == 0)
+    return malformed(name,
+                     "element type '" + array.descr +
+                         "' is not a little-endian number type",
+                     error);
+  // Multiply with overflow checks: the sizes come from the file.
+  uint64_t count = 1;
+  for (int64_t dim : array.shape) {
+    if (dim != 0 && count > UINT64_MAX / uint64_t(dim))
+      return malformed(name, "shape " + shapeText + " is too large", error);
+    count *= uint64_t(dim);
+  }
+  size_t dataStart = headerStart + headerLength;
+  uint64_t available = bytes.size() - dataStart;
+  if (count > available / element || count * element != available)
+    return malformed(name,
+                     "shape " + shapeText + " of '" + array.descr +
+                         "' needs " + std::to_string(count * element) +
+                         " bytes of data, the file has " +
+                         std::to_string(available),
+                     error);
+  array.data.assign(bytes.begin() + dataStart, bytes.end());
+  return true;
+}
+
+bool read(const std::string &path, Array &array, std::string &error) {
+  auto fail = [&](int code) {
+    error = "cannot read '" + path + "': " + std::strerror(code);
+    return false;
+  };
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return fail(errno);
+  struct stat info;
+  if (::fstat(fd, &info) != 0) {
+    int code = errno;
+    ::close(fd);
+    return fail(code);
+  }
+  if (S_ISDIR(info.st_mode)) {
+    ::close(fd);
+    return fail(EISDIR);
+  }
+  std::string bytes;
+  char chunk[1 << 16];
+  for (;;) {
+    ssize_t got = ::read(fd, chunk, sizeof(chunk));
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0) {
+      int code = errno;
+      ::close(fd);
+      return fail(code);
+    }
+    if (got == 0)
+      break;
+    bytes.append(chunk, size_t(got));
+  }
+  ::close(fd);
+  return parse(bytes, path, array, error);
+}
+
+std::string parentPath(const std::string &path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos)
+    return "";
+  if (slash == 0)
+    return "/";
+  return path.substr(0, slash);
+}
+
+bool createDirectories(const std::string &directory, std::string &error) {
+  if (directory.empty() || directory == "." || directory == "/")
+    return true;
+  struct stat info;
+  if (::stat(directory.c_str(), &info) == 0) {
+    if (S_ISDIR(info.st_mode))
+      return true;
+    error = "cannot create '" + directory + "': " + std::strerror(ENOTDIR);
+    return false;
+  }
+  if (!createDirectories(parentPath(directory), error))
+    return false;
+  if (::mkdir(directory.c_str(), 0777) != 0 && errno != EEXIST) {
+    error = "cannot create '" + directory + "': " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+static bool writeAll(int fd, const char *data, size_t size) {
+  while (size > 0) {
+    ssize_t wrote = ::write(fd, data, size);
+    if (wrote < 0 && errno == EINTR)
+      continue;
+    if (wrote <= 0)
+      return false;
+    data += wrote;
+    size -= size_t(wrote);
+  }
+  return true;
+}
+
+bool write(const std::string &path, const Array &array, std::string &error) {
+  // Python tuple syntax: (), (n,), (a, b).
+  std::string shape = "(";
+  for (size_t i = 0; i < array.shape.size(); ++i)
+    shape += (i ? ", " : "") + std::to_string(array.shape[i]);
+  if (array.shape.size() == 1)
+    shape += ",";
+  shape += ")";
+  std::string header = "{'descr': '" + array.descr +
+                       "', 'fortran_order': False, 'shape': " + shape + ", }";
+  // Pad with spaces to a multiple of 64 bytes, ending in a newline.
+  bool wide = header.size() + 11 > 65535;
+  size_t prefix = wide ? 12 : 10;
+  size_t total = (prefix + header.size() + 1 + 63) / 64 * 64;
+  header.append(total - prefix - header.size() - 1, ' ');
+  header.push_back('\n');
+
+  std::string bytes(kMagic, kMagicSize);
+  bytes.push_back(char(wide ? 2 : 1));
+  bytes.push_back(0);
+  size_t length = header.size();
+  for (size_t i = 0; i < (wide ? 4u : 2u); ++i)
+    bytes.push_back(char((length >> (8 * i)) & 0xff));
+  bytes += header;
+
+  // Output trees (out/r0.s0.o0.npy) are created as needed.
+  if (!createDirectories(parentPath(path), error))
+    return false;
+  std::string temporary = path + ".tmp";
+  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                  0666);
+  if (fd < 0) {
+    error = "cannot write '" + temporary + "': " + std::strerror(errno);
+    return false;
+  }
+  bool ok = writeAll(fd, bytes.data(), bytes.size()) &&
+            writeAll(fd, array.data.data(), array.data.size());
+  int code = errno;
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    code = errno;
+  }
+  if (!ok) {
+    ::unlink(temporary.c_str());
+    error = "cannot write '" + temporary + "': " + std::strerror(code);
+    return false;
+  }
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    code = errno;
+    ::unlink(temporary.c_str());
+    error = "cannot rename to '" + path + "': " + std::strerror(code);
+    return false;
+  }
+  return true;
+}
+
+} // namespace npy

@@ -1,0 +1,1264 @@
+//===- StepHost.cpp - run a compiled step function on every rank ----------===//
+
+#include "StepHost.h"
+
+#include "Npy.h"
+
+#if defined(DDPRT_HAVE_MPI)
+#include <mpi.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <unistd.h>
+
+namespace stephost {
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct DtypeInfo {
+  const char *dtype;
+  const char *element;
+  size_t bytes;
+};
+const DtypeInfo kDtypes[] = {
+    {"<f4", "f32", 4}, {"<f8", "f64", 8}, {"<f2", "f16", 2},
+    {"<i8", "i64", 8}, {"<i4", "i32", 4}, {"<i2", "i16", 2},
+    {"<i1", "i8", 1},  {"bf16", "bf16", 2},
+};
+} // namespace
+
+std::string elementTypeName(const std::string &dtype) {
+  for (const DtypeInfo &info : kDtypes)
+    if (dtype == info.dtype)
+      return info.element;
+  return dtype;
+}
+
+size_t elementBytes(const std::string &dtype) {
+  for (const DtypeInfo &info : kDtypes)
+    if (dtype == info.dtype)
+      return info.bytes;
+  return 0;
+}
+
+std::string typeString(const TensorSpec &type) {
+  std::string text = "tensor<";
+  for (int64_t d : type.shape)
+    text += (d < 0 ? std::string("?") : std::to_string(d)) + "x";
+  return text + elementTypeName(type.dtype) + ">";
+}
+
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string text = "(";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + (shape.size() == 1 ? ",)" : ")");
+}
+
+bool runtimeDtype(const std::string &dtype, ddprt_dtype &out) {
+  if (dtype == "<f4")
+    out = DDPRT_F32;
+  else if (dtype == "<f2")
+    out = DDPRT_F16;
+  else if (dtype == "bf16")
+    out = DDPRT_BF16;
+  else if (dtype == "<f8")
+    out = DDPRT_F64;
+  else if (dtype == "<i8")
+    out = DDPRT_I64;
+  else
+    return false;
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// step.json
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::string quoted(const std::string &text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (uint8_t(c) < 0x20) {
+      char escape[8];
+      std::snprintf(escape, sizeof(escape), "\\u%04x", unsigned(c));
+      out += escape;
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string shapeJson(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+/// A JSON value: just enough of JSON for step.json.
+struct Json {
+  enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
+  bool boolean = false;
+  double number = 0;
+  std::string text;
+  std::vector<Json> items;
+  std::vector<std::pair<std::string, Json>> members;
+
+  const Json *get(const std::string &key) const {
+    for (const auto &[k, v] : members)
+      if (k == key)
+        return &v;
+    return nullptr;
+  }
+};
+
+class JsonParser {
+public:
+  explicit JsonParser(std::string_view text) : text(text) {}
+
+  bool parse(Json &value, std::string &error) {
+    if (!parseValue(value, 0) || (skip(), at != text.size())) {
+      if (message.empty())
+        message = "unexpected text";
+      error = message + " at offset " + std::to_string(at);
+      return false;
+    }
+    return true;
+  }
+
+private:
+  void skip() {
+    while (at < text.size() && (text[at] == ' ' || text[at] == '\n' ||
+                                text[at] == '\t' || text[at] == '\r'))
+      ++at;
+  }
+  bool fail(const char *why) {
+    if (message.empty())
+      message = why;
+    return false;
+  }
+  bool literal(std::string_view word) {
+    if (text.substr(at, word.size()) != word)
+      return fail("unexpected text");
+    at += word.size();
+    return true;
+  }
+  bool parseString(std::string &out) {
+    if (at >= text.size() || text[at] != '"')
+      return fail("expected a string");
+    ++at;
+    while (at < text.size() && text[at] != '"') {
+      char c = text[at++];
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (at >= text.size())
+        return fail("unterminated string");
+      char e = text[at++];
+      switch (e) {
+      case 'n': out += '\n'; break;
+      case 't': out += '\t'; break;
+      case 'r': out += '\r'; break;
+      case 'b': out += '\b'; break;
+      case 'f': out += '\f'; break;
+      case 'u': {
+        if (at + 4 > text.size())
+          return fail("bad escape");
+        unsigned code = 0;
+        for (int i = 0; i < 4; ++i) {
+          char h = text[at++];
+          code = code * 16 + (h >= '0' && h <= '9'   ? unsigned(h - '0')
+                              : h >= 'a' && h <= 'f' ? unsigned(h - 'a' + 10)
+                              : h >= 'A' && h <= 'F' ? unsigned(h - 'A' + 10)
+                                                     : 99u);
+          if (code >= 0x10000u)
+            return fail("bad escape");
+        }
+        if (code >= 0x80)
+          return fail("non-ASCII escapes are not supported");
+        out += char(code);
+        break;
+      }
+      default: out += e; break;
+      }
+    }
+    if (at >= text.size())
+      return fail("unterminated string");
+    ++at;
+    return true;
+  }
+  bool parseValue(Json &value, int depth) {
+    if (depth > 32)
+      return fail("nested too deeply");
+    skip();
+    if (at >= text.size())
+      return fail("unexpected end");
+    char c = text[at];
+    if (c == '{') {
+      value.kind = Json::Object;
+      ++at;
+      skip();
+      if (at < text.size() && text[at] == '}')
+        return ++at, true;
+      for (;;) {
+        skip();
+        std::string key;
+        if (!parseString(key))
+          return false;
+        skip();
+        if (at >= text.size() || text[at] != ':')
+          return fail("expected ':'");
+        ++at;
+        Json member;
+        if (!parseValue(member, depth + 1))
+          return false;
+        value.members.emplace_back(std::move(key), std::move(member));
+        skip();
+        if (at < text.size() && text[at] == ',') {
+          ++at;
+          continue;
+        }
+        if (at < text.size() && text[at] == '}')
+          return ++at, true;
+        return fail("expected ',' or '}'");
+      }
+    }
+    if (c == '[') {
+      value.kind = Json::Array;
+      ++at;
+      skip();
+      if (at < text.size() && text[at] == ']')
+        return ++at, true;
+      for (;;) {
+        Json item;
+        if (!parseValue(item, depth + 1))
+          return false;
+        value.items.push_back(std::move(item));
+        skip();
+        if (at < text.size() && text[at] == ',') {
+          ++at;
+          continue;
+        }
+        if (at < text.size() && text[at] == ']')
+          return ++at, true;
+        return fail("expected ',' or ']'");
+      }
+    }
+    if (c == '"') {
+      value.kind = Json::String;
+      return parseString(value.text);
+    }
+    if (c == 't' || c == 'f') {
+      value.kind = Json::Bool;
+      value.boolean = c == 't';
+      return literal(c == 't' ? "true" : "false");
+    }
+    if (c == 'n')
+      return literal("null");
+    size_t start = at;
+    while (at < text.size() &&
+           std::strchr("+-0123456789.eE", text[at]) != nullptr)
+      ++at;
+    if (start == at)
+      return fail("unexpected text");
+    std::string number(text.substr(start, at - start));
+    char *end = nullptr;
+    value.kind = Json::Number;
+    value.number = std::strtod(number.c_str(), &end);
+    if (end != number.c_str() + number.size())
+      return fail("bad number");
+    return true;
+  }
+
+  std::string_view text;
+  size_t at = 0;
+  std::string message;
+};
+
+bool readFile(const std::string &path, std::string &bytes,
+              std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = "cannot read '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  std::ostringstream os;
+  os << in.rdbuf();
+  if (in.bad()) {
+    error = "cannot read '" + path + "'";
+    return false;
+  }
+  bytes = os.str();
+  return true;
+}
+
+bool jsonShape(const Json *value, std::vector<int64_t> &shape) {
+  if (!value || value->kind != Json::Array)
+    return false;
+  shape.clear();
+  for (const Json &d : value->items) {
+    if (d.kind != Json::Number || d.number != std::floor(d.number) ||
+        d.number < -1 || d.number > 9.0e15)
+      return false;
+    shape.push_back(int64_t(d.number));
+  }
+  return true;
+}
+
+bool jsonTensor(const Json &value, TensorSpec &type, bool dynamicAllowed) {
+  if (value.kind != Json::Object)
+    return false;
+  const Json *dtype = value.get("dtype");
+  if (!dtype || dtype->kind != Json::String || elementBytes(dtype->text) == 0)
+    return false;
+  type.dtype = dtype->text;
+  if (!jsonShape(value.get("shape"), type.shape))
+    return false;
+  for (int64_t d : type.shape)
+    if (d < 0 && !dynamicAllowed)
+      return false;
+  return true;
+}
+
+} // namespace
+
+bool writeStepJson(const std::string &path, const StepSignature &signature,
+                   std::string &error) {
+  std::string text = "{\n  \"format\": 1,\n  \"entry\": " +
+                     quoted(signature.entry) + ",\n  \"library\": " +
+                     quoted(signature.library) + ",\n";
+  auto tensors = [&](const char *key, const std::vector<TensorSpec> &list) {
+    text += std::string("  \"") + key + "\": [";
+    for (size_t i = 0; i < list.size(); ++i)
+      text += std::string(i ? ",\n    " : "\n    ") +
+              "{\"dtype\": " + quoted(list[i].dtype) +
+              ", \"shape\": " + shapeJson(list[i].shape) + "}";
+    text += list.empty() ? "],\n" : "\n  ],\n";
+  };
+  tensors("arguments", signature.arguments);
+  tensors("results", signature.results);
+  text += "  \"states\": [";
+  for (size_t i = 0; i < signature.states.size(); ++i) {
+    const StateSpec &state = signature.states[i];
+    text += std::string(i ? ",\n    " : "\n    ") +
+            "{\"name\": " + quoted(state.name) +
+            ", \"dtype\": " + quoted(state.type.dtype) +
+            ", \"shape\": " + shapeJson(state.type.shape) + "}";
+  }
+  text += signature.states.empty() ? "],\n" : "\n  ],\n";
+  text += "  \"host_functions\": [";
+  for (size_t i = 0; i < signature.hostFunctions.size(); ++i)
+    text += (i ? ", " : "") + quoted(signature.hostFunctions[i]);
+  text += "]\n}\n";
+
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) {
+    error = "cannot write '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+bool readStepJson(const std::string &path, StepSignature &signature,
+                  std::string &error) {
+  std::string bytes;
+  if (!readFile(path, bytes, error))
+    return false;
+  Json root;
+  std::string why;
+  if (!JsonParser(bytes).parse(root, why)) {
+    error = "'" + path + "' is not valid JSON: " + why;
+    return false;
+  }
+  auto bad = [&](const std::string &what) {
+    error = "'" + path + "' is not a step description (ddp-run " +
+            "--emit-step writes one): " + what;
+    return false;
+  };
+  if (root.kind != Json::Object)
+    return bad("not an object");
+  const Json *format = root.get("format");
+  if (!format || format->kind != Json::Number || format->number != 1)
+    return bad("\"format\" is not 1");
+  signature = StepSignature();
+  const Json *entry = root.get("entry");
+  if (!entry || entry->kind != Json::String || entry->text.empty())
+    return bad("no \"entry\"");
+  signature.entry = entry->text;
+  if (const Json *library = root.get("library")) {
+    if (library->kind != Json::String || library->text.empty())
+      return bad("\"library\" is not a file name");
+    signature.library = library->text;
+  }
+  for (auto [key, list] :
+       {std::pair{"arguments", &signature.arguments},
+        std::pair{"results", &signature.results}}) {
+    const Json *items = root.get(key);
+    if (!items || items->kind != Json::Array)
+      return bad(std::string("no \"") + key + "\" list");
+    for (size_t i = 0; i < items->items.size(); ++i) {
+      TensorSpec type;
+      if (!jsonTensor(items->items[i], type, /*dynamicAllowed=*/true))
+        return bad(std::string(key) + " " + std::to_string(i) +
+                   " is not {\"dtype\": a .npy type, \"shape\": [sizes]}");
+      list->push_back(type);
+    }
+  }
+  const Json *states = root.get("states");
+  if (!states || states->kind != Json::Array)
+    return bad("no \"states\" list");
+  for (size_t i = 0; i < states->items.size(); ++i) {
+    const Json &item = states->items[i];
+    StateSpec state;
+    const Json *name = item.get("name");
+    if (item.kind != Json::Object || !name || name->kind != Json::String ||
+        !jsonTensor(item, state.type, /*dynamicAllowed=*/false))
+      return bad("state " + std::to_string(i) +
+                 " is not {\"name\", \"dtype\", \"shape\"}");
+    state.name = name->text;
+    signature.states.push_back(state);
+  }
+  if (const Json *functions = root.get("host_functions")) {
+    if (functions->kind != Json::Array)
+      return bad("\"host_functions\" is not a list");
+    for (const Json &name : functions->items) {
+      if (name.kind != Json::String)
+        return bad("\"host_functions\" holds a non-string");
+      signature.hostFunctions.push_back(name.text);
+    }
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Host functions
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Whether compiled code's buffers are managed memory (CUDA backend).
+bool sharedBuffers = false;
+
+void *allocateBuffer(size_t bytes) {
+  if (!sharedBuffers)
+    return std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
+  void *pointer = nullptr;
+  if (ddprt_alloc(ddprt_current_context(), bytes, &pointer) != DDPRT_OK)
+    return nullptr;
+  return pointer;
+}
+
+void releaseBuffer(void *pointer) {
+  if (!pointer)
+    return;
+  if (sharedBuffers)
+    ddprt_free(ddprt_current_context(), pointer);
+  else
+    std::free(pointer);
+}
+
+// The memref allocation functions of code lowered with
+// finalize-memref-to-llvm{use-generic-functions}.
+void *hostAlloc(size_t bytes) { return allocateBuffer(bytes); }
+void *hostAlignedAlloc(size_t alignment, size_t bytes) {
+  // Both kinds of memory are at least 64-byte aligned (managed memory 256).
+  if (alignment <= 64 || (sharedBuffers && alignment <= 256))
+    return allocateBuffer(bytes);
+  if (sharedBuffers || (alignment & (alignment - 1)) != 0)
+    return nullptr;
+  return std::aligned_alloc(
+      alignment, (std::max<size_t>(bytes, 1) + alignment - 1) / alignment *
+                     alignment);
+}
+void hostFree(void *pointer) { releaseBuffer(pointer); }
+
+/// MLIR's memrefCopy (CRunnerUtils): element-wise copy between two strided
+/// memrefs of the same shape, passed as unranked descriptors.
+struct UnrankedDescriptor {
+  int64_t rank;
+  void *descriptor;
+};
+void hostMemrefCopy(int64_t elementSize, UnrankedDescriptor *source,
+                               UnrankedDescriptor *target) {
+  // A ranked descriptor: allocated, aligned, offset, sizes[rank],
+  // strides[rank].
+  struct View {
+    char *data;
+    const int64_t *sizes, *strides;
+  };
+  auto view = [&](UnrankedDescriptor *memref) {
+    auto *words = static_cast<int64_t *>(memref->descriptor);
+    char *aligned = reinterpret_cast<char *>(words[1]);
+    return View{aligned + words[2] * elementSize, words + 3,
+                words + 3 + memref->rank};
+  };
+  int64_t rank = source->rank;
+  View from = view(source), to = view(target);
+  for (int64_t d = 0; d < rank; ++d)
+    if (from.sizes[d] == 0)
+      return;
+  if (rank == 0) {
+    std::memcpy(to.data, from.data, size_t(elementSize));
+    return;
+  }
+  std::vector<int64_t> index(size_t(rank), 0);
+  int64_t fromOffset = 0, toOffset = 0;
+  for (;;) {
+    std::memcpy(to.data + toOffset * elementSize,
+                from.data + fromOffset * elementSize, size_t(elementSize));
+    int64_t d = rank - 1;
+    for (; d >= 0; --d) {
+      if (++index[d] < from.sizes[d]) {
+        fromOffset += from.strides[d];
+        toOffset += to.strides[d];
+        break;
+      }
+      fromOffset -= from.strides[d] * (from.sizes[d] - 1);
+      toOffset -= to.strides[d] * (from.sizes[d] - 1);
+      index[d] = 0;
+    }
+    if (d < 0)
+      return;
+  }
+}
+
+/// ddprt_check on the CUDA backend: runtime calls are enqueued, and the
+/// host code after them may read what they write, so wait for the device
+/// first.
+void synchronizeAndCheck(ddprt_context *context,
+                                    ddprt_status status, const char *where) {
+  if (status == DDPRT_OK)
+    status = ddprt_synchronize(context);
+  ddprt_check(context, status, where);
+}
+
+template <typename F> void *address(F *function) {
+  return reinterpret_cast<void *>(function);
+}
+
+} // namespace
+
+std::vector<HostFunction> hostFunctions(bool sharedMemory) {
+  return {
+      {"ddprt_current_context", address(&ddprt_current_context)},
+      {"ddprt_check",
+       sharedMemory ? address(&synchronizeAndCheck) : address(&ddprt_check)},
+      {"ddprt_allreduce", address(&ddprt_allreduce)},
+      {"ddprt_allreduce_start", address(&ddprt_allreduce_start)},
+      {"ddprt_wait", address(&ddprt_wait)},
+      {"ddprt_scale", address(&ddprt_scale)},
+      {"ddprt_cast", address(&ddprt_cast)},
+      {"ddprt_copy", address(&ddprt_copy)},
+      {"ddprt_project", address(&ddprt_project)},
+      {"ddprt_backproject", address(&ddprt_backproject)},
+      {"ddprt_orthogonalize", address(&ddprt_orthogonalize)},
+      {"ddprt_reconstruct", address(&ddprt_reconstruct)},
+      {"ddprt_random_normal", address(&ddprt_random_normal)},
+      {"ddprt_state_get", address(&ddprt_state_get)},
+      {"ddprt_state_data", address(&ddprt_state_data)},
+      {"_mlir_memref_to_llvm_alloc", address(&hostAlloc)},
+      {"_mlir_memref_to_llvm_aligned_alloc", address(&hostAlignedAlloc)},
+      {"_mlir_memref_to_llvm_free", address(&hostFree)},
+      // memref.copy of strided views.
+      {"memrefCopy", address(&hostMemrefCopy)},
+  };
+}
+
+bool isHostFunction(std::string_view name) {
+  for (const HostFunction &function : hostFunctions(false))
+    if (name == function.name)
+      return true;
+  return false;
+}
+
+//===----------------------------------------------------------------------===//
+// The job
+//===----------------------------------------------------------------------===//
+
+Line::~Line() {
+  if (!live)
+    return;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::string text = os.str();
+  for (size_t done = 0; done < text.size();) {
+    ssize_t wrote = ::write(2, text.data() + done, text.size() - done);
+    if (wrote <= 0)
+      break;
+    done += size_t(wrote);
+  }
+}
+
+Line Job::error() const {
+  return Line(tool + ": rank " + std::to_string(rank) + ": error: ");
+}
+
+Line Job::note() const {
+  return Line(tool + ": rank " + std::to_string(rank) + ": ");
+}
+
+namespace {
+/// Stops the job when compiled code reports a runtime failure: the other
+/// ranks may be waiting in a collective.
+void onRuntimeError(ddprt_context *context, ddprt_status status,
+                    const char *where, void *user) {
+  Job *job = static_cast<Job *>(user);
+  job->error() << where << ": " << ddprt_status_string(status) << ": "
+               << ddprt_last_error(context) << "\n";
+  job->stop(1);
+}
+} // namespace
+
+bool Job::start(const RunOptions &options) {
+  ddprt_options runtimeOptions;
+  ddprt_default_options(&runtimeOptions);
+  runtimeOptions.timeout_seconds = options.timeoutSeconds;
+  if (options.backend == "cuda")
+    runtimeOptions.backend = DDPRT_BACKEND_CUDA;
+  else if (options.backend != "cpu") {
+    Line(tool + ": error: ") << "--backend must be cpu or cuda, not '"
+                             << options.backend << "'\n";
+    return false;
+  }
+  backendName = options.backend;
+  ddprt_status started = ddprt_init(&runtimeOptions, &context);
+  if (context) {
+    rank = ddprt_rank(context);
+    worldSize = ddprt_world_size(context);
+  }
+  if (started != DDPRT_OK) {
+    error() << "cannot start the runtime: " << ddprt_status_string(started)
+            << ": " << ddprt_last_error(context) << "\n";
+    agreeOrStop(false, "to start the runtime");
+  }
+  agreeOrStop(true, "to start the runtime");
+  ddprt_set_current_context(context);
+  ddprt_set_error_handler(onRuntimeError, this);
+  sharedMemory = runtimeOptions.backend == DDPRT_BACKEND_CUDA;
+  sharedBuffers = sharedMemory;
+  return true;
+}
+
+void Job::finish() {
+  ddprt_set_current_context(nullptr);
+  ddprt_set_error_handler(nullptr, nullptr);
+  if (context)
+    ddprt_finalize(context);
+  context = nullptr;
+}
+
+void Job::stop(int status) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+#if defined(DDPRT_HAVE_MPI)
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized && worldSize > 1)
+    MPI_Abort(MPI_COMM_WORLD, status);
+#endif
+  std::_Exit(status);
+}
+
+bool Job::everyRankSucceeded(bool succeeded) const {
+#if defined(DDPRT_HAVE_MPI)
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized && worldSize > 1) {
+    int local = succeeded ? 1 : 0, all = 0;
+    MPI_Allreduce(&local, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return all == 1;
+  }
+#endif
+  return succeeded;
+}
+
+double Job::maxOverRanks(double value) const {
+#if defined(DDPRT_HAVE_MPI)
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized && worldSize > 1) {
+    double all = value;
+    MPI_Allreduce(&value, &all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return all;
+  }
+#endif
+  return value;
+}
+
+void Job::agreeOrStop(bool succeeded, const std::string &what) {
+  if (everyRankSucceeded(succeeded))
+    return;
+  if (succeeded)
+    note() << "stopping: another rank failed " << what << "\n";
+  std::fflush(stdout);
+  finish();
+  std::exit(1);
+}
+
+std::string Job::expand(std::string_view pattern, int64_t step, int64_t result,
+                        std::string_view name) const {
+  std::string out;
+  while (!pattern.empty()) {
+    size_t open = pattern.find('{');
+    out += std::string(pattern.substr(0, open));
+    if (open == std::string_view::npos)
+      break;
+    pattern = pattern.substr(open);
+    size_t close = pattern.find('}');
+    std::string_view key =
+        close == std::string_view::npos ? pattern.substr(1)
+                                        : pattern.substr(1, close - 1);
+    bool known = close != std::string_view::npos;
+    std::string replacement;
+    if (known && key == "rank")
+      replacement = std::to_string(rank);
+    else if (known && key == "step" && step >= 0)
+      replacement = std::to_string(step);
+    else if (known && key.substr(0, 5) == "step%" && step >= 0 &&
+             key.size() > 5 &&
+             key.find_first_not_of("0123456789", 5) == std::string_view::npos &&
+             key.size() < 5 + 18 &&
+             std::stoll(std::string(key.substr(5))) > 0)
+      replacement =
+          std::to_string(step % std::stoll(std::string(key.substr(5))));
+    else if (known && key == "result" && result >= 0)
+      replacement = std::to_string(result);
+    else if (known && key == "name" && !name.empty())
+      replacement = std::string(name);
+    else {
+      out += "{";
+      pattern = pattern.substr(1);
+      continue;
+    }
+    out += replacement;
+    pattern = pattern.substr(close + 1);
+  }
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// The steps
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// A host buffer the step reads or wrote, with its memref descriptor words:
+/// allocated, aligned, offset, sizes, strides.
+struct Buffer {
+  const TensorSpec *type = nullptr;
+  void *allocated = nullptr;
+  void *aligned = nullptr;
+  std::vector<int64_t> sizes;
+
+  int64_t numElements() const {
+    int64_t n = 1;
+    for (int64_t s : sizes)
+      n *= s;
+    return n;
+  }
+  size_t bytes() const {
+    return size_t(numElements()) * elementBytes(type->dtype);
+  }
+  void release() {
+    releaseBuffer(allocated);
+    allocated = aligned = nullptr;
+  }
+};
+
+/// Reads `path` into a fresh buffer of `type`, checking dtype and shape.
+bool readInput(const std::string &path, const TensorSpec &type,
+               unsigned argument, Buffer &buffer, std::string &error) {
+  npy::Array array;
+  if (!npy::read(path, array, error))
+    return false;
+  auto fail = [&](const std::string &why) {
+    error = "argument " + std::to_string(argument) + " ('" + path +
+            "'): " + why;
+    return false;
+  };
+  if (array.descr != type.dtype)
+    return fail("element type '" + array.descr + "' but the function takes " +
+                type.dtype + " (" + elementTypeName(type.dtype) + ")");
+  if (array.shape.size() != type.shape.size())
+    return fail("shape " + shapeString(array.shape) +
+                " but the function takes " + typeString(type));
+  for (size_t i = 0; i < type.shape.size(); ++i)
+    if (type.shape[i] >= 0 && type.shape[i] != array.shape[i])
+      return fail("shape " + shapeString(array.shape) +
+                  " but the function takes " + typeString(type));
+  buffer = Buffer();
+  buffer.type = &type;
+  buffer.sizes = array.shape;
+  buffer.allocated = allocateBuffer(array.data.size());
+  if (!buffer.allocated)
+    return fail("out of memory");
+  buffer.aligned = buffer.allocated;
+  std::memcpy(buffer.aligned, array.data.data(), array.data.size());
+  return true;
+}
+
+bool writeOutput(const std::string &path, const Buffer &buffer,
+                 std::string &error) {
+  npy::Array array;
+  array.descr = buffer.type->dtype;
+  array.shape = buffer.sizes;
+  const char *data = static_cast<const char *>(buffer.aligned);
+  array.data.assign(data, data + buffer.bytes());
+  return npy::write(path, array, error);
+}
+
+std::string withThousands(uint64_t value) {
+  std::string digits = std::to_string(value), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string fixed(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.*f", decimals, value);
+  return text;
+}
+
+uint64_t sum(const uint64_t (&values)[DDPRT_ROLE_COUNT]) {
+  uint64_t total = 0;
+  for (uint64_t v : values)
+    total += v;
+  return total;
+}
+
+/// Parses --carry (already checked) into carriedFrom[argument] = result.
+bool parseCarries(const Job &job, const StepSignature &signature,
+                  const RunOptions &options, std::vector<int> &carriedFrom,
+                  bool report) {
+  bool ok = true;
+  carriedFrom.assign(signature.arguments.size(), -1);
+  for (const std::string &carry : options.carries) {
+    size_t colon = carry.find(':');
+    unsigned long argument = ~0ul, result = ~0ul;
+    auto number = [](const std::string &text, unsigned long &value) {
+      if (text.empty() || text.size() > 9 ||
+          text.find_first_not_of("0123456789") != std::string::npos)
+        return false;
+      value = std::stoul(text);
+      return true;
+    };
+    if (colon == std::string::npos ||
+        !number(carry.substr(0, colon), argument) ||
+        !number(carry.substr(colon + 1), result) ||
+        argument >= signature.arguments.size() ||
+        result >= signature.results.size()) {
+      if (report)
+        job.error() << "--carry=" << carry << " is not ARG:RESULT with ARG < "
+                    << signature.arguments.size() << " and RESULT < "
+                    << signature.results.size() << "\n";
+      ok = false;
+      continue;
+    }
+    if (signature.arguments[argument] != signature.results[result]) {
+      if (report)
+        job.error() << "--carry=" << carry << ": result " << result << " is "
+                    << typeString(signature.results[result])
+                    << " but argument " << argument << " is "
+                    << typeString(signature.arguments[argument]) << "\n";
+      ok = false;
+      continue;
+    }
+    carriedFrom[argument] = int(result);
+  }
+  return ok;
+}
+
+} // namespace
+
+bool checkCommandLine(const Job &job, const StepSignature &signature,
+                      const RunOptions &options) {
+  bool ok = true;
+  if (options.inputs.size() != signature.arguments.size()) {
+    job.error() << "@" << signature.entry << " takes "
+                << signature.arguments.size() << " arguments but "
+                << options.inputs.size() << " --input given\n";
+    ok = false;
+  }
+  std::vector<int> carriedFrom;
+  if (!parseCarries(job, signature, options, carriedFrom, /*report=*/true))
+    ok = false;
+  for (unsigned r : options.outputResults)
+    if (r >= signature.results.size()) {
+      job.error() << "--output-results=" << r << " but @" << signature.entry
+                  << " has " << signature.results.size() << " results\n";
+      ok = false;
+    }
+  return ok;
+}
+
+int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
+             const RunOptions &options) {
+  ddprt_context *context = job.context;
+  bool verbose = job.rank == 0 && !options.quiet;
+  std::vector<int> carriedFrom;
+  parseCarries(job, signature, options, carriedFrom, /*report=*/false);
+
+  // Create every state, so that a checkpoint can be loaded into them.
+  bool stateOk = true;
+  std::map<std::string, ddprt_state *> stateHandles;
+  for (const StateSpec &state : signature.states) {
+    ddprt_dtype dtype;
+    int64_t numel = 1;
+    for (int64_t d : state.type.shape)
+      numel *= d;
+    ddprt_state *handle = nullptr;
+    if (!runtimeDtype(state.type.dtype, dtype)) {
+      job.error() << "cannot create state '" << state.name << "': its "
+                  << "element type " << elementTypeName(state.type.dtype)
+                  << " is not one the runtime keeps\n";
+      stateOk = false;
+      continue;
+    }
+    if (ddprt_state_get(context, state.name.c_str(), dtype, numel, &handle) !=
+        DDPRT_OK) {
+      job.error() << "cannot create state '" << state.name
+                  << "': " << ddprt_last_error(context) << "\n";
+      stateOk = false;
+      continue;
+    }
+    stateHandles[state.name] = handle;
+  }
+  job.agreeOrStop(stateOk, "to create the states");
+  if (!options.checkpointLoad.empty()) {
+    std::string path = job.expand(options.checkpointLoad, -1);
+    bool loaded = ddprt_checkpoint_load(context, path.c_str()) == DDPRT_OK;
+    if (!loaded)
+      job.error() << "cannot load checkpoint: " << ddprt_last_error(context)
+                  << "\n";
+    job.agreeOrStop(loaded, "to load the checkpoint");
+  }
+  bool setOk = true;
+  for (const std::string &setting : options.setStates) {
+    size_t equals = setting.find('=');
+    std::string name = setting.substr(0, equals);
+    std::string pattern =
+        equals == std::string::npos ? "" : setting.substr(equals + 1);
+    auto found = stateHandles.find(name);
+    const StateSpec *info = nullptr;
+    for (const StateSpec &s : signature.states)
+      if (s.name == name)
+        info = &s;
+    if (found == stateHandles.end() || !info) {
+      job.error() << "--set-state=" << setting << ": the module has no state '"
+                  << name << "'\n";
+      setOk = false;
+      continue;
+    }
+    std::string path = job.expand(pattern, -1), error;
+    npy::Array array;
+    if (!npy::read(path, array, error)) {
+      job.error() << "--set-state: " << error << "\n";
+      setOk = false;
+      continue;
+    }
+    if (array.descr != info->type.dtype || array.shape != info->type.shape) {
+      job.error() << "--set-state: '" << path << "' holds " << array.descr
+                  << " " << shapeString(array.shape) << " but state '" << name
+                  << "' is " << info->type.dtype << " "
+                  << shapeString(info->type.shape) << "\n";
+      setOk = false;
+      continue;
+    }
+    ddprt_buffer target = ddprt_state_buffer(found->second);
+    ddprt_buffer source = target;
+    source.data = array.data.data();
+    if (ddprt_copy(context, &source, &target, 1) != DDPRT_OK ||
+        ddprt_synchronize(context) != DDPRT_OK) {
+      job.error() << "--set-state: " << ddprt_last_error(context) << "\n";
+      setOk = false;
+    }
+  }
+  job.agreeOrStop(setOk, "to set the states");
+
+  // The steps.
+  const std::vector<TensorSpec> &argumentTypes = signature.arguments;
+  const std::vector<TensorSpec> &resultTypes = signature.results;
+  std::vector<Buffer> arguments(argumentTypes.size());
+  std::vector<double> stepSeconds;
+  ddprt_counters before{}, after{};
+  uint64_t lastStepElements = 0, lastStepBytes = 0, totalElements = 0;
+  std::vector<bool> writeResult(resultTypes.size(),
+                                options.outputResults.empty());
+  for (unsigned r : options.outputResults)
+    writeResult[r] = true;
+  size_t resultWords = 0;
+  for (const TensorSpec &type : resultTypes)
+    resultWords += 3 + 2 * type.shape.size();
+  std::vector<int64_t> resultStorage(std::max<size_t>(resultWords, 1));
+
+  for (unsigned i = 0; i < options.steps; ++i) {
+    int64_t stepNumber = int64_t(options.firstStep) + i;
+    bool readOk = true;
+    for (size_t a = 0; a < arguments.size(); ++a) {
+      if (arguments[a].allocated)
+        continue; // carried from the step before
+      std::string path = job.expand(options.inputs[a], stepNumber), error;
+      Buffer buffer;
+      if (!readInput(path, argumentTypes[a], unsigned(a), buffer, error)) {
+        job.error() << "step " << stepNumber << ": " << error << "\n";
+        readOk = false;
+        continue;
+      }
+      arguments[a] = buffer;
+    }
+    job.agreeOrStop(readOk, "to read the inputs of step " +
+                                std::to_string(stepNumber));
+
+    // Packed calling convention: a pointer to each descriptor word, then
+    // one to the storage of the returned descriptors.
+    std::vector<int64_t> words;
+    for (Buffer &buffer : arguments) {
+      words.push_back(reinterpret_cast<int64_t>(buffer.allocated));
+      words.push_back(reinterpret_cast<int64_t>(buffer.aligned));
+      words.push_back(0);
+      words.insert(words.end(), buffer.sizes.begin(), buffer.sizes.end());
+      int64_t stride = 1;
+      std::vector<int64_t> strides(buffer.sizes.size());
+      for (int64_t d = int64_t(buffer.sizes.size()) - 1; d >= 0; --d) {
+        strides[d] = stride;
+        stride *= buffer.sizes[d];
+      }
+      words.insert(words.end(), strides.begin(), strides.end());
+    }
+    std::vector<void *> packedArgs;
+    for (int64_t &word : words)
+      packedArgs.push_back(&word);
+    if (!resultTypes.empty())
+      packedArgs.push_back(resultStorage.data());
+
+    ddprt_get_counters(context, &before);
+    auto start = std::chrono::steady_clock::now();
+    step(packedArgs.data());
+    ddprt_synchronize(context);
+    double seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+    ddprt_get_counters(context, &after);
+    seconds = job.maxOverRanks(seconds);
+    stepSeconds.push_back(seconds);
+    lastStepElements = sum(after.elements_sent) - sum(before.elements_sent);
+    lastStepBytes = sum(after.bytes_sent) - sum(before.bytes_sent);
+    totalElements += lastStepElements;
+    uint64_t uncompressed = after.elements_before_compression -
+                            before.elements_before_compression;
+    if (verbose) {
+      std::string line = "step " + std::to_string(stepNumber) + ": " +
+                         fixed(seconds * 1e3, 3) + " ms, sent " +
+                         withThousands(lastStepElements) + " elements (" +
+                         withThousands(lastStepBytes) + " bytes)";
+      if (lastStepElements && uncompressed)
+        line += ", " + fixed(double(uncompressed) / lastStepElements, 2) +
+                "x fewer than uncompressed";
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+    }
+
+    // Unpack the results; they belong to us now (freshly allocated).
+    std::vector<Buffer> results(resultTypes.size());
+    size_t at = 0;
+    for (size_t r = 0; r < results.size(); ++r) {
+      Buffer &buffer = results[r];
+      buffer.type = &resultTypes[r];
+      buffer.allocated = reinterpret_cast<void *>(resultStorage[at]);
+      buffer.aligned = reinterpret_cast<void *>(resultStorage[at + 1]);
+      int64_t offset = resultStorage[at + 2];
+      size_t rankOf = resultTypes[r].shape.size();
+      buffer.sizes.assign(resultStorage.begin() + at + 3,
+                          resultStorage.begin() + at + 3 + rankOf);
+      buffer.aligned = static_cast<char *>(buffer.aligned) +
+                       offset * int64_t(elementBytes(resultTypes[r].dtype));
+      at += 3 + 2 * rankOf;
+    }
+    bool last = i + 1 == options.steps;
+    bool writeOk = true;
+    for (size_t r = 0; r < results.size(); ++r) {
+      std::vector<std::string> paths;
+      if (!options.output.empty() && writeResult[r])
+        paths.push_back(job.expand(options.output, stepNumber, int64_t(r)));
+      if (last && !options.finalOutput.empty())
+        paths.push_back(
+            job.expand(options.finalOutput, stepNumber, int64_t(r)));
+      for (const std::string &path : paths) {
+        std::string error;
+        if (!writeOutput(path, results[r], error)) {
+          job.error() << "step " << stepNumber << ": " << error << "\n";
+          writeOk = false;
+        }
+      }
+    }
+    job.agreeOrStop(writeOk, "to write the results of step " +
+                                 std::to_string(stepNumber));
+
+    // Carried results become the next step's arguments; free the rest,
+    // each buffer once (a result may be an argument's buffer, returned
+    // without a copy).
+    std::vector<Buffer> next(arguments.size());
+    std::vector<void *> kept, freed;
+    auto contains = [](const std::vector<void *> &list, void *pointer) {
+      return std::find(list.begin(), list.end(), pointer) != list.end();
+    };
+    for (size_t a = 0; a < arguments.size(); ++a)
+      if (!last && carriedFrom[a] >= 0) {
+        next[a] = results[size_t(carriedFrom[a])];
+        kept.push_back(next[a].allocated);
+      }
+    auto release = [&](Buffer &buffer) {
+      if (buffer.allocated && !contains(kept, buffer.allocated) &&
+          !contains(freed, buffer.allocated)) {
+        freed.push_back(buffer.allocated);
+        releaseBuffer(buffer.allocated);
+      }
+      buffer.allocated = buffer.aligned = nullptr;
+    };
+    for (Buffer &buffer : arguments)
+      release(buffer);
+    for (Buffer &buffer : results)
+      release(buffer);
+    arguments = std::move(next);
+  }
+  for (Buffer &buffer : arguments)
+    buffer.release();
+
+  // After the last step: state out, checkpoint, figures.
+  bool finishOk = true;
+  if (!options.dumpState.empty()) {
+    for (const StateSpec &state : signature.states) {
+      if (npy::elementSize(state.type.dtype) == 0) {
+        job.error() << "--dump-state: state '" << state.name << "' is "
+                    << elementTypeName(state.type.dtype)
+                    << ", which .npy cannot hold\n";
+        finishOk = false;
+        continue;
+      }
+      ddprt_buffer source = ddprt_state_buffer(stateHandles[state.name]);
+      npy::Array array;
+      array.descr = state.type.dtype;
+      array.shape = state.type.shape;
+      array.data.resize(size_t(source.numel) * ddprt_dtype_size(source.dtype));
+      ddprt_buffer target = source;
+      target.data = array.data.data();
+      if (ddprt_copy(context, &source, &target, 1) != DDPRT_OK ||
+          ddprt_synchronize(context) != DDPRT_OK) {
+        job.error() << "--dump-state: " << ddprt_last_error(context) << "\n";
+        finishOk = false;
+        continue;
+      }
+      std::string error;
+      if (!npy::write(job.expand(options.dumpState, -1, -1, state.name), array,
+                      error)) {
+        job.error() << "--dump-state: " << error << "\n";
+        finishOk = false;
+      }
+    }
+  }
+  if (!options.checkpointSave.empty()) {
+    std::string path = job.expand(options.checkpointSave, -1);
+    if (ddprt_checkpoint_save(context, path.c_str()) != DDPRT_OK) {
+      job.error() << "cannot save checkpoint: " << ddprt_last_error(context)
+                  << "\n";
+      finishOk = false;
+    }
+  }
+
+  ddprt_counters total{};
+  ddprt_get_counters(context, &total);
+  std::vector<double> sorted = stepSeconds;
+  std::sort(sorted.begin(), sorted.end());
+  double median = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
+  double mean = 0.0;
+  for (double s : stepSeconds)
+    mean += s;
+  mean = stepSeconds.empty() ? 0.0 : mean / stepSeconds.size();
+  double ratio = total.elements_after_compression
+                     ? double(total.elements_before_compression) /
+                           total.elements_after_compression
+                     : 1.0;
+  if (job.rank == 0) {
+    std::printf("%s: %u steps of @%s on %d rank%s (%s): %s ms per step "
+                "(median), last step sent %s elements per rank; over the run "
+                "%sx fewer elements than uncompressed\n",
+                job.tool.c_str(), options.steps, signature.entry.c_str(),
+                job.worldSize, job.worldSize == 1 ? "" : "s",
+                job.backendName.c_str(), fixed(median * 1e3, 3).c_str(),
+                withThousands(lastStepElements).c_str(),
+                fixed(ratio, 2).c_str());
+    std::fflush(stdout);
+  }
+  if (!options.summaryJson.empty() &&
+      (job.rank == 0 ||
+       options.summaryJson.find("{rank}") != std::string::npos)) {
+    std::string path = job.expand(options.summaryJson, -1), error;
+    auto roles = [&](const uint64_t (&values)[DDPRT_ROLE_COUNT]) {
+      const char *names[] = {"gradient", "uncompressed", "warmup",
+                             "powersgd_p", "powersgd_q"};
+      std::string text = "{";
+      for (int r = 0; r < DDPRT_ROLE_COUNT; ++r)
+        text += std::string(r ? ", " : "") + "\"" + names[r] +
+                "\": " + std::to_string(values[r]);
+      return text + "}";
+    };
+    std::ostringstream out;
+    out << "{\n  \"rank\": " << job.rank
+        << ",\n  \"world_size\": " << job.worldSize
+        << ",\n  \"backend\": \"" << job.backendName
+        << "\",\n  \"steps\": " << options.steps
+        << ",\n  \"ms_per_step\": " << fixed(median * 1e3, 6)
+        << ",\n  \"ms_per_step_mean\": " << fixed(mean * 1e3, 6)
+        << ",\n  \"elements_sent_per_step\": " << lastStepElements
+        << ",\n  \"bytes_sent_per_step\": " << lastStepBytes
+        << ",\n  \"elements_sent_total\": " << totalElements
+        << ",\n  \"elements_before_compression\": "
+        << total.elements_before_compression
+        << ",\n  \"elements_after_compression\": "
+        << total.elements_after_compression
+        << ",\n  \"collectives\": " << roles(total.collectives)
+        << ",\n  \"elements_sent\": " << roles(total.elements_sent)
+        << ",\n  \"bytes_sent\": " << roles(total.bytes_sent) << "\n}\n";
+    // If the directory cannot be made, opening the file says why.
+    (void)npy::createDirectories(npy::parentPath(path), error);
+    std::ofstream file(path, std::ios::binary | std::ios::trunc);
+    if (file)
+      file << out.str();
+    file.close();
+    if (!file) {
+      job.error() << "cannot write '" << path << "': " << std::strerror(errno)
+                  << "\n";
+      finishOk = false;
+    }
+  }
+  job.agreeOrStop(finishOk, "to write its results");
+  job.finish();
+  return 0;
+}
+
+} // namespace stephost

@@ -1,0 +1,255 @@
+//===- ddprt-step-runner.cpp - run an ahead-of-time compiled step ---------===//
+//
+// Runs a step function that `ddp-run --emit-step=DIR` compiled ahead of
+// time (DIR/libstep.so and DIR/step.json) on every rank of a job, with the
+// same options and the same semantics as ddp-run, but without LLVM or
+// MLIR: for machines that have the runtime and a C++ compiler only (the GPU
+// machines).
+//
+//   ddp-run step.mlir --emit-step=out/step          # where MLIR is
+//   ddprt-step-runner out/step --backend=cuda --steps=10
+//       --input=grads/r{rank}.s{step}.w.npy ...
+//       --output=out/r{rank}.s{step}.o{result}.npy      # (one line)
+//
+// Under mpirun it runs on every rank, when the runtime is built with MPI.
+// Any bad input stops every rank with a message and exit status 1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "StepHost.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <string>
+#include <vector>
+
+using namespace stephost;
+
+namespace {
+
+const char *kTool = "ddprt-step-runner";
+
+const char *kUsage =
+    "usage: ddprt-step-runner DIR [options]\n"
+    "\n"
+    "Runs the step that `ddp-run --emit-step=DIR` compiled (DIR/step.json,\n"
+    "DIR/libstep.so) on every rank (under mpirun when the runtime has MPI).\n"
+    "\n"
+    "  --steps=K              how many steps to run (1)\n"
+    "  --first-step=S         number of the first step in file names (0)\n"
+    "  --input=PATTERN        one .npy per argument, in order ({rank}, {step},\n"
+    "                         {step%N})\n"
+    "  --carry=ARG:RESULT     argument ARG of a step is result RESULT of the\n"
+    "                         step before (its --input is read only first)\n"
+    "  --output=PATTERN       write results of every step ({rank}, {step},\n"
+    "                         {result})\n"
+    "  --output-results=I,J   which results --output writes (default: all)\n"
+    "  --final-output=PATTERN write every result of the last step\n"
+    "  --checkpoint-load=P    restore the compression state first ({rank})\n"
+    "  --checkpoint-save=P    save the compression state at the end ({rank})\n"
+    "  --set-state=NAME=PATH  overwrite a state from .npy first ({rank})\n"
+    "  --dump-state=PATTERN   write every state at the end ({rank}, {name})\n"
+    "  --summary-json=PATH    time and counters as JSON (rank 0, or every\n"
+    "                         rank with {rank})\n"
+    "  --backend=cpu|cuda     runtime backend (cpu)\n"
+    "  --timeout=SECONDS      fail a collective after this long (60; 0: "
+    "never)\n"
+    "  --quiet                print only the summary\n";
+
+bool usageError(const std::string &message) {
+  std::fprintf(stderr, "%s: error: %s (see --help)\n", kTool, message.c_str());
+  return false;
+}
+
+bool parseUnsigned(const std::string &text, unsigned &value) {
+  if (text.empty() || text.size() > 9 ||
+      text.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  value = unsigned(std::stoul(text));
+  return true;
+}
+
+void splitCommas(const std::string &text, std::vector<std::string> &out) {
+  size_t start = 0;
+  for (;;) {
+    size_t comma = text.find(',', start);
+    out.push_back(text.substr(start, comma - start));
+    if (comma == std::string::npos)
+      return;
+    start = comma + 1;
+  }
+}
+
+/// ddp-run's options of the same names: --name=value or --name value.
+bool parseCommandLine(int argc, char **argv, RunOptions &options,
+                      std::string &directory, bool &help) {
+  const char *valued[] = {"steps",          "first-step",      "input",
+                          "carry",          "output",          "output-results",
+                          "final-output",   "checkpoint-load", "checkpoint-save",
+                          "set-state",      "dump-state",      "summary-json",
+                          "backend",        "timeout"};
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-help" || arg == "-h") {
+      help = true;
+      return true;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      if (!directory.empty())
+        return usageError("one step directory, not '" + directory + "' and '" +
+                          arg + "'");
+      directory = arg;
+      continue;
+    }
+    std::string name = arg.substr(arg[1] == '-' ? 2 : 1), value;
+    size_t equals = name.find('=');
+    bool hasValue = equals != std::string::npos;
+    if (hasValue) {
+      value = name.substr(equals + 1);
+      name = name.substr(0, equals);
+    }
+    if (name == "quiet" && !hasValue) {
+      options.quiet = true;
+      continue;
+    }
+    bool known = false;
+    for (const char *v : valued)
+      known = known || name == v;
+    if (!known)
+      return usageError("unknown option '" + arg + "'");
+    if (!hasValue) {
+      if (i + 1 >= argc)
+        return usageError("--" + name + " needs a value");
+      value = argv[++i];
+    }
+    if (name == "steps" || name == "first-step") {
+      unsigned &target = name == "steps" ? options.steps : options.firstStep;
+      if (!parseUnsigned(value, target))
+        return usageError("--" + name + "=" + value +
+                          " is not a non-negative integer");
+    } else if (name == "input") {
+      options.inputs.push_back(value);
+    } else if (name == "carry") {
+      splitCommas(value, options.carries);
+    } else if (name == "output") {
+      options.output = value;
+    } else if (name == "output-results") {
+      std::vector<std::string> items;
+      splitCommas(value, items);
+      for (const std::string &item : items) {
+        unsigned r;
+        if (!parseUnsigned(item, r))
+          return usageError("--output-results=" + value +
+                            " is not a list of result numbers");
+        options.outputResults.push_back(r);
+      }
+    } else if (name == "final-output") {
+      options.finalOutput = value;
+    } else if (name == "checkpoint-load") {
+      options.checkpointLoad = value;
+    } else if (name == "checkpoint-save") {
+      options.checkpointSave = value;
+    } else if (name == "set-state") {
+      options.setStates.push_back(value);
+    } else if (name == "dump-state") {
+      options.dumpState = value;
+    } else if (name == "summary-json") {
+      options.summaryJson = value;
+    } else if (name == "backend") {
+      options.backend = value;
+    } else if (name == "timeout") {
+      char *end = nullptr;
+      options.timeoutSeconds = std::strtod(value.c_str(), &end);
+      if (value.empty() || end != value.c_str() + value.size() ||
+          !(options.timeoutSeconds >= 0))
+        return usageError("--timeout=" + value + " is not a number of seconds");
+    }
+  }
+  if (directory.empty())
+    return usageError("no step directory given (what ddp-run --emit-step "
+                      "wrote)");
+  return true;
+}
+
+/// Loads DIR/libstep.so, binds the host functions it calls and finds its
+/// packed entry. Returns null after saying why.
+PackedFunction loadStep(const Job &job, const std::string &directory,
+                        const StepSignature &signature) {
+  std::string path = signature.library.front() == '/'
+                         ? signature.library
+                         : directory + "/" + signature.library;
+  void *library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!library) {
+    const char *why = dlerror();
+    job.error() << "cannot load '" << path << "': " << (why ? why : "?")
+                << "\n";
+    return nullptr;
+  }
+  bool ok = true;
+  std::vector<HostFunction> functions = hostFunctions(job.sharedMemory);
+  for (const std::string &name : signature.hostFunctions) {
+    const HostFunction *function = nullptr;
+    for (const HostFunction &f : functions)
+      if (name == f.name)
+        function = &f;
+    if (!function) {
+      job.error() << "the step calls '" << name
+                  << "', which this runner does not provide (a step emitted "
+                     "by a newer ddp-run?)\n";
+      ok = false;
+      continue;
+    }
+    std::string slotName = std::string(kHostSlotPrefix) + name;
+    void **slot = static_cast<void **>(dlsym(library, slotName.c_str()));
+    if (!slot) {
+      job.error() << "'" << path << "' has no '" << slotName
+                  << "' (not what ddp-run --emit-step wrote for step.json)\n";
+      ok = false;
+      continue;
+    }
+    *slot = function->address;
+  }
+  std::string entryName = "_mlir_" + signature.entry;
+  void *entry = dlsym(library, entryName.c_str());
+  if (!entry) {
+    job.error() << "'" << path << "' has no packed entry '" << entryName
+                << "'\n";
+    ok = false;
+  }
+  // The library stays loaded until the process exits.
+  return ok ? reinterpret_cast<PackedFunction>(entry) : nullptr;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  RunOptions options;
+  std::string directory;
+  bool help = false;
+  if (!parseCommandLine(argc, argv, options, directory, help))
+    return 1;
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+
+  // Start the runtime first: it brings up MPI, and every later failure can
+  // then be agreed on by all ranks.
+  Job job(kTool);
+  if (!job.start(options))
+    return 1;
+
+  StepSignature signature;
+  std::string error;
+  bool ok = readStepJson(directory + "/step.json", signature, error);
+  if (!ok)
+    job.error() << error << "\n";
+  job.agreeOrStop(ok, "to read the step");
+  job.agreeOrStop(checkCommandLine(job, signature, options),
+                  "to check the command line");
+  PackedFunction step = loadStep(job, directory, signature);
+  job.agreeOrStop(step != nullptr, "to load the step");
+  return runSteps(job, signature, step, options);
+}
