@@ -458,22 +458,52 @@ namespace {
 /// Whether compiled code's buffers are managed memory (CUDA backend).
 bool sharedBuffers = false;
 
+/// Freed buffers by size, for the next allocation of that size. A step
+/// allocates the same sizes every time, so from the second step on it takes
+/// no fresh pages: each fresh page costs a page fault, and on the 2-core VM
+/// the faults of an fp16 step's 150 MB of new buffers made it 14x slower
+/// than the same runtime calls on reused buffers (docs/performance.md).
+std::map<void *, size_t> liveBlocks;
+std::multimap<size_t, void *> freeBlocks;
+
 void *allocateBuffer(size_t bytes) {
-  if (!sharedBuffers)
-    return std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
+  size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
   void *pointer = nullptr;
-  if (ddprt_alloc(ddprt_current_context(), bytes, &pointer) != DDPRT_OK)
-    return nullptr;
+  if (auto reuse = freeBlocks.find(rounded); reuse != freeBlocks.end()) {
+    pointer = reuse->second;
+    freeBlocks.erase(reuse);
+  } else if (!sharedBuffers) {
+    pointer = std::aligned_alloc(64, rounded);
+  } else if (ddprt_alloc(ddprt_current_context(), rounded, &pointer) !=
+             DDPRT_OK) {
+    pointer = nullptr;
+  }
+  if (pointer)
+    liveBlocks[pointer] = rounded;
   return pointer;
 }
 
 void releaseBuffer(void *pointer) {
   if (!pointer)
     return;
-  if (sharedBuffers)
-    ddprt_free(ddprt_current_context(), pointer);
-  else
-    std::free(pointer);
+  auto live = liveBlocks.find(pointer);
+  if (live == liveBlocks.end()) {
+    std::free(pointer); // over-aligned host memory (hostAlignedAlloc)
+    return;
+  }
+  freeBlocks.emplace(live->second, pointer);
+  liveBlocks.erase(live);
+}
+
+/// Gives the cached blocks back (before the runtime that made them ends).
+void releaseCachedBuffers() {
+  for (auto &[bytes, pointer] : freeBlocks) {
+    if (sharedBuffers)
+      ddprt_free(ddprt_current_context(), pointer);
+    else
+      std::free(pointer);
+  }
+  freeBlocks.clear();
 }
 
 // The memref allocation functions of code lowered with
@@ -659,6 +689,7 @@ bool Job::start(const RunOptions &options) {
 }
 
 void Job::finish() {
+  releaseCachedBuffers();
   ddprt_set_current_context(nullptr);
   ddprt_set_error_handler(nullptr, nullptr);
   if (context)
@@ -1227,6 +1258,8 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
                 "\": " + std::to_string(values[r]);
       return text + "}";
     };
+    // Mean milliseconds per step inside the runtime's calls, by phase.
+    double perStep = options.steps ? 1e3 / options.steps : 0.0;
     std::ostringstream out;
     out << "{\n  \"rank\": " << job.rank
         << ",\n  \"world_size\": " << job.worldSize
@@ -1243,7 +1276,15 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
         << total.elements_after_compression
         << ",\n  \"collectives\": " << roles(total.collectives)
         << ",\n  \"elements_sent\": " << roles(total.elements_sent)
-        << ",\n  \"bytes_sent\": " << roles(total.bytes_sent) << "\n}\n";
+        << ",\n  \"bytes_sent\": " << roles(total.bytes_sent)
+        << ",\n  \"ms_in_runtime_per_step\": {\"communication\": "
+        << fixed(total.seconds[DDPRT_PHASE_COMMUNICATION] * perStep, 6)
+        << ", \"compression\": "
+        << fixed(total.seconds[DDPRT_PHASE_COMPRESSION] * perStep, 6)
+        << ", \"decompression\": "
+        << fixed(total.seconds[DDPRT_PHASE_DECOMPRESSION] * perStep, 6)
+        << ", \"cast\": " << fixed(total.seconds[DDPRT_PHASE_CAST] * perStep, 6)
+        << "}\n}\n";
     // If the directory cannot be made, opening the file says why.
     (void)npy::createDirectories(npy::parentPath(path), error);
     std::ofstream file(path, std::ios::binary | std::ios::trunc);
