@@ -34,7 +34,7 @@ struct DtypeInfo {
 const DtypeInfo kDtypes[] = {
     {"<f4", "f32", 4}, {"<f8", "f64", 8}, {"<f2", "f16", 2},
     {"<i8", "i64", 8}, {"<i4", "i32", 4}, {"<i2", "i16", 2},
-    {"<i1", "i8", 1},  {"bf16", "bf16", 2},
+    {"|i1", "i8", 1},  {"bf16", "bf16", 2},
 };
 } // namespace
 
@@ -919,6 +919,20 @@ bool parseCarries(const Job &job, const StepSignature &signature,
       ok = false;
       continue;
     }
+    // One buffer per argument: the compiled step assumes its arguments do
+    // not alias (it reduces them in place).
+    bool resultTaken =
+        std::find(carriedFrom.begin(), carriedFrom.end(), int(result)) !=
+        carriedFrom.end();
+    if (carriedFrom[argument] >= 0 || resultTaken) {
+      if (report)
+        job.error() << "--carry=" << carry << ": "
+                    << (resultTaken ? "result " + std::to_string(result)
+                                    : "argument " + std::to_string(argument))
+                    << " is already carried\n";
+      ok = false;
+      continue;
+    }
     carriedFrom[argument] = int(result);
   }
   return ok;
@@ -1090,7 +1104,9 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
     ddprt_get_counters(context, &before);
     auto start = std::chrono::steady_clock::now();
     step(packedArgs.data());
-    ddprt_synchronize(context);
+    // The device's work of the step (a step without runtime calls has none
+    // that a compiled ddprt_check waited for).
+    ddprt_check(context, ddprt_synchronize(context), "the end of the step");
     double seconds = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - start)
                          .count();

@@ -5,13 +5,15 @@
 // PowerSGD as insert-powersgd writes it: collectives in place on the
 // arguments, the error state updated in place in its runtime buffer, the
 // gradient decompressed in place, Q orthogonalized in its state buffer and
-// the new Q copied in, P and Q in fresh buffers.
+// the new Q copied in, P and Q in fresh buffers. (The caller donates its
+// arguments, as ddp-run does, so the uncompressed allreduce_start reduces
+// the argument itself.)
 
 ddp.state @q : tensor<32x2xf32>
 ddp.state @e : tensor<64x32xf32>
 // CHECK-LABEL: func.func @powersgd(
 // CHECK-SAME: %[[G:.*]]: memref<64x32xf32>, %[[B:.*]]: memref<32xf32>
-func.func @powersgd(%g: tensor<64x32xf32>, %b: tensor<32xf32>) -> (tensor<64x32xf32>, tensor<32xf32>) {
+func.func @powersgd(%g: tensor<64x32xf32>, %b: tensor<32xf32>) -> (tensor<64x32xf32>, tensor<32xf32>) attributes {ddp.donate_arguments} {
   // CHECK: %[[REQ:.*]] = ddp.buffer.allreduce_start mean %[[B]] role uncompressed : memref<32xf32> -> !ddp.request<memref<32xf32>>
   %h = ddp.allreduce_start mean %b role uncompressed : tensor<32xf32>
   // CHECK: %[[Q:.*]] = ddp.buffer.state @q : memref<32x2xf32>
@@ -74,4 +76,99 @@ func.func @reuse(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
   %r = ddp.allreduce sum %x : tensor<8xf32>
   %s = ddp.scale %x by world_size : tensor<8xf32>
   return %r, %s : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// A buffer written after allreduce_start (without being read) must not be
+// the one in flight: the start reduces a copy, and wait returns the copy.
+// CHECK-LABEL: func.func @write_after_start(
+// CHECK-SAME: %[[G:.*]]: memref<4xf32>
+func.func @write_after_start(%g: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  // CHECK: %[[C:.*]] = memref.alloc
+  // CHECK: ddp.buffer.copy %[[G]] into %[[C]]
+  // CHECK: %[[H:.*]] = ddp.buffer.allreduce_start sum %[[C]]
+  %h = ddp.allreduce_start sum %g : tensor<4xf32>
+  %c = arith.constant 0.0 : f32
+  // CHECK: linalg.fill {{.*}} outs(%[[G]]
+  %z = linalg.fill ins(%c : f32) outs(%g : tensor<4xf32>) -> tensor<4xf32>
+  // CHECK: ddp.buffer.wait %[[H]]
+  // CHECK: return %[[C]], %[[G]]
+  %r = ddp.wait %h : !ddp.request<tensor<4xf32>>
+  return %r, %z : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// A donated argument used only by the start (and in the other branch of
+// the warm-up scf.if) is reduced in place.
+// CHECK-LABEL: func.func @donated_start(
+// CHECK-SAME: %[[G:.*]]: memref<4xf32>
+func.func @donated_start(%g: tensor<4xf32>, %warm: i1) -> tensor<4xf32> attributes {ddp.donate_arguments} {
+  %r = scf.if %warm -> tensor<4xf32> {
+    %w = ddp.allreduce mean %g role warmup : tensor<4xf32>
+    scf.yield %w : tensor<4xf32>
+  } else {
+    // CHECK-NOT: ddp.buffer.copy
+    // CHECK: ddp.buffer.allreduce_start mean %[[G]]
+    %h = ddp.allreduce_start mean %g role uncompressed : tensor<4xf32>
+    %v = ddp.wait %h : !ddp.request<tensor<4xf32>>
+    scf.yield %v : tensor<4xf32>
+  }
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+// The state is loaded in a loop and stored after it: every iteration must
+// see the state as it was, not the previous iteration's in-place update.
+// The load copies.
+ddp.state @acc : tensor<4xf32>
+// CHECK-LABEL: func.func @load_in_loop
+func.func @load_in_loop(%x: tensor<4xf32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    // CHECK: %[[S:.*]] = ddp.buffer.state @acc
+    // CHECK: ddp.buffer.copy %[[S]] into
+    %e = ddp.state_load @acc : tensor<4xf32>
+    %e2 = ddp.allreduce sum %e : tensor<4xf32>
+  }
+  ddp.state_store %x, @acc : tensor<4xf32>
+  return
+}
+
+// -----
+
+// A call between the load and the store could read the state: copy.
+ddp.state @s : tensor<4xf32>
+func.func private @peek() -> tensor<4xf32> {
+  %v = ddp.state_load @s : tensor<4xf32>
+  return %v : tensor<4xf32>
+}
+// CHECK-LABEL: func.func @call_between
+func.func @call_between() -> tensor<4xf32> {
+  // CHECK: %[[S:.*]] = ddp.buffer.state @s
+  // CHECK: ddp.buffer.copy %[[S]] into
+  %e = ddp.state_load @s : tensor<4xf32>
+  %e2 = ddp.allreduce sum %e : tensor<4xf32>
+  %v = func.call @peek() : () -> tensor<4xf32>
+  ddp.state_store %e2, @s : tensor<4xf32>
+  return %v : tensor<4xf32>
+}
+
+// -----
+
+// Host code (linalg) reading the state would touch device memory on GPUs:
+// the load copies through the runtime.
+ddp.state @h : tensor<4xf32>
+// CHECK-LABEL: func.func @host_reader
+func.func @host_reader(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // CHECK: %[[S:.*]] = ddp.buffer.state @h
+  // CHECK: ddp.buffer.copy %[[S]] into
+  %e = ddp.state_load @h : tensor<4xf32>
+  %init = tensor.empty() : tensor<4xf32>
+  %sum = linalg.add ins(%e, %x : tensor<4xf32>, tensor<4xf32>) outs(%init : tensor<4xf32>) -> tensor<4xf32>
+  ddp.state_store %x, @h : tensor<4xf32>
+  return %sum : tensor<4xf32>
 }

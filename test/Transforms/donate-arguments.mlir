@@ -20,3 +20,14 @@ func.func @kept(%g: tensor<64xf32>) -> tensor<64xf32> {
   %r = ddp.allreduce mean %g : tensor<64xf32>
   return %r : tensor<64xf32>
 }
+
+// The same argument returned twice: one result is the argument, the other
+// a copy, so that no two results share a buffer.
+// CHECK-LABEL: func.func @twice(
+// CHECK-SAME: %[[G:.*]]: memref<64xf32>
+// CHECK: %[[C:.*]] = bufferization.clone %[[G]]
+// CHECK: return %[[G]], %[[C]]
+func.func @twice(%g: tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf32>) attributes {ddp.donate_arguments} {
+  %r = ddp.allreduce mean %g : tensor<64xf32>
+  return %r, %r : tensor<64xf32>, tensor<64xf32>
+}

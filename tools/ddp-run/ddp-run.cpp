@@ -184,7 +184,7 @@ std::string npyDescr(Type type) {
   if (type.isSignlessInteger(16))
     return "<i2";
   if (type.isSignlessInteger(8))
-    return "<i1";
+    return "|i1";
   return "";
 }
 

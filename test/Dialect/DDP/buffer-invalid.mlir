@@ -78,3 +78,12 @@ func.func @epsilon(%p: memref<4x2xf32>) {
   ddp.buffer.orthogonalize %p {epsilon = -1.0 : f64} : memref<4x2xf32>
   return
 }
+
+// -----
+
+ddp.state @offset : tensor<4xf32>
+func.func @state_layout() {
+  // expected-error @+1 {{a state's buffer has the identity layout}}
+  %q = ddp.buffer.state @offset : memref<4xf32, strided<[1], offset: 4>>
+  return
+}

@@ -639,6 +639,9 @@ BufferStateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (!state)
     return emitOpError() << "'" << getState() << "' does not name a 'ddp.state'";
   MemRefType buffer = getBuffer().getType();
+  if (!buffer.getLayout().isIdentity())
+    return emitOpError() << "a state's buffer has the identity layout, not "
+                         << buffer.getLayout();
   Type stateType = state.getType();
   auto tensor = dyn_cast<RankedTensorType>(stateType);
   bool matches =

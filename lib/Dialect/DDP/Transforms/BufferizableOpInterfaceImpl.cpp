@@ -27,6 +27,9 @@
 #include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Interfaces/CallInterfaces.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
@@ -177,6 +180,83 @@ struct OrthogonalizeModel
 // allreduce_start and wait
 //===----------------------------------------------------------------------===//
 
+/// Whether two ops can never both run in one execution: they sit in
+/// different regions of one scf.if (or scf.index_switch).
+bool mutuallyExclusive(Operation *a, Operation *b) {
+  DenseMap<Operation *, Region *> regionOfA;
+  for (Operation *op = a; op; op = op->getParentOp())
+    if (Region *region = op->getParentRegion())
+      regionOfA[region->getParentOp()] = region;
+  for (Operation *op = b; op; op = op->getParentOp()) {
+    Region *region = op->getParentRegion();
+    if (!region)
+      break;
+    auto found = regionOfA.find(region->getParentOp());
+    if (found != regionOfA.end())
+      return found->second != region &&
+             isa<scf::IfOp, scf::IndexSwitchOp>(region->getParentOp());
+  }
+  return false;
+}
+
+/// Whether allreduce_start may reduce `input`'s own buffer. The analysis
+/// cannot see that ddp.wait's results are the start's buffers, so the start
+/// declares a read only and reduces in place only where no other handle on
+/// the buffer can exist: the buffer is an argument its caller donated
+/// (`ddp.donate_arguments`) or a fresh allocation written only by ddp ops
+/// before the start, and every other use of it never runs in the same
+/// execution as the start (the other branch of the warm-up scf.if).
+/// Otherwise it reduces a copy. Runs while bufferizing, when `input` is the
+/// to_tensor of its buffer.
+bool reducesInPlace(AllReduceStartOp start, Value input) {
+  // The buffer: a function argument (tensor-typed until One-Shot rewrites
+  // the signature) or what a bufferized producer's to_tensor wraps.
+  auto toTensor = input.getDefiningOp<bufferization::ToTensorOp>();
+  Value buffer = toTensor ? toTensor.getBuffer() : input;
+  bool fresh = bool(buffer.getDefiningOp<memref::AllocOp>());
+  if (auto argument = dyn_cast<BlockArgument>(buffer)) {
+    auto function = dyn_cast_or_null<FunctionOpInterface>(
+        argument.getOwner()->getParentOp());
+    if (!function ||
+        argument.getOwner() != &function.getFunctionBody().front() ||
+        !function->hasAttr("ddp.donate_arguments"))
+      return false;
+  } else if (!fresh) {
+    return false;
+  }
+  if (auto type = dyn_cast<MemRefType>(buffer.getType());
+      type && !type.getLayout().isIdentity())
+    return false;
+  // An op bufferized earlier reaches the buffer through a to_buffer that
+  // One-Shot places next to the value's definition: judge its users.
+  auto exclusive = [&](Operation *user) {
+    if (auto toBuffer = dyn_cast<bufferization::ToBufferOp>(user))
+      return llvm::all_of(toBuffer->getUsers(), [&](Operation *inner) {
+        return mutuallyExclusive(start, inner);
+      });
+    return mutuallyExclusive(start, user);
+  };
+  unsigned usesByStart = 0;
+  for (OpOperand &use : input.getUses()) {
+    if (use.getOwner() == start.getOperation())
+      ++usesByStart;
+    else if (!exclusive(use.getOwner()))
+      return false;
+  }
+  if (toTensor) {
+    for (Operation *user : buffer.getUsers()) {
+      if (user == toTensor.getOperation() || mutuallyExclusive(start, user))
+        continue;
+      bool producer = fresh && isa<DDPDialect>(user->getDialect()) &&
+                      user->getBlock() == start->getBlock() &&
+                      user->isBeforeInBlock(start);
+      if (!producer)
+        return false;
+    }
+  }
+  return usesByStart == 1;
+}
+
 struct AllReduceStartModel
     : public BufferizableOpInterface::ExternalModel<AllReduceStartModel,
                                                     AllReduceStartOp> {
@@ -186,7 +266,7 @@ struct AllReduceStartModel
   }
   bool bufferizesToMemoryWrite(Operation *, OpOperand &,
                                const AnalysisState &) const {
-    return true;
+    return false;
   }
   AliasingValueList getAliasingValues(Operation *, OpOperand &,
                                       const AnalysisState &) const {
@@ -196,14 +276,40 @@ struct AllReduceStartModel
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
     auto start = cast<AllReduceStartOp>(op);
-    FailureOr<SmallVector<Value>> buffers = contiguousBuffers(
-        rewriter, op->getLoc(), start.getInputs(), options, state);
-    if (failed(buffers))
-      return failure();
-    SmallVector<Type> types = llvm::to_vector(ValueRange(*buffers).getTypes());
+    Location loc = op->getLoc();
+    SmallVector<Value> buffers;
+    for (Value input : start.getInputs()) {
+      // Decided before getBuffer adds a use of `input`.
+      bool inPlace = reducesInPlace(start, input);
+      FailureOr<Value> buffer = getBuffer(rewriter, input, options, state);
+      if (failed(buffer))
+        return failure();
+      auto type = cast<MemRefType>(buffer->getType());
+      if (inPlace) {
+        buffers.push_back(*buffer);
+        continue;
+      }
+      // A strided view is copied to a fresh buffer anyway; a contiguous
+      // one is copied by the runtime (it may be device memory).
+      FailureOr<Value> usable = contiguous(rewriter, loc, *buffer, options);
+      if (failed(usable))
+        return failure();
+      if (*usable == *buffer) {
+        FailureOr<Value> copy = allocate(rewriter, loc, type,
+                                         dynamicSizes(rewriter, loc, *buffer),
+                                         options);
+        if (failed(copy))
+          return failure();
+        BufferCopyOp::create(rewriter, loc, ValueRange(*buffer),
+                             ValueRange(*copy));
+        usable = copy;
+      }
+      buffers.push_back(*usable);
+    }
+    SmallVector<Type> types = llvm::to_vector(ValueRange(buffers).getTypes());
     auto request = RequestType::get(op->getContext(), types);
     replaceOpWithNewBufferizedOp<BufferAllReduceStartOp>(
-        rewriter, op, request, start.getKindAttr(), *buffers,
+        rewriter, op, request, start.getKindAttr(), buffers,
         start.getRoleAttr());
     return success();
   }
@@ -235,15 +341,10 @@ struct WaitModel
     if (!start)
       return op->emitError("the request does not come from a "
                            "'ddp.allreduce_start' in this region");
-    FailureOr<BufferLikeType> type = bufferization::getBufferType(
-        start.getInputs()[index], options, state, invocationStack);
-    if (failed(type))
-      return failure();
-    auto memref = cast<MemRefType>(*type);
-    if (isContiguousBuffer(memref))
-      return *type;
+    // In place or a copy, the buffer has the identity layout.
+    auto tensor = cast<RankedTensorType>(start.getInputs()[index].getType());
     return cast<BufferLikeType>(
-        MemRefType::get(memref.getShape(), memref.getElementType()));
+        MemRefType::get(tensor.getShape(), tensor.getElementType()));
   }
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &,
@@ -432,9 +533,10 @@ struct ReconstructResidualModel
 /// Whether `load` may return the state's own buffer: the function loads the
 /// state once; every store of it is in one block B, after the load (or the
 /// op in B that holds it); and every value that may alias the loaded buffer
-/// is used before the first of those stores (or by it). Then updating the
-/// buffer in place is invisible: the store overwrites the state anyway, and
-/// nobody reads the old value after it.
+/// is used before the first of those stores (or by it), by ddp ops only;
+/// no loop separates the load from the stores and no call lies between
+/// them. Then updating the buffer in place is invisible: the store
+/// overwrites the state anyway, and nobody reads the old value after it.
 bool mayAliasStateBuffer(StateLoadOp load,
                          const BufferizationOptions &options) {
   auto function = load->getParentOfType<FunctionOpInterface>();
@@ -464,6 +566,19 @@ bool mayAliasStateBuffer(StateLoadOp load,
   Operation *loadInBlock = block->findAncestorOpInBlock(*load);
   if (!loadInBlock || !loadInBlock->isBeforeInBlock(firstStore))
     return false;
+  // Not in a loop that the stores are outside of: every iteration would
+  // update the one buffer.
+  if (getEnclosingRepetitiveRegion(load.getOperation()) !=
+      getEnclosingRepetitiveRegion(firstStore))
+    return false;
+  // No call in between: the callee could read or write the state.
+  for (Operation *op = loadInBlock; op != firstStore; op = op->getNextNode()) {
+    WalkResult calls = op->walk([](CallOpInterface) {
+      return WalkResult::interrupt();
+    });
+    if (calls.wasInterrupted())
+      return false;
+  }
   // Follow the aliases the bufferization models declare; an op without a
   // model may alias any of its tensor results.
   AnalysisState state(options);
@@ -478,6 +593,10 @@ bool mayAliasStateBuffer(StateLoadOp load,
       Operation *inBlock = block->findAncestorOpInBlock(*user);
       if (!inBlock || (inBlock != firstStore &&
                        !inBlock->isBeforeInBlock(firstStore)))
+        return false;
+      // Only runtime calls touch it (on GPUs it is device memory that host
+      // code cannot read).
+      if (!isa<DDPDialect>(user->getDialect()) && !isa<scf::YieldOp>(user))
         return false;
       if (auto bufferizable = options.dynCastBufferizableOp(user)) {
         for (const AliasingValue &alias :

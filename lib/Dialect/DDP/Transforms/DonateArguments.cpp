@@ -29,14 +29,21 @@ struct DonateArguments
     for (auto function : getOperation().getOps<func::FuncOp>()) {
       if (!function->hasAttr("ddp.donate_arguments") || function.isExternal())
         continue;
+      // An argument is returned as itself once; a second result of the same
+      // buffer stays a copy, so that no two results share a buffer.
+      llvm::SmallDenseSet<Value> returned;
       function.walk([&](bufferization::CloneOp clone) {
         auto argument = dyn_cast<BlockArgument>(clone.getInput());
-        if (!argument || argument.getOwner() != &function.front())
+        if (!argument || argument.getOwner() != &function.front() ||
+            returned.contains(argument))
           return;
         if (!llvm::all_of(clone->getUsers(), [](Operation *user) {
               return isa<func::ReturnOp>(user);
             }))
           return;
+        if (!clone.getOutput().hasOneUse())
+          return;
+        returned.insert(argument);
         clone.getOutput().replaceAllUsesWith(argument);
         clone.erase();
         ++numDonated;
