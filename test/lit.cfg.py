@@ -38,32 +38,30 @@ llvm_config.with_environment("PATH", config.ddp_tools_dir, append_path=True)
 # /usr/bin/python3 only.
 import subprocess
 torch_python = "/usr/bin/python3"
-try:
-    if subprocess.run([torch_python, "-c", "import torch"],
-                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                      timeout=120).returncode == 0:
-        config.available_features.add("torch")
-except (OSError, subprocess.TimeoutExpired):
-    pass
+
+
+def python_imports(modules):
+    """Whether torch_python imports `modules` (a comma-separated list)."""
+    try:
+        return subprocess.run([torch_python, "-c", "import " + modules],
+                              stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL,
+                              timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+if python_imports("torch"):
+    config.available_features.add("torch")
 config.substitutions.append(("%torch_python", torch_python))
 # The integration checks need only numpy (python3-numpy, from the same
 # interpreter).
-try:
-    if subprocess.run([torch_python, "-c", "import numpy"],
-                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                      timeout=120).returncode == 0:
-        config.available_features.add("numpy")
-except (OSError, subprocess.TimeoutExpired):
-    pass
+if python_imports("numpy"):
+    config.available_features.add("numpy")
 config.substitutions.append(("%numpy_python", torch_python))
 # The training example: scikit-learn's digits, matplotlib for its plot.
-try:
-    if subprocess.run([torch_python, "-c", "import sklearn, matplotlib"],
-                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                      timeout=120).returncode == 0:
-        config.available_features.add("sklearn")
-except (OSError, subprocess.TimeoutExpired):
-    pass
+if python_imports("sklearn, matplotlib"):
+    config.available_features.add("sklearn")
 
 # The plugin that upstream mlir-opt loads, and that mlir-opt.
 config.substitutions.append(

@@ -14,29 +14,29 @@
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/FuncBufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
-#include "mlir/Dialect/MemRef/Transforms/AllocationOpInterfaceImpl.h"
-#include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
-#include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
-#include "mlir/Dialect/UB/IR/UBOps.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/MemRef/Transforms/AllocationOpInterfaceImpl.h"
+#include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/UB/IR/UBOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
 void mlir::ddp::registerAllDialects(DialectRegistry &registry) {
-  registry.insert<
-      DDPDialect, arith::ArithDialect, bufferization::BufferizationDialect,
-      cf::ControlFlowDialect, func::FuncDialect, linalg::LinalgDialect,
-      math::MathDialect, memref::MemRefDialect, ml_program::MLProgramDialect,
-      scf::SCFDialect, shard::ShardDialect, tensor::TensorDialect,
-      LLVM::LLVMDialect, ub::UBDialect>();
+  registry.insert<DDPDialect, arith::ArithDialect,
+                  bufferization::BufferizationDialect, cf::ControlFlowDialect,
+                  func::FuncDialect, linalg::LinalgDialect, math::MathDialect,
+                  memref::MemRefDialect, ml_program::MLProgramDialect,
+                  scf::SCFDialect, shard::ShardDialect, tensor::TensorDialect,
+                  LLVM::LLVMDialect, ub::UBDialect>();
   // What ddp-lower-to-llvm needs: bufferization of every dialect a step
   // function uses, and deallocation of what it allocates.
   ddp::registerBufferizableOpInterfaceExternalModels(registry);

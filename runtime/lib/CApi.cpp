@@ -635,8 +635,8 @@ ddprt_status ddprt_state_get(ddprt_context *context, const char *name,
   if (created->onHost) {
     created->data = std::calloc(bytes == 0 ? 1 : bytes, 1);
     if (!created->data)
-      error = fail(DDPRT_ERROR_BACKEND, std::string("state '") + name +
-                                            "': out of host memory");
+      error = fail(DDPRT_ERROR_BACKEND,
+                   std::string("state '") + name + "': out of host memory");
   } else {
     error = context->backend->allocateZeroed(bytes, &created->data);
   }
@@ -675,15 +675,14 @@ ddprt_status ddprt_copy(ddprt_context *context, const ddprt_buffer *sources,
   }
   for (int i = 0; !error && i < count; ++i)
     error = guarded([&] {
-      return context->backend->copy(
-          destinations[i].data, sources[i].data,
-          size_t(sources[i].numel) * ddprt_dtype_size(sources[i].dtype));
+      return context->backend->copy(destinations[i].data, sources[i].data,
+                                    size_t(sources[i].numel) *
+                                        ddprt_dtype_size(sources[i].dtype));
     });
   return report(context, error);
 }
 
-ddprt_status ddprt_alloc(ddprt_context *context, size_t bytes,
-                         void **pointer) {
+ddprt_status ddprt_alloc(ddprt_context *context, size_t bytes, void **pointer) {
   Error error = checkContext(context);
   if (!error && !pointer)
     error = invalid("ddprt_alloc: the result pointer is null");

@@ -139,9 +139,8 @@ bool parse(std::string_view bytes, const std::string &name, Array &array,
   std::string_view d = *descr;
   if (d.size() < 2 || (d.front() != '\'' && d.front() != '"') ||
       d.back() != d.front())
-    return malformed(name,
-                     "descr " + std::string(d) + " is not a plain type string",
-                     error);
+    return malformed(
+        name, "descr " + std::string(d) + " is not a plain type string", error);
   array.descr = std::string(d.substr(1, d.size() - 2));
   if (*order == "True")
     return malformed(name,
@@ -185,8 +184,8 @@ bool parse(std::string_view bytes, const std::string &name, Array &array,
   uint64_t available = bytes.size() - dataStart;
   if (count > available / element || count * element != available)
     return malformed(name,
-                     "shape " + shapeText + " of '" + array.descr +
-                         "' needs " + std::to_string(count * element) +
+                     "shape " + shapeText + " of '" + array.descr + "' needs " +
+                         std::to_string(count * element) +
                          " bytes of data, the file has " +
                          std::to_string(available),
                      error);
@@ -301,8 +300,8 @@ bool write(const std::string &path, const Array &array, std::string &error) {
   if (!createDirectories(parentPath(path), error))
     return false;
   std::string temporary = path + ".tmp";
-  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                  0666);
+  int fd =
+      ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0) {
     error = "cannot write '" + temporary + "': " + std::strerror(errno);
     return false;

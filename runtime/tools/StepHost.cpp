@@ -32,8 +32,8 @@ struct DtypeInfo {
   size_t bytes;
 };
 const DtypeInfo kDtypes[] = {
-    {"<f4", "f32", 4}, {"<f8", "f64", 8}, {"<f2", "f16", 2},
-    {"<i8", "i64", 8}, {"<i4", "i32", 4}, {"<i2", "i16", 2},
+    {"<f4", "f32", 4}, {"<f8", "f64", 8},   {"<f2", "f16", 2},
+    {"<i8", "i64", 8}, {"<i4", "i32", 4},   {"<i2", "i16", 2},
     {"|i1", "i8", 1},  {"bf16", "bf16", 2},
 };
 } // namespace
@@ -173,11 +173,21 @@ private:
         return fail("unterminated string");
       char e = text[at++];
       switch (e) {
-      case 'n': out += '\n'; break;
-      case 't': out += '\t'; break;
-      case 'r': out += '\r'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
       case 'u': {
         if (at + 4 > text.size())
           return fail("bad escape");
@@ -196,7 +206,9 @@ private:
         out += char(code);
         break;
       }
-      default: out += e; break;
+      default:
+        out += e;
+        break;
       }
     }
     if (at >= text.size())
@@ -292,8 +304,7 @@ private:
   std::string message;
 };
 
-bool readFile(const std::string &path, std::string &bytes,
-              std::string &error) {
+bool readFile(const std::string &path, std::string &bytes, std::string &error) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     error = "cannot read '" + path + "': " + std::strerror(errno);
@@ -341,9 +352,9 @@ bool jsonTensor(const Json &value, TensorSpec &type, bool dynamicAllowed) {
 
 bool writeStepJson(const std::string &path, const StepSignature &signature,
                    std::string &error) {
-  std::string text = "{\n  \"format\": 1,\n  \"entry\": " +
-                     quoted(signature.entry) + ",\n  \"library\": " +
-                     quoted(signature.library) + ",\n";
+  std::string text =
+      "{\n  \"format\": 1,\n  \"entry\": " + quoted(signature.entry) +
+      ",\n  \"library\": " + quoted(signature.library) + ",\n";
   auto tensors = [&](const char *key, const std::vector<TensorSpec> &list) {
     text += std::string("  \"") + key + "\": [";
     for (size_t i = 0; i < list.size(); ++i)
@@ -409,9 +420,8 @@ bool readStepJson(const std::string &path, StepSignature &signature,
       return bad("\"library\" is not a file name");
     signature.library = library->text;
   }
-  for (auto [key, list] :
-       {std::pair{"arguments", &signature.arguments},
-        std::pair{"results", &signature.results}}) {
+  for (auto [key, list] : {std::pair{"arguments", &signature.arguments},
+                           std::pair{"results", &signature.results}}) {
     const Json *items = root.get(key);
     if (!items || items->kind != Json::Array)
       return bad(std::string("no \"") + key + "\" list");
@@ -515,9 +525,9 @@ void *hostAlignedAlloc(size_t alignment, size_t bytes) {
     return allocateBuffer(bytes);
   if (sharedBuffers || (alignment & (alignment - 1)) != 0)
     return nullptr;
-  return std::aligned_alloc(
-      alignment, (std::max<size_t>(bytes, 1) + alignment - 1) / alignment *
-                     alignment);
+  return std::aligned_alloc(alignment,
+                            (std::max<size_t>(bytes, 1) + alignment - 1) /
+                                alignment * alignment);
 }
 void hostFree(void *pointer) { releaseBuffer(pointer); }
 
@@ -528,7 +538,7 @@ struct UnrankedDescriptor {
   void *descriptor;
 };
 void hostMemrefCopy(int64_t elementSize, UnrankedDescriptor *source,
-                               UnrankedDescriptor *target) {
+                    UnrankedDescriptor *target) {
   // A ranked descriptor: allocated, aligned, offset, sizes[rank],
   // strides[rank].
   struct View {
@@ -574,8 +584,8 @@ void hostMemrefCopy(int64_t elementSize, UnrankedDescriptor *source,
 /// ddprt_check on the CUDA backend: runtime calls are enqueued, and the
 /// host code after them may read what they write, so wait for the device
 /// first.
-void synchronizeAndCheck(ddprt_context *context,
-                                    ddprt_status status, const char *where) {
+void synchronizeAndCheck(ddprt_context *context, ddprt_status status,
+                         const char *where) {
   if (status == DDPRT_OK)
     status = ddprt_synchronize(context);
   ddprt_check(context, status, where);
@@ -665,8 +675,8 @@ bool Job::start(const RunOptions &options) {
   if (options.backend == "cuda")
     runtimeOptions.backend = DDPRT_BACKEND_CUDA;
   else if (options.backend != "cpu") {
-    Line(tool + ": error: ") << "--backend must be cpu or cuda, not '"
-                             << options.backend << "'\n";
+    Line(tool + ": error: ")
+        << "--backend must be cpu or cuda, not '" << options.backend << "'\n";
     return false;
   }
   backendName = options.backend;
@@ -757,9 +767,9 @@ std::string Job::expand(std::string_view pattern, int64_t step, int64_t result,
       break;
     pattern = pattern.substr(open);
     size_t close = pattern.find('}');
-    std::string_view key =
-        close == std::string_view::npos ? pattern.substr(1)
-                                        : pattern.substr(1, close - 1);
+    std::string_view key = close == std::string_view::npos
+                               ? pattern.substr(1)
+                               : pattern.substr(1, close - 1);
     bool known = close != std::string_view::npos;
     std::string replacement;
     if (known && key == "rank")
@@ -769,8 +779,7 @@ std::string Job::expand(std::string_view pattern, int64_t step, int64_t result,
     else if (known && key.substr(0, 5) == "step%" && step >= 0 &&
              key.size() > 5 &&
              key.find_first_not_of("0123456789", 5) == std::string_view::npos &&
-             key.size() < 5 + 18 &&
-             std::stoll(std::string(key.substr(5))) > 0)
+             key.size() < 5 + 18 && std::stoll(std::string(key.substr(5))) > 0)
       replacement =
           std::to_string(step % std::stoll(std::string(key.substr(5))));
     else if (known && key == "result" && result >= 0)
@@ -824,8 +833,8 @@ bool readInput(const std::string &path, const TensorSpec &type,
   if (!npy::read(path, array, error))
     return false;
   auto fail = [&](const std::string &why) {
-    error = "argument " + std::to_string(argument) + " ('" + path +
-            "'): " + why;
+    error =
+        "argument " + std::to_string(argument) + " ('" + path + "'): " + why;
     return false;
   };
   if (array.descr != type.dtype)
@@ -913,17 +922,16 @@ bool parseCarries(const Job &job, const StepSignature &signature,
     if (signature.arguments[argument] != signature.results[result]) {
       if (report)
         job.error() << "--carry=" << carry << ": result " << result << " is "
-                    << typeString(signature.results[result])
-                    << " but argument " << argument << " is "
+                    << typeString(signature.results[result]) << " but argument "
+                    << argument << " is "
                     << typeString(signature.arguments[argument]) << "\n";
       ok = false;
       continue;
     }
     // One buffer per argument: the compiled step assumes its arguments do
     // not alias (it reduces them in place).
-    bool resultTaken =
-        std::find(carriedFrom.begin(), carriedFrom.end(), int(result)) !=
-        carriedFrom.end();
+    bool resultTaken = std::find(carriedFrom.begin(), carriedFrom.end(),
+                                 int(result)) != carriedFrom.end();
     if (carriedFrom[argument] >= 0 || resultTaken) {
       if (report)
         job.error() << "--carry=" << carry << ": "
@@ -1076,8 +1084,8 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
       }
       arguments[a] = buffer;
     }
-    job.agreeOrStop(readOk, "to read the inputs of step " +
-                                std::to_string(stepNumber));
+    job.agreeOrStop(readOk,
+                    "to read the inputs of step " + std::to_string(stepNumber));
 
     // Packed calling convention: a pointer to each descriptor word, then
     // one to the storage of the returned descriptors.
@@ -1107,17 +1115,17 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
     // The device's work of the step (a step without runtime calls has none
     // that a compiled ddprt_check waited for).
     ddprt_check(context, ddprt_synchronize(context), "the end of the step");
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     ddprt_get_counters(context, &after);
     seconds = job.maxOverRanks(seconds);
     stepSeconds.push_back(seconds);
     lastStepElements = sum(after.elements_sent) - sum(before.elements_sent);
     lastStepBytes = sum(after.bytes_sent) - sum(before.bytes_sent);
     totalElements += lastStepElements;
-    uint64_t uncompressed = after.elements_before_compression -
-                            before.elements_before_compression;
+    uint64_t uncompressed =
+        after.elements_before_compression - before.elements_before_compression;
     if (verbose) {
       std::string line = "step " + std::to_string(stepNumber) + ": " +
                          fixed(seconds * 1e3, 3) + " ms, sent " +
@@ -1266,8 +1274,8 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
        options.summaryJson.find("{rank}") != std::string::npos)) {
     std::string path = job.expand(options.summaryJson, -1), error;
     auto roles = [&](const uint64_t (&values)[DDPRT_ROLE_COUNT]) {
-      const char *names[] = {"gradient", "uncompressed", "warmup",
-                             "powersgd_p", "powersgd_q"};
+      const char *names[] = {"gradient", "uncompressed", "warmup", "powersgd_p",
+                             "powersgd_q"};
       std::string text = "{";
       for (int r = 0; r < DDPRT_ROLE_COUNT; ++r)
         text += std::string(r ? ", " : "") + "\"" + names[r] +
@@ -1278,9 +1286,8 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
     double perStep = options.steps ? 1e3 / options.steps : 0.0;
     std::ostringstream out;
     out << "{\n  \"rank\": " << job.rank
-        << ",\n  \"world_size\": " << job.worldSize
-        << ",\n  \"backend\": \"" << job.backendName
-        << "\",\n  \"steps\": " << options.steps
+        << ",\n  \"world_size\": " << job.worldSize << ",\n  \"backend\": \""
+        << job.backendName << "\",\n  \"steps\": " << options.steps
         << ",\n  \"ms_per_step\": " << fixed(median * 1e3, 6)
         << ",\n  \"ms_per_step_mean\": " << fixed(mean * 1e3, 6)
         << ",\n  \"elements_sent_per_step\": " << lastStepElements

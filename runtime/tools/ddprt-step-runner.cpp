@@ -39,7 +39,8 @@ const char *kUsage =
     "\n"
     "  --steps=K              how many steps to run (1)\n"
     "  --first-step=S         number of the first step in file names (0)\n"
-    "  --input=PATTERN        one .npy per argument, in order ({rank}, {step},\n"
+    "  --input=PATTERN        one .npy per argument, in order ({rank}, "
+    "{step},\n"
     "                         {step%N})\n"
     "  --carry=ARG:RESULT     argument ARG of a step is result RESULT of the\n"
     "                         step before (its --input is read only first)\n"
@@ -85,11 +86,11 @@ void splitCommas(const std::string &text, std::vector<std::string> &out) {
 /// ddp-run's options of the same names: --name=value or --name value.
 bool parseCommandLine(int argc, char **argv, RunOptions &options,
                       std::string &directory, bool &help) {
-  const char *valued[] = {"steps",          "first-step",      "input",
-                          "carry",          "output",          "output-results",
-                          "final-output",   "checkpoint-load", "checkpoint-save",
-                          "set-state",      "dump-state",      "summary-json",
-                          "backend",        "timeout"};
+  const char *valued[] = {"steps",        "first-step",      "input",
+                          "carry",        "output",          "output-results",
+                          "final-output", "checkpoint-load", "checkpoint-save",
+                          "set-state",    "dump-state",      "summary-json",
+                          "backend",      "timeout"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-help" || arg == "-h") {

@@ -32,8 +32,8 @@
 
 #include "StepHost.h"
 
-#include "ddp/InitAll.h"
 #include "ddp/Dialect/DDP/IR/DDP.h"
+#include "ddp/InitAll.h"
 #include "ddp/Pipelines/Pipelines.h"
 #include "ddprt/ddprt.h"
 
@@ -139,11 +139,11 @@ static cl::opt<std::string> dumpState(
     "dump-state",
     cl::desc("Write every state as .npy after the last step ({rank}, {name})"),
     cl::cat(category));
-static cl::opt<std::string> statsJson(
-    "summary-json",
-    cl::desc("Write time and communication figures as JSON ({rank}; "
-             "without it only rank 0 writes)"),
-    cl::cat(category));
+static cl::opt<std::string>
+    statsJson("summary-json",
+              cl::desc("Write time and communication figures as JSON ({rank}; "
+                       "without it only rank 0 writes)"),
+              cl::cat(category));
 static cl::opt<unsigned>
     launchRanks("np",
                 cl::desc("Launch this many ranks with mpirun (unless already "
@@ -234,8 +234,8 @@ bool collectSignature(ModuleOp module, StepSignature &signature,
       auto tensor = dyn_cast<RankedTensorType>(type);
       std::string dtype = tensor ? npyDescr(tensor.getElementType()) : "";
       if (dtype.empty()) {
-        error() << "@" << entry << " " << what.str() << " " << i
-                << " has type " << typeString(type)
+        error() << "@" << entry << " " << what.str() << " " << i << " has type "
+                << typeString(type)
                 << "; ddp-run passes ranked tensors of f16, f32, f64 or "
                    "integers (what .npy holds)\n";
         ok = false;
@@ -294,16 +294,15 @@ bool addPackedEntry(llvm::Module &module, StringRef name) {
   llvm::Value *argList = packed->arg_begin();
   SmallVector<llvm::Value *> args;
   for (auto [index, arg] : llvm::enumerate(function->args())) {
-    llvm::Value *argPtrPtr = builder.CreateGEP(builder.getPtrTy(), argList,
-                                               builder.getInt64(index));
+    llvm::Value *argPtrPtr =
+        builder.CreateGEP(builder.getPtrTy(), argList, builder.getInt64(index));
     llvm::Value *argPtr = builder.CreateLoad(builder.getPtrTy(), argPtrPtr);
     args.push_back(builder.CreateLoad(arg.getType(), argPtr));
   }
   llvm::Value *result = builder.CreateCall(function, args);
   if (!result->getType()->isVoidTy()) {
-    llvm::Value *retPtrPtr =
-        builder.CreateGEP(builder.getPtrTy(), argList,
-                          builder.getInt64(function->arg_size()));
+    llvm::Value *retPtrPtr = builder.CreateGEP(
+        builder.getPtrTy(), argList, builder.getInt64(function->arg_size()));
     llvm::Value *retPtr = builder.CreateLoad(builder.getPtrTy(), retPtrPtr);
     builder.CreateStore(result, retPtr);
   }
@@ -324,15 +323,16 @@ bool bindHostFunctions(llvm::Module &module, std::vector<std::string> &names,
         !stephost::isHostFunction(function.getName()))
       continue;
     std::string name = function.getName().str();
-    auto *slot = new llvm::GlobalVariable(
-        module, pointer, /*isConstant=*/false, llvm::GlobalValue::ExternalLinkage,
-        llvm::ConstantPointerNull::get(pointer),
-        stephost::kHostSlotPrefix + name);
+    auto *slot =
+        new llvm::GlobalVariable(module, pointer, /*isConstant=*/false,
+                                 llvm::GlobalValue::ExternalLinkage,
+                                 llvm::ConstantPointerNull::get(pointer),
+                                 stephost::kHostSlotPrefix + name);
     for (llvm::Use &use : llvm::make_early_inc_range(function.uses())) {
       auto *call = dyn_cast<llvm::CallBase>(use.getUser());
       if (!call || !call->isCallee(&use)) {
-        error = "the step takes the address of @" + name +
-                " instead of calling it";
+        error =
+            "the step takes the address of @" + name + " instead of calling it";
         return false;
       }
       llvm::IRBuilder<> builder(call);
@@ -349,11 +349,12 @@ bool bindHostFunctions(llvm::Module &module, std::vector<std::string> &names,
 /// independent.
 std::unique_ptr<llvm::TargetMachine> createTargetMachine(std::string &error) {
   llvm::Triple triple(llvm::sys::getProcessTriple());
-  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target)
     return nullptr;
-  StringRef cpu = triple.getArch() == llvm::Triple::x86_64 ? "x86-64"
-                                                           : "generic";
+  StringRef cpu =
+      triple.getArch() == llvm::Triple::x86_64 ? "x86-64" : "generic";
   llvm::TargetOptions options;
   return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
       triple, cpu, "", options, llvm::Reloc::PIC_, std::nullopt,
@@ -440,8 +441,8 @@ int emitStepLibrary() {
     error() << "the step's LLVM IR does not verify\n";
     return 1;
   }
-  if (llvm::Error e = makeOptimizingTransformer(2, 0, machine.get())(
-          llvmModule.get())) {
+  if (llvm::Error e =
+          makeOptimizingTransformer(2, 0, machine.get())(llvmModule.get())) {
     error() << "cannot optimize: " << llvm::toString(std::move(e)) << "\n";
     return 1;
   }
@@ -469,8 +470,8 @@ int emitStepLibrary() {
     codegen.run(*llvmModule);
     out.close();
     if (out.has_error()) {
-      error() << "cannot write '" << object
-              << "': " << out.error().message() << "\n";
+      error() << "cannot write '" << object << "': " << out.error().message()
+              << "\n";
       out.clear_error();
       return 1;
     }
@@ -485,8 +486,9 @@ int emitStepLibrary() {
             << "': no c++ or cc on PATH (the object is '" << object << "')\n";
     return 1;
   }
-  std::vector<StringRef> args{*linker, "-shared",        "-Wl,-Bsymbolic",
-                              "-Wl,--as-needed", "-o", library, object, "-lm"};
+  std::vector<StringRef> args{
+      *linker, "-shared", "-Wl,-Bsymbolic", "-Wl,--as-needed",
+      "-o",    library,   object,           "-lm"};
   int status = llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, {}, 0, 0,
                                          &message);
   if (status != 0) {
@@ -504,8 +506,8 @@ int emitStepLibrary() {
   if (!quiet)
     llvm::outs() << "ddp-run: wrote " << library << " and " << json << " (@"
                  << entry << ": " << signature.arguments.size()
-                 << " arguments, " << signature.results.size()
-                 << " results, " << signature.states.size() << " states)\n";
+                 << " arguments, " << signature.results.size() << " results, "
+                 << signature.states.size() << " states)\n";
   return 0;
 }
 

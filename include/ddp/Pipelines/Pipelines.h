@@ -72,10 +72,10 @@ void buildCompressionPipeline(OpPassManager &pm,
                               const CompressionPipelineOptions &options);
 
 /// From a tensor-level module (after the insertion passes) to the LLVM
-/// dialect: ddp-fuse-kernels, element-wise ops to linalg, One-Shot Bufferize (function boundaries with
-/// identity layouts), buffer deallocation, linalg to loops,
-/// convert-ddp-to-llvm, then the upstream conversions of memref, scf, cf,
-/// arith, math and func to LLVM. Entry points keep the memref calling
+/// dialect: ddp-fuse-kernels, element-wise ops to linalg, One-Shot Bufferize
+/// (function boundaries with identity layouts), buffer deallocation, linalg to
+/// loops, convert-ddp-to-llvm, then the upstream conversions of memref, scf,
+/// cf, arith, math and func to LLVM. Entry points keep the memref calling
 /// convention; a host calls them through ExecutionEngine (ddp-run).
 void buildLoweringPipeline(OpPassManager &pm);
 

@@ -86,8 +86,8 @@ public:
   RuntimeCall(ConversionPatternRewriter &rewriter, Operation *op,
               const LLVMTypeConverter &converter)
       : b(rewriter), op(op), loc(op->getLoc()), converter(converter),
-        ptr(LLVM::LLVMPointerType::get(op->getContext())),
-        i32(b.getI32Type()), i64(b.getI64Type()) {
+        ptr(LLVM::LLVMPointerType::get(op->getContext())), i32(b.getI32Type()),
+        i64(b.getI64Type()) {
     module = op->getParentOfType<ModuleOp>();
   }
 
@@ -124,18 +124,16 @@ public:
     all.append(args.begin(), args.end());
     Value status = call(name, all, i32);
     if (!status)
-      return op->emitOpError() << "cannot declare the runtime function '"
-                               << name << "'";
-    call("ddprt_check",
-         {context(), status, string(describe())},
+      return op->emitOpError()
+             << "cannot declare the runtime function '" << name << "'";
+    call("ddprt_check", {context(), status, string(describe())},
          LLVM::LLVMVoidType::get(op->getContext()));
     return success();
   }
 
   /// A pointer to a NUL-terminated constant string, one global per text.
   Value string(StringRef text) {
-    std::string name =
-        "__ddp_str_" + llvm::utohexstr(llvm::xxh3_64bits(text));
+    std::string name = "__ddp_str_" + llvm::utohexstr(llvm::xxh3_64bits(text));
     auto global = module.lookupSymbol<LLVM::GlobalOp>(name);
     if (!global) {
       OpBuilder::InsertionGuard guard(b);
@@ -157,8 +155,8 @@ public:
     Block &entry =
         op->getParentOfType<FunctionOpInterface>().getFunctionBody().front();
     b.setInsertionPointToStart(&entry);
-    Value size = LLVM::ConstantOp::create(b, loc, i64,
-                                          b.getI64IntegerAttr(count));
+    Value size =
+        LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(count));
     return LLVM::AllocaOp::create(b, loc, ptr, type, size);
   }
 
@@ -185,17 +183,18 @@ public:
   }
 
   /// A stack array of ddprt_buffer {data, dtype, numel} for `values`.
-  FailureOr<Value> buffers(ValueRange converted, TypeRange memrefs) {
+  Value buffers(ValueRange converted, TypeRange memrefs) {
     auto structType =
         LLVM::LLVMStructType::getLiteral(op->getContext(), {ptr, i32, i64});
-    return packArray(structType, converted, memrefs, [&](Value d, MemRefType t) {
-      return SmallVector<Value>{numElements(d, t)};
-    });
+    return packArray(structType, converted, memrefs,
+                     [&](Value d, MemRefType t) {
+                       return SmallVector<Value>{numElements(d, t)};
+                     });
   }
 
   /// A stack array of ddprt_matrix {data, dtype, rows, cols}, or a null
   /// pointer for an empty group.
-  FailureOr<Value> matrices(ValueRange converted, TypeRange memrefs) {
+  Value matrices(ValueRange converted, TypeRange memrefs) {
     if (converted.empty())
       return nullPointer();
     auto structType = LLVM::LLVMStructType::getLiteral(op->getContext(),
@@ -229,21 +228,17 @@ public:
   Type ptr, i32, i64;
 
 private:
-  FailureOr<Value>
-  packArray(Type structType, ValueRange converted, TypeRange memrefs,
-            function_ref<SmallVector<Value>(Value, MemRefType)> sizes) {
+  /// The element types were checked by RuntimePattern.
+  Value packArray(Type structType, ValueRange converted, TypeRange memrefs,
+                  function_ref<SmallVector<Value>(Value, MemRefType)> sizes) {
     Value array = entryAlloca(structType, converted.size());
     for (auto [i, pair] : llvm::enumerate(llvm::zip(converted, memrefs))) {
       auto [descriptor, type] = pair;
       auto memref = cast<MemRefType>(type);
-      std::optional<int32_t> dtype = runtimeDtype(memref.getElementType());
-      if (!dtype)
-        return op->emitOpError() << "the runtime has no element type "
-                                 << memref.getElementType()
-                                 << " (it takes f32, f16, bf16 and f64)";
+      int32_t dtype = *runtimeDtype(memref.getElementType());
       Value element = LLVM::PoisonOp::create(b, loc, structType);
       SmallVector<Value> fields{dataPointer(descriptor, memref),
-                                constantI32(*dtype)};
+                                constantI32(dtype)};
       llvm::append_range(fields, sizes(descriptor, memref));
       for (auto [f, field] : llvm::enumerate(fields))
         element = LLVM::InsertValueOp::create(b, loc, element, field,
@@ -259,13 +254,37 @@ private:
   Value contextValue;
 };
 
+/// Lowers an op to runtime calls. Before any IR is built it checks that the
+/// runtime has every buffer's element type.
 template <typename OpTy>
 struct RuntimePattern : public ConvertOpToLLVMPattern<OpTy> {
   using ConvertOpToLLVMPattern<OpTy>::ConvertOpToLLVMPattern;
   using OpAdaptor = typename OpTy::Adaptor;
 
-  RuntimeCall runtime(OpTy op, ConversionPatternRewriter &rewriter) const {
-    return RuntimeCall(rewriter, op, *this->getTypeConverter());
+  virtual LogicalResult lower(OpTy op, OpAdaptor adaptor,
+                              RuntimeCall &rt) const = 0;
+
+  LogicalResult
+  matchAndRewrite(OpTy op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const final {
+    for (Type type :
+         llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes()))
+      if (auto memref = dyn_cast<MemRefType>(type);
+          memref && !runtimeDtype(memref.getElementType()))
+        return op->emitOpError()
+               << "the runtime has no element type " << memref.getElementType()
+               << " (it takes f32, f16, bf16 and f64)";
+    RuntimeCall rt(rewriter, op, *this->getTypeConverter());
+    return lower(op, adaptor, rt);
+  }
+
+  /// The op becomes one checked call of `name` and nothing else.
+  LogicalResult replaceWithCall(OpTy op, RuntimeCall &rt, StringRef name,
+                                ArrayRef<Value> args) const {
+    if (failed(rt.checkedCall(name, args)))
+      return failure();
+    rt.b.eraseOp(op);
+    return success();
   }
 };
 
@@ -275,58 +294,41 @@ struct RuntimePattern : public ConvertOpToLLVMPattern<OpTy> {
 
 struct AllReduceLowering : RuntimePattern<BufferAllReduceOp> {
   using RuntimePattern::RuntimePattern;
-  LogicalResult
-  matchAndRewrite(BufferAllReduceOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    RuntimeCall rt = runtime(op, rewriter);
-    FailureOr<Value> buffers =
-        rt.buffers(adaptor.getBuffers(), op.getBuffers().getTypes());
-    if (failed(buffers) ||
-        failed(rt.checkedCall(
-            "ddprt_allreduce",
-            {rt.constantI32(runtimeReduction(op.getKind())),
-             rt.constantI32(runtimeRole(op.getRole())), *buffers,
-             rt.constantI32(op.getBuffers().size())})))
-      return failure();
-    rewriter.eraseOp(op);
-    return success();
+  LogicalResult lower(BufferAllReduceOp op, OpAdaptor adaptor,
+                      RuntimeCall &rt) const override {
+    return replaceWithCall(
+        op, rt, "ddprt_allreduce",
+        {rt.constantI32(runtimeReduction(op.getKind())),
+         rt.constantI32(runtimeRole(op.getRole())),
+         rt.buffers(adaptor.getBuffers(), op.getBuffers().getTypes()),
+         rt.constantI32(op.getBuffers().size())});
   }
 };
 
 struct AllReduceStartLowering : RuntimePattern<BufferAllReduceStartOp> {
   using RuntimePattern::RuntimePattern;
-  LogicalResult
-  matchAndRewrite(BufferAllReduceStartOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    RuntimeCall rt = runtime(op, rewriter);
-    FailureOr<Value> buffers =
+  LogicalResult lower(BufferAllReduceStartOp op, OpAdaptor adaptor,
+                      RuntimeCall &rt) const override {
+    Value buffers =
         rt.buffers(adaptor.getBuffers(), op.getBuffers().getTypes());
-    if (failed(buffers))
-      return failure();
     Value slot = rt.entryAlloca(rt.ptr, 1);
-    LLVM::StoreOp::create(rewriter, op.getLoc(), rt.nullPointer(), slot);
-    if (failed(rt.checkedCall(
-            "ddprt_allreduce_start",
-            {rt.constantI32(runtimeReduction(op.getKind())),
-             rt.constantI32(runtimeRole(op.getRole())), *buffers,
-             rt.constantI32(op.getBuffers().size()), slot})))
+    LLVM::StoreOp::create(rt.b, rt.loc, rt.nullPointer(), slot);
+    if (failed(
+            rt.checkedCall("ddprt_allreduce_start",
+                           {rt.constantI32(runtimeReduction(op.getKind())),
+                            rt.constantI32(runtimeRole(op.getRole())), buffers,
+                            rt.constantI32(op.getBuffers().size()), slot})))
       return failure();
-    rewriter.replaceOp(op,
-                       LLVM::LoadOp::create(rewriter, op.getLoc(), rt.ptr, slot));
+    rt.b.replaceOp(op, LLVM::LoadOp::create(rt.b, rt.loc, rt.ptr, slot));
     return success();
   }
 };
 
 struct WaitLowering : RuntimePattern<BufferWaitOp> {
   using RuntimePattern::RuntimePattern;
-  LogicalResult
-  matchAndRewrite(BufferWaitOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    RuntimeCall rt = runtime(op, rewriter);
-    if (failed(rt.checkedCall("ddprt_wait", {adaptor.getRequest()})))
-      return failure();
-    rewriter.eraseOp(op);
-    return success();
+  LogicalResult lower(BufferWaitOp op, OpAdaptor adaptor,
+                      RuntimeCall &rt) const override {
+    return replaceWithCall(op, rt, "ddprt_wait", {adaptor.getRequest()});
   }
 };
 
@@ -336,80 +338,50 @@ struct WaitLowering : RuntimePattern<BufferWaitOp> {
 
 struct ScaleLowering : RuntimePattern<BufferScaleOp> {
   using RuntimePattern::RuntimePattern;
-  LogicalResult
-  matchAndRewrite(BufferScaleOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    RuntimeCall rt = runtime(op, rewriter);
-    FailureOr<Value> buffers =
-        rt.buffers(adaptor.getBuffers(), op.getBuffers().getTypes());
-    if (failed(buffers) ||
-        failed(rt.checkedCall("ddprt_scale",
-                              {rt.constantI32(runtimeScale(op.getFactor())),
-                               *buffers,
-                               rt.constantI32(op.getBuffers().size())})))
-      return failure();
-    rewriter.eraseOp(op);
-    return success();
+  LogicalResult lower(BufferScaleOp op, OpAdaptor adaptor,
+                      RuntimeCall &rt) const override {
+    return replaceWithCall(
+        op, rt, "ddprt_scale",
+        {rt.constantI32(runtimeScale(op.getFactor())),
+         rt.buffers(adaptor.getBuffers(), op.getBuffers().getTypes()),
+         rt.constantI32(op.getBuffers().size())});
   }
 };
 
 struct CastLowering : RuntimePattern<BufferCastOp> {
   using RuntimePattern::RuntimePattern;
-  LogicalResult
-  matchAndRewrite(BufferCastOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    RuntimeCall rt = runtime(op, rewriter);
-    FailureOr<Value> inputs =
-        rt.buffers(adaptor.getInputs(), op.getInputs().getTypes());
-    FailureOr<Value> outputs =
-        rt.buffers(adaptor.getOutputs(), op.getOutputs().getTypes());
-    if (failed(inputs) || failed(outputs) ||
-        failed(rt.checkedCall("ddprt_cast",
-                              {rt.constantI32(runtimeScale(op.getFactor())),
-                               *inputs, *outputs,
-                               rt.constantI32(op.getInputs().size())})))
-      return failure();
-    rewriter.eraseOp(op);
-    return success();
+  LogicalResult lower(BufferCastOp op, OpAdaptor adaptor,
+                      RuntimeCall &rt) const override {
+    return replaceWithCall(
+        op, rt, "ddprt_cast",
+        {rt.constantI32(runtimeScale(op.getFactor())),
+         rt.buffers(adaptor.getInputs(), op.getInputs().getTypes()),
+         rt.buffers(adaptor.getOutputs(), op.getOutputs().getTypes()),
+         rt.constantI32(op.getInputs().size())});
   }
 };
 
 struct CopyLowering : RuntimePattern<BufferCopyOp> {
   using RuntimePattern::RuntimePattern;
-  LogicalResult
-  matchAndRewrite(BufferCopyOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    RuntimeCall rt = runtime(op, rewriter);
-    FailureOr<Value> sources =
-        rt.buffers(adaptor.getSources(), op.getSources().getTypes());
-    FailureOr<Value> destinations = rt.buffers(
-        adaptor.getDestinations(), op.getDestinations().getTypes());
-    if (failed(sources) || failed(destinations) ||
-        failed(rt.checkedCall("ddprt_copy",
-                              {*sources, *destinations,
-                               rt.constantI32(op.getSources().size())})))
-      return failure();
-    rewriter.eraseOp(op);
-    return success();
+  LogicalResult lower(BufferCopyOp op, OpAdaptor adaptor,
+                      RuntimeCall &rt) const override {
+    return replaceWithCall(
+        op, rt, "ddprt_copy",
+        {rt.buffers(adaptor.getSources(), op.getSources().getTypes()),
+         rt.buffers(adaptor.getDestinations(), op.getDestinations().getTypes()),
+         rt.constantI32(op.getSources().size())});
   }
 };
 
 struct RandomNormalLowering : RuntimePattern<BufferRandomNormalOp> {
   using RuntimePattern::RuntimePattern;
-  LogicalResult
-  matchAndRewrite(BufferRandomNormalOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    RuntimeCall rt = runtime(op, rewriter);
-    FailureOr<Value> output = rt.buffers(ValueRange(adaptor.getOutput()),
-                                         TypeRange(op.getOutput().getType()));
-    if (failed(output) ||
-        failed(rt.checkedCall("ddprt_random_normal",
-                              {*output, rt.constantI64(op.getSeed()),
-                               rt.constantI64(op.getStream()),
-                               adaptor.getStep()})))
-      return failure();
-    rewriter.eraseOp(op);
-    return success();
+  LogicalResult lower(BufferRandomNormalOp op, OpAdaptor adaptor,
+                      RuntimeCall &rt) const override {
+    return replaceWithCall(op, rt, "ddprt_random_normal",
+                           {rt.buffers(ValueRange(adaptor.getOutput()),
+                                       TypeRange(op.getOutput().getType())),
+                            rt.constantI64(op.getSeed()),
+                            rt.constantI64(op.getStream()), adaptor.getStep()});
   }
 };
 
@@ -419,72 +391,43 @@ struct RandomNormalLowering : RuntimePattern<BufferRandomNormalOp> {
 
 struct ProjectLowering : RuntimePattern<BufferProjectOp> {
   using RuntimePattern::RuntimePattern;
-  LogicalResult
-  matchAndRewrite(BufferProjectOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    RuntimeCall rt = runtime(op, rewriter);
-    FailureOr<Value> matrices =
-        rt.matrices(adaptor.getMatrices(), op.getMatrices().getTypes());
-    FailureOr<Value> residuals =
-        rt.matrices(adaptor.getResiduals(), op.getResiduals().getTypes());
-    FailureOr<Value> factors =
-        rt.matrices(adaptor.getFactors(), op.getFactors().getTypes());
-    FailureOr<Value> outputs =
-        rt.matrices(adaptor.getOutputs(), op.getOutputs().getTypes());
-    if (failed(matrices) || failed(residuals) || failed(factors) ||
-        failed(outputs) ||
-        failed(rt.checkedCall(
-            op.getTransposed() ? "ddprt_backproject" : "ddprt_project",
-            {*matrices, *residuals, *factors, *outputs,
-             rt.constantI32(op.getMatrices().size())})))
-      return failure();
-    rewriter.eraseOp(op);
-    return success();
+  LogicalResult lower(BufferProjectOp op, OpAdaptor adaptor,
+                      RuntimeCall &rt) const override {
+    return replaceWithCall(
+        op, rt, op.getTransposed() ? "ddprt_backproject" : "ddprt_project",
+        {rt.matrices(adaptor.getMatrices(), op.getMatrices().getTypes()),
+         rt.matrices(adaptor.getResiduals(), op.getResiduals().getTypes()),
+         rt.matrices(adaptor.getFactors(), op.getFactors().getTypes()),
+         rt.matrices(adaptor.getOutputs(), op.getOutputs().getTypes()),
+         rt.constantI32(op.getMatrices().size())});
   }
 };
 
 struct OrthogonalizeLowering : RuntimePattern<BufferOrthogonalizeOp> {
   using RuntimePattern::RuntimePattern;
-  LogicalResult
-  matchAndRewrite(BufferOrthogonalizeOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    RuntimeCall rt = runtime(op, rewriter);
-    FailureOr<Value> ps =
-        rt.matrices(adaptor.getBuffers(), op.getBuffers().getTypes());
-    Value epsilon = LLVM::ConstantOp::create(
-        rewriter, op.getLoc(), rewriter.getF64Type(), op.getEpsilonAttr());
-    if (failed(ps) ||
-        failed(rt.checkedCall(
-            "ddprt_orthogonalize",
-            {*ps, rt.constantI32(op.getBuffers().size()), epsilon})))
-      return failure();
-    rewriter.eraseOp(op);
-    return success();
+  LogicalResult lower(BufferOrthogonalizeOp op, OpAdaptor adaptor,
+                      RuntimeCall &rt) const override {
+    return replaceWithCall(
+        op, rt, "ddprt_orthogonalize",
+        {rt.matrices(adaptor.getBuffers(), op.getBuffers().getTypes()),
+         rt.constantI32(op.getBuffers().size()),
+         LLVM::ConstantOp::create(rt.b, rt.loc, rt.b.getF64Type(),
+                                  op.getEpsilonAttr())});
   }
 };
 
 struct ReconstructLowering : RuntimePattern<BufferReconstructOp> {
   using RuntimePattern::RuntimePattern;
-  LogicalResult
-  matchAndRewrite(BufferReconstructOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    RuntimeCall rt = runtime(op, rewriter);
-    FailureOr<Value> ps = rt.matrices(adaptor.getPs(), op.getPs().getTypes());
-    FailureOr<Value> qs = rt.matrices(adaptor.getQs(), op.getQs().getTypes());
-    FailureOr<Value> matrices =
-        rt.matrices(adaptor.getMatrices(), op.getMatrices().getTypes());
-    FailureOr<Value> residuals =
-        rt.matrices(adaptor.getResiduals(), op.getResiduals().getTypes());
-    FailureOr<Value> outputs =
-        rt.matrices(adaptor.getOutputs(), op.getOutputs().getTypes());
-    if (failed(ps) || failed(qs) || failed(matrices) || failed(residuals) ||
-        failed(outputs) ||
-        failed(rt.checkedCall("ddprt_reconstruct",
-                              {*ps, *qs, *matrices, *residuals, *outputs,
-                               rt.constantI32(op.getPs().size())})))
-      return failure();
-    rewriter.eraseOp(op);
-    return success();
+  LogicalResult lower(BufferReconstructOp op, OpAdaptor adaptor,
+                      RuntimeCall &rt) const override {
+    return replaceWithCall(
+        op, rt, "ddprt_reconstruct",
+        {rt.matrices(adaptor.getPs(), op.getPs().getTypes()),
+         rt.matrices(adaptor.getQs(), op.getQs().getTypes()),
+         rt.matrices(adaptor.getMatrices(), op.getMatrices().getTypes()),
+         rt.matrices(adaptor.getResiduals(), op.getResiduals().getTypes()),
+         rt.matrices(adaptor.getOutputs(), op.getOutputs().getTypes()),
+         rt.constantI32(op.getPs().size())});
   }
 };
 
@@ -511,54 +454,48 @@ FailureOr<Value> stateData(RuntimeCall &rt, StringRef name, Type element,
 
 struct BufferStateLowering : RuntimePattern<BufferStateOp> {
   using RuntimePattern::RuntimePattern;
-  LogicalResult
-  matchAndRewrite(BufferStateOp op, OpAdaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    RuntimeCall rt = runtime(op, rewriter);
+  LogicalResult lower(BufferStateOp op, OpAdaptor,
+                      RuntimeCall &rt) const override {
     MemRefType type = op.getBuffer().getType();
     FailureOr<Value> data = stateData(rt, op.getState(), type.getElementType(),
                                       type.getNumElements());
     if (failed(data))
       return failure();
     Value descriptor = MemRefDescriptor::fromStaticShape(
-        rewriter, op.getLoc(), *getTypeConverter(), type, *data);
-    rewriter.replaceOp(op, descriptor);
+        rt.b, rt.loc, *getTypeConverter(), type, *data);
+    rt.b.replaceOp(op, descriptor);
     return success();
   }
 };
 
-/// The step counter: an i64 state read in place (host memory).
+/// The step counter: an i64 state read and written in place (host memory).
+/// Tensor states were bufferized into ddp.buffer.state.
 struct ScalarStateLoadLowering : RuntimePattern<StateLoadOp> {
   using RuntimePattern::RuntimePattern;
-  LogicalResult
-  matchAndRewrite(StateLoadOp op, OpAdaptor,
-                  ConversionPatternRewriter &rewriter) const override {
+  LogicalResult lower(StateLoadOp op, OpAdaptor,
+                      RuntimeCall &rt) const override {
     if (isa<ShapedType>(op.getType()))
-      return rewriter.notifyMatchFailure(op, "tensor state is bufferized");
-    RuntimeCall rt = runtime(op, rewriter);
+      return rt.b.notifyMatchFailure(op, "tensor state is bufferized");
     FailureOr<Value> data = stateData(rt, op.getState(), op.getType(), 1);
     if (failed(data))
       return failure();
-    rewriter.replaceOp(op, LLVM::LoadOp::create(rewriter, op.getLoc(),
-                                                op.getType(), *data));
+    rt.b.replaceOp(op, LLVM::LoadOp::create(rt.b, rt.loc, op.getType(), *data));
     return success();
   }
 };
 
 struct ScalarStateStoreLowering : RuntimePattern<StateStoreOp> {
   using RuntimePattern::RuntimePattern;
-  LogicalResult
-  matchAndRewrite(StateStoreOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
+  LogicalResult lower(StateStoreOp op, OpAdaptor adaptor,
+                      RuntimeCall &rt) const override {
     Type type = op.getValue().getType();
     if (isa<ShapedType>(type))
-      return rewriter.notifyMatchFailure(op, "tensor state is bufferized");
-    RuntimeCall rt = runtime(op, rewriter);
+      return rt.b.notifyMatchFailure(op, "tensor state is bufferized");
     FailureOr<Value> data = stateData(rt, op.getState(), type, 1);
     if (failed(data))
       return failure();
-    LLVM::StoreOp::create(rewriter, op.getLoc(), adaptor.getValue(), *data);
-    rewriter.eraseOp(op);
+    LLVM::StoreOp::create(rt.b, rt.loc, adaptor.getValue(), *data);
+    rt.b.eraseOp(op);
     return success();
   }
 };
@@ -569,9 +506,8 @@ struct ConvertDDPToLLVM
     ModuleOp module = getOperation();
     MLIRContext *context = &getContext();
     LLVMTypeConverter converter(context);
-    converter.addConversion([context](RequestType) {
-      return LLVM::LLVMPointerType::get(context);
-    });
+    converter.addConversion(
+        [context](RequestType) { return LLVM::LLVMPointerType::get(context); });
 
     LLVMConversionTarget target(*context);
     target.addIllegalDialect<DDPDialect>();

@@ -246,9 +246,8 @@ ddprt_context *ddprt_current_context(void);
 /* Called by ddprt_check on a failure; `where` names the op and its source
    location. A host that cannot continue (ddp-run) stops the job here; if
    the handler returns, compiled code runs on with unspecified results. */
-typedef void (*ddprt_error_handler)(ddprt_context *context,
-                                    ddprt_status status, const char *where,
-                                    void *user);
+typedef void (*ddprt_error_handler)(ddprt_context *context, ddprt_status status,
+                                    const char *where, void *user);
 void ddprt_set_error_handler(ddprt_error_handler handler, void *user);
 /* Nothing for DDPRT_OK; otherwise calls the handler, or without one prints
    the failure to stderr. */

@@ -170,7 +170,8 @@ public:
     return Error::success();
   }
   Error allocateShared(size_t bytes, void **pointer) override {
-    *pointer = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + (bytes == 0) * 64);
+    *pointer =
+        std::aligned_alloc(64, (bytes + 63) / 64 * 64 + (bytes == 0) * 64);
     if (!*pointer)
       return fail(DDPRT_ERROR_BACKEND,
                   "out of host memory for " + std::to_string(bytes) + " bytes");

@@ -101,8 +101,8 @@ static LogicalResult checkMatrices(std::optional<Location> loc,
 }
 
 static LogicalResult checkPairs(std::optional<Location> loc, StringRef opName,
-                                TypeRange lhs, TypeRange rhs,
-                                StringRef lhsName, StringRef rhsName) {
+                                TypeRange lhs, TypeRange rhs, StringRef lhsName,
+                                StringRef rhsName) {
   if (failed(checkMatrices(loc, opName, lhs)) ||
       failed(checkMatrices(loc, opName, rhs)))
     return failure();
@@ -161,8 +161,7 @@ static LogicalResult checkResiduals(std::optional<Location> loc,
     if (std::get<0>(pair) != std::get<1>(pair))
       return emitOptionalError(loc, "'", opName, "' op residual #", i,
                                " has type ", std::get<1>(pair),
-                               " but its matrix has type ",
-                               std::get<0>(pair));
+                               " but its matrix has type ", std::get<0>(pair));
   return success();
 }
 
@@ -251,8 +250,8 @@ LogicalResult RequestType::verify(function_ref<InFlightDiagnostic()> emitError,
   for (Type type : types) {
     auto shaped = dyn_cast<ShapedType>(type);
     bool tensor = isa<RankedTensorType>(type);
-    bool buffer = isa<MemRefType>(type) &&
-                  isContiguousBuffer(cast<MemRefType>(type));
+    bool buffer =
+        isa<MemRefType>(type) && isContiguousBuffer(cast<MemRefType>(type));
     if (!(tensor || buffer) || !shaped.getElementType().isIntOrFloat())
       return emitError() << "a request carries ranked int or float tensors "
                             "(or, after bufferization, contiguous buffers), "
@@ -323,8 +322,8 @@ LogicalResult ProjectOp::inferReturnTypes(MLIRContext *,
 
 LogicalResult ProjectOp::verify() {
   SmallVector<Type> expected;
-  return inferProjection(getLoc(), getOperationName(),
-                         getMatrices().getTypes(), getFactors().getTypes(), false, expected);
+  return inferProjection(getLoc(), getOperationName(), getMatrices().getTypes(),
+                         getFactors().getTypes(), false, expected);
 }
 
 LogicalResult BackprojectOp::inferReturnTypes(MLIRContext *,
@@ -338,8 +337,8 @@ LogicalResult BackprojectOp::inferReturnTypes(MLIRContext *,
 
 LogicalResult BackprojectOp::verify() {
   SmallVector<Type> expected;
-  return inferProjection(getLoc(), getOperationName(),
-                         getMatrices().getTypes(), getFactors().getTypes(), true, expected);
+  return inferProjection(getLoc(), getOperationName(), getMatrices().getTypes(),
+                         getFactors().getTypes(), true, expected);
 }
 
 LogicalResult
@@ -370,8 +369,8 @@ LogicalResult ReconstructOp::inferReturnTypes(MLIRContext *,
 
 LogicalResult ReconstructOp::verify() {
   SmallVector<Type> expected;
-  return inferReconstruction(getLoc(), getOperationName(),
-                             getPs().getTypes(), getQs().getTypes(), expected);
+  return inferReconstruction(getLoc(), getOperationName(), getPs().getTypes(),
+                             getQs().getTypes(), expected);
 }
 
 LogicalResult
@@ -634,10 +633,11 @@ LogicalResult BufferReconstructOp::verify() {
 
 LogicalResult
 BufferStateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto state = symbolTable.lookupNearestSymbolFrom<StateOp>(*this,
-                                                            getStateAttr());
+  auto state =
+      symbolTable.lookupNearestSymbolFrom<StateOp>(*this, getStateAttr());
   if (!state)
-    return emitOpError() << "'" << getState() << "' does not name a 'ddp.state'";
+    return emitOpError() << "'" << getState()
+                         << "' does not name a 'ddp.state'";
   MemRefType buffer = getBuffer().getType();
   if (!buffer.getLayout().isIdentity())
     return emitOpError() << "a state's buffer has the identity layout, not "
@@ -649,9 +649,8 @@ BufferStateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
                    buffer.getElementType() == tensor.getElementType()
              : buffer.getRank() == 0 && buffer.getElementType() == stateType;
   if (!matches)
-    return emitOpError() << "type " << buffer
-                         << " does not hold the state '" << getState()
-                         << "' of type " << stateType;
+    return emitOpError() << "type " << buffer << " does not hold the state '"
+                         << getState() << "' of type " << stateType;
   return success();
 }
 

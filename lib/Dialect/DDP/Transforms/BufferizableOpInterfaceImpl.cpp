@@ -48,12 +48,16 @@ SmallVector<Value> dynamicSizes(OpBuilder &b, Location loc, Value buffer) {
   return sizes;
 }
 
+/// The identity-layout memref type of `type`'s shape and element type.
+MemRefType identityBuffer(ShapedType type) {
+  return MemRefType::get(type.getShape(), type.getElementType());
+}
+
 /// A contiguous identity-layout buffer of `type`'s shape and element type.
 FailureOr<Value> allocate(OpBuilder &b, Location loc, ShapedType type,
                           ValueRange sizes,
                           const BufferizationOptions &options) {
-  auto memref = MemRefType::get(type.getShape(), type.getElementType());
-  return options.createAlloc(b, loc, memref, sizes);
+  return options.createAlloc(b, loc, identityBuffer(type), sizes);
 }
 
 /// `buffer`, or a contiguous copy of it if it is strided.
@@ -64,8 +68,7 @@ FailureOr<Value> contiguous(OpBuilder &b, Location loc, Value buffer,
     return buffer;
   FailureOr<Value> copy =
       allocate(b, loc, type, dynamicSizes(b, loc, buffer), options);
-  if (failed(copy) ||
-      failed(options.createMemCpy(b, loc, buffer, *copy)))
+  if (failed(copy) || failed(options.createMemCpy(b, loc, buffer, *copy)))
     return failure();
   return *copy;
 }
@@ -88,12 +91,45 @@ contiguousBuffers(RewriterBase &rewriter, Location loc, ValueRange tensors,
   return buffers;
 }
 
+/// The buffers of tensors an op updates in place (`buffers`) and the
+/// contiguous buffers it works on (`work`: a copy where a buffer is
+/// strided).
+struct InPlaceBuffers {
+  SmallVector<Value> buffers, work;
+
+  static FailureOr<InPlaceBuffers> get(RewriterBase &rewriter, Location loc,
+                                       ValueRange tensors,
+                                       const BufferizationOptions &options,
+                                       const BufferizationState &state) {
+    InPlaceBuffers result;
+    for (Value tensor : tensors) {
+      FailureOr<Value> buffer = getBuffer(rewriter, tensor, options, state);
+      if (failed(buffer))
+        return failure();
+      FailureOr<Value> usable = contiguous(rewriter, loc, *buffer, options);
+      if (failed(usable))
+        return failure();
+      result.buffers.push_back(*buffer);
+      result.work.push_back(*usable);
+    }
+    return result;
+  }
+
+  /// After the op: copies what a strided buffer's copy received back.
+  LogicalResult copyBack(OpBuilder &b, Location loc,
+                         const BufferizationOptions &options) const {
+    for (auto [buffer, used] : llvm::zip(buffers, work))
+      if (buffer != used && failed(options.createMemCpy(b, loc, used, buffer)))
+        return failure();
+    return success();
+  }
+};
+
 /// Fresh buffers for the tensor results of `op`; dynamic sizes come from
 /// `shapeSources` (one buffer per result, of the same shape).
-FailureOr<SmallVector<Value>> allocateResults(RewriterBase &rewriter,
-                                              Operation *op,
-                                              ValueRange shapeSources,
-                                              const BufferizationOptions &options) {
+FailureOr<SmallVector<Value>>
+allocateResults(RewriterBase &rewriter, Operation *op, ValueRange shapeSources,
+                const BufferizationOptions &options) {
   SmallVector<Value> outputs;
   for (auto [i, result] : llvm::enumerate(op->getResults())) {
     auto type = cast<RankedTensorType>(result.getType());
@@ -108,6 +144,25 @@ FailureOr<SmallVector<Value>> allocateResults(RewriterBase &rewriter,
   }
   return outputs;
 }
+
+/// The analysis side of a model whose tensor operands alias none of its
+/// results: whether it reads and writes them.
+template <typename ConcreteModel, typename OpTy, bool Reads, bool Writes>
+struct NonAliasingModel
+    : public BufferizableOpInterface::ExternalModel<ConcreteModel, OpTy> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return Reads;
+  }
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
+                               const AnalysisState &) const {
+    return Writes;
+  }
+  AliasingValueList getAliasingValues(Operation *, OpOperand &,
+                                      const AnalysisState &) const {
+    return {};
+  }
+};
 
 //===----------------------------------------------------------------------===//
 // In place: allreduce, scale, orthogonalize
@@ -133,24 +188,14 @@ struct InPlaceModel
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
-    Location loc = op->getLoc();
-    SmallVector<Value> buffers, work;
-    for (Value tensor : op->getOperands()) {
-      FailureOr<Value> buffer = getBuffer(rewriter, tensor, options, state);
-      if (failed(buffer))
-        return failure();
-      FailureOr<Value> usable = contiguous(rewriter, loc, *buffer, options);
-      if (failed(usable))
-        return failure();
-      buffers.push_back(*buffer);
-      work.push_back(*usable);
-    }
-    ConcreteModel::create(rewriter, cast<OpTy>(op), work);
-    for (auto [buffer, used] : llvm::zip(buffers, work))
-      if (buffer != used &&
-          failed(options.createMemCpy(rewriter, loc, used, buffer)))
-        return failure();
-    replaceOpWithBufferizedValues(rewriter, op, buffers);
+    FailureOr<InPlaceBuffers> operands = InPlaceBuffers::get(
+        rewriter, op->getLoc(), op->getOperands(), options, state);
+    if (failed(operands))
+      return failure();
+    ConcreteModel::create(rewriter, cast<OpTy>(op), operands->work);
+    if (failed(operands->copyBack(rewriter, op->getLoc(), options)))
+      return failure();
+    replaceOpWithBufferizedValues(rewriter, op, operands->buffers);
     return success();
   }
 };
@@ -168,11 +213,9 @@ struct ScaleModel : InPlaceModel<ScaleModel, ScaleOp> {
   }
 };
 
-struct OrthogonalizeModel
-    : InPlaceModel<OrthogonalizeModel, OrthogonalizeOp> {
+struct OrthogonalizeModel : InPlaceModel<OrthogonalizeModel, OrthogonalizeOp> {
   static void create(RewriterBase &b, OrthogonalizeOp op, ValueRange buffers) {
-    BufferOrthogonalizeOp::create(b, op.getLoc(), buffers,
-                                  op.getEpsilonAttr());
+    BufferOrthogonalizeOp::create(b, op.getLoc(), buffers, op.getEpsilonAttr());
   }
 };
 
@@ -258,20 +301,8 @@ bool reducesInPlace(AllReduceStartOp start, Value input) {
 }
 
 struct AllReduceStartModel
-    : public BufferizableOpInterface::ExternalModel<AllReduceStartModel,
-                                                    AllReduceStartOp> {
-  bool bufferizesToMemoryRead(Operation *, OpOperand &,
-                              const AnalysisState &) const {
-    return true;
-  }
-  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
-                               const AnalysisState &) const {
-    return false;
-  }
-  AliasingValueList getAliasingValues(Operation *, OpOperand &,
-                                      const AnalysisState &) const {
-    return {};
-  }
+    : NonAliasingModel<AllReduceStartModel, AllReduceStartOp,
+                       /*Reads=*/true, /*Writes=*/false> {
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
@@ -295,9 +326,8 @@ struct AllReduceStartModel
       if (failed(usable))
         return failure();
       if (*usable == *buffer) {
-        FailureOr<Value> copy = allocate(rewriter, loc, type,
-                                         dynamicSizes(rewriter, loc, *buffer),
-                                         options);
+        FailureOr<Value> copy = allocate(
+            rewriter, loc, type, dynamicSizes(rewriter, loc, *buffer), options);
         if (failed(copy))
           return failure();
         BufferCopyOp::create(rewriter, loc, ValueRange(*buffer),
@@ -315,20 +345,8 @@ struct AllReduceStartModel
   }
 };
 
-struct WaitModel
-    : public BufferizableOpInterface::ExternalModel<WaitModel, WaitOp> {
-  bool bufferizesToMemoryRead(Operation *, OpOperand &,
-                              const AnalysisState &) const {
-    return false;
-  }
-  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
-                               const AnalysisState &) const {
-    return false;
-  }
-  AliasingValueList getAliasingValues(Operation *, OpOperand &,
-                                      const AnalysisState &) const {
-    return {};
-  }
+struct WaitModel : NonAliasingModel<WaitModel, WaitOp, /*Reads=*/false,
+                                    /*Writes=*/false> {
   FailureOr<BufferLikeType>
   getBufferType(Operation *op, Value value, const BufferizationOptions &options,
                 const BufferizationState &state,
@@ -343,15 +361,13 @@ struct WaitModel
                            "'ddp.allreduce_start' in this region");
     // In place or a copy, the buffer has the identity layout.
     auto tensor = cast<RankedTensorType>(start.getInputs()[index].getType());
-    return cast<BufferLikeType>(
-        MemRefType::get(tensor.getShape(), tensor.getElementType()));
+    return cast<BufferLikeType>(identityBuffer(tensor));
   }
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &,
                           BufferizationState &) const {
     auto wait = cast<WaitOp>(op);
-    auto start =
-        wait.getRequest().getDefiningOp<BufferAllReduceStartOp>();
+    auto start = wait.getRequest().getDefiningOp<BufferAllReduceStartOp>();
     if (!start)
       return op->emitError("the request does not come from a "
                            "'ddp.allreduce_start' in this region");
@@ -367,27 +383,15 @@ struct WaitModel
 
 /// Ops that read their tensor operands and write new tensors.
 template <typename ConcreteModel, typename OpTy>
-struct FreshResultModel
-    : public BufferizableOpInterface::ExternalModel<ConcreteModel, OpTy> {
-  bool bufferizesToMemoryRead(Operation *, OpOperand &,
-                              const AnalysisState &) const {
-    return true;
-  }
-  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
-                               const AnalysisState &) const {
-    return false;
-  }
-  AliasingValueList getAliasingValues(Operation *, OpOperand &,
-                                      const AnalysisState &) const {
-    return {};
-  }
+struct FreshResultModel : NonAliasingModel<ConcreteModel, OpTy,
+                                           /*Reads=*/true, /*Writes=*/false> {
   bool bufferizesToAllocation(Operation *, Value) const { return true; }
-  FailureOr<BufferLikeType>
-  getBufferType(Operation *, Value value, const BufferizationOptions &,
-                const BufferizationState &, SmallVector<Value> &) const {
+  FailureOr<BufferLikeType> getBufferType(Operation *, Value value,
+                                          const BufferizationOptions &,
+                                          const BufferizationState &,
+                                          SmallVector<Value> &) const {
     auto type = cast<RankedTensorType>(value.getType());
-    return cast<BufferLikeType>(
-        MemRefType::get(type.getShape(), type.getElementType()));
+    return cast<BufferLikeType>(identityBuffer(type));
   }
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
@@ -440,18 +444,16 @@ struct ReconstructModel : FreshResultModel<ReconstructModel, ReconstructOp> {
                      ArrayRef<Value> outputs) {
     size_t n = outputs.size();
     BufferReconstructOp::create(b, op.getLoc(), inputs.take_front(n),
-                                inputs.take_back(n), ValueRange(),
-                                ValueRange(), outputs);
+                                inputs.take_back(n), ValueRange(), ValueRange(),
+                                outputs);
   }
 };
 
-struct RandomNormalModel
-    : FreshResultModel<RandomNormalModel, RandomNormalOp> {
+struct RandomNormalModel : FreshResultModel<RandomNormalModel, RandomNormalOp> {
   static void create(RewriterBase &b, RandomNormalOp op, ArrayRef<Value>,
                      ArrayRef<Value> outputs) {
-    BufferRandomNormalOp::create(b, op.getLoc(), op.getStep(),
-                                 op.getSeedAttr(), op.getStreamAttr(),
-                                 outputs.front());
+    BufferRandomNormalOp::create(b, op.getLoc(), op.getStep(), op.getSeedAttr(),
+                                 op.getStreamAttr(), outputs.front());
   }
 };
 
@@ -484,8 +486,8 @@ struct ReconstructResidualModel
     if (which < 2)
       return {};
     unsigned index = operand.getOperandNumber() % n;
-    return {{op->getResult((which - 2) * n + index),
-             BufferRelation::Equivalent}};
+    return {
+        {op->getResult((which - 2) * n + index), BufferRelation::Equivalent}};
   }
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
@@ -500,28 +502,21 @@ struct ReconstructResidualModel
       return failure();
     // G and E are updated in place: keep their buffers for the results and
     // copy back what a strided view had to be copied out of.
-    SmallVector<Value> buffers, work;
-    for (Value tensor : llvm::concat<Value>(reconstruct.getMatrices(),
-                                            reconstruct.getResiduals())) {
-      FailureOr<Value> buffer = getBuffer(rewriter, tensor, options, state);
-      if (failed(buffer))
-        return failure();
-      FailureOr<Value> usable = contiguous(rewriter, loc, *buffer, options);
-      if (failed(usable))
-        return failure();
-      buffers.push_back(*buffer);
-      work.push_back(*usable);
-    }
+    FailureOr<InPlaceBuffers> updated = InPlaceBuffers::get(
+        rewriter, loc,
+        llvm::to_vector(llvm::concat<Value>(reconstruct.getMatrices(),
+                                            reconstruct.getResiduals())),
+        options, state);
+    if (failed(updated))
+      return failure();
     size_t n = ps->size();
-    ArrayRef<Value> matrices = ArrayRef<Value>(work).take_front(n);
-    ArrayRef<Value> residuals = ArrayRef<Value>(work).take_back(n);
+    ArrayRef<Value> matrices = ArrayRef<Value>(updated->work).take_front(n);
+    ArrayRef<Value> residuals = ArrayRef<Value>(updated->work).take_back(n);
     BufferReconstructOp::create(rewriter, loc, *ps, *qs, matrices, residuals,
                                 matrices);
-    for (auto [buffer, used] : llvm::zip(buffers, work))
-      if (buffer != used &&
-          failed(options.createMemCpy(rewriter, loc, used, buffer)))
-        return failure();
-    replaceOpWithBufferizedValues(rewriter, op, buffers);
+    if (failed(updated->copyBack(rewriter, loc, options)))
+      return failure();
+    replaceOpWithBufferizedValues(rewriter, op, updated->buffers);
     return success();
   }
 };
@@ -573,9 +568,8 @@ bool mayAliasStateBuffer(StateLoadOp load,
     return false;
   // No call in between: the callee could read or write the state.
   for (Operation *op = loadInBlock; op != firstStore; op = op->getNextNode()) {
-    WalkResult calls = op->walk([](CallOpInterface) {
-      return WalkResult::interrupt();
-    });
+    WalkResult calls =
+        op->walk([](CallOpInterface) { return WalkResult::interrupt(); });
     if (calls.wasInterrupted())
       return false;
   }
@@ -591,8 +585,8 @@ bool mayAliasStateBuffer(StateLoadOp load,
     for (OpOperand &use : value.getUses()) {
       Operation *user = use.getOwner();
       Operation *inBlock = block->findAncestorOpInBlock(*user);
-      if (!inBlock || (inBlock != firstStore &&
-                       !inBlock->isBeforeInBlock(firstStore)))
+      if (!inBlock ||
+          (inBlock != firstStore && !inBlock->isBeforeInBlock(firstStore)))
         return false;
       // Only runtime calls touch it (on GPUs it is device memory that host
       // code cannot read).
@@ -612,36 +606,22 @@ bool mayAliasStateBuffer(StateLoadOp load,
   return true;
 }
 
-struct StateLoadModel
-    : public BufferizableOpInterface::ExternalModel<StateLoadModel,
-                                                    StateLoadOp> {
-  bool bufferizesToMemoryRead(Operation *, OpOperand &,
-                              const AnalysisState &) const {
-    return false;
-  }
-  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
-                               const AnalysisState &) const {
-    return false;
-  }
-  AliasingValueList getAliasingValues(Operation *, OpOperand &,
-                                      const AnalysisState &) const {
-    return {};
-  }
-  FailureOr<BufferLikeType>
-  getBufferType(Operation *, Value value, const BufferizationOptions &,
-                const BufferizationState &, SmallVector<Value> &) const {
+struct StateLoadModel : NonAliasingModel<StateLoadModel, StateLoadOp,
+                                         /*Reads=*/false, /*Writes=*/false> {
+  FailureOr<BufferLikeType> getBufferType(Operation *, Value value,
+                                          const BufferizationOptions &,
+                                          const BufferizationState &,
+                                          SmallVector<Value> &) const {
     auto type = cast<RankedTensorType>(value.getType());
-    return cast<BufferLikeType>(
-        MemRefType::get(type.getShape(), type.getElementType()));
+    return cast<BufferLikeType>(identityBuffer(type));
   }
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &) const {
     auto load = cast<StateLoadOp>(op);
     auto type = cast<RankedTensorType>(load.getType());
-    auto memref = MemRefType::get(type.getShape(), type.getElementType());
-    Value state = BufferStateOp::create(rewriter, op->getLoc(), memref,
-                                        load.getStateAttr());
+    Value state = BufferStateOp::create(
+        rewriter, op->getLoc(), identityBuffer(type), load.getStateAttr());
     if (mayAliasStateBuffer(load, options)) {
       replaceOpWithBufferizedValues(rewriter, op, state);
       return success();
@@ -657,21 +637,8 @@ struct StateLoadModel
   }
 };
 
-struct StateStoreModel
-    : public BufferizableOpInterface::ExternalModel<StateStoreModel,
-                                                    StateStoreOp> {
-  bool bufferizesToMemoryRead(Operation *, OpOperand &,
-                              const AnalysisState &) const {
-    return true;
-  }
-  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
-                               const AnalysisState &) const {
-    return false;
-  }
-  AliasingValueList getAliasingValues(Operation *, OpOperand &,
-                                      const AnalysisState &) const {
-    return {};
-  }
+struct StateStoreModel : NonAliasingModel<StateStoreModel, StateStoreOp,
+                                          /*Reads=*/true, /*Writes=*/false> {
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
@@ -688,9 +655,8 @@ struct StateStoreModel
       if (failed(usable))
         return failure();
       auto type = cast<RankedTensorType>(store.getValue().getType());
-      auto memref = MemRefType::get(type.getShape(), type.getElementType());
-      Value destination = BufferStateOp::create(rewriter, op->getLoc(), memref,
-                                                store.getStateAttr());
+      Value destination = BufferStateOp::create(
+          rewriter, op->getLoc(), identityBuffer(type), store.getStateAttr());
       BufferCopyOp::create(rewriter, op->getLoc(), ValueRange(*usable),
                            ValueRange(destination));
     }
@@ -702,20 +668,8 @@ struct StateStoreModel
 /// add_residual and update_residual have no runtime call of their own:
 /// ddp-fuse-kernels folds them into the projections and the reconstruction.
 template <typename OpTy>
-struct UnfusedModel
-    : public BufferizableOpInterface::ExternalModel<UnfusedModel<OpTy>, OpTy> {
-  bool bufferizesToMemoryRead(Operation *, OpOperand &,
-                              const AnalysisState &) const {
-    return true;
-  }
-  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
-                               const AnalysisState &) const {
-    return false;
-  }
-  AliasingValueList getAliasingValues(Operation *, OpOperand &,
-                                      const AnalysisState &) const {
-    return {};
-  }
+struct UnfusedModel : NonAliasingModel<UnfusedModel<OpTy>, OpTy,
+                                       /*Reads=*/true, /*Writes=*/false> {
   LogicalResult bufferize(Operation *op, RewriterBase &,
                           const BufferizationOptions &,
                           BufferizationState &) const {
@@ -738,22 +692,20 @@ void mlir::ddp::registerBufferizableOpInterfaceExternalModels(
     CastOp::attachInterface<CastModel>(*context);
     ProjectOp::attachInterface<ProjectionModel<ProjectOp, false, false>>(
         *context);
-    BackprojectOp::attachInterface<
-        ProjectionModel<BackprojectOp, true, false>>(*context);
+    BackprojectOp::attachInterface<ProjectionModel<BackprojectOp, true, false>>(
+        *context);
     ProjectResidualOp::attachInterface<
         ProjectionModel<ProjectResidualOp, false, true>>(*context);
     BackprojectResidualOp::attachInterface<
         ProjectionModel<BackprojectResidualOp, true, true>>(*context);
     OrthogonalizeOp::attachInterface<OrthogonalizeModel>(*context);
     ReconstructOp::attachInterface<ReconstructModel>(*context);
-    ReconstructResidualOp::attachInterface<ReconstructResidualModel>(
-        *context);
+    ReconstructResidualOp::attachInterface<ReconstructResidualModel>(*context);
     RandomNormalOp::attachInterface<RandomNormalModel>(*context);
     StateLoadOp::attachInterface<StateLoadModel>(*context);
     StateStoreOp::attachInterface<StateStoreModel>(*context);
     AddResidualOp::attachInterface<UnfusedModel<AddResidualOp>>(*context);
-    UpdateResidualOp::attachInterface<UnfusedModel<UpdateResidualOp>>(
-        *context);
+    UpdateResidualOp::attachInterface<UnfusedModel<UpdateResidualOp>>(*context);
     context->loadDialect<memref::MemRefDialect>();
   });
 }
