@@ -55,7 +55,9 @@ class Injected(torch.nn.Module):
             [torch.nn.Parameter(torch.zeros(s)) for s in shapes])
         self.grads = [torch.randn(s, generator=generator) for s in shapes]
 
-    def forward(self):
+    def forward(self, *unused):
+        # DDP in PyTorch 2.x indexes the forward's inputs: callers pass a
+        # dummy tensor, which the loss ignores.
         return sum((w * g).sum() for w, g in zip(self.weights, self.grads))
 
 

@@ -39,14 +39,14 @@ def copy_bandwidth(device):
     return 2 * src.numel() * 4 / seconds
 
 
-def time_steps(model, steps, warmup):
+def time_steps(model, dummy, steps, warmup):
     times = []
     for step in range(warmup + steps):
         model.zero_grad(set_to_none=False)
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        model().backward()
+        model(dummy).backward()
         end.record()
         torch.cuda.synchronize()
         if step >= warmup:
@@ -59,6 +59,8 @@ def main():
     parser.add_argument("--model", choices=["resnet50", "gpt2-medium"], default="resnet50")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--rank", type=int, default=2)
+    parser.add_argument("--kinds", default="allreduce,fp16,powersgd",
+                        help="hooks to time (noop always runs: it is subtracted)")
     args = parser.parse_args()
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29533")
@@ -69,8 +71,10 @@ def main():
     print("torch copy-bandwidth %.1f GB/s (device-to-device, read + write)"
           % (copy_bandwidth(device) / 1e9))
 
+    dummy = torch.zeros(1, device=device)  # DDP 2.x needs an input
     results = {}
-    for kind in ["noop", "allreduce", "fp16", "powersgd"]:
+    kinds = args.kinds.split(",")
+    for kind in ["noop"] + kinds:
         model = DDP(Injected(shapes, 0).to(device), device_ids=[0])
         model.module.grads = [g.to(device) for g in model.module.grads]
         if kind == "noop":
@@ -87,11 +91,11 @@ def main():
         warmup = 4
         for _ in range(warmup):  # reach steady state before measuring memory
             model.zero_grad(set_to_none=False)
-            model().backward()
+            model(dummy).backward()
         torch.cuda.synchronize()
         base = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
-        seconds = time_steps(model, args.steps, 1)
+        seconds = time_steps(model, dummy, args.steps, 1)
         peak = torch.cuda.max_memory_allocated(device) - base
         results[kind] = seconds
         print("torch %-10s step %8.3f ms  peak extra %8.1f MB" % (kind, 1e3 * seconds, peak / 1e6))
@@ -102,7 +106,7 @@ def main():
             print("torch powersgd persistent state %.1f MB" % (persistent / 1e6))
         del model
         torch.cuda.empty_cache()
-    for kind in ["allreduce", "fp16", "powersgd"]:
+    for kind in kinds:
         print("torch %-10s median %8.3f ms  (hook: step minus noop step)"
               % (kind, 1e3 * max(0.0, results[kind] - results["noop"])))
     dist.destroy_process_group()

@@ -9,7 +9,11 @@
 // backend. bench/cpu/run.sh and bench/gpu/run.sh run it next to PyTorch.
 //
 //   mpirun -np 2 ddprt-step-bench [resnet50|gpt2-medium] [steps] [rank]
-//                                 [cpu|cuda] [timeout-seconds]
+//                                 [cpu|cuda] [timeout-seconds] [--profile]
+//                                 [--kinds=allreduce,fp16,powersgd]
+//
+// --profile adds, per kind, the time of each call with a synchronize around
+// it; DDPRT_CUDA_PROJECTION=fused|gemm forces the CUDA backend's projector.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,11 +23,16 @@
 #if defined(DDPRT_HAVE_MPI)
 #include <mpi.h>
 #endif
+#if defined(DDPRT_HAVE_CUDA)
+#include <cuda_runtime.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -43,6 +52,26 @@ namespace {
   } while (false)
 
 ddprt_context *context = nullptr;
+
+/// --profile: every call is followed by ddprt_synchronize and its wall time
+/// added to its phase, which shows where a step's time goes (the launch
+/// gaps that pipelining hides are included, so the sum exceeds the step).
+bool profiling = false;
+std::map<std::string, double> phaseSeconds;
+
+template <typename Call> void phase(const char *name, Call call) {
+  if (!profiling) {
+    call();
+    return;
+  }
+  CHECK(ddprt_synchronize(context));
+  auto start = std::chrono::steady_clock::now();
+  call();
+  CHECK(ddprt_synchronize(context));
+  phaseSeconds[name] += std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+}
 
 /// Every buffer is a runtime state: host memory on the CPU backend, device
 /// memory on CUDA.
@@ -95,8 +124,10 @@ void plainStep(std::vector<Bucket> &buckets) {
     std::vector<ddprt_buffer> buffers;
     for (Tensor *t : bucket)
       buffers.push_back(t->buffer());
-    CHECK(ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_GRADIENT,
-                          buffers.data(), int(buffers.size())));
+    phase("allreduce", [&] {
+      CHECK(ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_GRADIENT,
+                            buffers.data(), int(buffers.size())));
+    });
   }
 }
 
@@ -108,11 +139,18 @@ void fp16Step(std::vector<Bucket> &buckets) {
       narrow.push_back(t->narrowBuffer());
     }
     int n = int(wide.size());
-    CHECK(ddprt_cast(context, DDPRT_SCALE_INVERSE_WORLD_SIZE, wide.data(),
-                     narrow.data(), n));
-    CHECK(ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT,
-                          narrow.data(), n));
-    CHECK(ddprt_cast(context, DDPRT_SCALE_NONE, narrow.data(), wide.data(), n));
+    phase("cast", [&] {
+      CHECK(ddprt_cast(context, DDPRT_SCALE_INVERSE_WORLD_SIZE, wide.data(),
+                       narrow.data(), n));
+    });
+    phase("allreduce", [&] {
+      CHECK(ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT,
+                            narrow.data(), n));
+    });
+    phase("cast", [&] {
+      CHECK(ddprt_cast(context, DDPRT_SCALE_NONE, narrow.data(), wide.data(),
+                       n));
+    });
   }
 }
 
@@ -134,31 +172,47 @@ void powerSGDStep(std::vector<Bucket> &buckets) {
     }
     ddprt_request *request = nullptr;
     if (!uncompressed.empty())
-      CHECK(ddprt_allreduce_start(context, DDPRT_MEAN, DDPRT_ROLE_UNCOMPRESSED,
-                                  uncompressed.data(), int(uncompressed.size()),
-                                  &request));
+      phase("allreduce", [&] {
+        CHECK(ddprt_allreduce_start(
+            context, DDPRT_MEAN, DDPRT_ROLE_UNCOMPRESSED, uncompressed.data(),
+            int(uncompressed.size()), &request));
+      });
     int n = int(gs.size());
     if (n > 0) {
-      CHECK(ddprt_orthogonalize(context, qs.data(), n, 0.0));
-      CHECK(ddprt_project(context, gs.data(), es.data(), qs.data(), ps.data(),
-                          n));
+      phase("orthogonalize", [&] {
+        CHECK(ddprt_orthogonalize(context, qs.data(), n, 0.0));
+      });
+      phase("project", [&] {
+        CHECK(ddprt_project(context, gs.data(), es.data(), qs.data(),
+                            ps.data(), n));
+      });
       std::vector<ddprt_buffer> pBuffers, qBuffers;
       for (int i = 0; i < n; ++i) {
         pBuffers.push_back({ps[i].data, DDPRT_F32, ps[i].rows * ps[i].cols});
         qBuffers.push_back({qs[i].data, DDPRT_F32, qs[i].rows * qs[i].cols});
       }
-      CHECK(ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_POWERSGD_P,
-                            pBuffers.data(), n));
-      CHECK(ddprt_orthogonalize(context, ps.data(), n, 0.0));
-      CHECK(ddprt_backproject(context, gs.data(), es.data(), ps.data(),
-                              qs.data(), n));
-      CHECK(ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_POWERSGD_Q,
-                            qBuffers.data(), n));
-      CHECK(ddprt_reconstruct(context, ps.data(), qs.data(), gs.data(),
-                              es.data(), gs.data(), n));
+      phase("allreduce", [&] {
+        CHECK(ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_POWERSGD_P,
+                              pBuffers.data(), n));
+      });
+      phase("orthogonalize", [&] {
+        CHECK(ddprt_orthogonalize(context, ps.data(), n, 0.0));
+      });
+      phase("backproject", [&] {
+        CHECK(ddprt_backproject(context, gs.data(), es.data(), ps.data(),
+                                qs.data(), n));
+      });
+      phase("allreduce", [&] {
+        CHECK(ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_POWERSGD_Q,
+                              qBuffers.data(), n));
+      });
+      phase("reconstruct", [&] {
+        CHECK(ddprt_reconstruct(context, ps.data(), qs.data(), gs.data(),
+                                es.data(), gs.data(), n));
+      });
     }
     if (request)
-      CHECK(ddprt_wait(context, request));
+      phase("allreduce", [&] { CHECK(ddprt_wait(context, request)); });
   }
 }
 
@@ -179,6 +233,18 @@ double slowestRank(double seconds) {
 #endif
 }
 
+/// Device memory in use on this process's GPU (0 without CUDA): the
+/// runtime's scratch is what grows between two readings around the steps.
+double deviceBytesUsed() {
+#if defined(DDPRT_HAVE_CUDA)
+  size_t freeBytes = 0, totalBytes = 0;
+  if (ddprt_backend(context) == DDPRT_BACKEND_CUDA &&
+      cudaMemGetInfo(&freeBytes, &totalBytes) == cudaSuccess)
+    return double(totalBytes - freeBytes);
+#endif
+  return 0.0;
+}
+
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];
@@ -190,18 +256,37 @@ int main(int argc, char **argv) {
 #if defined(DDPRT_HAVE_MPI)
   MPI_Init(&argc, &argv);
 #endif
-  std::string model = argc > 1 ? argv[1] : "resnet50";
-  int steps = argc > 2 ? std::atoi(argv[2]) : 10;
-  int rank = argc > 3 ? std::atoi(argv[3]) : 2;
-  std::string backend = argc > 4 ? argv[4] : "cpu";
+  std::vector<std::string> args;
+  bool wantProfile = false;
+  std::string onlyKinds; // comma-separated; empty: all
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--profile") == 0)
+      wantProfile = true;
+    else if (std::strncmp(argv[i], "--kinds=", 8) == 0)
+      onlyKinds = argv[i] + 8;
+    else
+      args.push_back(argv[i]);
+  }
+  std::string model = args.size() > 0 ? args[0] : "resnet50";
+  int steps = args.size() > 1 ? std::atoi(args[1].c_str()) : 10;
+  int rank = args.size() > 2 ? std::atoi(args[2].c_str()) : 2;
+  std::string backend = args.size() > 3 ? args[3] : "cpu";
+  if ((model != "resnet50" && model != "gpt2-medium") || steps < 1 ||
+      rank < 1 || (backend != "cpu" && backend != "cuda")) {
+    std::fprintf(stderr, "usage: ddprt-step-bench [resnet50|gpt2-medium] "
+                         "[steps >= 1] [rank >= 1] [cpu|cuda] "
+                         "[timeout-seconds] [--profile] "
+                         "[--kinds=allreduce,fp16,powersgd]\n");
+    return 2;
+  }
   std::vector<Parameter> params =
       model == "gpt2-medium" ? gpt2Medium() : resnet50();
 
   ddprt_options options;
   ddprt_default_options(&options);
   options.backend = backend == "cuda" ? DDPRT_BACKEND_CUDA : DDPRT_BACKEND_CPU;
-  if (argc > 5)
-    options.timeout_seconds = std::atof(argv[5]);
+  if (args.size() > 4)
+    options.timeout_seconds = std::atof(args[4].c_str());
   CHECK(ddprt_init(&options, &context));
   int me = ddprt_rank(context);
 
@@ -224,21 +309,25 @@ int main(int argc, char **argv) {
       t.p = state("p." + t.param.name, DDPRT_F32, n * t.rank);
       t.q = state("q." + t.param.name, DDPRT_F32, m * t.rank);
       t.error = state("error." + t.param.name, DDPRT_F32, n * m);
-      persistentBytes += 4 * (n * t.rank + m * t.rank + n * m);
+      // Kept between steps: the error and Q (warm start); P lives for one
+      // step (a state here only so that the same code runs on both
+      // backends).
+      persistentBytes += 4 * (m * t.rank + n * m);
       CHECK(ddprt_random_normal(context, &t.q, 0, i, 0));
     }
   }
   CHECK(ddprt_synchronize(context));
   std::vector<Bucket> buckets = makeBuckets(tensors);
+  int64_t compressedElements = 0;
+  for (Tensor &t : tensors)
+    if (t.compressed)
+      compressedElements += t.param.numel();
+  double usedBeforeSteps = deviceBytesUsed();
 
   // Bytes the local passes move per step (reads + writes), to set against
   // a device-to-device copy: fp16 casts f32 -> f16 and back (12 bytes per
   // element); PowerSGD reads G and E in project, backproject and
   // reconstruct, and writes E and G once (32 bytes per compressed element).
-  int64_t compressedElements = 0;
-  for (Tensor &t : tensors)
-    if (t.compressed)
-      compressedElements += t.param.numel();
   struct Kind {
     const char *name;
     void (*step)(std::vector<Bucket> &);
@@ -249,24 +338,33 @@ int main(int argc, char **argv) {
   if (me == 0)
     std::printf("model %s: %zu tensors, %lld elements, %zu buckets, %d ranks, "
                 "%s backend; PowerSGD rank %d sends %lld elements (%.1fx) and "
-                "keeps %.1f MB of state (error, P, Q)\n",
+                "keeps %.1f MB of state (error, Q: %.3fx the compressed "
+                "gradients)\n",
                 model.c_str(), params.size(), (long long)total, buckets.size(),
                 ddprt_world_size(context), backend.c_str(), rank,
                 (long long)totalAfter, double(total) / double(totalAfter),
-                persistentBytes / 1e6);
+                persistentBytes / 1e6,
+                double(persistentBytes) / (4.0 * double(compressedElements)));
+  auto freshGradients = [&] {
+    // A same-type cast is a copy; outside the clock.
+    std::vector<ddprt_buffer> from, to;
+    for (Tensor &t : tensors) {
+      from.push_back(t.fresh);
+      to.push_back(t.grad);
+    }
+    CHECK(ddprt_cast(context, DDPRT_SCALE_NONE, from.data(), to.data(),
+                     int(from.size())));
+    CHECK(ddprt_synchronize(context));
+  };
   for (Kind &kind : kinds) {
+    if (!onlyKinds.empty() &&
+        ("," + onlyKinds + ",").find("," + std::string(kind.name) + ",") ==
+            std::string::npos)
+      continue;
     std::vector<double> times;
     ddprt_reset_counters(context);
     for (int s = 0; s < steps + 2; ++s) {
-      // Fresh gradients (a same-type cast is a copy), outside the clock.
-      std::vector<ddprt_buffer> from, to;
-      for (Tensor &t : tensors) {
-        from.push_back(t.fresh);
-        to.push_back(t.grad);
-      }
-      CHECK(ddprt_cast(context, DDPRT_SCALE_NONE, from.data(), to.data(),
-                       int(from.size())));
-      CHECK(ddprt_synchronize(context));
+      freshGradients();
       barrier();
       auto start = std::chrono::steady_clock::now();
       kind.step(buckets);
@@ -290,7 +388,29 @@ int main(int argc, char **argv) {
                   1e3 * *std::min_element(times.begin(), times.end()),
                   double(bytes) / (steps + 2) / 1e6, kind.bytesMoved / 1e9,
                   kind.bytesMoved / median(times) / 1e9);
+    if (wantProfile) {
+      constexpr int kProfiledSteps = 3;
+      profiling = true;
+      phaseSeconds.clear();
+      for (int s = 0; s < kProfiledSteps; ++s) {
+        freshGradients();
+        kind.step(buckets);
+      }
+      profiling = false;
+      if (me == 0) {
+        std::printf("ddprt %-10s profile (each call synchronized), ms/step:",
+                    kind.name);
+        for (auto &[name, seconds] : phaseSeconds)
+          std::printf("  %s %.3f", name.c_str(),
+                      1e3 * seconds / kProfiledSteps);
+        std::printf("\n");
+      }
+    }
   }
+  if (me == 0 && backend == "cuda")
+    std::printf("ddprt device memory beyond the gradients and states: %.1f MB "
+                "(the runtime's scratch after every kind ran)\n",
+                (deviceBytesUsed() - usedBeforeSteps) / 1e6);
   ddprt_finalize(context);
 #if defined(DDPRT_HAVE_MPI)
   MPI_Finalize();

@@ -39,6 +39,10 @@ public:
   /// Blocks until everything enqueued so far is done (a no-op where calls
   /// complete before they return).
   virtual Error synchronize() = 0;
+  /// Before the state is freed: waits for the device, within the timeout
+  /// (stopping communication that does not finish), and releases the
+  /// communicators. No call but deallocate follows.
+  virtual void shutdown() {}
 
   virtual Error scale(double factor, ddprt_buffer *buffers, int count) = 0;
   virtual Error cast(double factor, const ddprt_buffer *inputs,

@@ -363,6 +363,10 @@ ddprt_status ddprt_init(const ddprt_options *options, ddprt_context **result) {
 ddprt_status ddprt_finalize(ddprt_context *context) {
   if (!context)
     return DDPRT_ERROR_INVALID_ARGUMENT;
+  // Freeing device memory waits for the device: first let the backend
+  // drain it, within the timeout.
+  if (context->backend)
+    context->backend->shutdown();
   for (auto &entry : context->states) {
     if (entry.second->onHost)
       std::free(entry.second->data);

@@ -91,6 +91,12 @@ Error Communicator::create(const ddprt_options &options,
   MPI_Comm_set_errhandler(self->comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(self->comm_, &self->rank_);
   MPI_Comm_size(self->comm_, &self->size_);
+  MPI_Comm node = MPI_COMM_NULL;
+  DDPRT_TRY(self->check(MPI_Comm_split_type(self->comm_, MPI_COMM_TYPE_SHARED,
+                                            self->rank_, MPI_INFO_NULL, &node),
+                        "MPI_Comm_split_type"));
+  MPI_Comm_rank(node, &self->localRank_);
+  MPI_Comm_free(&node);
   DDPRT_TRY(
       self->check(MPI_Op_create(&narrowSum<halfBitsToFloat, floatToHalfBits>, 1,
                                 &self->halfSum_),

@@ -44,6 +44,9 @@ public:
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  /// The rank among the ranks on this node (shared memory), which picks
+  /// this rank's GPU.
+  int localRank() const { return localRank_; }
 
   /// In-place sum over all ranks of `count` elements of `dtype`, then
   /// multiplied by `scale` (one rounding). Large buffers go around a ring
@@ -78,7 +81,7 @@ private:
   MPI_Op halfSum_ = MPI_OP_NULL, bfloat16Sum_ = MPI_OP_NULL;
   std::vector<char> scratch_;
 #endif
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, localRank_ = 0;
   double timeoutSeconds_ = 0.0;
   bool checkShapes_ = true;
   bool broken_ = false;

@@ -2,8 +2,10 @@
 //
 // Every op through the C ABI on the CUDA backend, on fresh random data,
 // against the CPU kernels on the same inputs (which KernelTest checks
-// against a float64 reference). Built wherever the CUDA backend is; without
-// a usable GPU every test is skipped and says why.
+// against a float64 reference), through both projectors (the fused kernels
+// and cuBLAS, forced with DDPRT_CUDA_PROJECTION). Built wherever the CUDA
+// backend is; without a GPU every test is skipped and says why, and with
+// one, a backend that fails to start fails every test.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +17,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <limits>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -32,6 +36,9 @@ public:
     EXPECT_EQ(cudaMalloc(&data_, bytes_ + 1), cudaSuccess);
     EXPECT_EQ(cudaMemcpy(data_, host.data(), bytes_, cudaMemcpyHostToDevice),
               cudaSuccess);
+    // A pageable copy returns before its DMA lands, on the legacy stream,
+    // which the runtime's non-blocking streams do not wait for.
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
   ~DeviceArray() { cudaFree(data_); }
   DeviceArray(const DeviceArray &) = delete;
@@ -46,6 +53,11 @@ public:
   ddprt_buffer buffer() { return {data_, dtype_, numel_}; }
   ddprt_matrix matrix(int64_t rows, int64_t cols) {
     return {data_, dtype_, rows, cols};
+  }
+  /// The matrix `offset` elements in (unaligned for vector accesses).
+  ddprt_matrix matrixAt(int64_t offset, int64_t rows, int64_t cols) {
+    return {static_cast<char *>(data_) + offset * ddprt_dtype_size(dtype_),
+            dtype_, rows, cols};
   }
 
 private:
@@ -76,18 +88,36 @@ void expectClose(const TypedArray &actual, const TypedArray &expected,
         << what << " element " << i;
 }
 
+/// Whether the machine has a GPU the CUDA runtime sees.
+bool machineHasGpu() {
+  int devices = 0;
+  return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+}
+
 class Cuda : public ::testing::Test {
 protected:
-  void SetUp() override {
+  void SetUp() override { start(); }
+  /// Starts a context (again); `projection` sets DDPRT_CUDA_PROJECTION.
+  void start(const char *projection = "auto") {
+    if (context_)
+      ddprt_finalize(context_);
+    context_ = nullptr;
+    setenv("DDPRT_CUDA_PROJECTION", projection, 1);
     ddprt_options options;
     ddprt_default_options(&options);
     options.backend = DDPRT_BACKEND_CUDA;
     options.timeout_seconds = 60;
     ddprt_status status = ddprt_init(&options, &context_);
+    unsetenv("DDPRT_CUDA_PROJECTION");
     if (status != DDPRT_OK) {
       std::string why = ddprt_last_error(context_);
       ddprt_finalize(context_);
       context_ = nullptr;
+      // A GPU that is there but cannot be used (CUDA or NCCL failed to
+      // start) is a failure, not a reason to skip.
+      if (machineHasGpu())
+        FAIL() << "the CUDA backend did not start on a machine with a GPU ("
+               << ddprt_status_string(status) << ": " << why << ")";
       GTEST_SKIP() << "SKIPPED: no usable GPU for the CUDA backend ("
                    << ddprt_status_string(status) << ": " << why << ")";
     }
@@ -108,97 +138,225 @@ protected:
 struct Shape {
   int64_t n, m, r;
 };
-const Shape kShapes[] = {{1, 1, 1},     {37, 19, 2},   {256, 300, 4},
-                         {1000, 72, 8}, {64, 4608, 3}, {300, 200, 11}};
+/// Odd and even sizes, rows whose length is not a multiple of 4, and the
+/// shapes of real layers (a GPT-2 MLP both ways, a ResNet-50 conv).
+const Shape kShapes[] = {{1, 1, 1},      {37, 19, 2},    {256, 300, 4},
+                         {1000, 72, 8},  {64, 4608, 3},  {300, 200, 11},
+                         {50, 147, 2},   {4096, 1024, 2}, {1024, 4096, 2},
+                         {512, 4608, 4}};
+
+std::string describe(ddprt_dtype dtype, Shape s, bool residual,
+                     int64_t offset) {
+  return std::string(dtypeName(dtype)) + " " + std::to_string(s.n) + "x" +
+         std::to_string(s.m) + " r" + std::to_string(s.r) +
+         (residual ? " with residual" : "") +
+         (offset ? " at offset " + std::to_string(offset) : "");
+}
+
+/// The matrix `offset` elements into a host array.
+ddprt_matrix hostMatrix(TypedArray &array, int64_t offset, int64_t rows,
+                        int64_t cols) {
+  return {static_cast<char *>(array.data()) +
+              offset * ddprt_dtype_size(array.dtype()),
+          array.dtype(), rows, cols};
+}
+
+/// project, backproject and reconstruct (into G, with the residual update)
+/// on the device against the CPU kernels, every array `offset` elements
+/// into its allocation (1 makes every vector access unaligned); whole
+/// arrays are compared, so writes outside the matrices are caught too.
+void checkProjections(ddprt_context *context, std::mt19937 &rng,
+                      ddprt_dtype dtype, Shape s, bool residual,
+                      int64_t offset) {
+  std::string what = describe(dtype, s, residual, offset);
+  int64_t o = offset;
+  TypedArray g(dtype, o + s.n * s.m), e(dtype, o + s.n * s.m),
+      q(dtype, o + s.m * s.r), p(dtype, o + s.n * s.r),
+      p2(dtype, o + s.n * s.r);
+  g.randomize(rng);
+  e.randomize(rng, 0.1);
+  q.randomize(rng);
+  p.fill(std::nan("")); // every element of P must be written
+  p2.randomize(rng);
+  DeviceArray dg(g), de(e), dq(q), dp(p), dp2(p2);
+  ddprt_matrix gm = dg.matrixAt(o, s.n, s.m), em = de.matrixAt(o, s.n, s.m);
+  ddprt_matrix qm = dq.matrixAt(o, s.m, s.r), pm = dp.matrixAt(o, s.n, s.r);
+  ASSERT_EQ(ddprt_project(context, &gm, residual ? &em : nullptr, &qm, &pm, 1),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  ASSERT_EQ(ddprt_synchronize(context), DDPRT_OK) << ddprt_last_error(context);
+  TypedArray expectedP = p;
+  ddprt_matrix hostE = hostMatrix(e, o, s.n, s.m);
+  cpu::project(hostMatrix(g, o, s.n, s.m), residual ? &hostE : nullptr,
+               hostMatrix(q, o, s.m, s.r), hostMatrix(expectedP, o, s.n, s.r));
+  expectClose(dp.toHost(), expectedP, tolerance(dtype, s.m),
+              "project " + what);
+
+  ddprt_matrix pIn = dp2.matrixAt(o, s.n, s.r);
+  TypedArray qBefore = dq.toHost();
+  ASSERT_EQ(ddprt_backproject(context, &gm, residual ? &em : nullptr, &pIn,
+                              &qm, 1),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  ASSERT_EQ(ddprt_synchronize(context), DDPRT_OK) << ddprt_last_error(context);
+  TypedArray expectedQ = qBefore;
+  cpu::backproject(hostMatrix(g, o, s.n, s.m), residual ? &hostE : nullptr,
+                   hostMatrix(p2, o, s.n, s.r),
+                   hostMatrix(expectedQ, o, s.m, s.r));
+  expectClose(dq.toHost(), expectedQ, tolerance(dtype, s.n),
+              "backproject " + what);
+
+  // Reconstruct from P2 and the new Q, into G itself (in place).
+  TypedArray newQ = dq.toHost(), expectedOut = g, expectedE = e;
+  ASSERT_EQ(ddprt_reconstruct(context, &pIn, &qm, residual ? &gm : nullptr,
+                              residual ? &em : nullptr, &gm, 1),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  ASSERT_EQ(ddprt_synchronize(context), DDPRT_OK) << ddprt_last_error(context);
+  TypedArray gCopy = g;
+  ddprt_matrix hostG = hostMatrix(gCopy, o, s.n, s.m),
+               hostE2 = hostMatrix(expectedE, o, s.n, s.m);
+  cpu::reconstruct(hostMatrix(p2, o, s.n, s.r), hostMatrix(newQ, o, s.m, s.r),
+                   residual ? &hostG : nullptr, residual ? &hostE2 : nullptr,
+                   hostMatrix(expectedOut, o, s.n, s.m));
+  expectClose(dg.toHost(), expectedOut, tolerance(dtype, s.r),
+              "reconstruct " + what);
+  if (residual)
+    expectClose(de.toHost(), expectedE, tolerance(dtype, s.r) * 4,
+                "residual update " + what);
+}
 
 TEST_F(Cuda, ProjectBackprojectReconstructMatchTheCpuKernels) {
   for (ddprt_dtype dtype : kAllDtypes)
     for (Shape s : kShapes)
-      for (bool residual : {false, true}) {
-        std::string what = std::string(dtypeName(dtype)) + " " +
-                           std::to_string(s.n) + "x" + std::to_string(s.m) +
-                           " r" + std::to_string(s.r) +
-                           (residual ? " with residual" : "");
-        TypedArray g(dtype, s.n * s.m), e(dtype, s.n * s.m),
-            q(dtype, s.m * s.r), p(dtype, s.n * s.r), p2(dtype, s.n * s.r),
-            out(dtype, s.n * s.m);
-        g.randomize(rng_);
-        e.randomize(rng_, 0.1);
-        q.randomize(rng_);
-        p2.randomize(rng_);
-        DeviceArray dg(g), de(e), dq(q), dp(p), dp2(p2), dout(out);
-        ddprt_matrix gm = dg.matrix(s.n, s.m), em = de.matrix(s.n, s.m);
-        ddprt_matrix qm = dq.matrix(s.m, s.r), pm = dp.matrix(s.n, s.r);
-        ASSERT_EQ(
-            ddprt_project(context_, &gm, residual ? &em : nullptr, &qm, &pm, 1),
-            DDPRT_OK)
-            << ddprt_last_error(context_);
-        sync();
-        TypedArray expected(dtype, s.n * s.r);
-        ddprt_matrix hostResidual = e.matrix(s.n, s.m);
-        cpu::project(g.matrix(s.n, s.m), residual ? &hostResidual : nullptr,
-                     q.matrix(s.m, s.r), expected.matrix(s.n, s.r));
-        expectClose(dp.toHost(), expected, tolerance(dtype, s.m),
-                    "project " + what);
+      for (bool residual : {false, true})
+        for (int64_t offset : {0, 1}) {
+          if (s.n * s.m > 1000000 && (dtype != DDPRT_F32 || offset))
+            continue; // the big shapes once, in the common case
+          checkProjections(context_, rng_, dtype, s, residual, offset);
+          if (HasFatalFailure())
+            return;
+        }
+}
 
-        ddprt_matrix pIn = dp2.matrix(s.n, s.r);
-        ASSERT_EQ(ddprt_backproject(context_, &gm, residual ? &em : nullptr,
-                                    &pIn, &qm, 1),
-                  DDPRT_OK)
-            << ddprt_last_error(context_);
-        sync();
-        TypedArray expectedQ(dtype, s.m * s.r);
-        ddprt_matrix hostE = e.matrix(s.n, s.m);
-        cpu::backproject(g.matrix(s.n, s.m), residual ? &hostE : nullptr,
-                         p2.matrix(s.n, s.r), expectedQ.matrix(s.m, s.r));
-        expectClose(dq.toHost(), expectedQ, tolerance(dtype, s.n),
-                    "backproject " + what);
+/// Ranks above the fused kernels' 8 columns per pass, through each
+/// projector: both must agree with the CPU kernels.
+TEST_F(Cuda, BothProjectorsMatchTheCpuKernelsAtLargeRanks) {
+  const Shape shapes[] = {{300, 200, 16}, {1024, 512, 32}, {64, 4608, 17},
+                          {37, 19, 19},   {4096, 1024, 16}};
+  for (const char *projection : {"fused", "gemm"}) {
+    start(projection);
+    if (HasFatalFailure() || IsSkipped())
+      return;
+    for (ddprt_dtype dtype : {DDPRT_F32, DDPRT_F64})
+      for (Shape s : shapes)
+        for (bool residual : {false, true}) {
+          SCOPED_TRACE(projection);
+          checkProjections(context_, rng_, dtype, s, residual, 0);
+          if (HasFatalFailure())
+            return;
+        }
+  }
+}
 
-        // Reconstruct from P2 and the new Q, into G itself (in place).
-        TypedArray newQ = dq.toHost(), expectedOut(dtype, s.n * s.m);
-        TypedArray expectedE = e;
-        ddprt_matrix outMatrix = dg.matrix(s.n, s.m);
-        ASSERT_EQ(ddprt_reconstruct(context_, &pIn, &qm,
-                                    residual ? &gm : nullptr,
-                                    residual ? &em : nullptr, &outMatrix, 1),
-                  DDPRT_OK)
-            << ddprt_last_error(context_);
-        sync();
-        ddprt_matrix hostG = g.matrix(s.n, s.m),
-                     hostE2 = expectedE.matrix(s.n, s.m);
-        cpu::reconstruct(p2.matrix(s.n, s.r), newQ.matrix(s.m, s.r),
-                         residual ? &hostG : nullptr,
-                         residual ? &hostE2 : nullptr,
-                         expectedOut.matrix(s.n, s.m));
-        expectClose(dg.toHost(), expectedOut, tolerance(dtype, s.r),
-                    "reconstruct " + what);
-        if (residual)
-          expectClose(de.toHost(), expectedE, tolerance(dtype, s.r) * 4,
-                      "residual update " + what);
-      }
+TEST(CudaPolicy, AnUnknownProjectionIsRefused) {
+  if (!machineHasGpu())
+    GTEST_SKIP() << "SKIPPED: no GPU";
+  setenv("DDPRT_CUDA_PROJECTION", "fast", 1);
+  ddprt_options options;
+  ddprt_default_options(&options);
+  options.backend = DDPRT_BACKEND_CUDA;
+  ddprt_context *context = nullptr;
+  EXPECT_EQ(ddprt_init(&options, &context), DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ddprt_last_error(context)).find("fast"),
+            std::string::npos);
+  ddprt_finalize(context);
+  unsetenv("DDPRT_CUDA_PROJECTION");
 }
 
 TEST_F(Cuda, OrthogonalizeMatchesTheCpuKernelAndKeepsZeroColumns) {
+  const Shape shapes[] = {{1, 1, 1},    {37, 19, 2},    {256, 300, 4},
+                          {1000, 72, 8}, {300, 200, 11}, {50257, 1, 2},
+                          {4096, 1, 16}, {700, 1, 33}};
   for (ddprt_dtype dtype : kAllDtypes)
-    for (Shape s : kShapes) {
-      TypedArray p(dtype, s.n * s.r);
-      p.randomize(rng_);
-      if (s.r > 1)
-        for (int64_t i = 0; i < s.n; ++i)
-          p.set(i * s.r + 1, 0.0); // a zero column stays zero
-      TypedArray expected = p;
-      cpu::orthogonalize(expected.matrix(s.n, s.r), 0.0);
-      DeviceArray dp(p);
-      ddprt_matrix m = dp.matrix(s.n, s.r);
-      ASSERT_EQ(ddprt_orthogonalize(context_, &m, 1, 0.0), DDPRT_OK)
-          << ddprt_last_error(context_);
-      sync();
-      TypedArray actual = dp.toHost();
-      expectClose(actual, expected, tolerance(dtype, s.n) * 4,
-                  std::string("orthogonalize ") + dtypeName(dtype));
-      for (int64_t i = 0; s.r > 1 && i < s.n; ++i)
-        EXPECT_EQ(actual.get(i * s.r + 1), 0.0);
+    for (Shape s : shapes)
+      for (double epsilon : {0.0, 1e-8}) {
+        TypedArray p(dtype, s.n * s.r);
+        p.randomize(rng_);
+        if (s.r > 1)
+          for (int64_t i = 0; i < s.n; ++i)
+            p.set(i * s.r + 1, 0.0); // a zero column stays zero
+        TypedArray expected = p;
+        cpu::orthogonalize(expected.matrix(s.n, s.r), epsilon);
+        DeviceArray dp(p);
+        ddprt_matrix m = dp.matrix(s.n, s.r);
+        ASSERT_EQ(ddprt_orthogonalize(context_, &m, 1, epsilon), DDPRT_OK)
+            << ddprt_last_error(context_);
+        sync();
+        TypedArray actual = dp.toHost();
+        expectClose(actual, expected, tolerance(dtype, s.n) * 4,
+                    std::string("orthogonalize ") + dtypeName(dtype) + " " +
+                        std::to_string(s.n) + "x" + std::to_string(s.r));
+        for (int64_t i = 0; s.r > 1 && i < s.n; ++i)
+          EXPECT_EQ(actual.get(i * s.r + 1), 0.0);
+      }
+}
+
+TEST_F(Cuda, OrthogonalizeTurnsANonFiniteColumnAndTheLaterOnesIntoNaN) {
+  for (ddprt_dtype dtype : kAllDtypes) {
+    const int64_t n = 300, r = 4;
+    TypedArray p(dtype, n * r);
+    p.randomize(rng_);
+    p.set(5 * r + 2, std::numeric_limits<double>::infinity());
+    DeviceArray dp(p);
+    ddprt_matrix m = dp.matrix(n, r);
+    ASSERT_EQ(ddprt_orthogonalize(context_, &m, 1, 0.0), DDPRT_OK);
+    sync();
+    TypedArray actual = dp.toHost();
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_TRUE(std::isfinite(actual.get(i * r + 0))) << dtypeName(dtype);
+      EXPECT_TRUE(std::isfinite(actual.get(i * r + 1))) << dtypeName(dtype);
+      EXPECT_TRUE(std::isnan(actual.get(i * r + 2))) << dtypeName(dtype);
+      EXPECT_TRUE(std::isnan(actual.get(i * r + 3))) << dtypeName(dtype);
     }
+  }
+}
+
+// A stream query that answers "not ready" leaves that answer as the
+// thread's last CUDA error. The runtime's synchronize polls that way, and
+// a launch must not take the leftover for its own failure.
+TEST_F(Cuda, ALaunchAfterANotReadyQuerySucceeds) {
+  const int64_t numel = int64_t(1) << 26;
+  TypedArray big(DDPRT_F32, numel), narrow(DDPRT_F16, numel);
+  big.randomize(rng_);
+  DeviceArray din(big), dout(narrow);
+  ddprt_buffer a = din.buffer(), b = dout.buffer();
+  // Keep the device busy, then synchronize while it is.
+  for (int i = 0; i < 20; ++i)
+    ASSERT_EQ(ddprt_cast(context_, DDPRT_SCALE_NONE, &a, &b, 1), DDPRT_OK);
+  sync();
+  // The same leftover from a query of the test's own: a long copy.
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+            cudaSuccess);
+  void *copy = nullptr;
+  ASSERT_EQ(cudaMalloc(&copy, big.byteSize()), cudaSuccess);
+  for (int i = 0; i < 20; ++i)
+    ASSERT_EQ(cudaMemcpyAsync(copy, a.data, big.byteSize(),
+                              cudaMemcpyDeviceToDevice, stream),
+              cudaSuccess);
+  cudaError_t query = cudaStreamQuery(stream);
+  EXPECT_TRUE(query == cudaErrorNotReady || query == cudaSuccess);
+  ASSERT_EQ(ddprt_cast(context_, DDPRT_SCALE_NONE, &a, &b, 1), DDPRT_OK)
+      << ddprt_last_error(context_);
+  sync();
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaFree(copy);
+  cudaStreamDestroy(stream);
+  TypedArray expected(DDPRT_F16, numel);
+  cpu::cast(1.0, ddprt_buffer{big.data(), DDPRT_F32, numel},
+            ddprt_buffer{expected.data(), DDPRT_F16, numel});
+  EXPECT_TRUE(dout.toHost().bitwiseEqual(expected));
 }
 
 TEST_F(Cuda, CastAndScaleMatchTheCpuKernelBitwise) {

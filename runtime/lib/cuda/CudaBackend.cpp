@@ -1,25 +1,44 @@
 //===- CudaBackend.cpp - NCCL collectives and CUDA kernels ----------------===//
 //
-// Two streams: `compute_` runs the kernels, `comm_` runs NCCL (and the
+// Two streams: `compute_` runs the kernels, `commStream_` runs NCCL (and the
 // division of a mean's f16/bf16 buffers). A collective waits for the compute
 // work before it (an event), and the compute work after it waits for the
 // collective, so a started allreduce overlaps the compression kernels
-// enqueued before its wait. Calls return once enqueued;
-// ddprt_synchronize waits for the device. Every CUDA and NCCL call is
-// checked; a collective that does not finish within the timeout aborts the
-// NCCL communicator and fails instead of hanging.
+// enqueued before its wait. Calls return once enqueued; ddprt_synchronize
+// waits for the device.
+//
+// NCCL: the communicator is created nonblocking, so that a rank that never
+// arrives is a timeout, and a blocking one is split from it for the
+// collectives: a blocking ncclGroupEnd returns once the work is enqueued,
+// with no proxy thread started and polled per group. A watchdog thread
+// bounds everything that can wait on a peer: it polls each collective's
+// completion event and ncclCommGetAsyncError, and when a collective is not
+// done within the timeout (or NCCL reports an error) it revokes the
+// communicator, which ends the NCCL kernels, so that a host blocked in
+// ncclGroupEnd, in cudaLaunchKernel on a full queue, or in a synchronize
+// returns; every later call fails with the reason.
+//
+// Each entry point selects this rank's device (its rank on the node, not
+// the global rank, picks it), so that a host thread that switched devices
+// does not enqueue work on the wrong one.
 //
 //===----------------------------------------------------------------------===//
 
 #include "../Backend.h"
 #include "../Communicator.h"
 #include "CudaKernels.h"
+#include "Gemm.h"
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <nccl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +46,8 @@
 namespace ddprt {
 
 namespace {
+using Clock = std::chrono::steady_clock;
+
 Error cudaFailure(cudaError_t code, const char *what) {
   return fail(DDPRT_ERROR_BACKEND,
               std::string(what) + " failed: " + cudaGetErrorString(code));
@@ -37,6 +58,11 @@ Error cudaFailure(cudaError_t code, const char *what) {
     if (cudaError_t cudaCode = (call))                                         \
       return cudaFailure(cudaCode, #call);                                     \
   } while (false)
+
+Error cublasFailure(cublasStatus_t status, const char *what) {
+  return fail(DDPRT_ERROR_BACKEND, std::string(what) + " failed: cuBLAS " +
+                                       cublasGetStatusString(status));
+}
 
 ncclDataType_t ncclType(ddprt_dtype dtype) {
   switch (dtype) {
@@ -54,6 +80,21 @@ ncclDataType_t ncclType(ddprt_dtype dtype) {
   return ncclFloat32;
 }
 
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// ncclCommRevoke (NCCL 2.28+) stops a communicator's operations without
+/// freeing it, so another thread may still hold the handle; older NCCLs
+/// only have ncclCommAbort. Looked up at run time: the GPU machines' NCCL
+/// need not be the one built against.
+using RevokeFn = ncclResult_t (*)(ncclComm_t, int);
+RevokeFn revokeFunction() {
+  static RevokeFn revoke =
+      reinterpret_cast<RevokeFn>(dlsym(RTLD_DEFAULT, "ncclCommRevoke"));
+  return revoke;
+}
+
 class CudaRequest : public Request {
 public:
   cudaEvent_t done = nullptr;
@@ -69,6 +110,9 @@ public:
       : communicator_(communicator), timeoutSeconds_(timeoutSeconds) {}
 
   Error initialize() {
+    std::string policyMessage;
+    if (!policy_.readEnvironment(policyMessage))
+      return fail(DDPRT_ERROR_INVALID_ARGUMENT, policyMessage);
     int devices = 0;
     if (cudaError_t code = cudaGetDeviceCount(&devices))
       return fail(DDPRT_ERROR_UNSUPPORTED,
@@ -76,10 +120,11 @@ public:
                       cudaGetErrorString(code));
     if (devices == 0)
       return fail(DDPRT_ERROR_UNSUPPORTED, "no usable CUDA device: none found");
-    // One GPU per rank: ranks on the same node take devices in turn.
-    CUDA_TRY(cudaSetDevice(communicator_.rank() % devices));
+    // One GPU per rank: the ranks of a node take its devices in turn.
+    device_ = communicator_.localRank() % devices;
+    CUDA_TRY(cudaSetDevice(device_));
     CUDA_TRY(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
-    CUDA_TRY(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking));
+    CUDA_TRY(cudaStreamCreateWithFlags(&commStream_, cudaStreamNonBlocking));
     CUDA_TRY(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
     // Rank 0 sends the id, or word that it has none, so that the other
     // ranks fail with it instead of waiting in the broadcast.
@@ -89,7 +134,7 @@ public:
     } shared{};
     Error idError;
     if (communicator_.rank() == 0) {
-      idError = nccl(ncclGetUniqueId(&shared.id), "ncclGetUniqueId");
+      idError = ncclCheck(ncclGetUniqueId(&shared.id), "ncclGetUniqueId");
       shared.ok = !idError;
     }
     DDPRT_TRY(communicator_.broadcast(&shared, int(sizeof(shared))));
@@ -98,30 +143,89 @@ public:
     if (!shared.ok)
       return fail(DDPRT_ERROR_COMMUNICATION,
                   "rank 0 could not create the NCCL unique id");
-    ncclUniqueId &id = shared.id;
     // Nonblocking init, so that a rank that never arrives times out.
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    ncclResult_t result = ncclCommInitRankConfig(
-        &nccl_, communicator_.size(), id, communicator_.rank(), &config);
-    if (result != ncclSuccess && result != ncclInProgress) {
-      Error error = nccl(result, "ncclCommInitRankConfig");
-      abortCommunicator();
-      return error;
+    ncclResult_t result =
+        ncclCommInitRankConfig(&initComm_, communicator_.size(), shared.id,
+                               communicator_.rank(), &config);
+    if (result != ncclSuccess && result != ncclInProgress)
+      return ncclCheck(result, "ncclCommInitRankConfig");
+    DDPRT_TRY(waitUntilReady(initComm_, "ncclCommInitRankConfig"));
+    // The blocking communicator the collectives use. The split is itself a
+    // collective: the watchdog bounds it like one.
+    watchdog_ = std::thread([this] { watch(); });
+    ncclConfig_t blocking = NCCL_CONFIG_INITIALIZER;
+    blocking.blocking = 1;
+    uint64_t split = beginWatched();
+    ncclComm_t collectives = nullptr;
+    result = ncclCommSplit(initComm_, 0, communicator_.rank(), &collectives,
+                           &blocking);
+    endWatched(split, nullptr);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ncclComm_ = collectives;
     }
-    return waitForNccl("ncclCommInitRankConfig");
+    if (Error failed = failure())
+      return failed;
+    if (result != ncclSuccess && result != ncclInProgress)
+      return ncclCheck(result, "ncclCommSplit");
+    return waitUntilReady(ncclComm_, "ncclCommSplit");
   }
 
   ~CudaBackend() override {
-    // An aborted communicator is already freed (abortCommunicator()).
-    if (nccl_)
-      ncclCommDestroy(nccl_);
+    shutdown();
+    gemm_.release();
+    scratch_.release();
+    commScratch_.release();
+    for (cudaEvent_t event : eventPool_)
+      cudaEventDestroy(event);
+    for (InFlight &entry : inFlight_)
+      if (entry.done)
+        cudaEventDestroy(entry.done);
     if (ready_)
       cudaEventDestroy(ready_);
     if (compute_)
       cudaStreamDestroy(compute_);
-    if (comm_)
-      cudaStreamDestroy(comm_);
+    if (commStream_)
+      cudaStreamDestroy(commStream_);
+  }
+
+  /// Drains the streams (bounded by the timeout: a collective still stuck
+  /// then is stopped, so the drain ends) and releases the communicators,
+  /// healthy ones with ncclCommFinalize (bounded by the watchdog like a
+  /// collective) before ncclCommDestroy.
+  void shutdown() override {
+    if (shutDown_)
+      return;
+    shutDown_ = true;
+    cudaSetDevice(device_);
+    if (compute_ && commStream_ && synchronize()) {
+      abortCommunicators("the runtime was finalized with a collective "
+                         "still running");
+      waitForStreams(timeoutSeconds_ > 0 ? timeoutSeconds_ : 10.0);
+    }
+    if (!failed_.load()) {
+      uint64_t id = beginWatched();
+      for (ncclComm_t comm : {ncclComm_, initComm_})
+        if (comm && ncclCommFinalize(comm) == ncclInProgress)
+          waitUntilQuiet(comm);
+      endWatched(id, nullptr);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopWatchdog_ = true;
+    }
+    wake_.notify_all();
+    if (watchdog_.joinable())
+      watchdog_.join();
+    // No other thread uses the communicators now. An aborted one is freed
+    // already; a revoked one is destroyed like a finalized one.
+    for (ncclComm_t *comm : {&ncclComm_, &initComm_}) {
+      if (*comm && !abortedWithoutRevoke_)
+        ncclCommDestroy(*comm);
+      *comm = nullptr;
+    }
   }
 
   Error allreduce(ddprt_reduction reduction, ddprt_buffer *buffers,
@@ -139,11 +243,11 @@ public:
   /// where W is not a power of two.
   Error allreduceStart(ddprt_reduction reduction, ddprt_buffer *buffers,
                        int count, std::unique_ptr<Request> &result) override {
-    DDPRT_TRY(usable());
+    DDPRT_TRY(enter());
     auto request = std::make_unique<CudaRequest>();
     CUDA_TRY(cudaEventCreateWithFlags(&request->done, cudaEventDisableTiming));
     CUDA_TRY(cudaEventRecord(ready_, compute_));
-    CUDA_TRY(cudaStreamWaitEvent(comm_, ready_, 0));
+    CUDA_TRY(cudaStreamWaitEvent(commStream_, ready_, 0));
     int world = communicator_.size();
     bool mean = reduction == DDPRT_MEAN && world > 1;
     auto narrow = [](ddprt_dtype dtype) {
@@ -155,37 +259,53 @@ public:
         if (buffers[i].numel > 0 && narrow(buffers[i].dtype))
           divideFirst.push_back(buffers[i]);
       CUDA_TRY(cuda::scale(1.0 / world, divideFirst.data(),
-                           int(divideFirst.size()), commScratch_, comm_));
+                           int(divideFirst.size()), commScratch_, commStream_));
     }
     // Older NCCL releases take at most 2048 operations per group.
     constexpr int kMaxGroupOps = 2048;
     for (int begin = 0; begin < count; begin += kMaxGroupOps) {
       int end = std::min(count, begin + kMaxGroupOps);
-      DDPRT_TRY(nccl(ncclGroupStart(), "ncclGroupStart"));
+      uint64_t watched = beginWatched();
       Error enqueued;
-      for (int i = begin; i < end && !enqueued; ++i) {
-        if (buffers[i].numel == 0)
-          continue;
-        ncclRedOp_t op = mean && !narrow(buffers[i].dtype) ? ncclAvg : ncclSum;
-        enqueued =
-            nccl(ncclAllReduce(buffers[i].data, buffers[i].data,
-                               size_t(buffers[i].numel),
-                               ncclType(buffers[i].dtype), op, nccl_, comm_),
-                 "ncclAllReduce");
+      ncclResult_t grouped;
+      {
+        if (!ncclComm_ || failed_.load()) {
+          endWatched(watched, nullptr);
+          return failed_.load()
+                     ? failure()
+                     : fail(DDPRT_ERROR_STATE, "the NCCL communicator is gone");
+        }
+        enqueued = ncclCheck(ncclGroupStart(), "ncclGroupStart");
+        for (int i = begin; i < end && !enqueued; ++i) {
+          if (buffers[i].numel == 0)
+            continue;
+          ncclRedOp_t op =
+              mean && !narrow(buffers[i].dtype) ? ncclAvg : ncclSum;
+          enqueued = ncclCheck(
+              ncclAllReduce(buffers[i].data, buffers[i].data,
+                            size_t(buffers[i].numel),
+                            ncclType(buffers[i].dtype), op, ncclComm_, commStream_),
+              "ncclAllReduce");
+        }
+        // The group is closed on every path: an open group would swallow
+        // every later NCCL call of this thread.
+        grouped = ncclGroupEnd();
       }
-      // The group is closed on every path: an open group would swallow every
-      // later NCCL call of this thread.
-      ncclResult_t grouped = ncclGroupEnd();
-      if (enqueued || (grouped != ncclSuccess && grouped != ncclInProgress)) {
-        Error error = enqueued ? enqueued : nccl(grouped, "ncclGroupEnd");
+      cudaEvent_t done = nullptr;
+      if (!enqueued && grouped == ncclSuccess)
+        done = recordOnComm();
+      endWatched(watched, done);
+      if (Error failed = failure())
+        return failed;
+      if (enqueued || grouped != ncclSuccess) {
+        Error error = enqueued ? enqueued : ncclCheck(grouped, "ncclGroupEnd");
         // This rank now runs a different sequence of collectives than its
         // peers: the communicator cannot be used again.
-        abortCommunicator();
+        abortCommunicators(error.message);
         return error;
       }
-      DDPRT_TRY(waitForNccl("ncclGroupEnd"));
     }
-    CUDA_TRY(cudaEventRecord(request->done, comm_));
+    CUDA_TRY(cudaEventRecord(request->done, commStream_));
     result = std::move(request);
     return Error::success();
   }
@@ -193,69 +313,118 @@ public:
   /// Later compute waits for the collective on the device; the host does
   /// not block.
   Error wait(Request &base) override {
+    DDPRT_TRY(enter());
     auto &request = static_cast<CudaRequest &>(base);
     CUDA_TRY(cudaStreamWaitEvent(compute_, request.done, 0));
     return Error::success();
   }
 
   Error synchronize() override {
+    DDPRT_TRY(selectDevice());
     // Poll instead of blocking so that a dead peer becomes a timeout.
-    auto start = std::chrono::steady_clock::now();
+    auto start = Clock::now();
     while (true) {
       cudaError_t computeState = cudaStreamQuery(compute_);
-      cudaError_t commState = cudaStreamQuery(comm_);
+      cudaError_t commState = cudaStreamQuery(commStream_);
+      // A query that answers "not ready" also leaves that answer as the
+      // thread's last error; clear it, so that it is not taken for the
+      // error of a later launch.
+      if (computeState == cudaErrorNotReady || commState == cudaErrorNotReady)
+        (void)cudaGetLastError();
       if (computeState == cudaSuccess && commState == cudaSuccess)
-        return Error::success();
+        return failure();
       if (computeState != cudaErrorNotReady && computeState != cudaSuccess)
         return cudaFailure(computeState, "the compute stream");
       if (commState != cudaErrorNotReady && commState != cudaSuccess)
         return cudaFailure(commState, "the communication stream");
-      DDPRT_TRY(checkAsyncError());
-      DDPRT_TRY(checkTimeout(start, "synchronize"));
+      DDPRT_TRY(failure());
+      if (timeoutSeconds_ > 0 && secondsSince(start) > timeoutSeconds_) {
+        std::string reason =
+            "synchronize did not complete within " +
+            std::to_string(timeoutSeconds_) + " s on rank " +
+            std::to_string(communicator_.rank());
+        abortCommunicators(reason);
+        return failure();
+      }
       std::this_thread::yield();
     }
   }
 
   Error scale(double factor, ddprt_buffer *buffers, int count) override {
+    DDPRT_TRY(enter());
     CUDA_TRY(cuda::scale(factor, buffers, count, scratch_, compute_));
     return Error::success();
   }
   Error cast(double factor, const ddprt_buffer *inputs, ddprt_buffer *outputs,
              int count) override {
+    DDPRT_TRY(enter());
     CUDA_TRY(cuda::cast(factor, inputs, outputs, count, scratch_, compute_));
     return Error::success();
   }
   Error project(const ddprt_matrix *matrices, const ddprt_matrix *residuals,
                 const ddprt_matrix *qs, ddprt_matrix *ps, int count) override {
-    CUDA_TRY(
-        cuda::project(matrices, residuals, qs, ps, count, scratch_, compute_));
+    DDPRT_TRY(enter());
+    Split split = splitByProjector(matrices, residuals, qs, ps, count);
+    if (!split.fused.matrices.empty())
+      CUDA_TRY(cuda::project(split.fused.matrices.data(),
+                             residuals ? split.fused.residuals.data() : nullptr,
+                             split.fused.factors.data(),
+                             split.fused.outputs.data(),
+                             int(split.fused.matrices.size()), scratch_,
+                             compute_));
+    for (size_t i = 0; i < split.gemm.matrices.size(); ++i) {
+      DDPRT_TRY(prepareGemm());
+      if (cublasStatus_t status = gemm_.project(
+              split.gemm.matrices[i],
+              residuals ? &split.gemm.residuals[i] : nullptr,
+              split.gemm.factors[i], split.gemm.outputs[i]))
+        return cublasFailure(status, "cuBLAS project");
+    }
     return Error::success();
   }
   Error backproject(const ddprt_matrix *matrices, const ddprt_matrix *residuals,
                     const ddprt_matrix *ps, ddprt_matrix *qs,
                     int count) override {
-    CUDA_TRY(cuda::backproject(matrices, residuals, ps, qs, count, scratch_,
-                               compute_));
+    DDPRT_TRY(enter());
+    Split split = splitByProjector(matrices, residuals, ps, qs, count);
+    if (!split.fused.matrices.empty())
+      CUDA_TRY(cuda::backproject(
+          split.fused.matrices.data(),
+          residuals ? split.fused.residuals.data() : nullptr,
+          split.fused.factors.data(), split.fused.outputs.data(),
+          int(split.fused.matrices.size()), scratch_, compute_));
+    for (size_t i = 0; i < split.gemm.matrices.size(); ++i) {
+      DDPRT_TRY(prepareGemm());
+      if (cublasStatus_t status = gemm_.backproject(
+              split.gemm.matrices[i],
+              residuals ? &split.gemm.residuals[i] : nullptr,
+              split.gemm.factors[i], split.gemm.outputs[i]))
+        return cublasFailure(status, "cuBLAS backproject");
+    }
     return Error::success();
   }
   Error orthogonalize(ddprt_matrix *ps, int count, double epsilon) override {
+    DDPRT_TRY(enter());
     CUDA_TRY(cuda::orthogonalize(ps, count, epsilon, scratch_, compute_));
     return Error::success();
   }
   Error reconstruct(const ddprt_matrix *ps, const ddprt_matrix *qs,
                     const ddprt_matrix *matrices, ddprt_matrix *residuals,
                     ddprt_matrix *reconstructions, int count) override {
+    DDPRT_TRY(enter());
     CUDA_TRY(cuda::reconstruct(ps, qs, matrices, residuals, reconstructions,
                                count, scratch_, compute_));
     return Error::success();
   }
   Error randomNormal(ddprt_buffer output, uint64_t seed, uint64_t stream,
                      uint64_t step) override {
+    DDPRT_TRY(enter());
     CUDA_TRY(cuda::randomNormal(output, seed, stream, step, compute_));
     return Error::success();
   }
 
   Error allocateZeroed(size_t bytes, void **pointer) override {
+    DDPRT_TRY(selectDevice());
     CUDA_TRY(cudaMalloc(pointer, bytes == 0 ? 1 : bytes));
     if (cudaError_t code = cudaMemsetAsync(*pointer, 0, bytes, compute_)) {
       // The caller keeps nothing on failure: do not leak the allocation.
@@ -265,7 +434,12 @@ public:
     }
     return Error::success();
   }
-  void deallocate(void *pointer) override { cudaFree(pointer); }
+  /// After shutdown() the device is idle (or its collectives revoked), so
+  /// the implicit synchronization of cudaFree is bounded.
+  void deallocate(void *pointer) override {
+    cudaSetDevice(device_);
+    cudaFree(pointer);
+  }
   Error copyToHost(void *host, const void *source, size_t bytes) override {
     DDPRT_TRY(synchronize());
     CUDA_TRY(cudaMemcpy(host, source, bytes, cudaMemcpyDeviceToHost));
@@ -280,110 +454,302 @@ public:
     DDPRT_TRY(synchronize());
     CUDA_TRY(cudaMemcpyAsync(destination, host, bytes, cudaMemcpyHostToDevice,
                              compute_));
-    CUDA_TRY(cudaStreamSynchronize(compute_));
-    return Error::success();
+    return synchronize();
   }
   /// Managed memory: host code reads and writes it, kernels and NCCL too.
   Error allocateShared(size_t bytes, void **pointer) override {
+    DDPRT_TRY(selectDevice());
     CUDA_TRY(cudaMallocManaged(pointer, bytes == 0 ? 1 : bytes,
                                cudaMemAttachGlobal));
     return Error::success();
   }
-  void deallocateShared(void *pointer) override { cudaFree(pointer); }
+  void deallocateShared(void *pointer) override {
+    cudaSetDevice(device_);
+    cudaFree(pointer);
+  }
   /// cudaMemcpyDefault lets unified addressing find where each side lives.
   /// A host destination is only complete after ddprt_synchronize.
   Error copy(void *destination, const void *source, size_t bytes) override {
+    DDPRT_TRY(enter());
     CUDA_TRY(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault,
                              compute_));
     return Error::success();
   }
 
 private:
-  Error nccl(ncclResult_t result, const char *what) {
+  //===--- Entry, errors ---------------------------------------------------===//
+
+  Error selectDevice() {
+    CUDA_TRY(cudaSetDevice(device_));
+    return Error::success();
+  }
+
+  /// Every entry point that enqueues work: this rank's device, and no work
+  /// after the communicator failed (the data it would read is suspect).
+  Error enter() {
+    DDPRT_TRY(failure());
+    return selectDevice();
+  }
+
+  /// The reason the communicator was revoked or aborted, as an error.
+  Error failure() {
+    if (!failed_.load())
+      return Error::success();
+    std::lock_guard<std::mutex> lock(mutex_);
+    return fail(timedOut_ ? DDPRT_ERROR_TIMEOUT : DDPRT_ERROR_COMMUNICATION,
+                failureReason_ + "; the NCCL communicator was stopped and "
+                                 "every later call fails");
+  }
+
+  Error ncclCheck(ncclResult_t result, const char *what) {
     if (result == ncclSuccess || result == ncclInProgress)
       return Error::success();
     return fail(DDPRT_ERROR_COMMUNICATION,
                 std::string(what) + " failed: " + ncclGetErrorString(result) +
-                    " (" + ncclGetLastError(nccl_) + ")");
+                    " (" + ncclGetLastError(nullptr) + ")");
   }
 
-  Error usable() {
-    if (aborted_)
-      return fail(DDPRT_ERROR_STATE,
-                  "the NCCL communicator was aborted after an earlier error");
-    return Error::success();
-  }
-
-  /// Aborts the communicator at once (after a timeout or an NCCL error):
-  /// its kernels stop waiting for peers, so the streams drain. Deferring the
-  /// abort to the destructor hangs ddprt_finalize, whose cudaFree of the
-  /// states synchronizes the device with a collective that never ends.
-  void abortCommunicator() {
-    if (nccl_)
-      ncclCommAbort(nccl_);
-    nccl_ = nullptr;
-    aborted_ = true;
-  }
-
-  Error checkAsyncError() {
-    if (!nccl_)
-      return Error::success(); // aborted: its error was reported then
-    ncclResult_t state = ncclSuccess;
-    ncclResult_t query = ncclCommGetAsyncError(nccl_, &state);
-    if (query != ncclSuccess)
-      return nccl(query, "ncclCommGetAsyncError");
-    if (state != ncclSuccess && state != ncclInProgress) {
-      Error error = nccl(state, "an NCCL operation");
-      abortCommunicator();
-      return error;
+  /// Stops the communicators once, from any thread: revoked where NCCL can
+  /// (the handles stay valid for a thread inside an NCCL call), aborted
+  /// otherwise. Their kernels end, so the streams drain.
+  void abortCommunicators(const std::string &reason, bool timedOut = false) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (failed_.load())
+        return;
+      failureReason_ = reason;
+      timedOut_ = timedOut;
+      failed_.store(true);
     }
-    return Error::success();
+    RevokeFn revoke = revokeFunction();
+    std::string outcome;
+    ncclComm_t comms[2];
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      comms[0] = ncclComm_;
+      comms[1] = initComm_;
+    }
+    for (ncclComm_t comm : comms) {
+      if (!comm)
+        continue;
+      ncclResult_t result =
+          revoke ? revoke(comm, 0) : ncclCommAbort(comm);
+      if (result != ncclSuccess && result != ncclInProgress)
+        outcome += std::string("; ") + (revoke ? "ncclCommRevoke" : "ncclCommAbort") +
+                   " failed: " + ncclGetErrorString(result);
+    }
+    if (!revoke)
+      abortedWithoutRevoke_ = true;
+    if (!outcome.empty()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      failureReason_ += outcome;
+    }
   }
 
-  Error checkTimeout(std::chrono::steady_clock::time_point start,
-                     const char *what) {
-    if (timeoutSeconds_ <= 0.0)
-      return Error::success();
-    double waited =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
-    if (waited <= timeoutSeconds_)
-      return Error::success();
-    abortCommunicator();
-    return fail(DDPRT_ERROR_TIMEOUT,
-                std::string(what) + " did not complete within " +
-                    std::to_string(timeoutSeconds_) + " s on rank " +
-                    std::to_string(communicator_.rank()) +
-                    "; the NCCL communicator is aborted");
-  }
-
-  /// Waits for a nonblocking NCCL call to leave ncclInProgress.
-  Error waitForNccl(const char *what) {
-    auto start = std::chrono::steady_clock::now();
+  /// Polls a nonblocking communicator until it leaves ncclInProgress.
+  Error waitUntilReady(ncclComm_t comm, const char *what) {
+    auto start = Clock::now();
     while (true) {
       ncclResult_t state = ncclSuccess;
-      DDPRT_TRY(
-          nccl(ncclCommGetAsyncError(nccl_, &state), "ncclCommGetAsyncError"));
+      DDPRT_TRY(ncclCheck(ncclCommGetAsyncError(comm, &state),
+                          "ncclCommGetAsyncError"));
       if (state == ncclSuccess)
         return Error::success();
       if (state != ncclInProgress) {
-        Error error = nccl(state, what);
-        abortCommunicator();
+        Error error = ncclCheck(state, what);
+        abortCommunicators(error.message);
         return error;
       }
-      DDPRT_TRY(checkTimeout(start, what));
+      if (timeoutSeconds_ > 0 && secondsSince(start) > timeoutSeconds_) {
+        abortCommunicators(std::string(what) + " did not complete within " +
+                               std::to_string(timeoutSeconds_) + " s on rank " +
+                               std::to_string(communicator_.rank()),
+                           true);
+        return failure();
+      }
       std::this_thread::yield();
     }
   }
 
+  /// After ncclCommFinalize: waits (bounded) for the communicator to be
+  /// quiet before it is destroyed.
+  void waitUntilQuiet(ncclComm_t comm) {
+    auto start = Clock::now();
+    ncclResult_t state = ncclInProgress;
+    while (ncclCommGetAsyncError(comm, &state) == ncclSuccess &&
+           state == ncclInProgress &&
+           secondsSince(start) < (timeoutSeconds_ > 0 ? timeoutSeconds_ : 10.0))
+      std::this_thread::yield();
+  }
+
+  void waitForStreams(double seconds) {
+    auto start = Clock::now();
+    while ((cudaStreamQuery(compute_) == cudaErrorNotReady ||
+            cudaStreamQuery(commStream_) == cudaErrorNotReady) &&
+           secondsSince(start) < seconds)
+      std::this_thread::yield();
+    (void)cudaGetLastError();
+  }
+
+  //===--- The watchdog ----------------------------------------------------===//
+
+  /// A collective being enqueued (done == nullptr) or in flight.
+  struct InFlight {
+    uint64_t id;
+    Clock::time_point start;
+    cudaEvent_t done = nullptr;
+    bool enqueued = false;
+  };
+
+  uint64_t beginWatched() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    uint64_t id = nextId_++;
+    inFlight_.push_back({id, Clock::now()});
+    return id;
+  }
+
+  /// The collective `id` is enqueued; `done` (or nothing, if it failed to
+  /// enqueue or has no event) marks its end on the device.
+  void endWatched(uint64_t id, cudaEvent_t done) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (InFlight &entry : inFlight_)
+      if (entry.id == id) {
+        entry.done = done;
+        entry.enqueued = true;
+      }
+  }
+
+  /// An event recorded on the communication stream, from the pool.
+  cudaEvent_t recordOnComm() {
+    cudaEvent_t event = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!eventPool_.empty()) {
+        event = eventPool_.back();
+        eventPool_.pop_back();
+      }
+    }
+    if (!event &&
+        cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess)
+      return nullptr;
+    if (cudaEventRecord(event, commStream_) != cudaSuccess) {
+      cudaEventDestroy(event);
+      return nullptr;
+    }
+    return event;
+  }
+
+  /// Every millisecond: retires finished collectives, stops the
+  /// communicators when the oldest one is older than the timeout or NCCL
+  /// reports an asynchronous error.
+  void watch() {
+    cudaSetDevice(device_);
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stopWatchdog_) {
+      wake_.wait_for(lock, std::chrono::milliseconds(1));
+      if (stopWatchdog_ || failed_.load())
+        continue;
+      while (!inFlight_.empty() && inFlight_.front().enqueued) {
+        InFlight &front = inFlight_.front();
+        if (front.done) {
+          cudaError_t state = cudaEventQuery(front.done);
+          if (state == cudaErrorNotReady) {
+            (void)cudaGetLastError();
+            break;
+          }
+          eventPool_.push_back(front.done);
+        }
+        inFlight_.pop_front();
+      }
+      std::string reason;
+      bool timedOut = false;
+      if (!inFlight_.empty() && timeoutSeconds_ > 0 &&
+          secondsSince(inFlight_.front().start) > timeoutSeconds_) {
+        reason = "a collective did not complete within " +
+                 std::to_string(timeoutSeconds_) + " s on rank " +
+                 std::to_string(communicator_.rank()) +
+                 " (a peer stalled or died)";
+        timedOut = true;
+      } else if (ncclComm_) {
+        ncclResult_t state = ncclSuccess;
+        if (ncclCommGetAsyncError(ncclComm_, &state) == ncclSuccess &&
+            state != ncclSuccess && state != ncclInProgress)
+          reason = std::string("NCCL reported an error: ") +
+                   ncclGetErrorString(state);
+      }
+      if (reason.empty())
+        continue;
+      lock.unlock();
+      abortCommunicators(reason, timedOut);
+      lock.lock();
+    }
+  }
+
+  //===--- cuBLAS or the fused kernels -------------------------------------===//
+
+  struct Group {
+    std::vector<ddprt_matrix> matrices, residuals, factors, outputs;
+  };
+  struct Split {
+    Group fused, gemm;
+  };
+
+  /// The tensors of one call by the projector the policy chooses for each.
+  Split splitByProjector(const ddprt_matrix *matrices,
+                         const ddprt_matrix *residuals,
+                         const ddprt_matrix *factors, ddprt_matrix *outputs,
+                         int count) {
+    Split split;
+    for (int i = 0; i < count; ++i) {
+      bool empty = matrices[i].rows == 0 || matrices[i].cols == 0 ||
+                   factors[i].cols == 0;
+      Group &group = !empty && policy_.choose(matrices[i].dtype,
+                                              factors[i].cols) ==
+                                   cuda::Projector::Gemm
+                         ? split.gemm
+                         : split.fused;
+      group.matrices.push_back(matrices[i]);
+      if (residuals)
+        group.residuals.push_back(residuals[i]);
+      group.factors.push_back(factors[i]);
+      group.outputs.push_back(outputs[i]);
+    }
+    return split;
+  }
+
+  Error prepareGemm() {
+    if (cublasStatus_t status = gemm_.prepare(compute_))
+      return cublasFailure(status, "cuBLAS setup");
+    return Error::success();
+  }
+
   Communicator &communicator_;
   double timeoutSeconds_;
-  cudaStream_t compute_ = nullptr, comm_ = nullptr;
+  int device_ = 0;
+  cudaStream_t compute_ = nullptr, commStream_ = nullptr;
   cudaEvent_t ready_ = nullptr;
-  ncclComm_t nccl_ = nullptr;
-  bool aborted_ = false;
+  /// initComm_: the nonblocking communicator; ncclComm_: the blocking one
+  /// split from it, which the collectives use. Written under mutex_ (the
+  /// watchdog reads them).
+  ncclComm_t initComm_ = nullptr, ncclComm_ = nullptr;
   // One Scratch per stream: reuse is safe only in one stream's order.
   cuda::Scratch scratch_, commScratch_;
+  cuda::ProjectorPolicy policy_;
+  cuda::Gemm gemm_;
+  bool shutDown_ = false;
+
+  // The watchdog's state, under mutex_.
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::thread watchdog_;
+  std::deque<InFlight> inFlight_;
+  std::vector<cudaEvent_t> eventPool_;
+  uint64_t nextId_ = 0;
+  bool stopWatchdog_ = false;
+  std::atomic<bool> failed_{false};
+  bool timedOut_ = false;
+  bool abortedWithoutRevoke_ = false;
+  std::string failureReason_;
 };
 } // namespace
 

@@ -1,15 +1,26 @@
 //===- CudaKernels.cu - the compression kernels on NVIDIA GPUs ------------===//
 //
-// Bytes and bounds (per tensor, n x m gradient, rank r <= 8, element size s):
-//  - scale/cast: reads and writes n*m elements once: bandwidth-bound.
-//  - project (G+E)Q: reads G and E once (2nms bytes), Q from cache: bound by
-//    reading G and E.
-//  - backproject (G+E)^T P: the same reads, plus partial sums of
-//    (n/kRowsPerChunk) * m * r floats written and read once.
-//  - reconstruct + residual: reads G, E, P, Q, writes M_hat and E' (4nms):
-//    bandwidth-bound; M + E is never stored.
-//  - orthogonalize: one block per matrix, r passes over n*r elements.
+// Bytes and bounds (per tensor, n x m gradient, rank r, element size s). All
+// but orthogonalize are bound by memory bandwidth; the floor of a PowerSGD
+// step is 32 bytes per f32 element (G and E read by project, backproject and
+// reconstruct; G and E written by reconstruct).
+//  - scale/cast: reads and writes n*m elements once, 4 elements per 16-byte
+//    (or narrower) access, 16 elements in flight per thread.
+//  - project (G+E)Q: reads G and E once (2nms bytes) per 8 columns of Q;
+//    a row is split over 32..256 threads so that short and long rows both
+//    fill the GPU; Q comes from the L1 cache.
+//  - backproject (G+E)^T P: the same reads; each warp streams a strip of 32
+//    rows x 128 columns and writes its partial sums (r floats per column
+//    per 32 rows, under 1/8 of the gradient's bytes at r = 8), which a
+//    second kernel adds in chunk order.
+//  - reconstruct + residual: reads G and E, writes M_hat and E' (4nms), 4
+//    elements per access; M + E is never stored.
+//  - orthogonalize: one block per matrix (n x r is small), modified
+//    Gram-Schmidt in f64 with one block reduction per column (the norm and
+//    the column's dot products with the later columns together).
 // Every reduction has a fixed order, so results are bitwise reproducible.
+// Launches are checked with cudaPeekAtLastError after clearing what an
+// earlier call left: an error belongs to the launch that caused it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,11 +42,9 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kTensorsPerLaunch = 96;
-constexpr int kRowsPerChunk = 128;
 constexpr int kMaxRankPerLaunch = 8;
 
-//===--- Element types
-//------------------------------------------------------===//
+//===--- Element types ---------------------------------------------------===//
 
 template <typename T> struct Device;
 template <> struct Device<float> {
@@ -78,8 +87,54 @@ template <typename Fn> cudaError_t dispatch(ddprt_dtype dtype, Fn &&fn) {
   return cudaErrorInvalidValue;
 }
 
-//===--- Work distribution
-//--------------------------------------------------===//
+//===--- Four elements at a time -----------------------------------------===//
+
+/// Four consecutive elements in one access (8 bytes for f16/bf16, 16 for
+/// f32, two of 16 for f64); `source` must be aligned to 4 elements.
+template <typename T> struct Packed4 {
+  using Word = std::conditional_t<sizeof(T) == 2, uint2, uint4>;
+  static constexpr int kWords = sizeof(T) == 8 ? 2 : 1;
+  Word words[kWords];
+};
+
+template <typename T>
+__device__ void load4(const T *source, typename Device<T>::Compute out[4]) {
+  Packed4<T> raw;
+  const auto *words = reinterpret_cast<const typename Packed4<T>::Word *>(source);
+#pragma unroll
+  for (int w = 0; w < Packed4<T>::kWords; ++w)
+    raw.words[w] = words[w];
+  T values[4];
+  memcpy(values, &raw, sizeof(values));
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    out[k] = Device<T>::load(values[k]);
+}
+
+template <typename T> __device__ void store4Raw(T *target, const T values[4]) {
+  Packed4<T> raw;
+  memcpy(&raw, values, sizeof(raw));
+  auto *words = reinterpret_cast<typename Packed4<T>::Word *>(target);
+#pragma unroll
+  for (int w = 0; w < Packed4<T>::kWords; ++w)
+    words[w] = raw.words[w];
+}
+
+template <typename T>
+__device__ void store4(T *target, const typename Device<T>::Compute in[4]) {
+  T values[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    values[k] = Device<T>::store(in[k]);
+  store4Raw(target, values);
+}
+
+/// Whether `pointer` can be read 4 elements at a time.
+template <typename T> bool aligned4(const void *pointer) {
+  return reinterpret_cast<uintptr_t>(pointer) % (4 * sizeof(T)) == 0;
+}
+
+//===--- Work distribution -----------------------------------------------===//
 
 /// The tensors of one launch; block b works on the tensor t with
 /// firstBlock[t] <= b < firstBlock[t + 1]. Passed by value as a kernel
@@ -107,13 +162,29 @@ __device__ int findTensor(const Launch<Tensor> &launch, int64_t block) {
   return lo;
 }
 
+/// The grid for `blocks` logical blocks; kernels loop over the blocks they
+/// stand for when there are more than 2^20.
+unsigned gridFor(int64_t blocks) {
+  return unsigned(std::min<int64_t>(std::max<int64_t>(blocks, 1), 1 << 20));
+}
+
+/// The error of the launch just made. The caller cleared the thread's last
+/// error first (beginLaunches), so an earlier call's result, such as the
+/// cudaErrorNotReady a stream query leaves, is not taken for this launch's.
+cudaError_t launchError() { return cudaPeekAtLastError(); }
+
+/// Forgets the last error an earlier, unrelated call left behind. A sticky
+/// error (a kernel fault) stays: the context reports it on every call.
+void beginLaunches() { (void)cudaGetLastError(); }
+
 /// Splits `tensors` into launches of at most kTensorsPerLaunch and runs
 /// `kernel` on each; `blocksOf(tensor)` says how many blocks a tensor needs.
 template <typename Tensor, typename BlocksOf, typename Kernel>
 cudaError_t launchAll(const std::vector<Tensor> &tensors, BlocksOf blocksOf,
-                      Kernel kernel, cudaStream_t) {
+                      Kernel kernel) {
   static_assert(sizeof(Launch<Tensor>) <= kMaxLaunchBytes,
                 "a Launch must fit in the kernel parameters");
+  beginLaunches();
   for (size_t begin = 0; begin < tensors.size(); begin += kTensorsPerLaunch) {
     Launch<Tensor> launch{};
     launch.count =
@@ -125,65 +196,25 @@ cudaError_t launchAll(const std::vector<Tensor> &tensors, BlocksOf blocksOf,
       blocks += std::max<int64_t>(1, blocksOf(launch.tensors[t]));
     }
     launch.firstBlock[launch.count] = blocks;
-    // `kernel` launches with a grid capped at 2^20 blocks; the kernels loop
-    // over the blocks they stand for.
     kernel(launch, blocks);
-    if (cudaError_t error = cudaGetLastError())
+    if (cudaError_t error = launchError())
       return error;
   }
   return cudaSuccess;
 }
 
-//===--- scale, cast
-//--------------------------------------------------------===//
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+//===--- scale, cast -----------------------------------------------------===//
 
 struct Elementwise {
   const void *in;
   void *out;
   int64_t numel;
+  bool vector; // both ends aligned to 4 elements
 };
-constexpr int kElementsPerThread = 8;
-constexpr int64_t kElementsPerBlock = int64_t(kThreads) * kElementsPerThread;
-
-/// Eight consecutive elements through 16-byte accesses (sizeof(T) * 8 is
-/// 16, 32 or 64 bytes), when the tensor starts 16-byte aligned.
-template <typename T> struct Vector8 {
-  T value[8];
-};
-template <typename T>
-__device__ void load8(const T *source, bool aligned, int64_t valid,
-                      Vector8<T> &out) {
-  if (aligned && valid >= 8) {
-    constexpr int kWords = int(sizeof(T)) * 8 / 16;
-    uint4 raw[kWords];
-#pragma unroll
-    for (int w = 0; w < kWords; ++w)
-      raw[w] = reinterpret_cast<const uint4 *>(source)[w];
-    memcpy(&out, raw, sizeof(out));
-    return;
-  }
-#pragma unroll
-  for (int k = 0; k < 8; ++k)
-    if (k < valid)
-      out.value[k] = source[k];
-}
-template <typename T>
-__device__ void store8(T *target, bool aligned, int64_t valid,
-                       const Vector8<T> &in) {
-  if (aligned && valid >= 8) {
-    constexpr int kWords = int(sizeof(T)) * 8 / 16;
-    uint4 raw[kWords];
-    memcpy(raw, &in, sizeof(in));
-#pragma unroll
-    for (int w = 0; w < kWords; ++w)
-      reinterpret_cast<uint4 *>(target)[w] = raw[w];
-    return;
-  }
-#pragma unroll
-  for (int k = 0; k < 8; ++k)
-    if (k < valid)
-      target[k] = in.value[k];
-}
+constexpr int kCastUnroll = 4;
+constexpr int64_t kCastBlockElements = int64_t(kThreads) * 4 * kCastUnroll;
 
 /// convert(product) to Out; from f64 to a narrow type through f32 rounded to
 /// odd.
@@ -196,43 +227,58 @@ template <typename Out, typename C> __device__ Out convertTo(C product) {
     return Device<Out>::store(typename Device<Out>::Compute(product));
 }
 
-/// out = convert(in * factor), the product in the wider type C. Each thread
-/// converts 8 consecutive elements with 16-byte loads and stores.
+/// out = convert(in * factor), the product in the wider type C. A block
+/// converts kCastBlockElements: each thread loads kCastUnroll groups of 4
+/// (a warp's accesses contiguous) before it converts and stores them.
 template <typename In, typename Out, typename C>
-__global__ void castKernel(Launch<Elementwise> launch, int64_t blocks,
-                           C factor) {
+__global__ void __launch_bounds__(kThreads)
+    castKernel(Launch<Elementwise> launch, int64_t blocks, C factor) {
   for (int64_t block = blockIdx.x; block < blocks; block += gridDim.x) {
     int t = findTensor(launch, block);
     const Elementwise &e = launch.tensors[t];
     const In *in = static_cast<const In *>(e.in);
     Out *out = static_cast<Out *>(e.out);
-    bool aligned = reinterpret_cast<uintptr_t>(in) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(out) % 16 == 0;
-    int64_t base = (block - launch.firstBlock[t]) * kElementsPerBlock +
-                   int64_t(threadIdx.x) * kElementsPerThread;
-    int64_t valid = e.numel - base;
-    if (valid <= 0)
-      continue;
-    Vector8<In> values;
-    load8(in + base, aligned, valid, values);
-    Vector8<Out> results;
+    int64_t base = (block - launch.firstBlock[t]) * kCastBlockElements;
+    if (e.vector && base + kCastBlockElements <= e.numel) {
+      typename Device<In>::Compute values[kCastUnroll][4];
 #pragma unroll
-    for (int k = 0; k < 8; ++k)
-      results.value[k] =
-          convertTo<Out>(C(Device<In>::load(values.value[k])) * factor);
-    store8(out + base, aligned, valid, results);
+      for (int u = 0; u < kCastUnroll; ++u)
+        load4(in + base + (u * kThreads + threadIdx.x) * 4, values[u]);
+#pragma unroll
+      for (int u = 0; u < kCastUnroll; ++u) {
+        Out results[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+          results[k] = convertTo<Out>(C(values[u][k]) * factor);
+        store4Raw(out + base + (u * kThreads + threadIdx.x) * 4, results);
+      }
+      continue;
+    }
+    int64_t end = min(e.numel, base + kCastBlockElements);
+    for (int64_t i = base + threadIdx.x; i < end; i += kThreads)
+      out[i] = convertTo<Out>(C(Device<In>::load(in[i])) * factor);
   }
 }
 
-//===--- project: P = (G + E) Q
-//---------------------------------------------===//
+//===--- project: P = (G + E) Q ------------------------------------------===//
 
 struct Projection {
   const void *g, *e, *factor;
   void *out;
   int64_t n, m, r;
-  int64_t column; // first column of the factor this launch computes
+  int64_t column;      // first column of the factor this launch computes
+  int threadsPerRow;   // 32, 64, 128 or 256
+  bool vector;         // rows start aligned to 4 elements
 };
+
+/// Threads per row of `m` elements: about 32 elements each, at least a warp,
+/// at most the block.
+int threadsPerRowFor(int64_t m) {
+  int threads = 32;
+  while (threads < kThreads && int64_t(threads) * 2 * 32 <= m)
+    threads *= 2;
+  return threads;
+}
 
 template <typename C> __device__ C warpSum(C value) {
 #pragma unroll
@@ -241,134 +287,224 @@ template <typename C> __device__ C warpSum(C value) {
   return value;
 }
 
-/// One warp per row of G: the lanes read the row coalesced, each keeps R
-/// partial sums, and a shuffle reduction finishes them.
+/// acc[k] += v[c] * Q[j + c][column + k] for the four columns from j.
+template <typename T, int R>
+__device__ void accumulateRow4(typename Device<T>::Compute acc[R],
+                               const typename Device<T>::Compute v[4],
+                               const T *q, int64_t j, int64_t r,
+                               int64_t column, int cols, int valid) {
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    if (c >= valid)
+      break;
+    const T *qRow = q + (j + c) * r + column;
+#pragma unroll
+    for (int k = 0; k < R; ++k)
+      if (k < cols)
+        acc[k] += v[c] * Device<T>::load(__ldg(qRow + k));
+  }
+}
+
+/// A row is split over p.threadsPerRow threads (a block holds
+/// kThreads / threadsPerRow rows); each thread reads 4 elements of G and E
+/// at a time, two groups in flight, and keeps R sums; warp shuffles and a
+/// fixed-order pass over the row's warps finish them.
 template <typename T, int R, bool HasResidual>
-__global__ void projectKernel(Launch<Projection> launch, int64_t blocks) {
+__global__ void __launch_bounds__(kThreads)
+    projectKernel(Launch<Projection> launch, int64_t blocks) {
   using C = typename Device<T>::Compute;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int warpsPerBlock = kThreads / 32;
+  __shared__ C warpSums[kThreads / 32][R];
   for (int64_t block = blockIdx.x; block < blocks; block += gridDim.x) {
     int t = findTensor(launch, block);
     const Projection &p = launch.tensors[t];
-    int64_t row = (block - launch.firstBlock[t]) * warpsPerBlock + warp;
-    if (row >= p.n)
-      continue;
-    const T *g = static_cast<const T *>(p.g) + row * p.m;
-    const T *e =
-        HasResidual ? static_cast<const T *>(p.e) + row * p.m : nullptr;
-    const T *q = static_cast<const T *>(p.factor);
-    int cols = int((p.r - p.column < R ? p.r - p.column : R));
+    const int tpr = p.threadsPerRow;
+    const int rowInBlock = threadIdx.x / tpr, lane = threadIdx.x % tpr;
+    int64_t row =
+        (block - launch.firstBlock[t]) * (kThreads / tpr) + rowInBlock;
+    const int cols = int(min(p.r - p.column, int64_t(R)));
     C acc[R];
 #pragma unroll
     for (int k = 0; k < R; ++k)
       acc[k] = C(0);
-    for (int64_t j = lane; j < p.m; j += 32) {
-      C v = Device<T>::load(g[j]);
-      if (HasResidual)
-        v += Device<T>::load(e[j]);
-      const T *qRow = q + j * p.r + p.column;
+    if (row < p.n) {
+      const T *g = static_cast<const T *>(p.g) + row * p.m;
+      const T *e =
+          HasResidual ? static_cast<const T *>(p.e) + row * p.m : nullptr;
+      const T *q = static_cast<const T *>(p.factor);
+      if (p.vector) {
+        int64_t groups = p.m / 4;
+        int64_t x = lane;
+        for (; x + tpr < groups; x += 2 * tpr) {
+          C g0[4], g1[4], e0[4], e1[4];
+          load4(g + 4 * x, g0);
+          load4(g + 4 * (x + tpr), g1);
+          if (HasResidual) {
+            load4(e + 4 * x, e0);
+            load4(e + 4 * (x + tpr), e1);
 #pragma unroll
-      for (int k = 0; k < R; ++k)
-        if (k < cols)
-          acc[k] += v * Device<T>::load(qRow[k]);
+            for (int c = 0; c < 4; ++c) {
+              g0[c] += e0[c];
+              g1[c] += e1[c];
+            }
+          }
+          accumulateRow4<T, R>(acc, g0, q, 4 * x, p.r, p.column, cols, 4);
+          accumulateRow4<T, R>(acc, g1, q, 4 * (x + tpr), p.r, p.column, cols,
+                               4);
+        }
+        for (; x < groups; x += tpr) {
+          C g0[4], e0[4];
+          load4(g + 4 * x, g0);
+          if (HasResidual) {
+            load4(e + 4 * x, e0);
+#pragma unroll
+            for (int c = 0; c < 4; ++c)
+              g0[c] += e0[c];
+          }
+          accumulateRow4<T, R>(acc, g0, q, 4 * x, p.r, p.column, cols, 4);
+        }
+      } else {
+        for (int64_t j = lane; j < p.m; j += tpr) {
+          C v[4] = {Device<T>::load(g[j]), C(0), C(0), C(0)};
+          if (HasResidual)
+            v[0] += Device<T>::load(e[j]);
+          accumulateRow4<T, R>(acc, v, q, j, p.r, p.column, cols, 1);
+        }
+      }
     }
+    // Every thread of the block reaches the reduction (rows past the end
+    // add zeros), so the barrier below is uniform.
+    const int warp = threadIdx.x / 32;
 #pragma unroll
     for (int k = 0; k < R; ++k) {
       C total = warpSum(acc[k]);
-      if (lane == 0 && k < cols)
-        static_cast<T *>(p.out)[row * p.r + p.column + k] =
-            Device<T>::store(total);
+      if (threadIdx.x % 32 == 0)
+        warpSums[warp][k] = total;
     }
+    __syncthreads();
+    if (lane < cols && row < p.n) {
+      const int firstWarp = rowInBlock * tpr / 32;
+      C total = C(0);
+      for (int w = 0; w < tpr / 32; ++w)
+        total += warpSums[firstWarp + w][lane];
+      static_cast<T *>(p.out)[row * p.r + p.column + lane] =
+          Device<T>::store(total);
+    }
+    __syncthreads();
   }
 }
 
-//===--- backproject: Q = (G + E)^T P
-//---------------------------------------===//
+//===--- backproject: Q = (G + E)^T P ------------------------------------===//
 
 struct BackProjection {
   const void *g, *e, *factor;
   void *out;
-  float *partials; // [chunks][m][R] for this tensor (f64: double)
-  int64_t n, m, r, column, chunks, tiles;
+  void *partials; // [chunks][m][R] in the compute type, for this tensor
+  int64_t n, m, r, column, chunks, strips;
+  bool vector;
 };
 
-/// Block = (chunk of kRowsPerChunk rows) x (tile of kThreads columns); each
-/// thread owns one column and sums its rows; partials go to scratch, and a
-/// second kernel adds the chunks in order (deterministic, no atomics).
+constexpr int kStripRows = 32;
+constexpr int kStripColumns = 32 * 4;
+
+/// A warp streams a strip of kStripRows rows x kStripColumns columns (4 per
+/// lane) and writes r sums per column for its chunk of rows; blocks hold
+/// kThreads / 32 independent strips. P's rows are read by all lanes at
+/// once (a broadcast from the L1 cache).
 template <typename T, int R, bool HasResidual>
-__global__ void backprojectPartialKernel(Launch<BackProjection> launch,
-                                         int64_t blocks) {
+__global__ void __launch_bounds__(kThreads)
+    backprojectPartialKernel(Launch<BackProjection> launch, int64_t blocks) {
   using C = typename Device<T>::Compute;
-  __shared__ C pTile[kRowsPerChunk][R];
+  constexpr int kWarps = kThreads / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int64_t block = blockIdx.x; block < blocks; block += gridDim.x) {
     int t = findTensor(launch, block);
     const BackProjection &b = launch.tensors[t];
-    int64_t local = block - launch.firstBlock[t];
-    int64_t chunk = local / b.tiles, tile = local % b.tiles;
-    int64_t rowBegin = chunk * kRowsPerChunk;
-    int64_t rows = (b.n - rowBegin < kRowsPerChunk ? b.n - rowBegin
-                                                   : int64_t(kRowsPerChunk));
-    int cols = int((b.r - b.column < R ? b.r - b.column : R));
-    const T *p = static_cast<const T *>(b.factor);
-    __syncthreads();
-    for (int index = threadIdx.x; index < kRowsPerChunk * R;
-         index += blockDim.x) {
-      int i = index / R, k = index % R;
-      pTile[i][k] =
-          (i < rows && k < cols)
-              ? Device<T>::load(p[(rowBegin + i) * b.r + b.column + k])
-              : C(0);
-    }
-    __syncthreads();
-    int64_t j = tile * kThreads + threadIdx.x;
-    if (j >= b.m)
+    int64_t task = (block - launch.firstBlock[t]) * kWarps + warp;
+    if (task >= b.chunks * b.strips)
       continue;
-    C acc[R];
+    int64_t chunk = task / b.strips, strip = task % b.strips;
+    int64_t rowBegin = chunk * kStripRows;
+    int rows = int(min(b.n - rowBegin, int64_t(kStripRows)));
+    int64_t j = strip * kStripColumns + 4 * lane;
+    int valid = int(min(b.m - j, int64_t(4)));
+    const int cols = int(min(b.r - b.column, int64_t(R)));
+    C acc[4][R];
 #pragma unroll
-    for (int k = 0; k < R; ++k)
-      acc[k] = C(0);
-    const T *g = static_cast<const T *>(b.g);
-    const T *e = static_cast<const T *>(b.e);
-    for (int64_t i = 0; i < rows; ++i) {
-      int64_t index = (rowBegin + i) * b.m + j;
-      C v = Device<T>::load(g[index]);
-      if (HasResidual)
-        v += Device<T>::load(e[index]);
+    for (int c = 0; c < 4; ++c)
 #pragma unroll
       for (int k = 0; k < R; ++k)
-        acc[k] += v * pTile[i][k];
-    }
-    C *partials = reinterpret_cast<C *>(b.partials);
+        acc[c][k] = C(0);
+    const T *g = static_cast<const T *>(b.g);
+    const T *e = static_cast<const T *>(b.e);
+    const T *p = static_cast<const T *>(b.factor);
+    if (valid > 0) {
+#pragma unroll 4
+      for (int i = 0; i < rows; ++i) {
+        int64_t index = (rowBegin + i) * b.m + j;
+        C v[4];
+        if (b.vector && valid == 4) {
+          load4(g + index, v);
+          if (HasResidual) {
+            C w[4];
+            load4(e + index, w);
 #pragma unroll
-    for (int k = 0; k < R; ++k)
-      partials[(chunk * b.m + j) * R + k] = acc[k];
+            for (int c = 0; c < 4; ++c)
+              v[c] += w[c];
+          }
+        } else {
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            v[c] = c < valid ? Device<T>::load(g[index + c]) : C(0);
+            if (HasResidual && c < valid)
+              v[c] += Device<T>::load(e[index + c]);
+          }
+        }
+        const T *pRow = p + (rowBegin + i) * b.r + b.column;
+        C pk[R];
+#pragma unroll
+        for (int k = 0; k < R; ++k)
+          pk[k] = k < cols ? Device<T>::load(__ldg(pRow + k)) : C(0);
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+#pragma unroll
+          for (int k = 0; k < R; ++k)
+            acc[c][k] += v[c] * pk[k];
+      }
+    }
+    C *partials = static_cast<C *>(b.partials) + (chunk * b.m + j) * R;
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      if (c < valid)
+#pragma unroll
+        for (int k = 0; k < R; ++k)
+          partials[c * R + k] = acc[c][k];
   }
 }
 
+/// Q[j][column + k] = sum over chunks, in chunk order; a thread per (j, k).
 template <typename T, int R>
-__global__ void backprojectSumKernel(Launch<BackProjection> launch,
-                                     int64_t blocks) {
+__global__ void __launch_bounds__(kThreads)
+    backprojectSumKernel(Launch<BackProjection> launch, int64_t blocks) {
   using C = typename Device<T>::Compute;
   for (int64_t block = blockIdx.x; block < blocks; block += gridDim.x) {
     int t = findTensor(launch, block);
     const BackProjection &b = launch.tensors[t];
-    int64_t j = (block - launch.firstBlock[t]) * kThreads + threadIdx.x;
-    if (j >= b.m)
+    int64_t index = (block - launch.firstBlock[t]) * kThreads + threadIdx.x;
+    if (index >= b.m * R)
       continue;
-    const C *partials = reinterpret_cast<const C *>(b.partials);
-    int cols = int((b.r - b.column < R ? b.r - b.column : R));
-    for (int k = 0; k < cols; ++k) {
-      C sum = C(0);
-      for (int64_t chunk = 0; chunk < b.chunks; ++chunk)
-        sum += partials[(chunk * b.m + j) * R + k];
-      static_cast<T *>(b.out)[j * b.r + b.column + k] = Device<T>::store(sum);
-    }
+    int64_t j = index / R;
+    int k = int(index % R);
+    if (k >= b.r - b.column)
+      continue;
+    const C *partials = static_cast<const C *>(b.partials);
+    C sum = C(0);
+    for (int64_t c = 0; c < b.chunks; ++c)
+      sum += partials[c * b.m * R + index];
+    static_cast<T *>(b.out)[j * b.r + b.column + k] = Device<T>::store(sum);
   }
 }
 
-//===--- orthogonalize
-//------------------------------------------------------===//
+//===--- orthogonalize ---------------------------------------------------===//
 
 struct Orthogonalization {
   void *data;
@@ -376,88 +512,144 @@ struct Orthogonalization {
   int64_t n, r;
 };
 
-/// Sum over the block, in a fixed order.
-__device__ double blockSum(double value, double *shared) {
-  shared[threadIdx.x] = value;
+constexpr int kOrthThreads = 512;
+/// Dot products reduced together per pass (with the norm of column j).
+constexpr int kOrthGroup = 16;
+
+/// Sums `count` <= kOrthGroup + 1 values over the block in a fixed order (warp
+/// shuffles, then the warps in order); every thread gets the totals.
+__device__ void blockSums(double values[kOrthGroup + 1], int count,
+                          double (*shared)[kOrthGroup + 1], double *totals) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int k = 0; k <= kOrthGroup; ++k)
+    if (k < count) {
+      double v = warpSum(values[k]);
+      if (lane == 0)
+        shared[warp][k] = v;
+    }
   __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride)
-      shared[threadIdx.x] += shared[threadIdx.x + stride];
-    __syncthreads();
+  if (threadIdx.x < count) {
+    double total = 0.0;
+    for (int w = 0; w < kOrthThreads / 32; ++w)
+      total += shared[w][threadIdx.x];
+    totals[threadIdx.x] = total;
   }
-  double total = shared[0];
   __syncthreads();
-  return total;
 }
 
 __device__ double blockMax(double value, double *shared) {
-  shared[threadIdx.x] = value;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2)
+    value = fmax(value, __shfl_down_sync(0xffffffffu, value, offset));
+  if (lane == 0)
+    shared[warp] = value;
   __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride)
-      shared[threadIdx.x] =
-          fmax(shared[threadIdx.x], shared[threadIdx.x + stride]);
-    __syncthreads();
-  }
-  double total = shared[0];
+  double total = 0.0;
+  for (int w = 0; w < kOrthThreads / 32; ++w)
+    total = fmax(total, shared[w]);
   __syncthreads();
   return total;
 }
 
-/// One block per matrix: the same modified Gram-Schmidt as the CPU kernel
-/// (scaled norms, zero columns stay zero, non-finite columns become NaN),
-/// in f64 on a working copy.
+/// One block per matrix: modified Gram-Schmidt as the CPU kernel does it
+/// (zero columns stay zero, a non-finite column becomes NaN and so does
+/// every later column), in f64 on a working copy.
+///
+/// Column j needs one reduction: its squared norm s and its raw dot
+/// products d_k with the later columns, after which a_j /= (|a_j| + eps)
+/// and a_k -= (d_k / (|a_j| + eps)) a_j. For f32/f16/bf16 data the f64
+/// squares can neither overflow nor underflow, so s is summed unscaled
+/// (s is 0 exactly for a zero column and non-finite exactly for a
+/// non-finite one); f64 data takes the CPU kernel's scaled norm and a
+/// second reduction for the dot products of the normalized column.
 template <typename T>
-__global__ void orthogonalizeKernel(Launch<Orthogonalization> launch,
-                                    int64_t blocks, double epsilon) {
-  __shared__ double shared[kThreads];
+__global__ void __launch_bounds__(kOrthThreads)
+    orthogonalizeKernel(Launch<Orthogonalization> launch, int64_t blocks,
+                        double epsilon) {
+  constexpr bool kScaled = std::is_same_v<T, double>;
+  __shared__ double shared[kOrthThreads / 32][kOrthGroup + 1];
+  __shared__ double totals[kOrthGroup + 1];
   for (int64_t block = blockIdx.x; block < blocks; block += gridDim.x) {
     const Orthogonalization &o = launch.tensors[findTensor(launch, block)];
     T *data = static_cast<T *>(o.data);
     double *a = o.work;
-    int64_t n = o.n, r = o.r;
+    const int64_t n = o.n, r = o.r;
     for (int64_t i = threadIdx.x; i < n * r; i += blockDim.x)
       a[i] = double(Device<T>::load(data[i]));
     __syncthreads();
     for (int64_t j = 0; j < r; ++j) {
-      double largest = 0.0, nonFinite = 0.0;
-      for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        double v = a[i * r + j];
-        if (!isfinite(v))
-          nonFinite = 1.0;
-        else
-          largest = fmax(largest, fabs(v));
-      }
-      largest = blockMax(largest, shared);
-      nonFinite = blockMax(nonFinite, shared);
-      if (nonFinite == 0.0 && largest == 0.0) {
-        for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-          a[i * r + j] = 0.0;
-        __syncthreads();
-        continue;
-      }
-      double norm = nan("");
-      if (nonFinite == 0.0) {
-        double squares = 0.0;
+      double inverse;
+      bool zero = false;
+      if constexpr (kScaled) {
+        double largest = 0.0, nonFinite = 0.0;
         for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-          double scaled = a[i * r + j] / largest;
-          squares += scaled * scaled;
+          double v = a[i * r + j];
+          if (!isfinite(v))
+            nonFinite = 1.0;
+          else
+            largest = fmax(largest, fabs(v));
         }
-        norm = largest * sqrt(blockSum(squares, shared));
+        largest = blockMax(largest, &shared[0][0]);
+        nonFinite = blockMax(nonFinite, &shared[0][0]);
+        zero = nonFinite == 0.0 && largest == 0.0;
+        double norm = nan("");
+        if (!zero && nonFinite == 0.0) {
+          double squares[kOrthGroup + 1] = {0.0};
+          for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+            double scaled = a[i * r + j] / largest;
+            squares[0] += scaled * scaled;
+          }
+          blockSums(squares, 1, shared, totals);
+          norm = largest * sqrt(totals[0]);
+        }
+        inverse = 1.0 / (norm + epsilon);
       }
-      double inverse = 1.0 / (norm + epsilon);
-      for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-        a[i * r + j] *= inverse;
-      __syncthreads();
-      for (int64_t k = j + 1; k < r; ++k) {
-        double dot = 0.0;
-        for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-          dot += a[i * r + j] * a[i * r + k];
-        dot = blockSum(dot, shared);
-        for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-          a[i * r + k] -= dot * a[i * r + j];
+      // Passes over groups of later columns; with unscaled data the first
+      // pass also sums the squares of column j.
+      bool needNorm = !kScaled;
+      for (int64_t begin = j + 1; needNorm || begin < r;) {
+        int count = int(min(int64_t(kOrthGroup), r - begin));
+        // sums[0]: the squares of column j (first pass, unscaled data);
+        // sums[1 + k]: its dot product with column begin + k.
+        double sums[kOrthGroup + 1];
+#pragma unroll
+        for (int k = 0; k <= kOrthGroup; ++k)
+          sums[k] = 0.0;
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+          // Scaled: dot products of the normalized column, as the CPU does.
+          double aj = kScaled ? a[i * r + j] * inverse : a[i * r + j];
+          if (needNorm)
+            sums[0] += aj * aj;
+#pragma unroll
+          for (int k = 0; k < kOrthGroup; ++k)
+            if (k < count)
+              sums[1 + k] += aj * a[i * r + begin + k];
+        }
+        blockSums(sums, 1 + count, shared, totals);
+        if (needNorm) {
+          double squares = totals[0];
+          zero = squares == 0.0;
+          inverse = 1.0 / ((isfinite(squares) ? sqrt(squares) : nan("")) +
+                           epsilon);
+        }
+        // Unscaled: the raw dot products times 1 / (|a_j| + eps) are those
+        // of the normalized column.
+        double toNormalized = kScaled ? 1.0 : inverse;
+        if (!zero)
+          for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+            double aj = a[i * r + j] * inverse;
+            for (int k = 0; k < count; ++k)
+              a[i * r + begin + k] -= totals[1 + k] * toNormalized * aj;
+          }
         __syncthreads();
+        begin += count;
+        needNorm = false;
       }
+      for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        a[i * r + j] = zero ? 0.0 : a[i * r + j] * inverse;
+      __syncthreads();
     }
     for (int64_t i = threadIdx.x; i < n * r; i += blockDim.x)
       data[i] = Device<T>::store(typename Device<T>::Compute(a[i]));
@@ -465,46 +657,91 @@ __global__ void orthogonalizeKernel(Launch<Orthogonalization> launch,
   }
 }
 
-//===--- reconstruct (+ residual)
-//-------------------------------------------===//
+//===--- reconstruct (+ residual) ----------------------------------------===//
 
 struct Reconstruction {
   const void *p, *q, *g;
   void *e, *out;
-  int64_t n, m, r;
+  int64_t n, m, r, segments;
+  bool vector;
 };
 
-/// Thread per element of M_hat; with the residual, E' = G + E - M_hat in
+constexpr int64_t kSegmentColumns = int64_t(kThreads) * 4;
+
+/// A block per (row, segment of kSegmentColumns columns); a thread makes 4
+/// consecutive elements of M_hat = P Q^T from P's row (read by all threads
+/// at once) and 4 rows of Q, and with the residual E' = G + E - M_hat in
 /// the same pass (`out` may alias `g`: each element is read before it is
-/// written, by the same thread).
-template <typename T, bool HasResidual>
-__global__ void reconstructKernel(Launch<Reconstruction> launch,
-                                  int64_t blocks) {
+/// written, by the same thread). R > 0 unrolls the rank; R == 0 loops.
+template <typename T, int R, bool HasResidual>
+__global__ void __launch_bounds__(kThreads)
+    reconstructKernel(Launch<Reconstruction> launch, int64_t blocks) {
   using C = typename Device<T>::Compute;
   for (int64_t block = blockIdx.x; block < blocks; block += gridDim.x) {
     int t = findTensor(launch, block);
     const Reconstruction &c = launch.tensors[t];
-    int64_t index = (block - launch.firstBlock[t]) * kThreads + threadIdx.x;
-    if (index >= c.n * c.m)
+    int64_t local = block - launch.firstBlock[t];
+    int64_t row = local / c.segments;
+    int64_t j = (local % c.segments) * kSegmentColumns + 4 * threadIdx.x;
+    if (row >= c.n || j >= c.m)
       continue;
-    int64_t i = index / c.m, j = index % c.m;
-    const T *p = static_cast<const T *>(c.p) + i * c.r;
+    int valid = int(min(c.m - j, int64_t(4)));
+    const T *p = static_cast<const T *>(c.p) + row * c.r;
     const T *q = static_cast<const T *>(c.q) + j * c.r;
-    C mHat = C(0);
-    for (int64_t k = 0; k < c.r; ++k)
-      mHat += Device<T>::load(p[k]) * Device<T>::load(q[k]);
-    if (HasResidual) {
-      T *e = static_cast<T *>(c.e);
-      C sum = Device<T>::load(static_cast<const T *>(c.g)[index]) +
-              Device<T>::load(e[index]);
-      e[index] = Device<T>::store(sum - mHat);
+    C mHat[4] = {C(0), C(0), C(0), C(0)};
+    if constexpr (R > 0) {
+      C pk[R];
+#pragma unroll
+      for (int k = 0; k < R; ++k)
+        pk[k] = k < c.r ? Device<T>::load(__ldg(p + k)) : C(0);
+#pragma unroll
+      for (int x = 0; x < 4; ++x)
+        if (x < valid)
+#pragma unroll
+          for (int k = 0; k < R; ++k)
+            if (k < c.r)
+              mHat[x] += pk[k] * Device<T>::load(__ldg(q + x * c.r + k));
+    } else {
+      for (int64_t k = 0; k < c.r; ++k) {
+        C pk = Device<T>::load(__ldg(p + k));
+#pragma unroll
+        for (int x = 0; x < 4; ++x)
+          if (x < valid)
+            mHat[x] += pk * Device<T>::load(__ldg(q + x * c.r + k));
+      }
     }
-    static_cast<T *>(c.out)[index] = Device<T>::store(mHat);
+    int64_t index = row * c.m + j;
+    T *out = static_cast<T *>(c.out) + index;
+    if (c.vector && valid == 4) {
+      if (HasResidual) {
+        T *e = static_cast<T *>(c.e) + index;
+        C gv[4], ev[4];
+        load4(static_cast<const T *>(c.g) + index, gv);
+        load4(e, ev);
+#pragma unroll
+        for (int x = 0; x < 4; ++x)
+          ev[x] = (gv[x] + ev[x]) - mHat[x];
+        store4(e, ev);
+      }
+      store4(out, mHat);
+      continue;
+    }
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      if (x >= valid)
+        break;
+      if (HasResidual) {
+        T *e = static_cast<T *>(c.e) + index;
+        C sum = Device<T>::load(static_cast<const T *>(c.g)[index + x]) +
+                Device<T>::load(e[x]);
+        e[x] = Device<T>::store(sum - mHat[x]);
+      }
+      out[x] = Device<T>::store(mHat[x]);
+    }
   }
 }
 
-//===--- random normal
-//------------------------------------------------------===//
+//===--- random normal ---------------------------------------------------===//
 
 template <typename T>
 __global__ void randomNormalKernel(T *out, int64_t numel, PhiloxKey key,
@@ -519,38 +756,70 @@ __global__ void randomNormalKernel(T *out, int64_t numel, PhiloxKey key,
         Device<T>::store(typename Device<T>::Compute(samples[k]));
 }
 
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+size_t elementSize(int code) {
+  switch (code) {
+  case DDPRT_F64:
+    return 8;
+  case DDPRT_F16:
+  case DDPRT_BF16:
+    return 2;
+  default:
+    return 4;
+  }
+}
+
+bool alignedFor(int code, const void *pointer) {
+  return reinterpret_cast<uintptr_t>(pointer) % (4 * elementSize(code)) == 0;
+}
+
+/// Dispatches a rank chunk R in {1, 2, 4, 8} for a kernel template.
+template <typename Fn> cudaError_t withRank(int64_t cols, Fn &&fn) {
+  if (cols <= 1)
+    return fn(std::integral_constant<int, 1>{});
+  if (cols <= 2)
+    return fn(std::integral_constant<int, 2>{});
+  if (cols <= 4)
+    return fn(std::integral_constant<int, 4>{});
+  return fn(std::integral_constant<int, 8>{});
+}
 
 } // namespace
 
-//===--- Scratch
-//------------------------------------------------------------===//
+//===--- Scratch ---------------------------------------------------------===//
 
-Scratch::~Scratch() {
+Scratch::~Scratch() { release(); }
+
+void Scratch::release() {
+  // cudaFree waits for the device, and so for the work that used it.
   if (device_)
     cudaFree(device_);
+  device_ = nullptr;
+  deviceBytes_ = 0;
 }
 
-cudaError_t Scratch::device(size_t bytes, void **pointer) {
+cudaError_t Scratch::device(size_t bytes, cudaStream_t stream,
+                            void **pointer) {
   if (bytes > deviceBytes_) {
+    // Stream-ordered: the old buffer is freed after the work already
+    // enqueued on `stream` that uses it, with no device-wide wait.
+    size_t previous = deviceBytes_;
     if (device_) {
-      // The stream may still use the old buffer.
-      if (cudaError_t error = cudaDeviceSynchronize())
+      if (cudaError_t error = cudaFreeAsync(device_, stream))
         return error;
-      cudaFree(device_);
       device_ = nullptr;
       deviceBytes_ = 0;
     }
-    if (cudaError_t error = cudaMalloc(&device_, bytes))
+    // Grow geometrically so that a slowly growing need reallocates rarely.
+    size_t size = std::max(bytes, previous + previous / 2);
+    if (cudaError_t error = cudaMallocAsync(&device_, size, stream))
       return error;
-    deviceBytes_ = bytes;
+    deviceBytes_ = size;
   }
   *pointer = device_;
   return cudaSuccess;
 }
 
-//===--- Launchers
-//----------------------------------------------------------===//
+//===--- Launchers -------------------------------------------------------===//
 
 cudaError_t cast(double factor, const ddprt_buffer *inputs,
                  const ddprt_buffer *outputs, int count, Scratch &,
@@ -562,34 +831,34 @@ cudaError_t cast(double factor, const ddprt_buffer *inputs,
       for (int i = 0; i < count; ++i)
         if (inputs[i].dtype == fromCode && outputs[i].dtype == toCode &&
             inputs[i].numel > 0)
-          tensors.push_back({inputs[i].data, outputs[i].data, inputs[i].numel});
+          tensors.push_back({inputs[i].data, outputs[i].data, inputs[i].numel,
+                             alignedFor(fromCode, inputs[i].data) &&
+                                 alignedFor(toCode, outputs[i].data)});
       if (tensors.empty())
         continue;
       bool wide = fromCode == DDPRT_F64 || toCode == DDPRT_F64;
+      auto blocksOf = [](const Elementwise &e) {
+        return ceilDiv(e.numel, kCastBlockElements);
+      };
       cudaError_t error = dispatch(ddprt_dtype(fromCode), [&](auto inTag) {
         using In = decltype(inTag);
         return dispatch(ddprt_dtype(toCode), [&](auto outTag) {
           using Out = decltype(outTag);
-          auto blocksOf = [](const Elementwise &e) {
-            return ceilDiv(e.numel, kElementsPerBlock);
-          };
           if (wide)
             return launchAll(
                 tensors, blocksOf,
                 [&](const Launch<Elementwise> &launch, int64_t blocks) {
                   castKernel<In, Out, double>
-                      <<<unsigned(std::min<int64_t>(blocks, 1 << 20)), kThreads,
-                         0, stream>>>(launch, blocks, factor);
-                },
-                stream);
+                      <<<gridFor(blocks), kThreads, 0, stream>>>(launch, blocks,
+                                                                 factor);
+                });
           return launchAll(
               tensors, blocksOf,
               [&](const Launch<Elementwise> &launch, int64_t blocks) {
-                castKernel<In, Out, float>
-                    <<<unsigned(std::min<int64_t>(blocks, 1 << 20)), kThreads,
-                       0, stream>>>(launch, blocks, float(factor));
-              },
-              stream);
+                castKernel<In, Out, float><<<gridFor(blocks), kThreads, 0,
+                                             stream>>>(launch, blocks,
+                                                       float(factor));
+              });
         });
       });
       if (error)
@@ -603,19 +872,6 @@ cudaError_t scale(double factor, const ddprt_buffer *buffers, int count,
   // An in-place cast to the same type.
   return cast(factor, buffers, buffers, count, scratch, stream);
 }
-
-namespace {
-/// Dispatches a rank chunk R in {1, 2, 4, 8} for a kernel template.
-template <typename Fn> cudaError_t withRank(int64_t cols, Fn &&fn) {
-  if (cols <= 1)
-    return fn(std::integral_constant<int, 1>{});
-  if (cols <= 2)
-    return fn(std::integral_constant<int, 2>{});
-  if (cols <= 4)
-    return fn(std::integral_constant<int, 4>{});
-  return fn(std::integral_constant<int, 8>{});
-}
-} // namespace
 
 cudaError_t project(const ddprt_matrix *matrices, const ddprt_matrix *residuals,
                     const ddprt_matrix *qs, const ddprt_matrix *ps, int count,
@@ -631,11 +887,14 @@ cudaError_t project(const ddprt_matrix *matrices, const ddprt_matrix *residuals,
       int64_t widest = 0;
       for (int i = 0; i < count; ++i)
         if (matrices[i].dtype == code && qs[i].cols > column &&
-            matrices[i].rows > 0) {
-          tensors.push_back({matrices[i].data,
-                             residuals ? residuals[i].data : nullptr,
-                             qs[i].data, ps[i].data, matrices[i].rows,
-                             matrices[i].cols, qs[i].cols, column});
+            matrices[i].rows > 0 && matrices[i].cols > 0) {
+          const ddprt_matrix &g = matrices[i];
+          bool vector = g.cols % 4 == 0 && alignedFor(code, g.data) &&
+                        (!residuals || alignedFor(code, residuals[i].data));
+          tensors.push_back({g.data, residuals ? residuals[i].data : nullptr,
+                             qs[i].data, ps[i].data, g.rows, g.cols,
+                             qs[i].cols, column, threadsPerRowFor(g.cols),
+                             vector});
           widest = std::max(widest, qs[i].cols - column);
         }
       if (tensors.empty())
@@ -645,20 +904,20 @@ cudaError_t project(const ddprt_matrix *matrices, const ddprt_matrix *residuals,
         return withRank(widest, [&](auto rankTag) {
           constexpr int R = decltype(rankTag)::value;
           auto blocksOf = [](const Projection &p) {
-            return ceilDiv(p.n, kThreads / 32);
+            return ceilDiv(p.n, kThreads / p.threadsPerRow);
           };
           return launchAll(
               tensors, blocksOf,
               [&](const Launch<Projection> &launch, int64_t blocks) {
-                unsigned grid = unsigned(std::min<int64_t>(blocks, 1 << 20));
                 if (residuals)
                   projectKernel<T, R, true>
-                      <<<grid, kThreads, 0, stream>>>(launch, blocks);
+                      <<<gridFor(blocks), kThreads, 0, stream>>>(launch,
+                                                                 blocks);
                 else
                   projectKernel<T, R, false>
-                      <<<grid, kThreads, 0, stream>>>(launch, blocks);
-              },
-              stream);
+                      <<<gridFor(blocks), kThreads, 0, stream>>>(launch,
+                                                                 blocks);
+              });
         });
       });
       if (error)
@@ -679,72 +938,74 @@ cudaError_t backproject(const ddprt_matrix *matrices,
         maxRank = std::max(maxRank, ps[i].cols);
     size_t computeSize = code == DDPRT_F64 ? sizeof(double) : sizeof(float);
     for (int64_t column = 0; column < maxRank; column += kMaxRankPerLaunch) {
-      std::vector<BackProjection> tensors;
       int64_t widest = 0;
-      size_t partialBytes = 0;
       for (int i = 0; i < count; ++i)
-        if (matrices[i].dtype == code && ps[i].cols > column &&
-            matrices[i].cols > 0) {
-          int64_t chunks =
-              std::max<int64_t>(1, ceilDiv(matrices[i].rows, kRowsPerChunk));
-          BackProjection b{matrices[i].data,
+        if (matrices[i].dtype == code && ps[i].cols > column)
+          widest = std::max(widest, ps[i].cols - column);
+      cudaError_t error = withRank(widest, [&](auto rankTag) {
+        constexpr int R = decltype(rankTag)::value;
+        std::vector<BackProjection> tensors;
+        size_t partialBytes = 0;
+        for (int i = 0; i < count; ++i) {
+          const ddprt_matrix &g = matrices[i];
+          if (g.dtype != code || ps[i].cols <= column || g.cols == 0)
+            continue;
+          bool vector = g.cols % 4 == 0 && alignedFor(code, g.data) &&
+                        (!residuals || alignedFor(code, residuals[i].data));
+          BackProjection b{g.data,
                            residuals ? residuals[i].data : nullptr,
                            ps[i].data,
                            qs[i].data,
                            nullptr,
-                           matrices[i].rows,
-                           matrices[i].cols,
+                           g.rows,
+                           g.cols,
                            ps[i].cols,
                            column,
-                           chunks,
-                           ceilDiv(matrices[i].cols, kThreads)};
+                           std::max<int64_t>(1, ceilDiv(g.rows, kStripRows)),
+                           ceilDiv(g.cols, kStripColumns),
+                           vector};
           // Offsets now; the base pointer once the scratch is sized.
-          b.partials = reinterpret_cast<float *>(partialBytes);
-          partialBytes += size_t(chunks * matrices[i].cols) *
-                          kMaxRankPerLaunch * computeSize;
+          b.partials = reinterpret_cast<void *>(partialBytes);
+          partialBytes += size_t(b.chunks * g.cols) * R * computeSize;
           tensors.push_back(b);
-          widest = std::max(widest, ps[i].cols - column);
         }
-      if (tensors.empty())
-        continue;
-      void *base = nullptr;
-      if (cudaError_t error = scratch.device(partialBytes, &base))
-        return error;
-      for (BackProjection &b : tensors)
-        b.partials = reinterpret_cast<float *>(
-            static_cast<char *>(base) + reinterpret_cast<size_t>(b.partials));
-      cudaError_t error = dispatch(ddprt_dtype(code), [&](auto tag) {
-        using T = decltype(tag);
-        // Partials are laid out for kMaxRankPerLaunch columns; R = 8 keeps
-        // the layout one shape (columns past the rank are zero).
-        constexpr int R = kMaxRankPerLaunch;
-        auto partialBlocks = [](const BackProjection &b) {
-          return b.chunks * b.tiles;
-        };
-        if (cudaError_t e = launchAll(
-                tensors, partialBlocks,
-                [&](const Launch<BackProjection> &launch, int64_t blocks) {
-                  unsigned grid = unsigned(std::min<int64_t>(blocks, 1 << 20));
-                  if (residuals)
-                    backprojectPartialKernel<T, R, true>
-                        <<<grid, kThreads, 0, stream>>>(launch, blocks);
-                  else
-                    backprojectPartialKernel<T, R, false>
-                        <<<grid, kThreads, 0, stream>>>(launch, blocks);
-                },
-                stream))
+        if (tensors.empty())
+          return cudaSuccess;
+        void *base = nullptr;
+        if (cudaError_t e = scratch.device(partialBytes, stream, &base))
           return e;
-        auto sumBlocks = [](const BackProjection &b) { return b.tiles; };
-        return launchAll(
-            tensors, sumBlocks,
-            [&](const Launch<BackProjection> &launch, int64_t blocks) {
-              backprojectSumKernel<T, R>
-                  <<<unsigned(std::min<int64_t>(blocks, 1 << 20)), kThreads, 0,
-                     stream>>>(launch, blocks);
-            },
-            stream);
+        for (BackProjection &b : tensors)
+          b.partials = static_cast<char *>(base) +
+                       reinterpret_cast<size_t>(b.partials);
+        return dispatch(ddprt_dtype(code), [&](auto tag) {
+          using T = decltype(tag);
+          auto partialBlocks = [](const BackProjection &b) {
+            return ceilDiv(b.chunks * b.strips, kThreads / 32);
+          };
+          if (cudaError_t e = launchAll(
+                  tensors, partialBlocks,
+                  [&](const Launch<BackProjection> &launch, int64_t blocks) {
+                    if (residuals)
+                      backprojectPartialKernel<T, R, true>
+                          <<<gridFor(blocks), kThreads, 0, stream>>>(launch,
+                                                                     blocks);
+                    else
+                      backprojectPartialKernel<T, R, false>
+                          <<<gridFor(blocks), kThreads, 0, stream>>>(launch,
+                                                                     blocks);
+                  }))
+            return e;
+          auto sumBlocks = [&](const BackProjection &b) {
+            return ceilDiv(b.m * R, kThreads);
+          };
+          return launchAll(
+              tensors, sumBlocks,
+              [&](const Launch<BackProjection> &launch, int64_t blocks) {
+                backprojectSumKernel<T, R>
+                    <<<gridFor(blocks), kThreads, 0, stream>>>(launch, blocks);
+              });
+        });
       });
-      (void)widest;
       if (error)
         return error;
     }
@@ -758,7 +1019,8 @@ cudaError_t orthogonalize(const ddprt_matrix *ps, int count, double epsilon,
   for (int i = 0; i < count; ++i)
     workBytes += size_t(ps[i].rows * ps[i].cols) * sizeof(double);
   void *base = nullptr;
-  if (cudaError_t error = scratch.device(std::max<size_t>(workBytes, 8), &base))
+  if (cudaError_t error =
+          scratch.device(std::max<size_t>(workBytes, 8), stream, &base))
     return error;
   for (int code = 0; code < 4; ++code) {
     std::vector<Orthogonalization> tensors;
@@ -779,10 +1041,9 @@ cudaError_t orthogonalize(const ddprt_matrix *ps, int count, double epsilon,
       return launchAll(
           tensors, [](const Orthogonalization &) { return int64_t(1); },
           [&](const Launch<Orthogonalization> &launch, int64_t blocks) {
-            orthogonalizeKernel<T><<<unsigned(blocks), kThreads, 0, stream>>>(
-                launch, blocks, epsilon);
-          },
-          stream);
+            orthogonalizeKernel<T><<<gridFor(blocks), kOrthThreads, 0,
+                                     stream>>>(launch, blocks, epsilon);
+          });
     });
     if (error)
       return error;
@@ -797,29 +1058,41 @@ cudaError_t reconstruct(const ddprt_matrix *ps, const ddprt_matrix *qs,
                         Scratch &, cudaStream_t stream) {
   for (int code = 0; code < 4; ++code) {
     std::vector<Reconstruction> tensors;
+    int64_t widest = 0;
     for (int i = 0; i < count; ++i)
-      if (ps[i].dtype == code && ps[i].rows * qs[i].rows > 0)
-        tensors.push_back(
-            {ps[i].data, qs[i].data, matrices ? matrices[i].data : nullptr,
-             residuals ? residuals[i].data : nullptr, reconstructions[i].data,
-             ps[i].rows, qs[i].rows, ps[i].cols});
+      if (ps[i].dtype == code && ps[i].rows * qs[i].rows > 0) {
+        const void *g = matrices ? matrices[i].data : nullptr;
+        void *e = residuals ? residuals[i].data : nullptr;
+        void *out = reconstructions[i].data;
+        int64_t m = qs[i].rows;
+        bool vector = m % 4 == 0 && alignedFor(code, out) &&
+                      (!g || alignedFor(code, g)) &&
+                      (!e || alignedFor(code, e));
+        tensors.push_back({ps[i].data, qs[i].data, g, e, out, ps[i].rows, m,
+                           ps[i].cols, ceilDiv(m, kSegmentColumns), vector});
+        widest = std::max(widest, ps[i].cols);
+      }
     if (tensors.empty())
       continue;
+    auto blocksOf = [](const Reconstruction &c) { return c.n * c.segments; };
     cudaError_t error = dispatch(ddprt_dtype(code), [&](auto tag) {
       using T = decltype(tag);
-      return launchAll(
-          tensors,
-          [](const Reconstruction &c) { return ceilDiv(c.n * c.m, kThreads); },
-          [&](const Launch<Reconstruction> &launch, int64_t blocks) {
-            unsigned grid = unsigned(std::min<int64_t>(blocks, 1 << 20));
-            if (residuals)
-              reconstructKernel<T, true>
-                  <<<grid, kThreads, 0, stream>>>(launch, blocks);
-            else
-              reconstructKernel<T, false>
-                  <<<grid, kThreads, 0, stream>>>(launch, blocks);
-          },
-          stream);
+      auto run = [&](auto rankTag) {
+        constexpr int R = decltype(rankTag)::value;
+        return launchAll(
+            tensors, blocksOf,
+            [&](const Launch<Reconstruction> &launch, int64_t blocks) {
+              if (residuals)
+                reconstructKernel<T, R, true>
+                    <<<gridFor(blocks), kThreads, 0, stream>>>(launch, blocks);
+              else
+                reconstructKernel<T, R, false>
+                    <<<gridFor(blocks), kThreads, 0, stream>>>(launch, blocks);
+            });
+      };
+      if (widest > kMaxRankPerLaunch)
+        return run(std::integral_constant<int, 0>{});
+      return withRank(widest, run);
     });
     if (error)
       return error;
@@ -835,11 +1108,12 @@ cudaError_t randomNormal(const ddprt_buffer &output, uint64_t seed,
   PhiloxKey key = philoxKeyFor(seed, streamId);
   int64_t quads = ceilDiv(output.numel, 4);
   unsigned grid = unsigned(ceilDiv(quads, kThreads));
+  beginLaunches();
   return dispatch(output.dtype, [&](auto tag) {
     using T = decltype(tag);
     randomNormalKernel<T><<<grid, kThreads, 0, stream>>>(
         static_cast<T *>(output.data), output.numel, key, step);
-    return cudaGetLastError();
+    return launchError();
   });
 }
 

@@ -26,8 +26,11 @@ namespace ddprt::cuda {
 class Scratch {
 public:
   ~Scratch();
-  /// At least `bytes` of device memory (grown, never shrunk).
-  cudaError_t device(size_t bytes, void **pointer);
+  /// At least `bytes` of device memory, for work enqueued on `stream`
+  /// (grown in stream order, never shrunk).
+  cudaError_t device(size_t bytes, cudaStream_t stream, void **pointer);
+  /// Frees the memory once the device is done with it.
+  void release();
 
 private:
   void *device_ = nullptr;
