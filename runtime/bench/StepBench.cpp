@@ -68,9 +68,9 @@ template <typename Call> void phase(const char *name, Call call) {
   auto start = std::chrono::steady_clock::now();
   call();
   CHECK(ddprt_synchronize(context));
-  phaseSeconds[name] += std::chrono::duration<double>(
-                            std::chrono::steady_clock::now() - start)
-                            .count();
+  phaseSeconds[name] +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
 }
 
 /// Every buffer is a runtime state: host memory on the CPU backend, device
@@ -148,8 +148,8 @@ void fp16Step(std::vector<Bucket> &buckets) {
                             narrow.data(), n));
     });
     phase("cast", [&] {
-      CHECK(ddprt_cast(context, DDPRT_SCALE_NONE, narrow.data(), wide.data(),
-                       n));
+      CHECK(
+          ddprt_cast(context, DDPRT_SCALE_NONE, narrow.data(), wide.data(), n));
     });
   }
 }
@@ -179,12 +179,11 @@ void powerSGDStep(std::vector<Bucket> &buckets) {
       });
     int n = int(gs.size());
     if (n > 0) {
-      phase("orthogonalize", [&] {
-        CHECK(ddprt_orthogonalize(context, qs.data(), n, 0.0));
-      });
+      phase("orthogonalize",
+            [&] { CHECK(ddprt_orthogonalize(context, qs.data(), n, 0.0)); });
       phase("project", [&] {
-        CHECK(ddprt_project(context, gs.data(), es.data(), qs.data(),
-                            ps.data(), n));
+        CHECK(ddprt_project(context, gs.data(), es.data(), qs.data(), ps.data(),
+                            n));
       });
       std::vector<ddprt_buffer> pBuffers, qBuffers;
       for (int i = 0; i < n; ++i) {
@@ -195,9 +194,8 @@ void powerSGDStep(std::vector<Bucket> &buckets) {
         CHECK(ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_POWERSGD_P,
                               pBuffers.data(), n));
       });
-      phase("orthogonalize", [&] {
-        CHECK(ddprt_orthogonalize(context, ps.data(), n, 0.0));
-      });
+      phase("orthogonalize",
+            [&] { CHECK(ddprt_orthogonalize(context, ps.data(), n, 0.0)); });
       phase("backproject", [&] {
         CHECK(ddprt_backproject(context, gs.data(), es.data(), ps.data(),
                                 qs.data(), n));

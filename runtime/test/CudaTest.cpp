@@ -17,8 +17,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <limits>
 #include <cstdlib>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -83,9 +83,12 @@ void expectClose(const TypedArray &actual, const TypedArray &expected,
   double scale = 0;
   for (int64_t i = 0; i < expected.size(); ++i)
     scale = std::max(scale, std::fabs(expected.get(i)));
-  for (int64_t i = 0; i < expected.size(); ++i)
+  for (int64_t i = 0; i < expected.size(); ++i) {
+    if (std::isnan(expected.get(i)) && std::isnan(actual.get(i)))
+      continue; // both untouched poison, or both NaN by the same rule
     ASSERT_NEAR(actual.get(i), expected.get(i), relative * (scale + 1e-30))
         << what << " element " << i;
+  }
 }
 
 /// Whether the machine has a GPU the CUDA runtime sees.
@@ -140,9 +143,9 @@ struct Shape {
 };
 /// Odd and even sizes, rows whose length is not a multiple of 4, and the
 /// shapes of real layers (a GPT-2 MLP both ways, a ResNet-50 conv).
-const Shape kShapes[] = {{1, 1, 1},      {37, 19, 2},    {256, 300, 4},
-                         {1000, 72, 8},  {64, 4608, 3},  {300, 200, 11},
-                         {50, 147, 2},   {4096, 1024, 2}, {1024, 4096, 2},
+const Shape kShapes[] = {{1, 1, 1},     {37, 19, 2},     {256, 300, 4},
+                         {1000, 72, 8}, {64, 4608, 3},   {300, 200, 11},
+                         {50, 147, 2},  {4096, 1024, 2}, {1024, 4096, 2},
                          {512, 4608, 4}};
 
 std::string describe(ddprt_dtype dtype, Shape s, bool residual,
@@ -189,14 +192,13 @@ void checkProjections(ddprt_context *context, std::mt19937 &rng,
   ddprt_matrix hostE = hostMatrix(e, o, s.n, s.m);
   cpu::project(hostMatrix(g, o, s.n, s.m), residual ? &hostE : nullptr,
                hostMatrix(q, o, s.m, s.r), hostMatrix(expectedP, o, s.n, s.r));
-  expectClose(dp.toHost(), expectedP, tolerance(dtype, s.m),
-              "project " + what);
+  expectClose(dp.toHost(), expectedP, tolerance(dtype, s.m), "project " + what);
 
   ddprt_matrix pIn = dp2.matrixAt(o, s.n, s.r);
   TypedArray qBefore = dq.toHost();
-  ASSERT_EQ(ddprt_backproject(context, &gm, residual ? &em : nullptr, &pIn,
-                              &qm, 1),
-            DDPRT_OK)
+  ASSERT_EQ(
+      ddprt_backproject(context, &gm, residual ? &em : nullptr, &pIn, &qm, 1),
+      DDPRT_OK)
       << ddprt_last_error(context);
   ASSERT_EQ(ddprt_synchronize(context), DDPRT_OK) << ddprt_last_error(context);
   TypedArray expectedQ = qBefore;
@@ -242,8 +244,11 @@ TEST_F(Cuda, ProjectBackprojectReconstructMatchTheCpuKernels) {
 /// Ranks above the fused kernels' 8 columns per pass, through each
 /// projector: both must agree with the CPU kernels.
 TEST_F(Cuda, BothProjectorsMatchTheCpuKernelsAtLargeRanks) {
-  const Shape shapes[] = {{300, 200, 16}, {1024, 512, 32}, {64, 4608, 17},
-                          {37, 19, 19},   {4096, 1024, 16}};
+  const Shape shapes[] = {{300, 200, 16},
+                          {1024, 512, 32},
+                          {64, 4608, 17},
+                          {37, 19, 19},
+                          {4096, 1024, 16}};
   for (const char *projection : {"fused", "gemm"}) {
     start(projection);
     if (HasFatalFailure() || IsSkipped())
@@ -275,7 +280,7 @@ TEST(CudaPolicy, AnUnknownProjectionIsRefused) {
 }
 
 TEST_F(Cuda, OrthogonalizeMatchesTheCpuKernelAndKeepsZeroColumns) {
-  const Shape shapes[] = {{1, 1, 1},    {37, 19, 2},    {256, 300, 4},
+  const Shape shapes[] = {{1, 1, 1},     {37, 19, 2},    {256, 300, 4},
                           {1000, 72, 8}, {300, 200, 11}, {50257, 1, 2},
                           {4096, 1, 16}, {700, 1, 33}};
   for (ddprt_dtype dtype : kAllDtypes)
@@ -359,27 +364,155 @@ TEST_F(Cuda, ALaunchAfterANotReadyQuerySucceeds) {
   EXPECT_TRUE(dout.toHost().bitwiseEqual(expected));
 }
 
+// The C API's factors are powers of the world size, 1 on one rank: this
+// checks the conversions; the factor's arithmetic is the CPU kernels' (the
+// MPI tests) and shared with them (convertTo, roundToOddFloat).
 TEST_F(Cuda, CastAndScaleMatchTheCpuKernelBitwise) {
   for (ddprt_dtype from : kAllDtypes)
     for (ddprt_dtype to : kAllDtypes)
-      for (int64_t numel : {1, 7, 8, 2049, 100003}) {
-        TypedArray in(from, numel), expected(to, numel), out(to, numel);
-        in.randomize(rng_, 100.0);
-        cpu::cast(0.25, ddprt_buffer{in.data(), from, numel},
-                  ddprt_buffer{expected.data(), to, numel});
-        DeviceArray din(in), dout(out);
-        ddprt_buffer a = din.buffer(), b = dout.buffer();
-        ASSERT_EQ(ddprt_cast(context_, DDPRT_SCALE_NONE, &a, &b, 1), DDPRT_OK);
-        ASSERT_EQ(ddprt_scale(context_, DDPRT_SCALE_NONE, &b, 1), DDPRT_OK);
-        // 1/4 is exact: scale by 0.25 through a world-size-1 factor is not
-        // available, so compare a plain cast, then the host-side scale.
-        sync();
-        TypedArray plain(to, numel);
-        cpu::cast(1.0, ddprt_buffer{in.data(), from, numel},
-                  ddprt_buffer{plain.data(), to, numel});
-        EXPECT_TRUE(dout.toHost().bitwiseEqual(plain))
-            << dtypeName(from) << " -> " << dtypeName(to) << " n=" << numel;
-      }
+      for (int64_t numel : {1, 7, 8, 2049, 4096, 4097, 100003})
+        for (int64_t offset : {0, 1}) {
+          TypedArray in(from, numel + offset), out(to, numel + offset);
+          in.randomize(rng_, 100.0);
+          out.fill(std::nan(""));
+          DeviceArray din(in), dout(out);
+          ddprt_buffer a{din.matrixAt(offset, 1, numel).data, from, numel};
+          ddprt_buffer b{dout.matrixAt(offset, 1, numel).data, to, numel};
+          ASSERT_EQ(ddprt_cast(context_, DDPRT_SCALE_NONE, &a, &b, 1),
+                    DDPRT_OK);
+          ASSERT_EQ(
+              ddprt_scale(context_, DDPRT_SCALE_INVERSE_WORLD_SIZE, &b, 1),
+              DDPRT_OK);
+          sync();
+          TypedArray expected = out;
+          cpu::cast(
+              1.0,
+              ddprt_buffer{hostMatrix(in, offset, 1, numel).data, from, numel},
+              ddprt_buffer{hostMatrix(expected, offset, 1, numel).data, to,
+                           numel});
+          EXPECT_TRUE(dout.toHost().bitwiseEqual(expected))
+              << dtypeName(from) << " -> " << dtypeName(to) << " n=" << numel
+              << " offset " << offset;
+        }
+}
+
+/// One call over many tensors of mixed shapes and ranks (more than one
+/// launch's worth of descriptors, rows split over different numbers of
+/// threads, the orthogonalization's working copies side by side), each
+/// against the CPU kernels.
+TEST_F(Cuda, OneCallOverManyMixedTensorsMatchesTheCpuKernels) {
+  struct Tensor {
+    Shape s;
+    TypedArray g, e, q, p, out;
+  };
+  std::vector<Tensor> tensors;
+  for (int t = 0; t < 130; ++t) {
+    Shape s{1 + (t * 37) % 300, 1 + (t * 53) % 700, 1 + t % 11};
+    s.r = std::min({s.r, s.n, s.m});
+    Tensor x{s,
+             TypedArray(DDPRT_F32, s.n * s.m),
+             TypedArray(DDPRT_F32, s.n * s.m),
+             TypedArray(DDPRT_F32, s.m * s.r),
+             TypedArray(DDPRT_F32, s.n * s.r),
+             TypedArray(DDPRT_F32, s.n * s.m)};
+    x.g.randomize(rng_);
+    x.e.randomize(rng_, 0.1);
+    x.q.randomize(rng_);
+    x.p.fill(std::nan(""));
+    tensors.push_back(std::move(x));
+  }
+  std::vector<std::unique_ptr<DeviceArray>> owned;
+  auto upload = [&](TypedArray &host, int64_t rows, int64_t cols) {
+    owned.push_back(std::make_unique<DeviceArray>(host));
+    return owned.back()->matrix(rows, cols);
+  };
+  std::vector<ddprt_matrix> gs, es, qs, ps;
+  std::vector<DeviceArray *> pArrays, qArrays, gArrays, eArrays;
+  for (Tensor &x : tensors) {
+    gs.push_back(upload(x.g, x.s.n, x.s.m));
+    gArrays.push_back(owned.back().get());
+    es.push_back(upload(x.e, x.s.n, x.s.m));
+    eArrays.push_back(owned.back().get());
+    qs.push_back(upload(x.q, x.s.m, x.s.r));
+    qArrays.push_back(owned.back().get());
+    ps.push_back(upload(x.p, x.s.n, x.s.r));
+    pArrays.push_back(owned.back().get());
+  }
+  int n = int(tensors.size());
+  ASSERT_EQ(ddprt_orthogonalize(context_, qs.data(), n, 0.0), DDPRT_OK);
+  ASSERT_EQ(
+      ddprt_project(context_, gs.data(), es.data(), qs.data(), ps.data(), n),
+      DDPRT_OK);
+  ASSERT_EQ(ddprt_orthogonalize(context_, ps.data(), n, 0.0), DDPRT_OK);
+  ASSERT_EQ(ddprt_backproject(context_, gs.data(), es.data(), ps.data(),
+                              qs.data(), n),
+            DDPRT_OK);
+  ASSERT_EQ(ddprt_reconstruct(context_, ps.data(), qs.data(), gs.data(),
+                              es.data(), gs.data(), n),
+            DDPRT_OK);
+  sync();
+  for (int t = 0; t < n; ++t) {
+    Tensor &x = tensors[t];
+    Shape s = x.s;
+    std::string what =
+        describe(DDPRT_F32, s, true, 0) + " (tensor " + std::to_string(t) + ")";
+    // The CPU's sequence on the same inputs; each GPU result is compared
+    // after the step it comes from, on the CPU's inputs to that step, so
+    // that roundings do not compound into the comparison.
+    TypedArray q = x.q, p = x.p, g = x.g, e = x.e;
+    cpu::orthogonalize(q.matrix(s.m, s.r), 0.0);
+    ddprt_matrix hostE = e.matrix(s.n, s.m);
+    cpu::project(g.matrix(s.n, s.m), &hostE, q.matrix(s.m, s.r),
+                 p.matrix(s.n, s.r));
+    cpu::orthogonalize(p.matrix(s.n, s.r), 0.0);
+    TypedArray gpuP = pArrays[t]->toHost();
+    expectClose(gpuP, p, tolerance(DDPRT_F32, s.m) * 16, "P of " + what);
+    // Q from the GPU's own P (orthogonalization amplifies rounding when P
+    // is ill-conditioned), then the reconstruction from the GPU's P and Q.
+    TypedArray q2(DDPRT_F32, s.m * s.r);
+    cpu::backproject(g.matrix(s.n, s.m), &hostE, gpuP.matrix(s.n, s.r),
+                     q2.matrix(s.m, s.r));
+    TypedArray gpuQ = qArrays[t]->toHost();
+    expectClose(gpuQ, q2, tolerance(DDPRT_F32, s.n) * 4, "Q of " + what);
+    TypedArray out(DDPRT_F32, s.n * s.m);
+    ddprt_matrix hostG = g.matrix(s.n, s.m);
+    cpu::reconstruct(gpuP.matrix(s.n, s.r), gpuQ.matrix(s.m, s.r), &hostG,
+                     &hostE, out.matrix(s.n, s.m));
+    expectClose(gArrays[t]->toHost(), out, tolerance(DDPRT_F32, s.r) * 4,
+                "reconstruction of " + what);
+    expectClose(eArrays[t]->toHost(), e, tolerance(DDPRT_F32, s.r) * 8,
+                "residual of " + what);
+    if (HasFatalFailure())
+      return;
+  }
+}
+
+/// Matrices with no rows or no columns: P of an n x 0 gradient is zero,
+/// and nothing is written for the others.
+TEST_F(Cuda, EmptyMatricesProjectToZero) {
+  const Shape shapes[] = {{5, 0, 2}, {0, 7, 2}};
+  for (Shape s : shapes) {
+    TypedArray g(DDPRT_F32, s.n * s.m + 1), q(DDPRT_F32, s.m * s.r + 1),
+        p(DDPRT_F32, s.n * s.r + 1);
+    q.randomize(rng_);
+    p.fill(std::nan(""));
+    DeviceArray dg(g), dq(q), dp(p);
+    ddprt_matrix gm = dg.matrix(s.n, s.m), qm = dq.matrix(s.m, s.r),
+                 pm = dp.matrix(s.n, s.r);
+    ASSERT_EQ(ddprt_project(context_, &gm, nullptr, &qm, &pm, 1), DDPRT_OK)
+        << ddprt_last_error(context_);
+    ASSERT_EQ(ddprt_backproject(context_, &gm, nullptr, &pm, &qm, 1), DDPRT_OK)
+        << ddprt_last_error(context_);
+    sync();
+    TypedArray expectedP = p, expectedQ = q;
+    cpu::project(g.matrix(s.n, s.m), nullptr, q.matrix(s.m, s.r),
+                 expectedP.matrix(s.n, s.r));
+    cpu::backproject(g.matrix(s.n, s.m), nullptr, expectedP.matrix(s.n, s.r),
+                     expectedQ.matrix(s.m, s.r));
+    std::string what = describe(DDPRT_F32, s, false, 0);
+    expectClose(dp.toHost(), expectedP, 0.0, "P of " + what);
+    expectClose(dq.toHost(), expectedQ, 0.0, "Q of " + what);
+  }
 }
 
 TEST_F(Cuda, ManyTensorsInOneCallCostAFewLaunchesAndAreAllWritten) {

@@ -220,10 +220,15 @@ public:
     if (watchdog_.joinable())
       watchdog_.join();
     // No other thread uses the communicators now. An aborted one is freed
-    // already; a revoked one is destroyed like a finalized one.
+    // already. A revoked one may be destroyed once it is quiet (nccl.h);
+    // one that does not get there within the bound is aborted instead.
     for (ncclComm_t *comm : {&ncclComm_, &initComm_}) {
-      if (*comm && !abortedWithoutRevoke_)
-        ncclCommDestroy(*comm);
+      if (*comm && !abortedWithoutRevoke_) {
+        if (failed_.load() && !waitUntilQuiet(*comm))
+          ncclCommAbort(*comm);
+        else
+          ncclCommDestroy(*comm);
+      }
       *comm = nullptr;
     }
   }
@@ -281,11 +286,11 @@ public:
             continue;
           ncclRedOp_t op =
               mean && !narrow(buffers[i].dtype) ? ncclAvg : ncclSum;
-          enqueued = ncclCheck(
-              ncclAllReduce(buffers[i].data, buffers[i].data,
-                            size_t(buffers[i].numel),
-                            ncclType(buffers[i].dtype), op, ncclComm_, commStream_),
-              "ncclAllReduce");
+          enqueued = ncclCheck(ncclAllReduce(buffers[i].data, buffers[i].data,
+                                             size_t(buffers[i].numel),
+                                             ncclType(buffers[i].dtype), op,
+                                             ncclComm_, commStream_),
+                               "ncclAllReduce");
         }
         // The group is closed on every path: an open group would swallow
         // every later NCCL call of this thread.
@@ -339,11 +344,10 @@ public:
         return cudaFailure(commState, "the communication stream");
       DDPRT_TRY(failure());
       if (timeoutSeconds_ > 0 && secondsSince(start) > timeoutSeconds_) {
-        std::string reason =
-            "synchronize did not complete within " +
-            std::to_string(timeoutSeconds_) + " s on rank " +
-            std::to_string(communicator_.rank());
-        abortCommunicators(reason);
+        std::string reason = "synchronize did not complete within " +
+                             std::to_string(timeoutSeconds_) + " s on rank " +
+                             std::to_string(communicator_.rank());
+        abortCommunicators(reason, true);
         return failure();
       }
       std::this_thread::yield();
@@ -366,18 +370,17 @@ public:
     DDPRT_TRY(enter());
     Split split = splitByProjector(matrices, residuals, qs, ps, count);
     if (!split.fused.matrices.empty())
-      CUDA_TRY(cuda::project(split.fused.matrices.data(),
-                             residuals ? split.fused.residuals.data() : nullptr,
-                             split.fused.factors.data(),
-                             split.fused.outputs.data(),
-                             int(split.fused.matrices.size()), scratch_,
-                             compute_));
+      CUDA_TRY(
+          cuda::project(split.fused.matrices.data(),
+                        residuals ? split.fused.residuals.data() : nullptr,
+                        split.fused.factors.data(), split.fused.outputs.data(),
+                        int(split.fused.matrices.size()), scratch_, compute_));
     for (size_t i = 0; i < split.gemm.matrices.size(); ++i) {
       DDPRT_TRY(prepareGemm());
-      if (cublasStatus_t status = gemm_.project(
-              split.gemm.matrices[i],
-              residuals ? &split.gemm.residuals[i] : nullptr,
-              split.gemm.factors[i], split.gemm.outputs[i]))
+      if (cublasStatus_t status =
+              gemm_.project(split.gemm.matrices[i],
+                            residuals ? &split.gemm.residuals[i] : nullptr,
+                            split.gemm.factors[i], split.gemm.outputs[i]))
         return cublasFailure(status, "cuBLAS project");
     }
     return Error::success();
@@ -395,10 +398,10 @@ public:
           int(split.fused.matrices.size()), scratch_, compute_));
     for (size_t i = 0; i < split.gemm.matrices.size(); ++i) {
       DDPRT_TRY(prepareGemm());
-      if (cublasStatus_t status = gemm_.backproject(
-              split.gemm.matrices[i],
-              residuals ? &split.gemm.residuals[i] : nullptr,
-              split.gemm.factors[i], split.gemm.outputs[i]))
+      if (cublasStatus_t status =
+              gemm_.backproject(split.gemm.matrices[i],
+                                residuals ? &split.gemm.residuals[i] : nullptr,
+                                split.gemm.factors[i], split.gemm.outputs[i]))
         return cublasFailure(status, "cuBLAS backproject");
     }
     return Error::success();
@@ -477,7 +480,8 @@ public:
   }
 
 private:
-  //===--- Entry, errors ---------------------------------------------------===//
+  //===--- Entry, errors
+  //---------------------------------------------------===//
 
   Error selectDevice() {
     CUDA_TRY(cudaSetDevice(device_));
@@ -511,7 +515,10 @@ private:
 
   /// Stops the communicators once, from any thread: revoked where NCCL can
   /// (the handles stay valid for a thread inside an NCCL call), aborted
-  /// otherwise. Their kernels end, so the streams drain.
+  /// otherwise. Their kernels end, so the streams drain. With an NCCL older
+  /// than 2.28 (no revoke) an abort from the watchdog frees the
+  /// communicator while the host thread may be inside an NCCL call on it,
+  /// as PyTorch's watchdog does; 2.28 and later do not have that hazard.
   void abortCommunicators(const std::string &reason, bool timedOut = false) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -532,10 +539,10 @@ private:
     for (ncclComm_t comm : comms) {
       if (!comm)
         continue;
-      ncclResult_t result =
-          revoke ? revoke(comm, 0) : ncclCommAbort(comm);
+      ncclResult_t result = revoke ? revoke(comm, 0) : ncclCommAbort(comm);
       if (result != ncclSuccess && result != ncclInProgress)
-        outcome += std::string("; ") + (revoke ? "ncclCommRevoke" : "ncclCommAbort") +
+        outcome += std::string("; ") +
+                   (revoke ? "ncclCommRevoke" : "ncclCommAbort") +
                    " failed: " + ncclGetErrorString(result);
     }
     if (!revoke)
@@ -571,15 +578,20 @@ private:
     }
   }
 
-  /// After ncclCommFinalize: waits (bounded) for the communicator to be
-  /// quiet before it is destroyed.
-  void waitUntilQuiet(ncclComm_t comm) {
+  /// After ncclCommFinalize or ncclCommRevoke: waits (bounded by the
+  /// timeout, or 10 s without one) for the communicator to leave
+  /// ncclInProgress; whether it did.
+  bool waitUntilQuiet(ncclComm_t comm) {
     auto start = Clock::now();
+    double bound = timeoutSeconds_ > 0 ? timeoutSeconds_ : 10.0;
     ncclResult_t state = ncclInProgress;
     while (ncclCommGetAsyncError(comm, &state) == ncclSuccess &&
-           state == ncclInProgress &&
-           secondsSince(start) < (timeoutSeconds_ > 0 ? timeoutSeconds_ : 10.0))
+           state == ncclInProgress) {
+      if (secondsSince(start) > bound)
+        return false;
       std::this_thread::yield();
+    }
+    return true;
   }
 
   void waitForStreams(double seconds) {
@@ -591,7 +603,8 @@ private:
     (void)cudaGetLastError();
   }
 
-  //===--- The watchdog ----------------------------------------------------===//
+  //===--- The watchdog
+  //----------------------------------------------------===//
 
   /// A collective being enqueued (done == nullptr) or in flight.
   struct InFlight {
@@ -685,7 +698,8 @@ private:
     }
   }
 
-  //===--- cuBLAS or the fused kernels -------------------------------------===//
+  //===--- cuBLAS or the fused kernels
+  //-------------------------------------===//
 
   struct Group {
     std::vector<ddprt_matrix> matrices, residuals, factors, outputs;
@@ -703,11 +717,11 @@ private:
     for (int i = 0; i < count; ++i) {
       bool empty = matrices[i].rows == 0 || matrices[i].cols == 0 ||
                    factors[i].cols == 0;
-      Group &group = !empty && policy_.choose(matrices[i].dtype,
-                                              factors[i].cols) ==
-                                   cuda::Projector::Gemm
-                         ? split.gemm
-                         : split.fused;
+      Group &group =
+          !empty && policy_.choose(matrices[i].dtype, factors[i].cols) ==
+                        cuda::Projector::Gemm
+              ? split.gemm
+              : split.fused;
       group.matrices.push_back(matrices[i]);
       if (residuals)
         group.residuals.push_back(residuals[i]);

@@ -8,13 +8,15 @@
 //    (or narrower) access, 16 elements in flight per thread.
 //  - project (G+E)Q: reads G and E once (2nms bytes) per 8 columns of Q;
 //    a row is split over 32..256 threads so that short and long rows both
-//    fill the GPU; Q comes from the L1 cache.
+//    fill the GPU; Q comes from the L1 cache, a thread's 4 rows of it in
+//    whole 16-byte words where Q has exactly R columns.
 //  - backproject (G+E)^T P: the same reads; each warp streams a strip of 32
-//    rows x 128 columns and writes its partial sums (r floats per column
-//    per 32 rows, under 1/8 of the gradient's bytes at r = 8), which a
-//    second kernel adds in chunk order.
+//    rows x 128 columns, 4 rows' loads in flight, and writes its partial
+//    sums (r floats per column per 32 rows: 1/32 of the gradient's bytes at
+//    r = 2, 1/8 at r = 8), which a second kernel adds in a fixed order, 8
+//    warps per 32 outputs.
 //  - reconstruct + residual: reads G and E, writes M_hat and E' (4nms), 4
-//    elements per access; M + E is never stored.
+//    elements per access; M + E is never stored; short rows share a block.
 //  - orthogonalize: one block per matrix (n x r is small), modified
 //    Gram-Schmidt in f64 with one block reduction per column (the norm and
 //    the column's dot products with the later columns together).
@@ -100,7 +102,8 @@ template <typename T> struct Packed4 {
 template <typename T>
 __device__ void load4(const T *source, typename Device<T>::Compute out[4]) {
   Packed4<T> raw;
-  const auto *words = reinterpret_cast<const typename Packed4<T>::Word *>(source);
+  const auto *words =
+      reinterpret_cast<const typename Packed4<T>::Word *>(source);
 #pragma unroll
   for (int w = 0; w < Packed4<T>::kWords; ++w)
     raw.words[w] = words[w];
@@ -266,9 +269,10 @@ struct Projection {
   const void *g, *e, *factor;
   void *out;
   int64_t n, m, r;
-  int64_t column;      // first column of the factor this launch computes
-  int threadsPerRow;   // 32, 64, 128 or 256
-  bool vector;         // rows start aligned to 4 elements
+  int64_t column;     // first column of the factor this launch computes
+  int threadsPerRow;  // 32, 64, 128 or 256
+  bool vector;        // rows start aligned to 4 elements
+  bool factorAligned; // the factor starts on a 16-byte boundary
 };
 
 /// Threads per row of `m` elements: about 32 elements each, at least a warp,
@@ -287,30 +291,111 @@ template <typename C> __device__ C warpSum(C value) {
   return value;
 }
 
-/// acc[k] += v[c] * Q[j + c][column + k] for the four columns from j.
+/// The 4 x R block of a factor with exactly R columns from row j: 4R
+/// contiguous elements, read in 16-byte (or, for 4 f16/bf16, 8-byte) words.
+/// `rows` must be aligned to the word (j a multiple of 4, the factor
+/// aligned to 16 bytes).
 template <typename T, int R>
-__device__ void accumulateRow4(typename Device<T>::Compute acc[R],
-                               const typename Device<T>::Compute v[4],
-                               const T *q, int64_t j, int64_t r,
-                               int64_t column, int cols, int valid) {
+__device__ void loadFactorBlock(const T *rows,
+                                typename Device<T>::Compute out[4][R]) {
+  constexpr int kBytes = 4 * R * int(sizeof(T));
+  using Word = std::conditional_t<kBytes % 16 == 0, uint4, uint2>;
+  constexpr int kWords = kBytes / int(sizeof(Word));
+  Word raw[kWords];
 #pragma unroll
-  for (int c = 0; c < 4; ++c) {
-    if (c >= valid)
-      break;
-    const T *qRow = q + (j + c) * r + column;
+  for (int w = 0; w < kWords; ++w)
+    raw[w] = __ldg(reinterpret_cast<const Word *>(rows) + w);
+  T values[4 * R];
+  memcpy(values, raw, sizeof(values));
+#pragma unroll
+  for (int c = 0; c < 4; ++c)
 #pragma unroll
     for (int k = 0; k < R; ++k)
-      if (k < cols)
-        acc[k] += v[c] * Device<T>::load(__ldg(qRow + k));
+      out[c][k] = Device<T>::load(values[c * R + k]);
+}
+
+/// acc[k] += v[c] * Q[j + c][column + k] for the `valid` columns from j;
+/// Packed: Q has exactly R columns and is aligned, so its 4 rows come in
+/// whole words; otherwise one element at a time.
+template <typename T, int R, bool Packed>
+__device__ void accumulateRow4(typename Device<T>::Compute acc[R],
+                               const typename Device<T>::Compute v[4],
+                               const T *q, int64_t j, int64_t r, int64_t column,
+                               int cols, int valid) {
+  using C = typename Device<T>::Compute;
+  if constexpr (Packed) {
+    C block[4][R];
+    loadFactorBlock<T, R>(q + j * R, block);
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+#pragma unroll
+      for (int k = 0; k < R; ++k)
+        acc[k] += v[c] * block[c][k];
+  } else {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      if (c >= valid)
+        break;
+      const T *qRow = q + (j + c) * r + column;
+#pragma unroll
+      for (int k = 0; k < R; ++k)
+        if (k < cols)
+          acc[k] += v[c] * Device<T>::load(__ldg(qRow + k));
+    }
+  }
+}
+
+/// One thread's share of row `row` of M = G (+ E) times Q, 4 elements per
+/// access.
+template <typename T, int R, bool HasResidual, bool Packed>
+__device__ void projectRowVector(const Projection &p, int64_t row, int lane,
+                                 int cols, typename Device<T>::Compute acc[R]) {
+  using C = typename Device<T>::Compute;
+  const int tpr = p.threadsPerRow;
+  const T *g = static_cast<const T *>(p.g) + row * p.m;
+  const T *e = HasResidual ? static_cast<const T *>(p.e) + row * p.m : nullptr;
+  const T *q = static_cast<const T *>(p.factor);
+  const int64_t groups = p.m / 4;
+  int64_t x = lane;
+  // Two groups in flight; at R = 8 one (the sums and the factor's block
+  // would not fit the registers of two).
+  for (; R < 8 && x + tpr < groups; x += 2 * tpr) {
+    C g0[4], g1[4];
+    load4(g + 4 * x, g0);
+    load4(g + 4 * (x + tpr), g1);
+    if (HasResidual) {
+      C e0[4], e1[4];
+      load4(e + 4 * x, e0);
+      load4(e + 4 * (x + tpr), e1);
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        g0[c] += e0[c];
+        g1[c] += e1[c];
+      }
+    }
+    accumulateRow4<T, R, Packed>(acc, g0, q, 4 * x, p.r, p.column, cols, 4);
+    accumulateRow4<T, R, Packed>(acc, g1, q, 4 * (x + tpr), p.r, p.column, cols,
+                                 4);
+  }
+  for (; x < groups; x += tpr) {
+    C g0[4];
+    load4(g + 4 * x, g0);
+    if (HasResidual) {
+      C e0[4];
+      load4(e + 4 * x, e0);
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        g0[c] += e0[c];
+    }
+    accumulateRow4<T, R, Packed>(acc, g0, q, 4 * x, p.r, p.column, cols, 4);
   }
 }
 
 /// A row is split over p.threadsPerRow threads (a block holds
-/// kThreads / threadsPerRow rows); each thread reads 4 elements of G and E
-/// at a time, two groups in flight, and keeps R sums; warp shuffles and a
-/// fixed-order pass over the row's warps finish them.
+/// kThreads / threadsPerRow rows); each thread keeps R sums; warp shuffles
+/// and a fixed-order pass over the row's warps finish them.
 template <typename T, int R, bool HasResidual>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     projectKernel(Launch<Projection> launch, int64_t blocks) {
   using C = typename Device<T>::Compute;
   __shared__ C warpSums[kThreads / 32][R];
@@ -327,52 +412,25 @@ __global__ void __launch_bounds__(kThreads)
     for (int k = 0; k < R; ++k)
       acc[k] = C(0);
     if (row < p.n) {
-      const T *g = static_cast<const T *>(p.g) + row * p.m;
-      const T *e =
-          HasResidual ? static_cast<const T *>(p.e) + row * p.m : nullptr;
-      const T *q = static_cast<const T *>(p.factor);
-      if (p.vector) {
-        int64_t groups = p.m / 4;
-        int64_t x = lane;
-        for (; x + tpr < groups; x += 2 * tpr) {
-          C g0[4], g1[4], e0[4], e1[4];
-          load4(g + 4 * x, g0);
-          load4(g + 4 * (x + tpr), g1);
-          if (HasResidual) {
-            load4(e + 4 * x, e0);
-            load4(e + 4 * (x + tpr), e1);
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-              g0[c] += e0[c];
-              g1[c] += e1[c];
-            }
-          }
-          accumulateRow4<T, R>(acc, g0, q, 4 * x, p.r, p.column, cols, 4);
-          accumulateRow4<T, R>(acc, g1, q, 4 * (x + tpr), p.r, p.column, cols,
-                               4);
-        }
-        for (; x < groups; x += tpr) {
-          C g0[4], e0[4];
-          load4(g + 4 * x, g0);
-          if (HasResidual) {
-            load4(e + 4 * x, e0);
-#pragma unroll
-            for (int c = 0; c < 4; ++c)
-              g0[c] += e0[c];
-          }
-          accumulateRow4<T, R>(acc, g0, q, 4 * x, p.r, p.column, cols, 4);
-        }
-      } else {
+      if (p.vector && p.factorAligned && p.column == 0 && p.r == R)
+        projectRowVector<T, R, HasResidual, true>(p, row, lane, cols, acc);
+      else if (p.vector)
+        projectRowVector<T, R, HasResidual, false>(p, row, lane, cols, acc);
+      else {
+        const T *g = static_cast<const T *>(p.g) + row * p.m;
+        const T *e =
+            HasResidual ? static_cast<const T *>(p.e) + row * p.m : nullptr;
+        const T *q = static_cast<const T *>(p.factor);
         for (int64_t j = lane; j < p.m; j += tpr) {
           C v[4] = {Device<T>::load(g[j]), C(0), C(0), C(0)};
           if (HasResidual)
             v[0] += Device<T>::load(e[j]);
-          accumulateRow4<T, R>(acc, v, q, j, p.r, p.column, cols, 1);
+          accumulateRow4<T, R, false>(acc, v, q, j, p.r, p.column, cols, 1);
         }
       }
     }
     // Every thread of the block reaches the reduction (rows past the end
-    // add zeros), so the barrier below is uniform.
+    // add zeros), so the barriers below are uniform.
     const int warp = threadIdx.x / 32;
 #pragma unroll
     for (int k = 0; k < R; ++k) {
@@ -405,6 +463,75 @@ struct BackProjection {
 
 constexpr int kStripRows = 32;
 constexpr int kStripColumns = 32 * 4;
+constexpr int kStripBatch = 4; // rows whose loads are in flight together
+
+/// 4 consecutive elements of M = G (+ E) from `index` (the first `valid`).
+template <typename T, bool HasResidual, bool Vector>
+__device__ void loadM4(const T *g, const T *e, int64_t index, int valid,
+                       typename Device<T>::Compute v[4]) {
+  using C = typename Device<T>::Compute;
+  if constexpr (Vector) {
+    load4(g + index, v);
+    if (HasResidual) {
+      C w[4];
+      load4(e + index, w);
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        v[c] += w[c];
+    }
+  } else {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      v[c] = c < valid ? Device<T>::load(g[index + c]) : C(0);
+      if (HasResidual && c < valid)
+        v[c] += Device<T>::load(e[index + c]);
+    }
+  }
+}
+
+/// acc[c][k] += M[i][j + c] * P[i][column + k] over the strip's rows,
+/// kStripBatch rows loaded before they are used.
+template <typename T, int R, bool HasResidual, bool Vector>
+__device__ void backprojectStrip(const BackProjection &b, int64_t rowBegin,
+                                 int rows, int64_t j, int valid, int cols,
+                                 typename Device<T>::Compute acc[4][R]) {
+  using C = typename Device<T>::Compute;
+  const T *g = static_cast<const T *>(b.g);
+  const T *e = static_cast<const T *>(b.e);
+  const T *p = static_cast<const T *>(b.factor) + rowBegin * b.r + b.column;
+  int i = 0;
+  for (; i + kStripBatch <= rows; i += kStripBatch) {
+    C v[kStripBatch][4], pk[kStripBatch][R];
+#pragma unroll
+    for (int u = 0; u < kStripBatch; ++u)
+      loadM4<T, HasResidual, Vector>(g, e, (rowBegin + i + u) * b.m + j, valid,
+                                     v[u]);
+#pragma unroll
+    for (int u = 0; u < kStripBatch; ++u)
+#pragma unroll
+      for (int k = 0; k < R; ++k)
+        pk[u][k] =
+            k < cols ? Device<T>::load(__ldg(p + (i + u) * b.r + k)) : C(0);
+#pragma unroll
+    for (int u = 0; u < kStripBatch; ++u)
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+#pragma unroll
+        for (int k = 0; k < R; ++k)
+          acc[c][k] += v[u][c] * pk[u][k];
+  }
+  for (; i < rows; ++i) {
+    C v[4];
+    loadM4<T, HasResidual, Vector>(g, e, (rowBegin + i) * b.m + j, valid, v);
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+      C pk = k < cols ? Device<T>::load(__ldg(p + i * b.r + k)) : C(0);
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        acc[c][k] += v[c] * pk;
+    }
+  }
+}
 
 /// A warp streams a strip of kStripRows rows x kStripColumns columns (4 per
 /// lane) and writes r sums per column for its chunk of rows; blocks hold
@@ -427,6 +554,8 @@ __global__ void __launch_bounds__(kThreads)
     int rows = int(min(b.n - rowBegin, int64_t(kStripRows)));
     int64_t j = strip * kStripColumns + 4 * lane;
     int valid = int(min(b.m - j, int64_t(4)));
+    if (valid <= 0)
+      continue;
     const int cols = int(min(b.r - b.column, int64_t(R)));
     C acc[4][R];
 #pragma unroll
@@ -434,43 +563,12 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int k = 0; k < R; ++k)
         acc[c][k] = C(0);
-    const T *g = static_cast<const T *>(b.g);
-    const T *e = static_cast<const T *>(b.e);
-    const T *p = static_cast<const T *>(b.factor);
-    if (valid > 0) {
-#pragma unroll 4
-      for (int i = 0; i < rows; ++i) {
-        int64_t index = (rowBegin + i) * b.m + j;
-        C v[4];
-        if (b.vector && valid == 4) {
-          load4(g + index, v);
-          if (HasResidual) {
-            C w[4];
-            load4(e + index, w);
-#pragma unroll
-            for (int c = 0; c < 4; ++c)
-              v[c] += w[c];
-          }
-        } else {
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            v[c] = c < valid ? Device<T>::load(g[index + c]) : C(0);
-            if (HasResidual && c < valid)
-              v[c] += Device<T>::load(e[index + c]);
-          }
-        }
-        const T *pRow = p + (rowBegin + i) * b.r + b.column;
-        C pk[R];
-#pragma unroll
-        for (int k = 0; k < R; ++k)
-          pk[k] = k < cols ? Device<T>::load(__ldg(pRow + k)) : C(0);
-#pragma unroll
-        for (int c = 0; c < 4; ++c)
-#pragma unroll
-          for (int k = 0; k < R; ++k)
-            acc[c][k] += v[c] * pk[k];
-      }
-    }
+    if (b.vector && valid == 4)
+      backprojectStrip<T, R, HasResidual, true>(b, rowBegin, rows, j, valid,
+                                                cols, acc);
+    else
+      backprojectStrip<T, R, HasResidual, false>(b, rowBegin, rows, j, valid,
+                                                 cols, acc);
     C *partials = static_cast<C *>(b.partials) + (chunk * b.m + j) * R;
 #pragma unroll
     for (int c = 0; c < 4; ++c)
@@ -481,26 +579,52 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-/// Q[j][column + k] = sum over chunks, in chunk order; a thread per (j, k).
+constexpr int kSumOutputs = 32; // outputs (j, k) a block of the sum finishes
+
+/// Q[j][column + k] = the sum over chunks of the partials. A block finishes
+/// kSumOutputs consecutive (j, k), one per lane; warp w adds the chunks
+/// w, w + 8, ... in order, and the warps' sums are added in warp order:
+/// a fixed order whatever the launch, with every warp's loads coalesced.
 template <typename T, int R>
 __global__ void __launch_bounds__(kThreads)
     backprojectSumKernel(Launch<BackProjection> launch, int64_t blocks) {
   using C = typename Device<T>::Compute;
+  constexpr int kWarps = kThreads / 32;
+  __shared__ C sums[kWarps][kSumOutputs];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int64_t block = blockIdx.x; block < blocks; block += gridDim.x) {
     int t = findTensor(launch, block);
     const BackProjection &b = launch.tensors[t];
-    int64_t index = (block - launch.firstBlock[t]) * kThreads + threadIdx.x;
-    if (index >= b.m * R)
-      continue;
-    int64_t j = index / R;
-    int k = int(index % R);
-    if (k >= b.r - b.column)
-      continue;
+    int64_t index =
+        (block - launch.firstBlock[t]) * kSumOutputs + lane; // j * R + k
     const C *partials = static_cast<const C *>(b.partials);
     C sum = C(0);
-    for (int64_t c = 0; c < b.chunks; ++c)
-      sum += partials[c * b.m * R + index];
-    static_cast<T *>(b.out)[j * b.r + b.column + k] = Device<T>::store(sum);
+    if (index < b.m * R) {
+      const int64_t stride = b.m * R;
+      int64_t c = warp;
+      for (; c + 3 * kWarps < b.chunks; c += 4 * kWarps) {
+        C a0 = partials[c * stride + index];
+        C a1 = partials[(c + kWarps) * stride + index];
+        C a2 = partials[(c + 2 * kWarps) * stride + index];
+        C a3 = partials[(c + 3 * kWarps) * stride + index];
+        sum = (((sum + a0) + a1) + a2) + a3;
+      }
+      for (; c < b.chunks; c += kWarps)
+        sum += partials[c * stride + index];
+    }
+    sums[warp][lane] = sum;
+    __syncthreads();
+    if (warp == 0 && index < b.m * R) {
+      C total = C(0);
+      for (int w = 0; w < kWarps; ++w)
+        total += sums[w][lane];
+      int64_t j = index / R;
+      int k = int(index % R);
+      if (k < b.r - b.column)
+        static_cast<T *>(b.out)[j * b.r + b.column + k] =
+            Device<T>::store(total);
+    }
+    __syncthreads();
   }
 }
 
@@ -631,8 +755,8 @@ __global__ void __launch_bounds__(kOrthThreads)
         if (needNorm) {
           double squares = totals[0];
           zero = squares == 0.0;
-          inverse = 1.0 / ((isfinite(squares) ? sqrt(squares) : nan("")) +
-                           epsilon);
+          inverse =
+              1.0 / ((isfinite(squares) ? sqrt(squares) : nan("")) + epsilon);
         }
         // Unscaled: the raw dot products times 1 / (|a_j| + eps) are those
         // of the normalized column.
@@ -662,15 +786,27 @@ __global__ void __launch_bounds__(kOrthThreads)
 struct Reconstruction {
   const void *p, *q, *g;
   void *e, *out;
-  int64_t n, m, r, segments;
+  int64_t n, m, r;
+  int64_t segments;  // per row, of 4 * threadsPerRow columns
+  int threadsPerRow; // 32..kThreads: short rows share a block
   bool vector;
+  bool factorAligned; // Q starts on a 16-byte boundary
 };
 
-constexpr int64_t kSegmentColumns = int64_t(kThreads) * 4;
+/// Threads per row for reconstruct: 4 columns each, a block's worth for
+/// rows of over 512 columns, fewer (and several rows a block) for short
+/// ones, so that few threads idle.
+int reconstructThreadsPerRow(int64_t m) {
+  int threads = kThreads;
+  while (threads > 32 && 4 * (threads / 2) >= m)
+    threads /= 2;
+  return threads;
+}
 
-/// A block per (row, segment of kSegmentColumns columns); a thread makes 4
-/// consecutive elements of M_hat = P Q^T from P's row (read by all threads
-/// at once) and 4 rows of Q, and with the residual E' = G + E - M_hat in
+/// A block per (group of kThreads / threadsPerRow rows, segment of
+/// 4 * threadsPerRow columns); a thread makes 4 consecutive elements of
+/// M_hat = P Q^T from P's row (read by the row's threads at once) and 4
+/// rows of Q, and with the residual E' = G + E - M_hat in
 /// the same pass (`out` may alias `g`: each element is read before it is
 /// written, by the same thread). R > 0 unrolls the rank; R == 0 loops.
 template <typename T, int R, bool HasResidual>
@@ -681,8 +817,9 @@ __global__ void __launch_bounds__(kThreads)
     int t = findTensor(launch, block);
     const Reconstruction &c = launch.tensors[t];
     int64_t local = block - launch.firstBlock[t];
-    int64_t row = local / c.segments;
-    int64_t j = (local % c.segments) * kSegmentColumns + 4 * threadIdx.x;
+    const int tpr = c.threadsPerRow;
+    int64_t row = (local / c.segments) * (kThreads / tpr) + threadIdx.x / tpr;
+    int64_t j = (local % c.segments) * (4 * tpr) + 4 * (threadIdx.x % tpr);
     if (row >= c.n || j >= c.m)
       continue;
     int valid = int(min(c.m - j, int64_t(4)));
@@ -694,13 +831,24 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int k = 0; k < R; ++k)
         pk[k] = k < c.r ? Device<T>::load(__ldg(p + k)) : C(0);
+      if (c.r == R && c.factorAligned && valid == 4) {
+        // Q's 4 rows are 4R contiguous elements: whole-word loads.
+        C block[4][R];
+        loadFactorBlock<T, R>(q, block);
 #pragma unroll
-      for (int x = 0; x < 4; ++x)
-        if (x < valid)
+        for (int x = 0; x < 4; ++x)
 #pragma unroll
           for (int k = 0; k < R; ++k)
-            if (k < c.r)
-              mHat[x] += pk[k] * Device<T>::load(__ldg(q + x * c.r + k));
+            mHat[x] += pk[k] * block[x][k];
+      } else {
+#pragma unroll
+        for (int x = 0; x < 4; ++x)
+          if (x < valid)
+#pragma unroll
+            for (int k = 0; k < R; ++k)
+              if (k < c.r)
+                mHat[x] += pk[k] * Device<T>::load(__ldg(q + x * c.r + k));
+      }
     } else {
       for (int64_t k = 0; k < c.r; ++k) {
         C pk = Device<T>::load(__ldg(p + k));
@@ -797,8 +945,7 @@ void Scratch::release() {
   deviceBytes_ = 0;
 }
 
-cudaError_t Scratch::device(size_t bytes, cudaStream_t stream,
-                            void **pointer) {
+cudaError_t Scratch::device(size_t bytes, cudaStream_t stream, void **pointer) {
   if (bytes > deviceBytes_) {
     // Stream-ordered: the old buffer is freed after the work already
     // enqueued on `stream` that uses it, with no device-wide wait.
@@ -855,9 +1002,9 @@ cudaError_t cast(double factor, const ddprt_buffer *inputs,
           return launchAll(
               tensors, blocksOf,
               [&](const Launch<Elementwise> &launch, int64_t blocks) {
-                castKernel<In, Out, float><<<gridFor(blocks), kThreads, 0,
-                                             stream>>>(launch, blocks,
-                                                       float(factor));
+                castKernel<In, Out, float>
+                    <<<gridFor(blocks), kThreads, 0, stream>>>(launch, blocks,
+                                                               float(factor));
               });
         });
       });
@@ -876,6 +1023,14 @@ cudaError_t scale(double factor, const ddprt_buffer *buffers, int count,
 cudaError_t project(const ddprt_matrix *matrices, const ddprt_matrix *residuals,
                     const ddprt_matrix *qs, const ddprt_matrix *ps, int count,
                     Scratch &, cudaStream_t stream) {
+  // Rows of no elements project to zero (no kernel visits them).
+  for (int i = 0; i < count; ++i)
+    if (matrices[i].cols == 0 && matrices[i].rows > 0 && qs[i].cols > 0)
+      if (cudaError_t error = cudaMemsetAsync(ps[i].data, 0,
+                                              size_t(ps[i].rows * ps[i].cols) *
+                                                  elementSize(ps[i].dtype),
+                                              stream))
+        return error;
   // Tensors grouped by dtype and rank chunk: one launch sequence each.
   for (int code = 0; code < 4; ++code) {
     int64_t maxRank = 0;
@@ -891,10 +1046,11 @@ cudaError_t project(const ddprt_matrix *matrices, const ddprt_matrix *residuals,
           const ddprt_matrix &g = matrices[i];
           bool vector = g.cols % 4 == 0 && alignedFor(code, g.data) &&
                         (!residuals || alignedFor(code, residuals[i].data));
-          tensors.push_back({g.data, residuals ? residuals[i].data : nullptr,
-                             qs[i].data, ps[i].data, g.rows, g.cols,
-                             qs[i].cols, column, threadsPerRowFor(g.cols),
-                             vector});
+          tensors.push_back(
+              {g.data, residuals ? residuals[i].data : nullptr, qs[i].data,
+               ps[i].data, g.rows, g.cols, qs[i].cols, column,
+               threadsPerRowFor(g.cols), vector,
+               reinterpret_cast<uintptr_t>(qs[i].data) % 16 == 0});
           widest = std::max(widest, qs[i].cols - column);
         }
       if (tensors.empty())
@@ -975,8 +1131,8 @@ cudaError_t backproject(const ddprt_matrix *matrices,
         if (cudaError_t e = scratch.device(partialBytes, stream, &base))
           return e;
         for (BackProjection &b : tensors)
-          b.partials = static_cast<char *>(base) +
-                       reinterpret_cast<size_t>(b.partials);
+          b.partials =
+              static_cast<char *>(base) + reinterpret_cast<size_t>(b.partials);
         return dispatch(ddprt_dtype(code), [&](auto tag) {
           using T = decltype(tag);
           auto partialBlocks = [](const BackProjection &b) {
@@ -996,7 +1152,7 @@ cudaError_t backproject(const ddprt_matrix *matrices,
                   }))
             return e;
           auto sumBlocks = [&](const BackProjection &b) {
-            return ceilDiv(b.m * R, kThreads);
+            return ceilDiv(b.m * R, kSumOutputs);
           };
           return launchAll(
               tensors, sumBlocks,
@@ -1041,8 +1197,9 @@ cudaError_t orthogonalize(const ddprt_matrix *ps, int count, double epsilon,
       return launchAll(
           tensors, [](const Orthogonalization &) { return int64_t(1); },
           [&](const Launch<Orthogonalization> &launch, int64_t blocks) {
-            orthogonalizeKernel<T><<<gridFor(blocks), kOrthThreads, 0,
-                                     stream>>>(launch, blocks, epsilon);
+            orthogonalizeKernel<T>
+                <<<gridFor(blocks), kOrthThreads, 0, stream>>>(launch, blocks,
+                                                               epsilon);
           });
     });
     if (error)
@@ -1069,12 +1226,17 @@ cudaError_t reconstruct(const ddprt_matrix *ps, const ddprt_matrix *qs,
                       (!g || alignedFor(code, g)) &&
                       (!e || alignedFor(code, e));
         tensors.push_back({ps[i].data, qs[i].data, g, e, out, ps[i].rows, m,
-                           ps[i].cols, ceilDiv(m, kSegmentColumns), vector});
+                           ps[i].cols, 0, reconstructThreadsPerRow(m), vector,
+                           reinterpret_cast<uintptr_t>(qs[i].data) % 16 == 0});
         widest = std::max(widest, ps[i].cols);
       }
     if (tensors.empty())
       continue;
-    auto blocksOf = [](const Reconstruction &c) { return c.n * c.segments; };
+    for (Reconstruction &c : tensors)
+      c.segments = ceilDiv(c.m, 4 * c.threadsPerRow);
+    auto blocksOf = [](const Reconstruction &c) {
+      return ceilDiv(c.n, kThreads / c.threadsPerRow) * c.segments;
+    };
     cudaError_t error = dispatch(ddprt_dtype(code), [&](auto tag) {
       using T = decltype(tag);
       auto run = [&](auto rankTag) {

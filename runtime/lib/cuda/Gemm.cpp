@@ -79,8 +79,8 @@ cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t opB, int64_t rows,
   }
   const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   return cublasGemmEx(handle, CUBLAS_OP_N, opB, int(rows), int(cols),
-                      int(inner), &one, a, CUDA_R_32F, int(lda), b,
-                      CUDA_R_32F, int(ldb), &beta, c, CUDA_R_32F, int(ldc),
+                      int(inner), &one, a, CUDA_R_32F, int(lda), b, CUDA_R_32F,
+                      int(ldb), &beta, c, CUDA_R_32F, int(ldc),
                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 } // namespace
