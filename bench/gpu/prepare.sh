@@ -14,7 +14,9 @@
 #   .gpu-step/ref/    what ddp-run (JIT, CPU backend) makes of them: every
 #       step's results, the final states and the counters
 # and then runs bench/gpu/check_step.sh with this build's ddprt-step-runner
-# on the CPU backend, which must reproduce the references bitwise.
+# on the CPU backend, which must reproduce the references bitwise. It also
+# copies GoogleTest's sources to .gtest/ (git-ignored) for machines without
+# it. Carry both: the device tool's `carry: [".gpu-step", ".gtest"]`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR="${BUILD_DIR:-build}"
@@ -52,4 +54,8 @@ echo "== the prepared steps, run here by ddprt-step-runner on the CPU"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 PYTHON="$PYTHON" bash bench/gpu/check_step.sh "$BIN/ddprt-step-runner" cpu "$WORK"
-echo "== $STEP/ is ready ($(du -sh "$STEP" | cut -f1)); carry it to the GPU machine"
+if [ -d /usr/src/googletest ]; then
+  rm -rf .gtest
+  cp -r /usr/src/googletest .gtest
+fi
+echo "== $STEP/ ($(du -sh "$STEP" | cut -f1)) and .gtest/ are ready; carry them to the GPU machine"

@@ -143,10 +143,10 @@ struct Shape {
 };
 /// Odd and even sizes, rows whose length is not a multiple of 4, and the
 /// shapes of real layers (a GPT-2 MLP both ways, a ResNet-50 conv).
-const Shape kShapes[] = {{1, 1, 1},     {37, 19, 2},     {256, 300, 4},
-                         {1000, 72, 8}, {64, 4608, 3},   {300, 200, 11},
-                         {50, 147, 2},  {4096, 1024, 2}, {1024, 4096, 2},
-                         {512, 4608, 4}};
+const Shape kShapes[] = {{1, 1, 1},      {37, 19, 2},     {256, 300, 4},
+                         {1000, 72, 8},  {64, 4608, 3},   {300, 200, 11},
+                         {50, 147, 2},   {4096, 1024, 2}, {1024, 4096, 2},
+                         {512, 4608, 4}, {64, 40, 1},     {37, 20, 2}};
 
 std::string describe(ddprt_dtype dtype, Shape s, bool residual,
                      int64_t offset) {
@@ -173,9 +173,10 @@ void checkProjections(ddprt_context *context, std::mt19937 &rng,
                       int64_t offset) {
   std::string what = describe(dtype, s, residual, offset);
   int64_t o = offset;
-  TypedArray g(dtype, o + s.n * s.m), e(dtype, o + s.n * s.m),
-      q(dtype, o + s.m * s.r), p(dtype, o + s.n * s.r),
-      p2(dtype, o + s.n * s.r);
+  // One element more at the end of each array: writes past a matrix show.
+  TypedArray g(dtype, o + s.n * s.m + 1), e(dtype, o + s.n * s.m + 1),
+      q(dtype, o + s.m * s.r + 1), p(dtype, o + s.n * s.r + 1),
+      p2(dtype, o + s.n * s.r + 1);
   g.randomize(rng);
   e.randomize(rng, 0.1);
   q.randomize(rng);
@@ -398,93 +399,143 @@ TEST_F(Cuda, CastAndScaleMatchTheCpuKernelBitwise) {
 
 /// One call over many tensors of mixed shapes and ranks (more than one
 /// launch's worth of descriptors, rows split over different numbers of
-/// threads, the orthogonalization's working copies side by side), each
-/// against the CPU kernels.
-TEST_F(Cuda, OneCallOverManyMixedTensorsMatchesTheCpuKernels) {
+/// threads, factor columns in chunks of 8, the orthogonalization's working
+/// copies side by side), each step checked against the CPU kernels on the
+/// GPU's inputs to that step, so that roundings do not compound.
+void checkManyMixedTensors(ddprt_context *context, std::mt19937 &rng,
+                           int64_t maxRank, const std::string &what) {
   struct Tensor {
     Shape s;
-    TypedArray g, e, q, p, out;
+    TypedArray g, e, q, p;
+    std::unique_ptr<DeviceArray> dg, de, dq, dp;
   };
   std::vector<Tensor> tensors;
   for (int t = 0; t < 130; ++t) {
-    Shape s{1 + (t * 37) % 300, 1 + (t * 53) % 700, 1 + t % 11};
+    Shape s{1 + (t * 37) % 300, 1 + (t * 53) % 700, 1 + t % maxRank};
     s.r = std::min({s.r, s.n, s.m});
-    Tensor x{s,
-             TypedArray(DDPRT_F32, s.n * s.m),
-             TypedArray(DDPRT_F32, s.n * s.m),
-             TypedArray(DDPRT_F32, s.m * s.r),
-             TypedArray(DDPRT_F32, s.n * s.r),
-             TypedArray(DDPRT_F32, s.n * s.m)};
-    x.g.randomize(rng_);
-    x.e.randomize(rng_, 0.1);
-    x.q.randomize(rng_);
+    Tensor x;
+    x.s = s;
+    // One poisoned or random element past each matrix: writes past the
+    // end show in the whole-array comparisons.
+    x.g = TypedArray(DDPRT_F32, s.n * s.m + 1);
+    x.e = TypedArray(DDPRT_F32, s.n * s.m + 1);
+    x.q = TypedArray(DDPRT_F32, s.m * s.r + 1);
+    x.p = TypedArray(DDPRT_F32, s.n * s.r + 1);
+    x.g.randomize(rng);
+    x.e.randomize(rng, 0.1);
+    x.q.randomize(rng);
     x.p.fill(std::nan(""));
+    x.dg = std::make_unique<DeviceArray>(x.g);
+    x.de = std::make_unique<DeviceArray>(x.e);
+    x.dq = std::make_unique<DeviceArray>(x.q);
+    x.dp = std::make_unique<DeviceArray>(x.p);
     tensors.push_back(std::move(x));
   }
-  std::vector<std::unique_ptr<DeviceArray>> owned;
-  auto upload = [&](TypedArray &host, int64_t rows, int64_t cols) {
-    owned.push_back(std::make_unique<DeviceArray>(host));
-    return owned.back()->matrix(rows, cols);
-  };
   std::vector<ddprt_matrix> gs, es, qs, ps;
-  std::vector<DeviceArray *> pArrays, qArrays, gArrays, eArrays;
   for (Tensor &x : tensors) {
-    gs.push_back(upload(x.g, x.s.n, x.s.m));
-    gArrays.push_back(owned.back().get());
-    es.push_back(upload(x.e, x.s.n, x.s.m));
-    eArrays.push_back(owned.back().get());
-    qs.push_back(upload(x.q, x.s.m, x.s.r));
-    qArrays.push_back(owned.back().get());
-    ps.push_back(upload(x.p, x.s.n, x.s.r));
-    pArrays.push_back(owned.back().get());
+    gs.push_back(x.dg->matrix(x.s.n, x.s.m));
+    es.push_back(x.de->matrix(x.s.n, x.s.m));
+    qs.push_back(x.dq->matrix(x.s.m, x.s.r));
+    ps.push_back(x.dp->matrix(x.s.n, x.s.r));
   }
   int n = int(tensors.size());
-  ASSERT_EQ(ddprt_orthogonalize(context_, qs.data(), n, 0.0), DDPRT_OK);
+  auto name = [&](int t) {
+    return what + " " + describe(DDPRT_F32, tensors[t].s, true, 0) +
+           " (tensor " + std::to_string(t) + ")";
+  };
+  // Q = orthogonalize(Q).
+  std::vector<TypedArray> before;
+  for (Tensor &x : tensors)
+    before.push_back(x.dq->toHost());
+  ASSERT_EQ(ddprt_orthogonalize(context, qs.data(), n, 0.0), DDPRT_OK);
+  ASSERT_EQ(ddprt_synchronize(context), DDPRT_OK) << ddprt_last_error(context);
+  for (int t = 0; t < n; ++t) {
+    Shape s = tensors[t].s;
+    cpu::orthogonalize(before[t].matrix(s.m, s.r), 0.0);
+    expectClose(tensors[t].dq->toHost(), before[t],
+                tolerance(DDPRT_F32, s.m) * 4,
+                "orthogonalized Q of " + name(t));
+  }
+  // P = (G + E) Q, compared before it is orthogonalized.
   ASSERT_EQ(
-      ddprt_project(context_, gs.data(), es.data(), qs.data(), ps.data(), n),
+      ddprt_project(context, gs.data(), es.data(), qs.data(), ps.data(), n),
       DDPRT_OK);
-  ASSERT_EQ(ddprt_orthogonalize(context_, ps.data(), n, 0.0), DDPRT_OK);
-  ASSERT_EQ(ddprt_backproject(context_, gs.data(), es.data(), ps.data(),
-                              qs.data(), n),
-            DDPRT_OK);
-  ASSERT_EQ(ddprt_reconstruct(context_, ps.data(), qs.data(), gs.data(),
-                              es.data(), gs.data(), n),
-            DDPRT_OK);
-  sync();
+  ASSERT_EQ(ddprt_synchronize(context), DDPRT_OK) << ddprt_last_error(context);
   for (int t = 0; t < n; ++t) {
     Tensor &x = tensors[t];
     Shape s = x.s;
-    std::string what =
-        describe(DDPRT_F32, s, true, 0) + " (tensor " + std::to_string(t) + ")";
-    // The CPU's sequence on the same inputs; each GPU result is compared
-    // after the step it comes from, on the CPU's inputs to that step, so
-    // that roundings do not compound into the comparison.
-    TypedArray q = x.q, p = x.p, g = x.g, e = x.e;
-    cpu::orthogonalize(q.matrix(s.m, s.r), 0.0);
-    ddprt_matrix hostE = e.matrix(s.n, s.m);
-    cpu::project(g.matrix(s.n, s.m), &hostE, q.matrix(s.m, s.r),
-                 p.matrix(s.n, s.r));
-    cpu::orthogonalize(p.matrix(s.n, s.r), 0.0);
-    TypedArray gpuP = pArrays[t]->toHost();
-    expectClose(gpuP, p, tolerance(DDPRT_F32, s.m) * 16, "P of " + what);
-    // Q from the GPU's own P (orthogonalization amplifies rounding when P
-    // is ill-conditioned), then the reconstruction from the GPU's P and Q.
-    TypedArray q2(DDPRT_F32, s.m * s.r);
-    cpu::backproject(g.matrix(s.n, s.m), &hostE, gpuP.matrix(s.n, s.r),
-                     q2.matrix(s.m, s.r));
-    TypedArray gpuQ = qArrays[t]->toHost();
-    expectClose(gpuQ, q2, tolerance(DDPRT_F32, s.n) * 4, "Q of " + what);
-    TypedArray out(DDPRT_F32, s.n * s.m);
-    ddprt_matrix hostG = g.matrix(s.n, s.m);
-    cpu::reconstruct(gpuP.matrix(s.n, s.r), gpuQ.matrix(s.m, s.r), &hostG,
-                     &hostE, out.matrix(s.n, s.m));
-    expectClose(gArrays[t]->toHost(), out, tolerance(DDPRT_F32, s.r) * 4,
-                "reconstruction of " + what);
-    expectClose(eArrays[t]->toHost(), e, tolerance(DDPRT_F32, s.r) * 8,
-                "residual of " + what);
-    if (HasFatalFailure())
-      return;
+    TypedArray q = x.dq->toHost(), expected = x.p;
+    ddprt_matrix hostE = x.e.matrix(s.n, s.m);
+    cpu::project(x.g.matrix(s.n, s.m), &hostE, q.matrix(s.m, s.r),
+                 expected.matrix(s.n, s.r));
+    expectClose(x.dp->toHost(), expected, tolerance(DDPRT_F32, s.m),
+                "P of " + name(t));
   }
+  // P = orthogonalize(P).
+  before.clear();
+  for (Tensor &x : tensors)
+    before.push_back(x.dp->toHost());
+  ASSERT_EQ(ddprt_orthogonalize(context, ps.data(), n, 0.0), DDPRT_OK);
+  ASSERT_EQ(ddprt_synchronize(context), DDPRT_OK) << ddprt_last_error(context);
+  for (int t = 0; t < n; ++t) {
+    Shape s = tensors[t].s;
+    cpu::orthogonalize(before[t].matrix(s.n, s.r), 0.0);
+    // Orthogonalization amplifies rounding where P is ill-conditioned.
+    expectClose(tensors[t].dp->toHost(), before[t],
+                tolerance(DDPRT_F32, s.n) * 64,
+                "orthogonalized P of " + name(t));
+  }
+  // Q = (G + E)^T P.
+  ASSERT_EQ(
+      ddprt_backproject(context, gs.data(), es.data(), ps.data(), qs.data(), n),
+      DDPRT_OK);
+  ASSERT_EQ(ddprt_synchronize(context), DDPRT_OK) << ddprt_last_error(context);
+  for (int t = 0; t < n; ++t) {
+    Tensor &x = tensors[t];
+    Shape s = x.s;
+    TypedArray p = x.dp->toHost(), expected = x.q;
+    ddprt_matrix hostE = x.e.matrix(s.n, s.m);
+    cpu::backproject(x.g.matrix(s.n, s.m), &hostE, p.matrix(s.n, s.r),
+                     expected.matrix(s.m, s.r));
+    expectClose(x.dq->toHost(), expected, tolerance(DDPRT_F32, s.n),
+                "Q of " + name(t));
+  }
+  // G = P Q^T, E = G + E - P Q^T (into G itself).
+  ASSERT_EQ(ddprt_reconstruct(context, ps.data(), qs.data(), gs.data(),
+                              es.data(), gs.data(), n),
+            DDPRT_OK);
+  ASSERT_EQ(ddprt_synchronize(context), DDPRT_OK) << ddprt_last_error(context);
+  for (int t = 0; t < n; ++t) {
+    Tensor &x = tensors[t];
+    Shape s = x.s;
+    TypedArray p = x.dp->toHost(), q = x.dq->toHost(), out = x.g, e = x.e;
+    ddprt_matrix hostG = x.g.matrix(s.n, s.m), hostE = e.matrix(s.n, s.m);
+    cpu::reconstruct(p.matrix(s.n, s.r), q.matrix(s.m, s.r), &hostG, &hostE,
+                     out.matrix(s.n, s.m));
+    expectClose(x.dg->toHost(), out, tolerance(DDPRT_F32, s.r) * 4,
+                "reconstruction of " + name(t));
+    expectClose(x.de->toHost(), e, tolerance(DDPRT_F32, s.r) * 8,
+                "residual of " + name(t));
+  }
+}
+
+TEST_F(Cuda, OneCallOverManyMixedTensorsMatchesTheCpuKernels) {
+  // Ranks up to 8 (one column chunk; reconstruct's unrolled kernels), then
+  // up to 11 through the fused kernels (a second column chunk) and through
+  // the default choice (cuBLAS above 8).
+  checkManyMixedTensors(context_, rng_, 8, "auto, r <= 8:");
+  if (HasFatalFailure())
+    return;
+  start("fused");
+  if (HasFatalFailure() || IsSkipped())
+    return;
+  checkManyMixedTensors(context_, rng_, 11, "fused, r <= 11:");
+  if (HasFatalFailure())
+    return;
+  start("auto");
+  if (HasFatalFailure() || IsSkipped())
+    return;
+  checkManyMixedTensors(context_, rng_, 11, "auto, r <= 11:");
 }
 
 /// Matrices with no rows or no columns: P of an n x 0 gradient is zero,
