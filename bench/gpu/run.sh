@@ -25,13 +25,15 @@
 # two models, no crossover) took 63 s on an H200; this one runs about 30
 # timed benchmarks more: allow 5 minutes and a limit of 7.
 #   bash bench/gpu/run.sh --step-only    # only the build and the step check
+#   LIMIT=400 bash bench/gpu/run.sh      # stop itself (with a summary) at 400 s
 #
 # Without a GPU (no `nvidia-smi -L`) the GPU tests skip, the step check runs
 # on the CPU backend and the PyTorch timings are left out, so that every part
 # but the GPU itself can be rehearsed anywhere. Environment: OUT (default
 # ./gpu-results), STEPS (timed steps, default 20), JOBS (build jobs),
 # STEP_BACKEND=cpu|cuda, RUNTIME_TIMEOUT (the runtime's own collective
-# timeout, default 60 s, shorter than every step's limit).
+# timeout, default 60 s, shorter than every step's limit), LIMIT (the
+# script's own deadline in seconds, below).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 STEP_ONLY=0
@@ -63,14 +65,23 @@ STEP_RESULTS=()
 FAILED=0
 record() { STEP_NAMES+=("$1"); STEP_RESULTS+=("$2"); }
 # run_step NAME LIMIT-SECONDS COMMAND...: the command's output goes to the
-# log as it comes; a limit reached or a failure is recorded, not fatal.
+# log as it comes; a limit reached or a failure is recorded, not fatal. The
+# command runs in the background and is waited for, so that a signal to
+# the script (its own deadline, INT, TERM) is handled at once.
+CURRENT=""
+CURRENT_NAME=""
 run_step() {
   local name="$1" limit="$2"
   shift 2
   echo "== $name (limit ${limit} s)"
   local start=$SECONDS
-  timeout --kill-after=10 "$limit" "$@"
+  timeout --kill-after=10 "$limit" "$@" &
+  CURRENT=$!
+  CURRENT_NAME="$name"
+  wait "$CURRENT"
   local rc=$?
+  CURRENT=""
+  CURRENT_NAME=""
   local took=$((SECONDS - start))
   if [ "$rc" = 0 ]; then
     record "$name" "ok (${took} s)"
@@ -92,6 +103,8 @@ field() {
 
 summary() {
   trap - EXIT INT TERM
+  [ -n "${SUMMARY_DONE:-}" ] && return
+  SUMMARY_DONE=1
   {
     echo
     echo "== summary $(date -u '+%Y-%m-%d %H:%M UTC') ($( [ "$HAVE_GPU" = 1 ] && nvidia-smi --query-gpu=name --format=csv,noheader | head -1 || echo 'no GPU'))"
@@ -134,8 +147,25 @@ summary() {
     echo "== $([ "$FAILED" = 0 ] && echo 'all steps passed' || echo 'SOME STEPS FAILED (see above)')"
   } | tee "$OUT/summary.txt"
 }
+stop() {
+  echo "== stopped ($1)"
+  record "${CURRENT_NAME:-(between steps)}" "STOPPED ($1)"
+  FAILED=1
+  # timeout forwards the signal to the step's command.
+  [ -n "$CURRENT" ] && kill -TERM "$CURRENT" 2>/dev/null
+  exit 130
+}
 trap summary EXIT
-trap 'echo "== stopped"; exit 130' INT TERM
+trap 'stop interrupted' INT
+trap 'stop terminated' TERM
+# LIMIT=SECONDS: the script's own deadline, so that it stops a step and
+# prints its summary before whatever runs it kills it outright (the device
+# tool's time limit): use a LIMIT some 20 s under that limit.
+if [ -n "${LIMIT:-}" ]; then
+  (sleep "$LIMIT" && kill -TERM $$ 2>/dev/null) &
+  DEADLINE=$!
+  trap 'summary; kill $DEADLINE 2>/dev/null' EXIT
+fi
 
 echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), GPU: $HAVE_GPU"
 [ "$HAVE_GPU" = 1 ] && nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader
