@@ -367,44 +367,14 @@ public:
   }
   Error project(const ddprt_matrix *matrices, const ddprt_matrix *residuals,
                 const ddprt_matrix *qs, ddprt_matrix *ps, int count) override {
-    DDPRT_TRY(enter());
-    Split split = splitByProjector(matrices, residuals, qs, ps, count);
-    if (!split.fused.matrices.empty())
-      CUDA_TRY(
-          cuda::project(split.fused.matrices.data(),
-                        residuals ? split.fused.residuals.data() : nullptr,
-                        split.fused.factors.data(), split.fused.outputs.data(),
-                        int(split.fused.matrices.size()), scratch_, compute_));
-    for (size_t i = 0; i < split.gemm.matrices.size(); ++i) {
-      DDPRT_TRY(prepareGemm());
-      if (cublasStatus_t status =
-              gemm_.project(split.gemm.matrices[i],
-                            residuals ? &split.gemm.residuals[i] : nullptr,
-                            split.gemm.factors[i], split.gemm.outputs[i]))
-        return cublasFailure(status, "cuBLAS project");
-    }
-    return Error::success();
+    return projection(cuda::project, &cuda::Gemm::project, "cuBLAS project",
+                      matrices, residuals, qs, ps, count);
   }
   Error backproject(const ddprt_matrix *matrices, const ddprt_matrix *residuals,
                     const ddprt_matrix *ps, ddprt_matrix *qs,
                     int count) override {
-    DDPRT_TRY(enter());
-    Split split = splitByProjector(matrices, residuals, ps, qs, count);
-    if (!split.fused.matrices.empty())
-      CUDA_TRY(cuda::backproject(
-          split.fused.matrices.data(),
-          residuals ? split.fused.residuals.data() : nullptr,
-          split.fused.factors.data(), split.fused.outputs.data(),
-          int(split.fused.matrices.size()), scratch_, compute_));
-    for (size_t i = 0; i < split.gemm.matrices.size(); ++i) {
-      DDPRT_TRY(prepareGemm());
-      if (cublasStatus_t status =
-              gemm_.backproject(split.gemm.matrices[i],
-                                residuals ? &split.gemm.residuals[i] : nullptr,
-                                split.gemm.factors[i], split.gemm.outputs[i]))
-        return cublasFailure(status, "cuBLAS backproject");
-    }
-    return Error::success();
+    return projection(cuda::backproject, &cuda::Gemm::backproject,
+                      "cuBLAS backproject", matrices, residuals, ps, qs, count);
   }
   Error orthogonalize(ddprt_matrix *ps, int count, double epsilon) override {
     DDPRT_TRY(enter());
@@ -729,6 +699,43 @@ private:
       group.outputs.push_back(outputs[i]);
     }
     return split;
+  }
+
+  using FusedProjection = cudaError_t (*)(const ddprt_matrix *,
+                                          const ddprt_matrix *,
+                                          const ddprt_matrix *,
+                                          const ddprt_matrix *, int,
+                                          cuda::Scratch &, cudaStream_t);
+  using GemmProjection = cublasStatus_t (cuda::Gemm::*)(const ddprt_matrix &,
+                                                        const ddprt_matrix *,
+                                                        const ddprt_matrix &,
+                                                        const ddprt_matrix &);
+
+  /// One projection (project or backproject) over `count` tensors: those
+  /// the policy gives to the fused kernels in one call, the others through
+  /// cuBLAS one by one.
+  Error projection(FusedProjection fused, GemmProjection gemm, const char *what,
+                   const ddprt_matrix *matrices, const ddprt_matrix *residuals,
+                   const ddprt_matrix *factors, ddprt_matrix *outputs,
+                   int count) {
+    DDPRT_TRY(enter());
+    Split split =
+        splitByProjector(matrices, residuals, factors, outputs, count);
+    Group &f = split.fused, &g = split.gemm;
+    if (!f.matrices.empty())
+      CUDA_TRY(fused(f.matrices.data(),
+                     residuals ? f.residuals.data() : nullptr, f.factors.data(),
+                     f.outputs.data(), int(f.matrices.size()), scratch_,
+                     compute_));
+    if (!g.matrices.empty())
+      DDPRT_TRY(prepareGemm());
+    for (size_t i = 0; i < g.matrices.size(); ++i) {
+      if (cublasStatus_t status = (gemm_.*gemm)(
+              g.matrices[i], residuals ? &g.residuals[i] : nullptr,
+              g.factors[i], g.outputs[i]))
+        return cublasFailure(status, what);
+    }
+    return Error::success();
   }
 
   Error prepareGemm() {

@@ -132,11 +132,6 @@ __device__ void store4(T *target, const typename Device<T>::Compute in[4]) {
   store4Raw(target, values);
 }
 
-/// Whether `pointer` can be read 4 elements at a time.
-template <typename T> bool aligned4(const void *pointer) {
-  return reinterpret_cast<uintptr_t>(pointer) % (4 * sizeof(T)) == 0;
-}
-
 //===--- Work distribution -----------------------------------------------===//
 
 /// The tensors of one launch; block b works on the tensor t with
@@ -904,20 +899,18 @@ __global__ void randomNormalKernel(T *out, int64_t numel, PhiloxKey key,
         Device<T>::store(typename Device<T>::Compute(samples[k]));
 }
 
-size_t elementSize(int code) {
-  switch (code) {
-  case DDPRT_F64:
-    return 8;
-  case DDPRT_F16:
-  case DDPRT_BF16:
-    return 2;
-  default:
-    return 4;
-  }
+/// Whether `pointer` can be read 4 elements of `code` at a time.
+bool alignedFor(int code, const void *pointer) {
+  return reinterpret_cast<uintptr_t>(pointer) %
+             (4 * ddprt_dtype_size(ddprt_dtype(code))) ==
+         0;
 }
 
-bool alignedFor(int code, const void *pointer) {
-  return reinterpret_cast<uintptr_t>(pointer) % (4 * elementSize(code)) == 0;
+/// Whether every row of `g` (and of its residual) starts aligned to 4
+/// elements, so the kernels may read them 4 at a time.
+bool rowsAligned(const ddprt_matrix &g, const ddprt_matrix *residual) {
+  return g.cols % 4 == 0 && alignedFor(g.dtype, g.data) &&
+         (!residual || alignedFor(g.dtype, residual->data));
 }
 
 /// Dispatches a rank chunk R in {1, 2, 4, 8} for a kernel template.
@@ -1028,7 +1021,7 @@ cudaError_t project(const ddprt_matrix *matrices, const ddprt_matrix *residuals,
     if (matrices[i].cols == 0 && matrices[i].rows > 0 && qs[i].cols > 0)
       if (cudaError_t error = cudaMemsetAsync(ps[i].data, 0,
                                               size_t(ps[i].rows * ps[i].cols) *
-                                                  elementSize(ps[i].dtype),
+                                                  ddprt_dtype_size(ps[i].dtype),
                                               stream))
         return error;
   // Tensors grouped by dtype and rank chunk: one launch sequence each.
@@ -1044,8 +1037,7 @@ cudaError_t project(const ddprt_matrix *matrices, const ddprt_matrix *residuals,
         if (matrices[i].dtype == code && qs[i].cols > column &&
             matrices[i].rows > 0 && matrices[i].cols > 0) {
           const ddprt_matrix &g = matrices[i];
-          bool vector = g.cols % 4 == 0 && alignedFor(code, g.data) &&
-                        (!residuals || alignedFor(code, residuals[i].data));
+          bool vector = rowsAligned(g, residuals ? &residuals[i] : nullptr);
           tensors.push_back(
               {g.data, residuals ? residuals[i].data : nullptr, qs[i].data,
                ps[i].data, g.rows, g.cols, qs[i].cols, column,
@@ -1106,8 +1098,7 @@ cudaError_t backproject(const ddprt_matrix *matrices,
           const ddprt_matrix &g = matrices[i];
           if (g.dtype != code || ps[i].cols <= column || g.cols == 0)
             continue;
-          bool vector = g.cols % 4 == 0 && alignedFor(code, g.data) &&
-                        (!residuals || alignedFor(code, residuals[i].data));
+          bool vector = rowsAligned(g, residuals ? &residuals[i] : nullptr);
           BackProjection b{g.data,
                            residuals ? residuals[i].data : nullptr,
                            ps[i].data,

@@ -83,30 +83,31 @@ cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t opB, int64_t rows,
                       int(ldb), &beta, c, CUDA_R_32F, int(ldc),
                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
+/// out = op(factor) op(G) + op(factor) op(E): G's product, then E's added
+/// with beta = 1 (M = G + E is never stored).
+cublasStatus_t gemmOfSum(cublasHandle_t handle, cublasOperation_t opB,
+                         int64_t rows, int64_t cols, int64_t inner,
+                         const ddprt_matrix &factor, const ddprt_matrix &g,
+                         const ddprt_matrix *e, const ddprt_matrix &out) {
+  int64_t r = factor.cols, m = g.cols;
+  if (cublasStatus_t status = gemm(handle, opB, rows, cols, inner, factor.data,
+                                   r, g.data, m, false, out.data, r, g.dtype))
+    return status;
+  if (!e)
+    return CUBLAS_STATUS_SUCCESS;
+  return gemm(handle, opB, rows, cols, inner, factor.data, r, e->data, m, true,
+              out.data, r, g.dtype);
+}
 } // namespace
 
 cublasStatus_t Gemm::project(const ddprt_matrix &g, const ddprt_matrix *e,
                              const ddprt_matrix &q, const ddprt_matrix &p) {
-  int64_t n = g.rows, m = g.cols, r = q.cols;
-  if (cublasStatus_t status = gemm(handle_, CUBLAS_OP_N, r, n, m, q.data, r,
-                                   g.data, m, false, p.data, r, g.dtype))
-    return status;
-  if (!e)
-    return CUBLAS_STATUS_SUCCESS;
-  return gemm(handle_, CUBLAS_OP_N, r, n, m, q.data, r, e->data, m, true,
-              p.data, r, g.dtype);
+  return gemmOfSum(handle_, CUBLAS_OP_N, q.cols, g.rows, g.cols, q, g, e, p);
 }
 
 cublasStatus_t Gemm::backproject(const ddprt_matrix &g, const ddprt_matrix *e,
                                  const ddprt_matrix &p, const ddprt_matrix &q) {
-  int64_t n = g.rows, m = g.cols, r = p.cols;
-  if (cublasStatus_t status = gemm(handle_, CUBLAS_OP_T, r, m, n, p.data, r,
-                                   g.data, m, false, q.data, r, g.dtype))
-    return status;
-  if (!e)
-    return CUBLAS_STATUS_SUCCESS;
-  return gemm(handle_, CUBLAS_OP_T, r, m, n, p.data, r, e->data, m, true,
-              q.data, r, g.dtype);
+  return gemmOfSum(handle_, CUBLAS_OP_T, p.cols, g.cols, g.rows, p, g, e, q);
 }
 
 } // namespace ddprt::cuda
