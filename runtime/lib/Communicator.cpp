@@ -86,17 +86,36 @@ Error Communicator::create(const ddprt_options &options,
   // Errors come back as codes (and become ddprt errors) instead of
   // aborting every rank silently.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  DDPRT_TRY(
-      self->check(MPI_Comm_dup(MPI_COMM_WORLD, &self->comm_), "MPI_Comm_dup"));
+  // Every collective here is nonblocking and waited for within the timeout
+  // (a rank that stopped must not hang the others' start).
+  MPI_Comm_rank(MPI_COMM_WORLD, &self->rank_);
+  MpiRequests requests;
+  MPI_Request request;
+  DDPRT_TRY(self->check(MPI_Comm_idup(MPI_COMM_WORLD, &self->comm_, &request),
+                        "MPI_Comm_idup"));
+  requests.requests.push_back(request);
+  DDPRT_TRY(self->wait(requests));
   MPI_Comm_set_errhandler(self->comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(self->comm_, &self->rank_);
   MPI_Comm_size(self->comm_, &self->size_);
-  MPI_Comm node = MPI_COMM_NULL;
-  DDPRT_TRY(self->check(MPI_Comm_split_type(self->comm_, MPI_COMM_TYPE_SHARED,
-                                            self->rank_, MPI_INFO_NULL, &node),
-                        "MPI_Comm_split_type"));
-  MPI_Comm_rank(node, &self->localRank_);
-  MPI_Comm_free(&node);
+  // The rank among the ranks on this node: those with the same processor
+  // name (MPI_Comm_split_type has no nonblocking form).
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int nameLength = 0;
+  MPI_Get_processor_name(name, &nameLength);
+  uint64_t node = 1469598103934665603ull;
+  for (int i = 0; i < nameLength; ++i) {
+    node ^= uint8_t(name[i]);
+    node *= 1099511628211ull;
+  }
+  std::vector<uint64_t> nodes(size_t(self->size_));
+  DDPRT_TRY(self->check(MPI_Iallgather(&node, 1, MPI_UINT64_T, nodes.data(), 1,
+                                       MPI_UINT64_T, self->comm_, &request),
+                        "MPI_Iallgather"));
+  requests.requests.push_back(request);
+  DDPRT_TRY(self->wait(requests));
+  self->localRank_ = int(std::count(nodes.begin(), nodes.begin() + self->rank_,
+                                    nodes[self->rank_]));
   DDPRT_TRY(
       self->check(MPI_Op_create(&narrowSum<halfBitsToFloat, floatToHalfBits>, 1,
                                 &self->halfSum_),

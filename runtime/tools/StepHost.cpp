@@ -11,12 +11,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <sched.h>
+#include <thread>
 #include <unistd.h>
 
 namespace stephost {
@@ -668,10 +672,94 @@ void onRuntimeError(ddprt_context *context, ddprt_status status,
 }
 } // namespace
 
+//===----------------------------------------------------------------------===//
+// Watchdog
+//===----------------------------------------------------------------------===//
+
+struct Watchdog::State {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::thread thread;
+  bool armed = false, quit = false;
+  std::chrono::steady_clock::time_point deadline;
+  std::string message;
+
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (!quit) {
+      if (!armed) {
+        changed.wait(lock);
+        continue;
+      }
+      if (changed.wait_until(lock, deadline) == std::cv_status::timeout &&
+          armed && std::chrono::steady_clock::now() >= deadline) {
+        // The main thread is blocked (maybe inside MPI): write and leave
+        // without running destructors or atexit handlers.
+        for (size_t done = 0; done < message.size();) {
+          ssize_t wrote =
+              ::write(2, message.data() + done, message.size() - done);
+          if (wrote <= 0)
+            break;
+          done += size_t(wrote);
+        }
+        std::_Exit(1);
+      }
+    }
+  }
+};
+
+Watchdog::Watchdog() : state(new State) {}
+
+Watchdog::~Watchdog() {
+  if (state->thread.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(state->mutex);
+      state->quit = true;
+    }
+    state->changed.notify_all();
+    state->thread.join();
+  }
+  delete state;
+}
+
+void Watchdog::arm(double seconds, std::string message) {
+  if (!(seconds > 0))
+    return disarm();
+  std::lock_guard<std::mutex> lock(state->mutex);
+  if (!state->thread.joinable())
+    state->thread = std::thread([s = state] { s->run(); });
+  state->armed = true;
+  state->deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(seconds));
+  state->message = std::move(message);
+  state->changed.notify_all();
+}
+
+void Watchdog::disarm() {
+  std::lock_guard<std::mutex> lock(state->mutex);
+  state->armed = false;
+  state->changed.notify_all();
+}
+
+//===----------------------------------------------------------------------===//
+// Job
+//===----------------------------------------------------------------------===//
+
+namespace {
+std::string secondsText(double seconds) {
+  std::ostringstream os;
+  os << seconds;
+  return os.str();
+}
+} // namespace
+
 bool Job::start(const RunOptions &options) {
   ddprt_options runtimeOptions;
   ddprt_default_options(&runtimeOptions);
   runtimeOptions.timeout_seconds = options.timeoutSeconds;
+  timeoutSeconds = options.timeoutSeconds;
   if (options.backend == "cuda")
     runtimeOptions.backend = DDPRT_BACKEND_CUDA;
   else if (options.backend != "cpu") {
@@ -680,6 +768,12 @@ bool Job::start(const RunOptions &options) {
     return false;
   }
   backendName = options.backend;
+  // MPI_Init and the runtime's start wait for every rank without a timeout
+  // of their own.
+  watchdog.arm(timeoutSeconds,
+               tool + ": error: the runtime did not start within " +
+                   secondsText(timeoutSeconds) +
+                   " s (--timeout): a rank may have died or stopped\n");
   ddprt_status started = ddprt_init(&runtimeOptions, &context);
   if (context) {
     rank = ddprt_rank(context);
@@ -691,6 +785,7 @@ bool Job::start(const RunOptions &options) {
     agreeOrStop(false, "to start the runtime");
   }
   agreeOrStop(true, "to start the runtime");
+  watchdog.disarm();
   ddprt_set_current_context(context);
   ddprt_set_error_handler(onRuntimeError, this);
   sharedMemory = runtimeOptions.backend == DDPRT_BACKEND_CUDA;
@@ -699,12 +794,27 @@ bool Job::start(const RunOptions &options) {
 }
 
 void Job::finish() {
+  // Finalizing (here, or MPI_Finalize at exit) waits for every rank.
+  watchdog.arm(timeoutSeconds,
+               tool + ": rank " + std::to_string(rank) +
+                   ": error: finalizing did not complete within " +
+                   secondsText(timeoutSeconds) +
+                   " s (--timeout): a rank may have died or stopped\n");
   releaseCachedBuffers();
   ddprt_set_current_context(nullptr);
   ddprt_set_error_handler(nullptr, nullptr);
   if (context)
     ddprt_finalize(context);
   context = nullptr;
+#if defined(DDPRT_HAVE_MPI)
+  // MPI_Finalize here rather than at exit, while the watchdog bounds it.
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized)
+    MPI_Finalize();
+#endif
+  watchdog.disarm();
 }
 
 void Job::stop(int status) {
@@ -719,36 +829,63 @@ void Job::stop(int status) {
   std::_Exit(status);
 }
 
-bool Job::everyRankSucceeded(bool succeeded) const {
+void Job::maxOverRanksBounded(double *values, int count,
+                              const std::string &what) {
 #if defined(DDPRT_HAVE_MPI)
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
-  if (initialized && !finalized && worldSize > 1) {
-    int local = succeeded ? 1 : 0, all = 0;
-    MPI_Allreduce(&local, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    return all == 1;
+  if (!initialized || finalized || worldSize <= 1)
+    return;
+  // Nonblocking and polled, as the runtime's collectives are: a blocking
+  // MPI_Allreduce would wait forever for a rank that stopped.
+  MPI_Request request;
+  if (MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_MAX,
+                     MPI_COMM_WORLD, &request) != MPI_SUCCESS) {
+    error() << "cannot agree with the other ranks " << what
+            << ": MPI_Iallreduce failed\n";
+    stop(1);
   }
+  auto start = std::chrono::steady_clock::now();
+  while (true) {
+    int done = 0;
+    if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+      error() << "cannot agree with the other ranks " << what
+              << ": MPI_Test failed\n";
+      stop(1);
+    }
+    if (done)
+      return;
+    double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    if (timeoutSeconds > 0 && waited > timeoutSeconds) {
+      error() << "the other ranks did not answer within "
+              << secondsText(timeoutSeconds) << " s (--timeout) " << what
+              << ": a rank may have died or stopped\n";
+      stop(1);
+    }
+    sched_yield();
+  }
+#else
+  (void)values, (void)count, (void)what;
 #endif
-  return succeeded;
 }
 
-double Job::maxOverRanks(double value) const {
-#if defined(DDPRT_HAVE_MPI)
-  int initialized = 0, finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (initialized && !finalized && worldSize > 1) {
-    double all = value;
-    MPI_Allreduce(&value, &all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    return all;
-  }
-#endif
+bool Job::everyRankSucceeded(bool succeeded, const std::string &what) {
+  // MAX of "failed" is MIN of "succeeded".
+  double failed = succeeded ? 0.0 : 1.0;
+  maxOverRanksBounded(&failed, 1, "after trying " + what);
+  return failed == 0.0;
+}
+
+double Job::maxOverRanks(double value) {
+  maxOverRanksBounded(&value, 1, "while timing the steps");
   return value;
 }
 
 void Job::agreeOrStop(bool succeeded, const std::string &what) {
-  if (everyRankSucceeded(succeeded))
+  if (everyRankSucceeded(succeeded, what))
     return;
   if (succeeded)
     note() << "stopping: another rank failed " << what << "\n";
@@ -1273,7 +1410,7 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
       (job.rank == 0 ||
        options.summaryJson.find("{rank}") != std::string::npos)) {
     std::string path = job.expand(options.summaryJson, -1), error;
-    auto roles = [&](const uint64_t (&values)[DDPRT_ROLE_COUNT]) {
+    auto roles = [&](const uint64_t(&values)[DDPRT_ROLE_COUNT]) {
       const char *names[] = {"gradient", "uncompressed", "warmup", "powersgd_p",
                              "powersgd_q"};
       std::string text = "{";

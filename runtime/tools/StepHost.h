@@ -154,9 +154,30 @@ private:
   bool live = true;
 };
 
+/// Ends the process with an error if it has not been disarmed before a
+/// deadline: bounds the steps in which MPI may block without a timeout of
+/// its own (MPI_Init, the runtime's start, MPI_Finalize), so that a rank
+/// that stopped (SIGSTOP, a debugger, a swapped-out node) cannot hang the
+/// others there. A thread waits for the deadline; `_exit` needs no lock.
+class Watchdog {
+public:
+  Watchdog();
+  ~Watchdog();
+  Watchdog(const Watchdog &) = delete;
+  Watchdog &operator=(const Watchdog &) = delete;
+  /// After `seconds` (> 0) writes `message` to stderr and exits with
+  /// status 1, unless disarm() or a later arm() comes first.
+  void arm(double seconds, std::string message);
+  void disarm();
+
+private:
+  struct State;
+  State *state;
+};
+
 /// This rank's part of the job: the runtime context, the rank, and how
 /// ranks agree on failures (every rank stops with status 1 when any
-/// fails, never a hang).
+/// fails, never a hang: the agreement itself gives up after the timeout).
 class Job {
 public:
   explicit Job(std::string tool) : tool(std::move(tool)) {}
@@ -165,7 +186,8 @@ public:
   /// --backend returns false after saying why; a runtime that does not
   /// start stops every rank.
   bool start(const RunOptions &options);
-  /// Finalizes the runtime.
+  /// Finalizes the runtime and MPI, within the timeout (MPI_Finalize waits
+  /// for every rank).
   void finish();
 
   /// "TOOL: rank R: error: ..." and "TOOL: rank R: ...".
@@ -175,7 +197,8 @@ public:
   void agreeOrStop(bool succeeded, const std::string &what);
   /// Stops the job now (MPI_Abort when several ranks run).
   [[noreturn]] void stop(int status);
-  double maxOverRanks(double value) const;
+  /// The largest `value` over the ranks (bounded by the timeout).
+  double maxOverRanks(double value);
 
   /// Replaces {rank}, {step}, {step%N}, {result} and {name} in `pattern`.
   std::string expand(std::string_view pattern, int64_t step,
@@ -188,9 +211,17 @@ public:
   /// On the CUDA backend: buffers that host code and the runtime share are
   /// managed memory.
   bool sharedMemory = false;
+  /// --timeout: how long a rank waits for the others in any collective,
+  /// the host's own agreements included (0: forever).
+  double timeoutSeconds = 60.0;
 
 private:
-  bool everyRankSucceeded(bool succeeded) const;
+  bool everyRankSucceeded(bool succeeded, const std::string &what);
+  /// MPI_MAX over the ranks of `count` doubles in place, given up after the
+  /// timeout (then the job stops with an error naming `what`).
+  void maxOverRanksBounded(double *values, int count, const std::string &what);
+
+  Watchdog watchdog;
 };
 
 /// Checks the command line (--input count, --carry, --output-results)

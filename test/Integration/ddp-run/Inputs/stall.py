@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Stops one rank of a running ddp-run job (SIGSTOP: it stays alive but
+answers nothing) and checks that the job ends with a timeout error within
+the timeout plus a margin, in repeated trials that stop the rank at
+different moments (while MPI starts, while the step is compiled, between and
+inside steps, in the host's per-step agreement).
+
+  stall.py DDP_RUN STEP.MLIR INPUT_DIR SCRATCH_DIR --timeout 2 --delays 0.3 1 2.5 ...
+
+Prints one line per trial and exits 1 if any trial hung, exited 0, or gave
+no timeout message. A job still running after timeout + margin is a hang:
+it is killed (SIGCONT to the stopped rank, then SIGKILL to all).
+"""
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+
+TIMEOUT_MESSAGES = ("did not complete within", "did not answer within",
+                    "did not start within")
+
+
+def children(pid):
+    """The pids whose parent is `pid`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def rank_of(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            for item in f.read().split(b"\0"):
+                if item.startswith(b"OMPI_COMM_WORLD_RANK="):
+                    return int(item.split(b"=", 1)[1])
+    except OSError:
+        pass
+    return None
+
+
+def descendants(pid):
+    out, todo = [], [pid]
+    while todo:
+        for child in children(todo.pop()):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def find_rank(root, rank, deadline):
+    while time.monotonic() < deadline:
+        for pid in descendants(root):
+            if rank_of(pid) == rank:
+                return pid
+        time.sleep(0.02)
+    return None
+
+
+def trial(args, delay):
+    d = args.inputs
+    command = [args.ddp_run, f"--np={args.np}", f"--timeout={args.timeout}",
+               args.step, f"--steps={10**8}", "--quiet"]
+    command += [f"--input={d}/in.r{{rank}}.s0.a{i}.npy" for i in range(3)]
+    # Writing results makes the host's own work (and its per-step
+    # agreement) a larger part of each step, where the stop then lands.
+    command += [f"--output={args.scratch}/out.r{{rank}}.{{result}}.npy"]
+    job = subprocess.Popen(command, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    launched = time.monotonic()
+    victim = find_rank(job.pid, args.victim, launched + 30)
+    if victim is None:
+        job.kill()
+        return False, "rank %d never appeared" % args.victim
+    time.sleep(max(0.0, launched + delay - time.monotonic()))
+    os.kill(victim, signal.SIGSTOP)
+    stopped = time.monotonic()
+    limit = args.timeout + args.margin
+    try:
+        output, _ = job.communicate(timeout=limit)
+        hung = False
+    except subprocess.TimeoutExpired:
+        hung = True
+        for pid in [victim] + descendants(job.pid):
+            try:
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        job.kill()
+        output, _ = job.communicate()
+    took = time.monotonic() - stopped
+    if hung:
+        return False, "hung: still running %.1f s after the stop" % took
+    if job.returncode == 0:
+        return False, "exit status 0 after %.1f s" % took
+    lines = [l for l in output.splitlines()
+             if any(m in l for m in TIMEOUT_MESSAGES)]
+    if not lines:
+        return False, "no timeout message (exit %d):\n%s" % (job.returncode,
+                                                              output)
+    return True, "ended after %.1f s: %s" % (took, lines[0])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("ddp_run")
+    parser.add_argument("step")
+    parser.add_argument("inputs")
+    parser.add_argument("scratch")
+    parser.add_argument("--np", type=int, default=3)
+    parser.add_argument("--victim", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=2.0)
+    parser.add_argument("--margin", type=float, default=8.0)
+    parser.add_argument("--delays", type=float, nargs="+", required=True)
+    args = parser.parse_args()
+    failed = 0
+    for delay in args.delays:
+        ok, what = trial(args, delay)
+        failed += not ok
+        print("%s stop at %.2f s: %s" % ("ok" if ok else "FAIL", delay, what))
+        sys.stdout.flush()
+    print("%d of %d trials ended within the timeout" %
+          (len(args.delays) - failed, len(args.delays)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
