@@ -9,6 +9,7 @@
 #endif
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -20,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <sched.h>
+#include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
 
@@ -1083,11 +1085,63 @@ bool parseCarries(const Job &job, const StepSignature &signature,
   return ok;
 }
 
+/// Whether a file can be written at `path` after the last step (a probe
+/// file is created next to it and removed); says why not.
+bool checkWritable(const Job &job, const std::string &flag,
+                   const std::string &path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    job.error() << flag << ": '" << path << "' is a directory\n";
+    return false;
+  }
+  std::string probe = path + ".probe." + std::to_string(job.rank);
+  std::FILE *file = std::fopen(probe.c_str(), "wb");
+  if (!file) {
+    job.error() << flag << ": cannot write '" << path
+                << "': " << std::strerror(errno) << "\n";
+    return false;
+  }
+  std::fclose(file);
+  std::remove(probe.c_str());
+  return true;
+}
+
+/// Files written once per rank after the last step: the path must differ
+/// between ranks (each rank's state is its own) and be writable, checked
+/// before the first step rather than after the last.
+bool checkFinalFiles(const Job &job, const StepSignature &signature,
+                     const RunOptions &options) {
+  bool ok = true;
+  auto perRank = [&](const std::string &flag, const std::string &pattern) {
+    if (pattern.empty() || job.worldSize <= 1 ||
+        pattern.find("{rank}") != std::string::npos)
+      return true;
+    job.error() << flag << "=" << pattern << " names the same file on all "
+                << job.worldSize << " ranks, which would overwrite each "
+                << "other's state: put {rank} in the path\n";
+    return false;
+  };
+  if (!perRank("--checkpoint-save", options.checkpointSave))
+    ok = false;
+  else if (!options.checkpointSave.empty() &&
+           !checkWritable(job, "--checkpoint-save",
+                          job.expand(options.checkpointSave, -1)))
+    ok = false;
+  if (!perRank("--dump-state", options.dumpState))
+    ok = false;
+  else if (!options.dumpState.empty())
+    for (const StateSpec &state : signature.states)
+      if (!checkWritable(job, "--dump-state",
+                         job.expand(options.dumpState, -1, -1, state.name)))
+        ok = false;
+  return ok;
+}
+
 } // namespace
 
 bool checkCommandLine(const Job &job, const StepSignature &signature,
                       const RunOptions &options) {
-  bool ok = true;
+  bool ok = checkFinalFiles(job, signature, options);
   if (options.inputs.size() != signature.arguments.size()) {
     job.error() << "@" << signature.entry << " takes "
                 << signature.arguments.size() << " arguments but "
