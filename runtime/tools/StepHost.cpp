@@ -896,6 +896,39 @@ void Job::agreeOrStop(bool succeeded, const std::string &what) {
   std::exit(1);
 }
 
+bool Job::agreeOrStopSame(bool succeeded, const std::string &what,
+                          const std::vector<int64_t> &values) {
+  // One MAX over (failed, digest, -digest) gives every rank whether any
+  // failed and both the largest and the smallest digest. The digest is the
+  // count and a 64-bit FNV-1a hash, in 32-bit halves that doubles hold
+  // exactly.
+  uint64_t hash = 1469598103934665603ull;
+  for (int64_t value : values)
+    for (int byte = 0; byte < 8; ++byte) {
+      hash ^= uint8_t(uint64_t(value) >> (8 * byte));
+      hash *= 1099511628211ull;
+    }
+  const double digest[3] = {double(values.size()), double(hash >> 32),
+                            double(hash & 0xffffffffu)};
+  double all[7] = {succeeded ? 0.0 : 1.0};
+  for (int i = 0; i < 3; ++i) {
+    all[1 + i] = digest[i];
+    all[4 + i] = -digest[i];
+  }
+  maxOverRanksBounded(all, 7, "after trying " + what);
+  if (all[0] != 0.0) {
+    if (succeeded)
+      note() << "stopping: another rank failed " << what << "\n";
+    std::fflush(stdout);
+    finish();
+    std::exit(1);
+  }
+  for (int i = 0; i < 3; ++i)
+    if (all[1 + i] != -all[4 + i])
+      return false;
+  return true;
+}
+
 std::string Job::expand(std::string_view pattern, int64_t step, int64_t result,
                         std::string_view name) const {
   std::string out;
@@ -1275,8 +1308,28 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
       }
       arguments[a] = buffer;
     }
-    job.agreeOrStop(readOk,
-                    "to read the inputs of step " + std::to_string(stepNumber));
+    // Dynamic sizes come from the files, which may differ between ranks
+    // even where the element counts agree (2x3 and 3x2): the agreement
+    // compares every argument's shape (the dtypes are the function's).
+    std::vector<int64_t> shapes;
+    for (const Buffer &buffer : arguments) {
+      shapes.push_back(int64_t(buffer.sizes.size()));
+      shapes.insert(shapes.end(), buffer.sizes.begin(), buffer.sizes.end());
+    }
+    std::string readWhat =
+        "to read the inputs of step " + std::to_string(stepNumber);
+    if (!job.agreeOrStopSame(readOk, readWhat, shapes)) {
+      {
+        Line line = job.error();
+        line << "step " << stepNumber
+             << ": the ranks read inputs of different shapes; this rank's:";
+        for (size_t a = 0; a < arguments.size(); ++a)
+          line << (a ? ", " : " ") << "argument " << a << " "
+               << shapeString(arguments[a].sizes);
+        line << "\n";
+      } // Printed here, before the job stops.
+      job.agreeOrStop(false, readWhat);
+    }
 
     // Packed calling convention: a pointer to each descriptor word, then
     // one to the storage of the returned descriptors.

@@ -195,6 +195,11 @@ public:
   Line note() const;
   /// Stops every rank if any failed (`what`: "to read the inputs").
   void agreeOrStop(bool succeeded, const std::string &what);
+  /// As agreeOrStop, and in the same collective checks that every rank
+  /// passes the same `values` (e.g. the shapes it read); returns false,
+  /// without stopping, if they differ.
+  bool agreeOrStopSame(bool succeeded, const std::string &what,
+                       const std::vector<int64_t> &values);
   /// Stops the job now (MPI_Abort when several ranks run).
   [[noreturn]] void stop(int status);
   /// The largest `value` over the ranks (bounded by the timeout).
