@@ -2,6 +2,7 @@
 
 #include "Npy.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -50,6 +51,13 @@ static std::string_view trim(std::string_view text) {
   while (!text.empty() && isSpace(text.back()))
     text.remove_suffix(1);
   return text;
+}
+
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string text = "(";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + (shape.size() == 1 ? ",)" : ")");
 }
 
 static bool malformed(const std::string &name, const std::string &why,
@@ -102,30 +110,45 @@ static bool parseDimension(std::string_view text, int64_t &value) {
   return true;
 }
 
-bool parse(std::string_view bytes, const std::string &name, Array &array,
-           std::string &error) {
+/// The magic string and the header length: how many bytes the header
+/// takes (prefix included), or 0 after setting `error`. `bytes` needs only
+/// the first 12.
+static size_t headerEnd(std::string_view bytes, const std::string &name,
+                        size_t &headerStart, std::string &error) {
   if (bytes.size() < kMagicSize + 4 ||
       std::memcmp(bytes.data(), kMagic, kMagicSize) != 0)
-    return malformed(name, "no NumPy magic string", error);
+    return malformed(name, "no NumPy magic string", error), 0;
   unsigned major = uint8_t(bytes[6]);
-  size_t headerLength, headerStart;
+  size_t headerLength;
   if (major == 1) {
     headerLength = uint8_t(bytes[8]) | (size_t(uint8_t(bytes[9])) << 8);
     headerStart = 10;
   } else if (major == 2 || major == 3) {
     if (bytes.size() < 12)
-      return malformed(name, "truncated header length", error);
+      return malformed(name, "truncated header length", error), 0;
     headerLength = 0;
     for (int i = 0; i < 4; ++i)
       headerLength |= size_t(uint8_t(bytes[8 + i])) << (8 * i);
     headerStart = 12;
   } else {
     return malformed(name, "unknown format version " + std::to_string(major),
-                     error);
+                     error),
+           0;
   }
-  if (headerStart + headerLength > bytes.size())
+  return headerStart + headerLength;
+}
+
+/// Parses the header dict (`header` is the whole header, prefix included)
+/// into `array`'s type and shape, and the size of the data it promises.
+static bool parseHeader(std::string_view bytes, const std::string &name,
+                        Array &array, uint64_t &dataBytes, std::string &error) {
+  size_t headerStart = 0;
+  size_t end = headerEnd(bytes, name, headerStart, error);
+  if (end == 0)
+    return false;
+  if (end > bytes.size())
     return malformed(name, "truncated header", error);
-  std::string_view header = trim(bytes.substr(headerStart, headerLength));
+  std::string_view header = trim(bytes.substr(headerStart, end - headerStart));
   if (header.empty() || header.front() != '{' || header.back() != '}')
     return malformed(name, "the header is not a dict", error);
 
@@ -173,25 +196,69 @@ bool parse(std::string_view bytes, const std::string &name, Array &array,
                      "element type '" + array.descr +
                          "' is not a little-endian number type",
                      error);
-  // Multiply with overflow checks: the sizes come from the file.
+  // Multiply with overflow checks: the sizes come from the file. A step's
+  // tensors hold at most INT64_MAX elements and bytes.
   uint64_t count = 1;
   for (int64_t dim : array.shape) {
-    if (dim != 0 && count > UINT64_MAX / uint64_t(dim))
-      return malformed(name, "shape " + shapeText + " is too large", error);
+    if (dim != 0 && count > uint64_t(INT64_MAX) / uint64_t(dim))
+      return malformed(name,
+                       "shape " + shapeText +
+                           " has more elements than a 64-bit count holds",
+                       error);
     count *= uint64_t(dim);
   }
-  size_t dataStart = headerStart + headerLength;
-  uint64_t available = bytes.size() - dataStart;
-  if (count > available / element || count * element != available)
+  if (count > uint64_t(INT64_MAX) / element)
     return malformed(name,
-                     "shape " + shapeText + " of '" + array.descr + "' needs " +
-                         std::to_string(count * element) +
-                         " bytes of data, the file has " +
-                         std::to_string(available),
+                     "shape " + shapeText + " of '" + array.descr +
+                         "' needs more bytes than a 64-bit size holds",
                      error);
+  dataBytes = count * element;
+  return true;
+}
+
+static bool wrongSize(const std::string &name, const Array &array,
+                      uint64_t dataBytes, const std::string &has,
+                      std::string &error) {
+  return malformed(name,
+                   "shape " + shapeString(array.shape) + " of '" + array.descr +
+                       "' needs " + std::to_string(dataBytes) +
+                       " bytes of data, the file has " + has,
+                   error);
+}
+
+bool parse(std::string_view bytes, const std::string &name, Array &array,
+           std::string &error) {
+  uint64_t dataBytes = 0;
+  if (!parseHeader(bytes, name, array, dataBytes, error))
+    return false;
+  size_t start = 0;
+  size_t dataStart = headerEnd(bytes, name, start, error);
+  uint64_t available = bytes.size() - dataStart;
+  if (dataBytes != available)
+    return wrongSize(name, array, dataBytes, std::to_string(available), error);
   array.data.assign(bytes.begin() + dataStart, bytes.end());
   return true;
 }
+
+namespace {
+/// Reads up to `size` bytes (fewer only at the end of the file).
+bool readUpTo(int fd, char *data, size_t size, size_t &got, int &code) {
+  got = 0;
+  while (got < size) {
+    ssize_t n = ::read(fd, data + got, size - got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      code = errno;
+      return false;
+    }
+    if (n == 0)
+      break;
+    got += size_t(n);
+  }
+  return true;
+}
+} // namespace
 
 bool read(const std::string &path, Array &array, std::string &error) {
   auto fail = [&](int code) {
@@ -201,33 +268,74 @@ bool read(const std::string &path, Array &array, std::string &error) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return fail(errno);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
   struct stat info;
-  if (::fstat(fd, &info) != 0) {
-    int code = errno;
-    ::close(fd);
-    return fail(code);
-  }
-  if (S_ISDIR(info.st_mode)) {
-    ::close(fd);
+  if (::fstat(fd, &info) != 0)
+    return fail(errno);
+  if (S_ISDIR(info.st_mode))
     return fail(EISDIR);
-  }
-  std::string bytes;
-  char chunk[1 << 16];
-  for (;;) {
-    ssize_t got = ::read(fd, chunk, sizeof(chunk));
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got < 0) {
-      int code = errno;
-      ::close(fd);
+  bool regular = S_ISREG(info.st_mode);
+
+  // The header first, then exactly the bytes it promises: a file that does
+  // not end (/dev/zero, a pipe that keeps writing) costs no more memory
+  // than its header says, and a regular file of the wrong size is refused
+  // before its data is read.
+  std::string bytes(12, '\0');
+  size_t got = 0;
+  int code = 0;
+  if (!readUpTo(fd, bytes.data(), bytes.size(), got, code))
+    return fail(code);
+  bytes.resize(got);
+  size_t headerStart = 0;
+  size_t end = headerEnd(bytes, path, headerStart, error);
+  if (end == 0)
+    return false;
+  if (end > bytes.size()) {
+    size_t had = bytes.size();
+    bytes.resize(end);
+    if (!readUpTo(fd, bytes.data() + had, end - had, got, code))
       return fail(code);
-    }
-    if (got == 0)
-      break;
-    bytes.append(chunk, size_t(got));
+    bytes.resize(had + got);
   }
-  ::close(fd);
-  return parse(bytes, path, array, error);
+  uint64_t dataBytes = 0;
+  if (!parseHeader(bytes, path, array, dataBytes, error))
+    return false;
+  if (regular) {
+    uint64_t available =
+        info.st_size > off_t(end) ? uint64_t(info.st_size) - end : 0;
+    if (available != dataBytes)
+      return wrongSize(path, array, dataBytes, std::to_string(available),
+                       error);
+  }
+  // Grown as data arrives, so that a stream that ends early costs only
+  // what it sent.
+  const size_t kChunk = size_t(1) << 24;
+  for (uint64_t done = 0; done < dataBytes;) {
+    size_t piece = size_t(std::min<uint64_t>(kChunk, dataBytes - done));
+    array.data.resize(size_t(done) + piece);
+    if (!readUpTo(fd, array.data.data() + done, piece, got, code))
+      return fail(code);
+    done += got;
+    if (got < piece) {
+      array.data.clear();
+      return wrongSize(path, array, dataBytes, std::to_string(done), error);
+    }
+  }
+  char extra;
+  if (!readUpTo(fd, &extra, 1, got, code))
+    return fail(code);
+  if (got != 0) {
+    array.data.clear();
+    return wrongSize(path, array, dataBytes,
+                     regular ? "more"
+                             : "more (it does not end where the "
+                               "shape says)",
+                     error);
+  }
+  return true;
 }
 
 std::string parentPath(const std::string &path) {

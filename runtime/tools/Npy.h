@@ -27,6 +27,9 @@ struct Array {
   int64_t numElements() const;
 };
 
+/// As NumPy prints a shape: (64, 32), (32,), ().
+std::string shapeString(const std::vector<int64_t> &shape);
+
 /// The size of one element of `descr`, or 0 for a type we do not read.
 size_t elementSize(std::string_view descr);
 

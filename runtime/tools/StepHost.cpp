@@ -66,10 +66,7 @@ std::string typeString(const TensorSpec &type) {
 }
 
 std::string shapeString(const std::vector<int64_t> &shape) {
-  std::string text = "(";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + (shape.size() == 1 ? ",)" : ")");
+  return npy::shapeString(shape);
 }
 
 bool runtimeDtype(const std::string &dtype, ddprt_dtype &out) {
