@@ -23,3 +23,6 @@ cmake --build "$BUILD_DIR" --target check-ddp
 # An out-of-tree compiler built against the installed package only.
 bash examples/embed/test.sh
 cmake --build "$BUILD_DIR" --target check-runtime
+# The runtime again under ASan+UBSan (scripts/sanitize.sh --all adds the
+# compiler and the lit suite; too slow for every run).
+bash scripts/sanitize.sh

@@ -49,14 +49,40 @@ Error invalid(const std::string &message) {
   return fail(DDPRT_ERROR_INVALID_ARGUMENT, message);
 }
 
-/// The element types compute and collectives take (I64 is for state only).
-bool knownDtype(ddprt_dtype dtype) {
-  return dtype != DDPRT_I64 && ddprt_dtype_size(dtype) != 0;
+/// The integer a caller stored in an enum-typed argument or field. C
+/// callers may store any int there; reading an out-of-range value as the
+/// C++ enum type is undefined behaviour, so every enum that comes through
+/// the C ABI is read as an int and validated before it is used as the enum.
+template <typename Enum> int asInt(const Enum &value) {
+  static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized here");
+  int raw;
+  std::memcpy(&raw, &value, sizeof raw);
+  return raw;
 }
 
-std::string dtypeProblem(ddprt_dtype dtype) {
+/// ddprt_dtype_size of a dtype read as an int: 0 if it is none.
+size_t dtypeSize(int dtype) {
+  switch (dtype) {
+  case DDPRT_F32:
+    return 4;
+  case DDPRT_F64:
+  case DDPRT_I64:
+    return 8;
+  case DDPRT_F16:
+  case DDPRT_BF16:
+    return 2;
+  }
+  return 0;
+}
+
+/// The element types compute and collectives take (I64 is for state only).
+bool knownDtype(int dtype) {
+  return dtype != DDPRT_I64 && dtypeSize(dtype) != 0;
+}
+
+std::string dtypeProblem(int dtype) {
   return dtype == DDPRT_I64 ? "i64 is only for state buffers"
-                            : "unknown dtype " + std::to_string(int(dtype));
+                            : "unknown dtype " + std::to_string(dtype);
 }
 
 Error checkCount(const void *array, int count, const char *what) {
@@ -71,8 +97,8 @@ Error checkCount(const void *array, int count, const char *what) {
 
 Error checkBuffer(const ddprt_buffer &buffer, const char *what, int index) {
   std::string where = std::string(what) + " #" + std::to_string(index);
-  if (!knownDtype(buffer.dtype))
-    return invalid(where + ": " + dtypeProblem(buffer.dtype));
+  if (!knownDtype(asInt(buffer.dtype)))
+    return invalid(where + ": " + dtypeProblem(asInt(buffer.dtype)));
   if (buffer.numel < 0)
     return invalid(where + ": negative size " + std::to_string(buffer.numel));
   if (buffer.numel > 0 && !buffer.data)
@@ -87,11 +113,12 @@ Error checkBuffers(const ddprt_buffer *buffers, int count, const char *what) {
   return Error::success();
 }
 
+/// `dtype` is the validated dtype of the first matrix of the tuple.
 Error checkMatrix(const ddprt_matrix &matrix, const char *what, int index,
-                  int64_t rows, int64_t cols, ddprt_dtype dtype) {
+                  int64_t rows, int64_t cols, int dtype) {
   std::string where = std::string(what) + " #" + std::to_string(index);
-  if (matrix.dtype != dtype)
-    return invalid(where + ": dtype " + std::to_string(matrix.dtype) +
+  if (asInt(matrix.dtype) != dtype)
+    return invalid(where + ": dtype " + std::to_string(asInt(matrix.dtype)) +
                    " differs from the tensor's " + std::to_string(dtype));
   if (matrix.rows != rows || matrix.cols != cols)
     return invalid(where + " is " + std::to_string(matrix.rows) + "x" +
@@ -104,14 +131,14 @@ Error checkMatrix(const ddprt_matrix &matrix, const char *what, int index,
 
 Error checkFirstMatrix(const ddprt_matrix &matrix, const char *what,
                        int index) {
-  if (!knownDtype(matrix.dtype))
+  if (!knownDtype(asInt(matrix.dtype)))
     return invalid(std::string(what) + " #" + std::to_string(index) + ": " +
-                   dtypeProblem(matrix.dtype));
+                   dtypeProblem(asInt(matrix.dtype)));
   if (matrix.rows < 0 || matrix.cols < 0)
     return invalid(std::string(what) + " #" + std::to_string(index) +
                    ": negative size");
   return checkMatrix(matrix, what, index, matrix.rows, matrix.cols,
-                     matrix.dtype);
+                     asInt(matrix.dtype));
 }
 
 double resolve(const ddprt_context *context, ddprt_world_scale factor) {
@@ -127,10 +154,11 @@ double resolve(const ddprt_context *context, ddprt_world_scale factor) {
   return 0.0;
 }
 
-Error checkScale(ddprt_world_scale factor) {
-  if (factor != DDPRT_SCALE_NONE && factor != DDPRT_SCALE_INVERSE_WORLD_SIZE &&
-      factor != DDPRT_SCALE_WORLD_SIZE)
-    return invalid("unknown world scale " + std::to_string(factor));
+Error checkScale(const ddprt_world_scale &factor) {
+  int raw = asInt(factor);
+  if (raw != DDPRT_SCALE_NONE && raw != DDPRT_SCALE_INVERSE_WORLD_SIZE &&
+      raw != DDPRT_SCALE_WORLD_SIZE)
+    return invalid("unknown world scale " + std::to_string(raw));
   return Error::success();
 }
 
@@ -161,14 +189,15 @@ private:
 };
 
 /// Validates a bucket, checks all ranks agree on it, counts it.
-Error prepareCollective(ddprt_context *context, ddprt_reduction reduction,
-                        ddprt_role role, const ddprt_buffer *buffers,
+Error prepareCollective(ddprt_context *context,
+                        const ddprt_reduction &reduction,
+                        const ddprt_role &role, const ddprt_buffer *buffers,
                         int count) {
   DDPRT_TRY(checkContext(context));
-  if (reduction != DDPRT_SUM && reduction != DDPRT_MEAN)
-    return invalid("unknown reduction " + std::to_string(reduction));
-  if (role < 0 || role >= DDPRT_ROLE_COUNT)
-    return invalid("unknown role " + std::to_string(role));
+  if (asInt(reduction) != DDPRT_SUM && asInt(reduction) != DDPRT_MEAN)
+    return invalid("unknown reduction " + std::to_string(asInt(reduction)));
+  if (asInt(role) < 0 || asInt(role) >= DDPRT_ROLE_COUNT)
+    return invalid("unknown role " + std::to_string(asInt(role)));
   DDPRT_TRY(checkBuffers(buffers, count, "allreduce buffer"));
   std::vector<int64_t> signature = {count, reduction};
   for (int i = 0; i < count; ++i) {
@@ -279,22 +308,10 @@ void ddprt_default_options(ddprt_options *options) {
   options->check_shapes = 1;
 }
 
-size_t ddprt_dtype_size(ddprt_dtype dtype) {
-  switch (dtype) {
-  case DDPRT_F32:
-    return 4;
-  case DDPRT_F64:
-  case DDPRT_I64:
-    return 8;
-  case DDPRT_F16:
-  case DDPRT_BF16:
-    return 2;
-  }
-  return 0;
-}
+size_t ddprt_dtype_size(ddprt_dtype dtype) { return dtypeSize(asInt(dtype)); }
 
 const char *ddprt_status_string(ddprt_status status) {
-  switch (status) {
+  switch (asInt(status)) {
   case DDPRT_OK:
     return "DDPRT_OK";
   case DDPRT_ERROR_INVALID_ARGUMENT:
@@ -330,10 +347,11 @@ ddprt_status ddprt_init(const ddprt_options *options, ddprt_context **result) {
     *result = context.release();
     return report(*result, invalid("timeout_seconds must be >= 0"));
   }
-  if (opts.backend != DDPRT_BACKEND_CPU && opts.backend != DDPRT_BACKEND_CUDA) {
+  if (asInt(opts.backend) != DDPRT_BACKEND_CPU &&
+      asInt(opts.backend) != DDPRT_BACKEND_CUDA) {
     *result = context.release();
     return report(*result, invalid("unknown backend " +
-                                   std::to_string(int(opts.backend))));
+                                   std::to_string(asInt(opts.backend))));
   }
 #if !defined(DDPRT_HAVE_CUDA)
   if (opts.backend == DDPRT_BACKEND_CUDA) {
@@ -567,18 +585,19 @@ ddprt_status ddprt_reconstruct(ddprt_context *context, const ddprt_matrix *ps,
     error = checkFirstMatrix(p, "P", i);
     if (!error)
       error = checkFirstMatrix(qs[i], "Q", i);
-    if (!error && (qs[i].cols != p.cols || qs[i].dtype != p.dtype))
+    if (!error &&
+        (qs[i].cols != p.cols || asInt(qs[i].dtype) != asInt(p.dtype)))
       error = invalid("Q #" + std::to_string(i) + " must have " +
                       std::to_string(p.cols) + " columns and P's dtype");
     if (!error)
       error = checkMatrix(reconstructions[i], "reconstruction", i, p.rows,
-                          qs[i].rows, p.dtype);
+                          qs[i].rows, asInt(p.dtype));
     if (!error && matrices)
-      error =
-          checkMatrix(matrices[i], "matrix", i, p.rows, qs[i].rows, p.dtype);
+      error = checkMatrix(matrices[i], "matrix", i, p.rows, qs[i].rows,
+                          asInt(p.dtype));
     if (!error && residuals)
-      error =
-          checkMatrix(residuals[i], "residual", i, p.rows, qs[i].rows, p.dtype);
+      error = checkMatrix(residuals[i], "residual", i, p.rows, qs[i].rows,
+                          asInt(p.dtype));
   }
   if (!error) {
     PhaseTimer timer(context, DDPRT_PHASE_DECOMPRESSION);
@@ -612,7 +631,7 @@ ddprt_status ddprt_state_get(ddprt_context *context, const char *name,
   Error error = checkContext(context);
   if (!error && (!name || !*name || !state))
     error = invalid("a state needs a non-empty name and a result pointer");
-  if (!error && (ddprt_dtype_size(dtype) == 0 || numel < 0))
+  if (!error && (dtypeSize(asInt(dtype)) == 0 || numel < 0))
     error = invalid(std::string("state '") + name +
                     "': unknown dtype or negative size");
   if (error)
@@ -670,8 +689,8 @@ ddprt_status ddprt_copy(ddprt_context *context, const ddprt_buffer *sources,
     error = checkCount(destinations, count, "ddprt_copy destinations");
   for (int i = 0; !error && i < count; ++i) {
     const ddprt_buffer &from = sources[i], &to = destinations[i];
-    if (from.dtype != to.dtype || from.numel != to.numel ||
-        ddprt_dtype_size(from.dtype) == 0 || from.numel < 0)
+    if (asInt(from.dtype) != asInt(to.dtype) || from.numel != to.numel ||
+        dtypeSize(asInt(from.dtype)) == 0 || from.numel < 0)
       error = invalid("ddprt_copy #" + std::to_string(i) +
                       ": the buffers differ in dtype or size");
     else if (from.numel > 0 && (!from.data || !to.data))
