@@ -84,10 +84,11 @@ int32_t runtimeRole(CommRole role) {
 class RuntimeCall {
 public:
   RuntimeCall(ConversionPatternRewriter &rewriter, Operation *op,
-              const LLVMTypeConverter &converter)
+              const LLVMTypeConverter &converter,
+              SymbolTableCollection &symbolTables)
       : b(rewriter), op(op), loc(op->getLoc()), converter(converter),
         ptr(LLVM::LLVMPointerType::get(op->getContext())), i32(b.getI32Type()),
-        i64(b.getI64Type()) {
+        i64(b.getI64Type()), symbolTables(symbolTables) {
     module = op->getParentOfType<ModuleOp>();
   }
 
@@ -109,8 +110,9 @@ public:
   /// Calls `name` and returns its result (null for void).
   Value call(StringRef name, ValueRange args, Type result = {}) {
     SmallVector<Type> types(args.getTypes());
-    FailureOr<LLVM::LLVMFuncOp> function =
-        LLVM::lookupOrCreateFn(b, module, name, types, result);
+    FailureOr<LLVM::LLVMFuncOp> function = LLVM::lookupOrCreateFn(
+        b, module, name, types, result,
+        /*isVarArg=*/false, /*isReserved=*/false, &symbolTables);
     if (failed(function))
       return {};
     auto called = LLVM::CallOp::create(b, loc, *function, args);
@@ -134,7 +136,8 @@ public:
   /// A pointer to a NUL-terminated constant string, one global per text.
   Value string(StringRef text) {
     std::string name = "__ddp_str_" + llvm::utohexstr(llvm::xxh3_64bits(text));
-    auto global = module.lookupSymbol<LLVM::GlobalOp>(name);
+    SymbolTable &symbols = symbolTables.getSymbolTable(module);
+    auto global = symbols.lookup<LLVM::GlobalOp>(name);
     if (!global) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(module.getBody());
@@ -144,6 +147,7 @@ public:
       global = LLVM::GlobalOp::create(b, loc, type, /*isConstant=*/true,
                                       LLVM::Linkage::Internal, name,
                                       b.getStringAttr(data));
+      symbols.insert(global);
     }
     return LLVM::AddressOfOp::create(b, loc, global);
   }
@@ -252,14 +256,22 @@ private:
 
   ModuleOp module;
   Value contextValue;
+  SymbolTableCollection &symbolTables;
 };
 
 /// Lowers an op to runtime calls. Before any IR is built it checks that the
 /// runtime has every buffer's element type.
+/// Every call looks its function and strings up in one symbol table of the
+/// module, kept up to date as they are added: a lookup by name in the module
+/// is a scan of its body, and a large step has thousands of runtime calls
+/// and strings.
 template <typename OpTy>
 struct RuntimePattern : public ConvertOpToLLVMPattern<OpTy> {
-  using ConvertOpToLLVMPattern<OpTy>::ConvertOpToLLVMPattern;
   using OpAdaptor = typename OpTy::Adaptor;
+
+  RuntimePattern(const LLVMTypeConverter &converter,
+                 SymbolTableCollection &symbolTables)
+      : ConvertOpToLLVMPattern<OpTy>(converter), symbolTables(symbolTables) {}
 
   virtual LogicalResult lower(OpTy op, OpAdaptor adaptor,
                               RuntimeCall &rt) const = 0;
@@ -274,7 +286,7 @@ struct RuntimePattern : public ConvertOpToLLVMPattern<OpTy> {
         return op->emitOpError()
                << "the runtime has no element type " << memref.getElementType()
                << " (it takes f32, f16, bf16 and f64)";
-    RuntimeCall rt(rewriter, op, *this->getTypeConverter());
+    RuntimeCall rt(rewriter, op, *this->getTypeConverter(), symbolTables);
     return lower(op, adaptor, rt);
   }
 
@@ -286,6 +298,8 @@ struct RuntimePattern : public ConvertOpToLLVMPattern<OpTy> {
     rt.b.eraseOp(op);
     return success();
   }
+
+  SymbolTableCollection &symbolTables;
 };
 
 //===----------------------------------------------------------------------===//
@@ -500,6 +514,34 @@ struct ScalarStateStoreLowering : RuntimePattern<StateStoreOp> {
   }
 };
 
+/// ddprt_inspect of one buffer into two stack words, read back as i1s.
+struct InspectLowering : RuntimePattern<BufferInspectOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult lower(BufferInspectOp op, OpAdaptor adaptor,
+                      RuntimeCall &rt) const override {
+    Value flags = rt.entryAlloca(rt.i32, 2);
+    Value nonzero = LLVM::GEPOp::create(rt.b, rt.loc, rt.ptr, rt.i32, flags,
+                                        ArrayRef<LLVM::GEPArg>{1});
+    // Written by the call; "finite, nonzero" if a failed call leaves them.
+    LLVM::StoreOp::create(rt.b, rt.loc, rt.constantI32(1), flags);
+    LLVM::StoreOp::create(rt.b, rt.loc, rt.constantI32(1), nonzero);
+    if (failed(rt.checkedCall(
+            "ddprt_inspect",
+            {rt.buffers(adaptor.getInput(), op.getInput().getType()),
+             rt.constantI32(1), flags, nonzero})))
+      return failure();
+    SmallVector<Value> results;
+    for (Value slot : {flags, nonzero}) {
+      Value word = LLVM::LoadOp::create(rt.b, rt.loc, rt.i32, slot);
+      results.push_back(LLVM::ICmpOp::create(rt.b, rt.loc,
+                                             LLVM::ICmpPredicate::ne, word,
+                                             rt.constantI32(0)));
+    }
+    rt.b.replaceOp(op, results);
+    return success();
+  }
+};
+
 struct ConvertDDPToLLVM
     : public ddp::impl::ConvertDDPToLLVMBase<ConvertDDPToLLVM> {
   void runOnOperation() override {
@@ -512,12 +554,14 @@ struct ConvertDDPToLLVM
     LLVMConversionTarget target(*context);
     target.addIllegalDialect<DDPDialect>();
     target.addLegalOp<StateOp>();
+    SymbolTableCollection symbolTables;
     RewritePatternSet patterns(context);
     patterns.add<AllReduceLowering, AllReduceStartLowering, WaitLowering,
                  ScaleLowering, CastLowering, CopyLowering,
-                 RandomNormalLowering, ProjectLowering, OrthogonalizeLowering,
+                 RandomNormalLowering, InspectLowering, ProjectLowering, OrthogonalizeLowering,
                  ReconstructLowering, BufferStateLowering,
-                 ScalarStateLoadLowering, ScalarStateStoreLowering>(converter);
+                 ScalarStateLoadLowering, ScalarStateStoreLowering>(
+        converter, symbolTables);
     if (failed(applyPartialConversion(module, target, std::move(patterns))))
       return signalPassFailure();
     // The runtime creates states on first use (and ddp-run before a
