@@ -66,6 +66,9 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createDDPDonateArguments());
   pm.addPass(createConvertBufferizationToMemRefPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  // Upstream's conversions below are quadratic in a function's size; a step
+  // with thousands of gradients is one large function.
+  pm.addPass(createDDPSplitFunctions());
   pm.addPass(createConvertDDPToLLVM());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());

@@ -137,6 +137,33 @@ def DDPDonateArguments : Pass<"ddp-donate-arguments", "::mlir::ModuleOp"> {
   ];
 }
 
+def DDPSplitFunctions : Pass<"ddp-split-functions", "::mlir::ModuleOp"> {
+  let summary = "Outline runs of a large function's top-level ops into calls";
+  let description = [{
+    Runs on buffers, after deallocation is explicit and before the lowering
+    to LLVM. A step with thousands of gradients is one function of one block
+    with a few ops per tensor, and several upstream conversions cost the
+    square of a function's size (scf-to-cf splits the block after every
+    top-level `scf.if`, moving the rest of the block each time; region
+    simplification and verification walk the whole function per change).
+    This pass cuts the body of a single-block `func.func` with more than
+    `max-ops` nested ops into consecutive runs of about `max-ops` ops, and
+    moves each run into a private function `@<name>.part<k>` called in its
+    place: values used across a cut become arguments and results, constants
+    are rematerialized. Program order and every buffer are unchanged; a cut
+    is only made where no stack allocation and no value of a type other
+    than memref, index, integer or float is live across it.
+  }];
+  let options = [
+    Option<"maxOps", "max-ops", "unsigned", "1000",
+           "Largest function body (nested ops) left as it is">
+  ];
+  let statistics = [
+    Statistic<"numParts", "num-parts", "Functions outlined">
+  ];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
 def DDPCompressionReport : Pass<"ddp-compression-report", "::mlir::ModuleOp"> {
   let summary = "Print what each gradient sends, per tensor and in total";
   let description = [{
