@@ -16,6 +16,13 @@
 #              GEN_ARGS extra arguments for the generator (e.g.
 #              "--tensors-per-func 2000").
 # Target: insert-powersgd=rank=2 on 10k allreduces under 2 s, linear growth.
+#
+# Lowering (LOWER_SIZES, default "1000 2000 4000"; empty skips it): one run
+# each of
+#   lower      ddp-opt --insert-powersgd=rank=2 --ddp-lower-to-llvm FILE -o /dev/null
+# (the pipeline ddp-run's JIT uses), wall time and peak RSS from
+# /usr/bin/time, with the growth against the previous size. LOWER_TIMEOUT
+# (seconds, default 600) stops a size that runs longer and ends the section.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -135,4 +142,37 @@ if [[ " $sizes " == *" 10000 "* && " $sizes " == *" 100000 "* ]]; then
       (ok_t && ok_g) ? "TARGET MET" : "TARGET NOT MET", t, ok_t ? "under" : "NOT under",
       g, ok_g ? "linear" : "superlinear" }')"
   echo "$verdict"
+fi
+
+# Lowering at scale: one run per size (the largest take minutes before the
+# fix), time and peak RSS from /usr/bin/time.
+lower_sizes="${LOWER_SIZES-1000 2000 4000}"
+lower_timeout="${LOWER_TIMEOUT:-600}"
+if [ -n "$lower_sizes" ]; then
+  echo
+  echo "== lowering: ddp-opt --insert-powersgd=rank=2 --ddp-lower-to-llvm (one run each, timeout $lower_timeout s)"
+  echo "| tensors | lowering s | per 1k tensors s | time growth vs previous | peak RSS MB | RSS growth vs previous |"
+  echo "|--------:|-----------:|-----------------:|------------------------:|------------:|-----------------------:|"
+  prev_n="" prev_t="" prev_m=""
+  for n in $lower_sizes; do
+    f="$tmp/allreduce_$n.mlir"
+    # shellcheck disable=SC2086
+    [ -f "$f" ] || "$python" "$here/gen_allreduce_model.py" --tensors "$n" $gen_args -o "$f"
+    log="$tmp/lower_$n.time"
+    if ! timeout "$lower_timeout" /usr/bin/time -o "$log" -f '%e %M' "$ddp_opt" \
+        --insert-powersgd=rank=2 --ddp-lower-to-llvm "$f" -o /dev/null; then
+      echo "| $n | > $lower_timeout (stopped or failed) | | | | |"
+      break
+    fi
+    read -r t m < <(tail -1 "$log")
+    per1k="$(awk -v t="$t" -v n="$n" 'BEGIN { printf "%.3f", t * 1000 / n }')"
+    tg="-" mg="-"
+    if [ -n "$prev_n" ]; then
+      tg="$(div "$t" "$prev_t") (x$(div "$n" "$prev_n") tensors)"
+      mg="$(div "$m" "$prev_m")"
+    fi
+    echo "| $n | $t | $per1k | $tg | $(mb "$m") | $mg |"
+    prev_n="$n" prev_t="$t" prev_m="$m"
+  done
+  echo "linear growth: time and RSS ratios equal the tensor ratio"
 fi
