@@ -62,6 +62,12 @@ public:
                             ddprt_matrix *reconstructions, int count) = 0;
   virtual Error randomNormal(ddprt_buffer output, uint64_t seed,
                              uint64_t stream, uint64_t step) = 0;
+  /// Per buffer: whether every element is finite and whether any is
+  /// nonzero (`finite[i]`, `nonzero[i]`). Waits for the data. This default
+  /// copies each buffer to the host (backend memory); the CPU backend reads
+  /// them where they are.
+  virtual Error inspect(const ddprt_buffer *buffers, int count, bool *finite,
+                        bool *nonzero);
 
   /// Zero-initialized backend memory for persistent state.
   virtual Error allocateZeroed(size_t bytes, void **pointer) = 0;

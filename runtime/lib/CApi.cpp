@@ -15,6 +15,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 using namespace ddprt;
@@ -330,6 +333,8 @@ const char *ddprt_status_string(ddprt_status status) {
     return "DDPRT_ERROR_BACKEND";
   case DDPRT_ERROR_STATE:
     return "DDPRT_ERROR_STATE";
+  case DDPRT_NONFINITE:
+    return "DDPRT_NONFINITE";
   }
   return "DDPRT_UNKNOWN_STATUS";
 }
@@ -599,11 +604,87 @@ ddprt_status ddprt_reconstruct(ddprt_context *context, const ddprt_matrix *ps,
       error = checkMatrix(residuals[i], "residual", i, p.rows, qs[i].rows,
                           asInt(p.dtype));
   }
+  std::string skipped;
   if (!error) {
     PhaseTimer timer(context, DDPRT_PHASE_DECOMPRESSION);
     error = guarded([&] {
-      return context->backend->reconstruct(ps, qs, matrices, residuals,
-                                           reconstructions, count);
+      if (!residuals)
+        return context->backend->reconstruct(ps, qs, matrices, residuals,
+                                             reconstructions, count);
+      // Error feedback keeps a tensor's E clean when its summed P or Q is
+      // not finite: the check reads what was sent (r(n+m) elements, a
+      // fraction r/m + r/n of the gradient), the same on every rank.
+      std::vector<ddprt_buffer> factors;
+      for (int i = 0; i < count; ++i) {
+        factors.push_back({ps[i].data, ps[i].dtype, ps[i].rows * ps[i].cols});
+        factors.push_back({qs[i].data, qs[i].dtype, qs[i].rows * qs[i].cols});
+      }
+      std::unique_ptr<bool[]> finite(new bool[factors.size()]);
+      std::unique_ptr<bool[]> nonzero(new bool[factors.size()]);
+      DDPRT_TRY(context->backend->inspect(factors.data(), int(factors.size()),
+                                          finite.get(), nonzero.get()));
+      std::vector<int> clean, poisoned;
+      for (int i = 0; i < count; ++i)
+        (finite[2 * i] && finite[2 * i + 1] ? clean : poisoned).push_back(i);
+      if (poisoned.empty())
+        return context->backend->reconstruct(ps, qs, matrices, residuals,
+                                             reconstructions, count);
+      auto pick = [](const auto *all, const std::vector<int> &indices) {
+        std::vector<std::remove_const_t<std::remove_pointer_t<decltype(all)>>>
+            out;
+        for (int i : indices)
+          out.push_back(all[i]);
+        return out;
+      };
+      auto cleanPs = pick(ps, clean), cleanQs = pick(qs, clean),
+           cleanMs = pick(matrices, clean), cleanEs = pick(residuals, clean),
+           cleanOut = pick(reconstructions, clean);
+      DDPRT_TRY(context->backend->reconstruct(
+          cleanPs.data(), cleanQs.data(), cleanMs.data(), cleanEs.data(),
+          cleanOut.data(), int(clean.size())));
+      auto badPs = pick(ps, poisoned), badQs = pick(qs, poisoned),
+           badOut = pick(reconstructions, poisoned);
+      DDPRT_TRY(context->backend->reconstruct(badPs.data(), badQs.data(),
+                                              nullptr, nullptr, badOut.data(),
+                                              int(poisoned.size())));
+      context->counters.nonfinite_skips += poisoned.size();
+      for (int i : poisoned)
+        skipped += std::string(skipped.empty() ? "" : ", ") + "#" +
+                   std::to_string(i) + " (" + std::to_string(ps[i].rows) + "x" +
+                   std::to_string(qs[i].rows) + ")";
+      return Error::success();
+    });
+  }
+  if (!error && !skipped.empty())
+    error = fail(DDPRT_NONFINITE,
+                 "non-finite values (NaN or Inf) in the averaged P or Q of "
+                 "tensor " +
+                     skipped + " of " + std::to_string(count) +
+                     ": the error feedback skipped this step for it (its "
+                     "state is unchanged; its output is not finite)");
+  return report(context, error);
+}
+
+ddprt_status ddprt_inspect(ddprt_context *context, const ddprt_buffer *buffers,
+                           int count, int32_t *all_finite,
+                           int32_t *any_nonzero) {
+  Error error = checkContext(context);
+  if (!error)
+    error = checkBuffers(buffers, count, "inspected buffer");
+  if (!error) {
+    PhaseTimer timer(context, DDPRT_PHASE_COMPRESSION);
+    error = guarded([&] {
+      std::unique_ptr<bool[]> finite(new bool[size_t(count) + 1]);
+      std::unique_ptr<bool[]> nonzero(new bool[size_t(count) + 1]);
+      DDPRT_TRY(context->backend->inspect(buffers, count, finite.get(),
+                                          nonzero.get()));
+      for (int i = 0; i < count; ++i) {
+        if (all_finite)
+          all_finite[i] = finite[i] ? 1 : 0;
+        if (any_nonzero)
+          any_nonzero[i] = nonzero[i] ? 1 : 0;
+      }
+      return Error::success();
     });
   }
   return report(context, error);

@@ -763,6 +763,111 @@ TEST_F(CApi, PowerSgdCallsMatchTheKernelsPerTensor) {
   }
 }
 
+// Non-finite values (issue: one NaN on one rank used to poison E and Q for
+// good): a tensor whose summed P or Q is not finite keeps its E; the others
+// in the same call are done as usual; the call says which and counts it.
+TEST_F(CApi, ReconstructSkipsTheErrorFeedbackOfNonFiniteTensors) {
+  std::mt19937 rng(5);
+  for (ddprt_dtype dtype : {DDPRT_F32, DDPRT_F16, DDPRT_BF16, DDPRT_F64}) {
+    for (double poison : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+      const int64_t n = 6, m = 5, r = 2;
+      std::vector<TypedArray> g, e, p, q, out;
+      for (int i = 0; i < 3; ++i) {
+        g.emplace_back(dtype, n * m);
+        e.emplace_back(dtype, n * m);
+        p.emplace_back(dtype, n * r);
+        q.emplace_back(dtype, m * r);
+        out.emplace_back(dtype, n * m);
+        g.back().randomize(rng);
+        e.back().randomize(rng, 0.3);
+        p.back().randomize(rng);
+        q.back().randomize(rng);
+      }
+      // Tensor 1: a poisoned P; tensor 2: a poisoned Q.
+      p[1].set(3, poison);
+      q[2].set(0, poison);
+      std::vector<TypedArray> expectedE = e, expectedOut = out;
+      {
+        ddprt_matrix P = p[0].matrix(n, r), Q = q[0].matrix(m, r),
+                     G = g[0].matrix(n, m), E = expectedE[0].matrix(n, m),
+                     O = expectedOut[0].matrix(n, m);
+        ddprt::cpu::reconstruct(P, Q, &G, &E, O);
+      }
+      std::vector<ddprt_matrix> pm, qm, gm, em, om;
+      for (size_t i = 0; i < 3; ++i) {
+        pm.push_back(p[i].matrix(n, r));
+        qm.push_back(q[i].matrix(m, r));
+        gm.push_back(g[i].matrix(n, m));
+        em.push_back(e[i].matrix(n, m));
+        om.push_back(out[i].matrix(n, m));
+      }
+      ddprt_counters before{}, after{};
+      ASSERT_EQ(ddprt_get_counters(context, &before), DDPRT_OK);
+      EXPECT_FAILS(ddprt_reconstruct(context, pm.data(), qm.data(), gm.data(),
+                                     em.data(), om.data(), 3),
+                   DDPRT_NONFINITE,
+                   "P or Q of tensor #1 (6x5), #2 (6x5) of 3: the error "
+                   "feedback skipped this step");
+      ASSERT_EQ(ddprt_get_counters(context, &after), DDPRT_OK);
+      EXPECT_EQ(after.nonfinite_skips - before.nonfinite_skips, 2u);
+      std::string what = dtypeName(dtype) + std::string(" poison ") +
+                         std::to_string(poison);
+      EXPECT_TRUE(e[0].bitwiseEqual(expectedE[0])) << what;
+      EXPECT_TRUE(out[0].bitwiseEqual(expectedOut[0])) << what;
+      for (size_t i = 1; i < 3; ++i) {
+        EXPECT_TRUE(e[i].bitwiseEqual(expectedE[i]))
+            << what << ": E of poisoned tensor " << i << " changed";
+        bool anyNonFinite = false;
+        for (int64_t k = 0; k < n * m; ++k)
+          anyNonFinite |= !std::isfinite(out[i].get(k));
+        EXPECT_TRUE(anyNonFinite) << what << ": output " << i;
+      }
+      // Without error feedback there is no state to keep: no status.
+      EXPECT_EQ(ddprt_reconstruct(context, pm.data(), qm.data(), nullptr,
+                                  nullptr, om.data(), 3),
+                DDPRT_OK);
+    }
+  }
+}
+
+TEST_F(CApi, InspectTellsFiniteAndNonzeroPerBuffer) {
+  for (ddprt_dtype dtype : {DDPRT_F32, DDPRT_F16, DDPRT_BF16, DDPRT_F64}) {
+    std::vector<TypedArray> arrays(6, TypedArray(dtype, 7));
+    arrays[0].fill(0.0);           // collapsed
+    arrays[1].fill(0.0);           // one nonzero
+    arrays[1].set(6, -0.5);
+    arrays[2].fill(1.0);           // NaN
+    arrays[2].set(3, std::nan(""));
+    arrays[3].fill(0.0);           // Inf among zeros
+    arrays[3].set(0, -HUGE_VAL);
+    arrays[4].fill(-0.0);          // negative zero is zero
+    arrays[5] = TypedArray(dtype, 0); // empty: finite, all zero
+    std::vector<ddprt_buffer> buffers;
+    for (TypedArray &a : arrays)
+      buffers.push_back(a.buffer());
+    int32_t finite[6] = {-1, -1, -1, -1, -1, -1};
+    int32_t nonzero[6] = {-1, -1, -1, -1, -1, -1};
+    ASSERT_EQ(ddprt_inspect(context, buffers.data(), 6, finite, nonzero),
+              DDPRT_OK);
+    const int32_t wantFinite[6] = {1, 1, 0, 0, 1, 1};
+    const int32_t wantNonzero[6] = {0, 1, 1, 1, 0, 0};
+    for (int i = 0; i < 6; ++i) {
+      EXPECT_EQ(finite[i], wantFinite[i]) << dtypeName(dtype) << " #" << i;
+      EXPECT_EQ(nonzero[i], wantNonzero[i]) << dtypeName(dtype) << " #" << i;
+    }
+    // Either output may be null.
+    EXPECT_EQ(ddprt_inspect(context, buffers.data(), 6, nullptr, nonzero),
+              DDPRT_OK);
+    EXPECT_EQ(ddprt_inspect(context, buffers.data(), 6, finite, nullptr),
+              DDPRT_OK);
+  }
+  ddprt_buffer unknown{nullptr, kUnknownDtype, 0};
+  EXPECT_FAILS(ddprt_inspect(context, &unknown, 1, nullptr, nullptr),
+               DDPRT_ERROR_INVALID_ARGUMENT, "unknown dtype");
+  EXPECT_FAILS(ddprt_inspect(context, nullptr, 2, nullptr, nullptr),
+               DDPRT_ERROR_INVALID_ARGUMENT, "is null");
+}
+
 TEST_F(CApi, ScaleCastAndRandomNormalMatchTheKernels) {
   std::mt19937 rng(24);
   TypedArray a(DDPRT_F32, 100), b(DDPRT_BF16, 50), aHalf(DDPRT_F16, 100),

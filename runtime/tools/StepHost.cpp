@@ -665,8 +665,22 @@ namespace {
 void onRuntimeError(ddprt_context *context, ddprt_status status,
                     const char *where, void *user) {
   Job *job = static_cast<Job *>(user);
-  job->error() << where << ": " << ddprt_status_string(status) << ": "
-               << ddprt_last_error(context) << "\n";
+  std::string step = job->currentStep >= 0
+                         ? "step " + std::to_string(job->currentStep) + ": "
+                         : "";
+  if (status == DDPRT_NONFINITE && !job->failOnNonfinite) {
+    // Every rank saw the same averaged values and made the same choice;
+    // one of them says so.
+    if (job->rank == 0)
+      Line(job->tool + ": rank 0: warning: ")
+          << step << where << ": " << ddprt_last_error(context)
+          << " (--on-nonfinite=skip)\n";
+    return;
+  }
+  job->error() << step << where << ": " << ddprt_status_string(status) << ": "
+               << ddprt_last_error(context)
+               << (status == DDPRT_NONFINITE ? " (--on-nonfinite=fail)" : "")
+               << "\n";
   job->stop(1);
 }
 } // namespace
@@ -767,6 +781,12 @@ bool Job::start(const RunOptions &options) {
     return false;
   }
   backendName = options.backend;
+  if (options.onNonfinite != "skip" && options.onNonfinite != "fail") {
+    Line(tool + ": error: ") << "--on-nonfinite must be skip or fail, not '"
+                             << options.onNonfinite << "'\n";
+    return false;
+  }
+  failOnNonfinite = options.onNonfinite == "fail";
   // MPI_Init and the runtime's start wait for every rank without a timeout
   // of their own.
   watchdog.arm(timeoutSeconds,
@@ -1116,9 +1136,16 @@ bool parseCarries(const Job &job, const StepSignature &signature,
 }
 
 /// Whether a file can be written at `path` after the last step (a probe
-/// file is created next to it and removed); says why not.
+/// file is created next to it and removed); says why not. With
+/// `createParents` (.npy files, whose writer creates them) missing
+/// directories are created first.
 bool checkWritable(const Job &job, const std::string &flag,
-                   const std::string &path) {
+                   const std::string &path, bool createParents) {
+  std::string error;
+  if (createParents && !npy::createDirectories(npy::parentPath(path), error)) {
+    job.error() << flag << ": " << error << "\n";
+    return false;
+  }
   struct stat info;
   if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
     job.error() << flag << ": '" << path << "' is a directory\n";
@@ -1155,14 +1182,16 @@ bool checkFinalFiles(const Job &job, const StepSignature &signature,
     ok = false;
   else if (!options.checkpointSave.empty() &&
            !checkWritable(job, "--checkpoint-save",
-                          job.expand(options.checkpointSave, -1)))
+                          job.expand(options.checkpointSave, -1),
+                          /*createParents=*/false))
     ok = false;
   if (!perRank("--dump-state", options.dumpState))
     ok = false;
   else if (!options.dumpState.empty())
     for (const StateSpec &state : signature.states)
       if (!checkWritable(job, "--dump-state",
-                         job.expand(options.dumpState, -1, -1, state.name)))
+                         job.expand(options.dumpState, -1, -1, state.name),
+                         /*createParents=*/true))
         ok = false;
   return ok;
 }
@@ -1292,6 +1321,7 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
 
   for (unsigned i = 0; i < options.steps; ++i) {
     int64_t stepNumber = int64_t(options.firstStep) + i;
+    job.currentStep = stepNumber;
     bool readOk = true;
     for (size_t a = 0; a < arguments.size(); ++a) {
       if (arguments[a].allocated)
@@ -1508,6 +1538,11 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
                 job.backendName.c_str(), fixed(median * 1e3, 3).c_str(),
                 withThousands(lastStepElements).c_str(),
                 fixed(ratio, 2).c_str());
+    if (total.nonfinite_skips)
+      std::printf("%s: %llu times a tensor's averaged PowerSGD factors were "
+                  "not finite (NaN or Inf): its error feedback skipped that "
+                  "step\n",
+                  job.tool.c_str(), (unsigned long long)total.nonfinite_skips);
     std::fflush(stdout);
   }
   if (!options.summaryJson.empty() &&
@@ -1541,6 +1576,7 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
         << ",\n  \"collectives\": " << roles(total.collectives)
         << ",\n  \"elements_sent\": " << roles(total.elements_sent)
         << ",\n  \"bytes_sent\": " << roles(total.bytes_sent)
+        << ",\n  \"nonfinite_skips\": " << total.nonfinite_skips
         << ",\n  \"ms_in_runtime_per_step\": {\"communication\": "
         << fixed(total.seconds[DDPRT_PHASE_COMMUNICATION] * perStep, 6)
         << ", \"compression\": "

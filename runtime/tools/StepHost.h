@@ -131,6 +131,9 @@ struct RunOptions {
   std::string dumpState;
   std::string summaryJson;
   double timeoutSeconds = 60.0;
+  /// What a DDPRT_NONFINITE from the step does: "skip" (warn on rank 0 and
+  /// go on; the runtime kept that tensor's state) or "fail" (stop the job).
+  std::string onNonfinite = "skip";
   bool quiet = false;
 };
 
@@ -219,6 +222,10 @@ public:
   /// --timeout: how long a rank waits for the others in any collective,
   /// the host's own agreements included (0: forever).
   double timeoutSeconds = 60.0;
+  /// --on-nonfinite=fail.
+  bool failOnNonfinite = false;
+  /// The step being run (for messages from inside it), -1 outside steps.
+  int64_t currentStep = -1;
 
 private:
   bool everyRankSucceeded(bool succeeded, const std::string &what);

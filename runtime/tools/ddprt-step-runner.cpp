@@ -57,6 +57,9 @@ const char *kUsage =
     "  --backend=cpu|cuda     runtime backend (cpu)\n"
     "  --timeout=SECONDS      fail a collective after this long (60; 0: "
     "never)\n"
+    "  --on-nonfinite=skip|fail  NaN or Inf in a PowerSGD tensor's averaged\n"
+    "                         P or Q: skip its error feedback for the step\n"
+    "                         with a warning (skip), or stop the job (fail)\n"
     "  --quiet                print only the summary\n";
 
 bool usageError(const std::string &message) {
@@ -90,7 +93,7 @@ bool parseCommandLine(int argc, char **argv, RunOptions &options,
                           "carry",        "output",          "output-results",
                           "final-output", "checkpoint-load", "checkpoint-save",
                           "set-state",    "dump-state",      "summary-json",
-                          "backend",      "timeout"};
+                          "backend",      "timeout",         "on-nonfinite"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-help" || arg == "-h") {
@@ -160,6 +163,8 @@ bool parseCommandLine(int argc, char **argv, RunOptions &options,
       options.summaryJson = value;
     } else if (name == "backend") {
       options.backend = value;
+    } else if (name == "on-nonfinite") {
+      options.onNonfinite = value;
     } else if (name == "timeout") {
       char *end = nullptr;
       options.timeoutSeconds = std::strtod(value.c_str(), &end);

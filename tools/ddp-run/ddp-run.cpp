@@ -156,6 +156,12 @@ static cl::opt<double> timeoutSeconds(
     cl::cat(category));
 static cl::opt<bool> quiet("quiet", cl::desc("Print only the summary"),
                            cl::cat(category));
+static cl::opt<std::string> onNonfinite(
+    "on-nonfinite", cl::init("skip"),
+    cl::desc("NaN or Inf in a PowerSGD tensor's averaged P or Q: skip its "
+             "error feedback for the step with a warning (skip), or stop the "
+             "job (fail)"),
+    cl::cat(category));
 static cl::opt<std::string> emitStep(
     "emit-step", cl::value_desc("DIR"),
     cl::desc("Compile only (no runtime, no MPI): write DIR/libstep.so, the "
@@ -574,6 +580,7 @@ stephost::RunOptions runOptions() {
   options.summaryJson = statsJson;
   options.timeoutSeconds = timeoutSeconds;
   options.quiet = quiet;
+  options.onNonfinite = onNonfinite;
   return options;
 }
 

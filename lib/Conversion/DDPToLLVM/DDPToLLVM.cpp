@@ -514,6 +514,33 @@ struct ScalarStateStoreLowering : RuntimePattern<StateStoreOp> {
   }
 };
 
+/// ddprt_inspect of one buffer into two stack words, read back as i1s.
+struct InspectLowering : RuntimePattern<BufferInspectOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult lower(BufferInspectOp op, OpAdaptor adaptor,
+                      RuntimeCall &rt) const override {
+    Value flags = rt.entryAlloca(rt.i32, 2);
+    Value nonzero = LLVM::GEPOp::create(rt.b, rt.loc, rt.ptr, rt.i32, flags,
+                                        ArrayRef<LLVM::GEPArg>{1});
+    // Written by the call; "finite, nonzero" if a failed call leaves them.
+    LLVM::StoreOp::create(rt.b, rt.loc, rt.constantI32(1), flags);
+    LLVM::StoreOp::create(rt.b, rt.loc, rt.constantI32(1), nonzero);
+    if (failed(rt.checkedCall(
+            "ddprt_inspect",
+            {rt.buffers(adaptor.getInput(), op.getInput().getType()),
+             rt.constantI32(1), flags, nonzero})))
+      return failure();
+    SmallVector<Value> results;
+    for (Value slot : {flags, nonzero}) {
+      Value word = LLVM::LoadOp::create(rt.b, rt.loc, rt.i32, slot);
+      results.push_back(LLVM::ICmpOp::create(
+          rt.b, rt.loc, LLVM::ICmpPredicate::ne, word, rt.constantI32(0)));
+    }
+    rt.b.replaceOp(op, results);
+    return success();
+  }
+};
+
 struct ConvertDDPToLLVM
     : public ddp::impl::ConvertDDPToLLVMBase<ConvertDDPToLLVM> {
   void runOnOperation() override {
@@ -528,12 +555,12 @@ struct ConvertDDPToLLVM
     target.addLegalOp<StateOp>();
     SymbolTableCollection symbolTables;
     RewritePatternSet patterns(context);
-    patterns.add<AllReduceLowering, AllReduceStartLowering, WaitLowering,
-                 ScaleLowering, CastLowering, CopyLowering,
-                 RandomNormalLowering, ProjectLowering, OrthogonalizeLowering,
-                 ReconstructLowering, BufferStateLowering,
-                 ScalarStateLoadLowering, ScalarStateStoreLowering>(
-        converter, symbolTables);
+    patterns
+        .add<AllReduceLowering, AllReduceStartLowering, WaitLowering,
+             ScaleLowering, CastLowering, CopyLowering, RandomNormalLowering,
+             InspectLowering, ProjectLowering, OrthogonalizeLowering,
+             ReconstructLowering, BufferStateLowering, ScalarStateLoadLowering,
+             ScalarStateStoreLowering>(converter, symbolTables);
     if (failed(applyPartialConversion(module, target, std::move(patterns))))
       return signalPassFailure();
     // The runtime creates states on first use (and ddp-run before a

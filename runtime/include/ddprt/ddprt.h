@@ -47,7 +47,10 @@ typedef enum ddprt_status {
   DDPRT_ERROR_MISMATCH = 5,      /* ranks passed different sizes or types */
   DDPRT_ERROR_IO = 6,            /* checkpoint file errors */
   DDPRT_ERROR_BACKEND = 7,       /* CUDA, cuBLAS or allocation failures */
-  DDPRT_ERROR_STATE = 8          /* calls out of order (finalized context) */
+  DDPRT_ERROR_STATE = 8,         /* calls out of order (finalized context) */
+  DDPRT_NONFINITE = 9 /* the call completed, but some tensor's averaged
+                         values were not finite (NaN or Inf), so its
+                         state was left as it was: see ddprt_reconstruct */
 } ddprt_status;
 
 typedef enum ddprt_backend_kind {
@@ -194,12 +197,24 @@ ddprt_status ddprt_orthogonalize(ddprt_context *context, ddprt_matrix *ps,
                                  int count, double epsilon);
 /* M_hat_i = P_i Q_i^T into reconstructions[i]. With residuals (then
    matrices too): E_i = G_i + E_i - M_hat_i, in place, in the same pass.
-   A reconstruction may alias its matrix G_i (in-place decompression). */
+   A reconstruction may alias its matrix G_i (in-place decompression).
+   Non-finite values: with residuals, a tensor whose P_i or Q_i (summed over
+   the ranks, so every rank sees the same) holds a NaN or an Inf keeps its
+   E_i as it was (error feedback skips the step for it; its reconstruction
+   is P_i Q_i^T, non-finite); the others are done as usual, and the call
+   returns DDPRT_NONFINITE with the tensors named in ddprt_last_error. */
 ddprt_status ddprt_reconstruct(ddprt_context *context, const ddprt_matrix *ps,
                                const ddprt_matrix *qs,
                                const ddprt_matrix *matrices,
                                ddprt_matrix *residuals,
                                ddprt_matrix *reconstructions, int count);
+/* Per buffer i: all_finite[i] = 1 if no element is NaN or +-Inf, and
+   any_nonzero[i] = 1 if some element is not zero (else 0); either array
+   may be NULL. Waits for the data (on GPUs, a copy to the host). PowerSGD
+   uses it to tell a usable Q from a collapsed (zero) or poisoned one. */
+ddprt_status ddprt_inspect(ddprt_context *context, const ddprt_buffer *buffers,
+                           int count, int32_t *all_finite,
+                           int32_t *any_nonzero);
 /* Standard normal samples, a pure function of (seed, stream, step, index):
    identical on every rank and across restarts. */
 ddprt_status ddprt_random_normal(ddprt_context *context, ddprt_buffer *output,
@@ -279,6 +294,9 @@ typedef struct ddprt_counters {
      DDPRT_PHASE_COMMUNICATION, ddprt_synchronize's wait); time kernels with
      CUDA events or a profiler. */
   double seconds[DDPRT_PHASE_COUNT];
+  /* Tensors whose error feedback skipped a step because their averaged P or
+     Q was not finite (DDPRT_NONFINITE). */
+  uint64_t nonfinite_skips;
 } ddprt_counters;
 
 ddprt_status ddprt_get_counters(const ddprt_context *context,

@@ -151,6 +151,13 @@ public:
     return Error::success();
   }
 
+  Error inspect(const ddprt_buffer *buffers, int count, bool *finite,
+                bool *nonzero) override {
+    for (int i = 0; i < count; ++i)
+      cpu::inspect(buffers[i], finite[i], nonzero[i]);
+    return Error::success();
+  }
+
   Error allocateZeroed(size_t bytes, void **pointer) override {
     *pointer = std::calloc(bytes == 0 ? 1 : bytes, 1);
     if (!*pointer)

@@ -219,6 +219,26 @@ void accumulate(const ddprt_buffer &buffer, const void *addend) {
   });
 }
 
+void inspect(const ddprt_buffer &buffer, bool &allFinite, bool &anyNonzero) {
+  allFinite = true;
+  anyNonzero = false;
+  dispatchDtype(buffer.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *data = typed<T>(buffer);
+    // Branch-free over the elements: x - x is 0 for finite x and NaN for
+    // NaN and +-Inf; a NaN sum flags them all.
+    double finiteProbe = 0.0;
+    bool nonzero = false;
+    for (int64_t i = 0; i < buffer.numel; ++i) {
+      double x = double(Element<T>::load(data[i]));
+      finiteProbe += x - x;
+      nonzero |= x != 0.0;
+    }
+    allFinite = finiteProbe == 0.0;
+    anyNonzero = nonzero;
+  });
+}
+
 void cast(double factor, const ddprt_buffer &input,
           const ddprt_buffer &output) {
 #if defined(__x86_64__)

@@ -44,6 +44,9 @@ void reconstruct(const ddprt_matrix &p, const ddprt_matrix &q,
                  const ddprt_matrix *matrix, const ddprt_matrix *residual,
                  const ddprt_matrix &reconstruction);
 
+/// Whether every element of `buffer` is finite and whether any is nonzero.
+void inspect(const ddprt_buffer &buffer, bool &allFinite, bool &anyNonzero);
+
 /// Standard normal samples from Philox4x32-10 keyed by (seed, stream, step).
 void randomNormal(const ddprt_buffer &output, uint64_t seed, uint64_t stream,
                   uint64_t step);

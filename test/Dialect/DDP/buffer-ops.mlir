@@ -42,3 +42,10 @@ func.func @buffers(%g: memref<64x32xf32>, %e: memref<64x32xf32>,
   ddp.buffer.copy %g into %e : memref<64x32xf32>
   return
 }
+
+// CHECK-LABEL: func @buffer_inspect
+func.func @buffer_inspect(%q: memref<32x2xf32>) -> (i1, i1) {
+  // CHECK: %{{.*}}, %{{.*}} = ddp.buffer.inspect %{{.*}} : memref<32x2xf32>
+  %finite, %nonzero = ddp.buffer.inspect %q : memref<32x2xf32>
+  return %finite, %nonzero : i1, i1
+}

@@ -320,3 +320,19 @@ func.func @random_normal_dynamic(%step: i64) {
   %q = ddp.random_normal %step seed 0 stream 0 : tensor<?x2xf32>
   return
 }
+
+// -----
+
+func.func @inspect_dynamic(%q: tensor<?x2xf32>) {
+  // expected-error @+1 {{'ddp.inspect' op operand #0 must be statically shaped tensor of floating-point values}}
+  %f, %nz = ddp.inspect %q : tensor<?x2xf32>
+  return
+}
+
+// -----
+
+func.func @inspect_integers(%q: tensor<4xi32>) {
+  // expected-error @+1 {{'ddp.inspect' op operand #0 must be statically shaped tensor of floating-point values}}
+  %f, %nz = ddp.inspect %q : tensor<4xi32>
+  return
+}

@@ -90,3 +90,10 @@ func.func @step_counter() -> i64 {
   ddp.state_store %n, @step : i64
   return %s : i64
 }
+
+// CHECK-LABEL: func @inspect
+func.func @inspect(%q: tensor<32x2xbf16>) -> (i1, i1) {
+  // CHECK: %{{.*}}, %{{.*}} = ddp.inspect %{{.*}} : tensor<32x2xbf16>
+  %finite, %nonzero = ddp.inspect %q : tensor<32x2xbf16>
+  return %finite, %nonzero : i1, i1
+}

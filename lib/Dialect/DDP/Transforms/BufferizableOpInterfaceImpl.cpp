@@ -457,6 +457,24 @@ struct RandomNormalModel : FreshResultModel<RandomNormalModel, RandomNormalOp> {
   }
 };
 
+/// inspect: reads its operand, returns flags (no tensor results).
+struct InspectModel : NonAliasingModel<InspectModel, InspectOp,
+                                       /*Reads=*/true, /*Writes=*/false> {
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto inspect = cast<InspectOp>(op);
+    FailureOr<SmallVector<Value>> input = contiguousBuffers(
+        rewriter, op->getLoc(), inspect.getInput(), options, state);
+    if (failed(input))
+      return failure();
+    auto flags =
+        BufferInspectOp::create(rewriter, op->getLoc(), input->front());
+    replaceOpWithBufferizedValues(rewriter, op, flags.getResults());
+    return success();
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // reconstruct_residual
 //===----------------------------------------------------------------------===//
@@ -702,6 +720,7 @@ void mlir::ddp::registerBufferizableOpInterfaceExternalModels(
     ReconstructOp::attachInterface<ReconstructModel>(*context);
     ReconstructResidualOp::attachInterface<ReconstructResidualModel>(*context);
     RandomNormalOp::attachInterface<RandomNormalModel>(*context);
+    InspectOp::attachInterface<InspectModel>(*context);
     StateLoadOp::attachInterface<StateLoadModel>(*context);
     StateStoreOp::attachInterface<StateStoreModel>(*context);
     AddResidualOp::attachInterface<UnfusedModel<AddResidualOp>>(*context);

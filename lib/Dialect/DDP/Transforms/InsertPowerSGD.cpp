@@ -468,8 +468,20 @@ InsertPowerSGDPass::emitPowerSGD(OpBuilder &b, Location loc,
     return qs;
   };
 
+  // Whether a Q can be used: finite and not all zero. Q is averaged over
+  // the ranks, so every rank decides the same.
+  auto usable = [&](OpBuilder &builder, Value q) {
+    auto flags = InspectOp::create(builder, loc, q);
+    return arith::AndIOp::create(builder, loc, flags.getFinite(),
+                                 flags.getNonzero())
+        .getResult();
+  };
+
   // Q: random on the first compressed step (or always without warm start),
-  // else last step's; orthogonalized before use either way.
+  // else last step's; orthogonalized before use either way. A stored Q that
+  // is zero or not finite (from a checkpoint or --set-state; the step never
+  // stores one) is drawn again, with this step's numbers: PyTorch keeps a
+  // zero Q for good, and the tensor is never sent again.
   SmallVector<Value> initialQs;
   SmallVector<StateOp> qStates;
   if (warmStart) {
@@ -482,9 +494,21 @@ InsertPowerSGDPass::emitPowerSGD(OpBuilder &b, Location loc,
     scf::YieldOp::create(thenBuilder, loc, drawQs(thenBuilder));
     OpBuilder elseBuilder = ifOp.getElseBodyBuilder();
     SmallVector<Value> loaded;
-    for (StateOp state : qStates)
-      loaded.push_back(StateLoadOp::create(elseBuilder, loc, state.getType(),
-                                           state.getSymName()));
+    for (auto [state, stream] : llvm::zip(qStates, streams)) {
+      Value q = StateLoadOp::create(elseBuilder, loc, state.getType(),
+                                    state.getSymName());
+      auto redraw = scf::IfOp::create(elseBuilder, loc, q.getType(),
+                                      usable(elseBuilder, q),
+                                      /*withElse=*/true);
+      OpBuilder keep = redraw.getThenBodyBuilder();
+      scf::YieldOp::create(keep, loc, q);
+      OpBuilder fresh = redraw.getElseBodyBuilder();
+      scf::YieldOp::create(fresh, loc,
+                           RandomNormalOp::create(fresh, loc, q.getType(), step,
+                                                  int64_t(seed), stream)
+                               .getResult());
+      loaded.push_back(redraw.getResult(0));
+    }
     scf::YieldOp::create(elseBuilder, loc, loaded);
     initialQs = ifOp.getResults();
   } else {
@@ -547,8 +571,15 @@ InsertPowerSGDPass::emitPowerSGD(OpBuilder &b, Location loc,
               .getResult(0));
   for (auto [residual, state] : llvm::zip(residuals, errorStates))
     StateStoreOp::create(b, loc, residual, state.getSymName());
+  // A new Q is kept only if it can be used: one that is not finite (a NaN
+  // or Inf in some rank's gradient; ddp.reconstruct keeps E clean and
+  // reports it) or zero (a zero gradient and error) leaves the last one.
   if (warmStart)
-    for (auto [q, state] : llvm::zip(qMean.getResults(), qStates))
-      StateStoreOp::create(b, loc, q, state.getSymName());
+    for (auto [q, state] : llvm::zip(qMean.getResults(), qStates)) {
+      auto store = scf::IfOp::create(b, loc, TypeRange(), usable(b, q),
+                                     /*withElse=*/false);
+      OpBuilder then = store.getThenBodyBuilder();
+      StateStoreOp::create(then, loc, q, state.getSymName());
+    }
   return reconstructions;
 }

@@ -170,6 +170,13 @@ def DDP_BufferRandomNormalOp : DDP_BufferOp<"random_normal"> {
   }];
 }
 
+def DDP_BufferInspectOp : DDP_BufferOp<"inspect"> {
+  let summary = "ddp.inspect of a buffer";
+  let arguments = (ins Arg<DDP_FloatBuffer, "", [MemRead]>:$input);
+  let results = (outs I1:$finite, I1:$nonzero);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
 def DDP_BufferStateOp : DDP_BufferOp<"state", [
     Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "the runtime-owned buffer of a ddp.state";

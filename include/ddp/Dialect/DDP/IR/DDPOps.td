@@ -319,7 +319,10 @@ def DDP_ReconstructResidualOp : DDP_Op<"reconstruct_residual",
   let description = [{
     Reads G, E, P and Q once and writes the reconstruction and the new
     residual. For N tensors the op has 2N results: the N reconstructions,
-    then the N new residuals.
+    then the N new residuals. A tensor whose P or Q holds a NaN or an Inf
+    keeps its residual (E' = E: error feedback skips the step for it, so
+    one bad gradient does not poison every later step); the runtime
+    reports it with DDPRT_NONFINITE.
 
     ```mlir
     %mh, %e1 = ddp.reconstruct_residual %p times %q from %g plus %e
@@ -406,6 +409,25 @@ def DDP_RandomNormalOp : DDP_Op<"random_normal", [Pure]> {
   let assemblyFormat = [{
     $step `seed` $seed `stream` $stream attr-dict `:` type($result)
   }];
+}
+
+def DDP_InspectOp : DDP_Op<"inspect", [Pure]> {
+  let summary = "whether a tensor is all finite and whether it is all zero";
+  let description = [{
+    Two flags about every element of `input`: `finite` is true when none is
+    NaN or infinite, `nonzero` when some element is not zero. The values
+    live in backend memory (a GPU's), so the runtime looks at them and the
+    flags come back to the host: use it where control flow depends on data,
+    as PowerSGD does to re-draw a Q that collapsed to zero or holds NaN
+    (then every rank decides the same: Q is averaged over the ranks).
+
+    ```mlir
+    %finite, %nonzero = ddp.inspect %q : tensor<32x2xf32>
+    ```
+  }];
+  let arguments = (ins StaticShapeTensorOf<[AnyFloat]>:$input);
+  let results = (outs I1:$finite, I1:$nonzero);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
 include "ddp/Dialect/DDP/IR/DDPBufferOps.td"

@@ -1,0 +1,24 @@
+//===- Backend.cpp - what every backend shares ----------------------------===//
+
+#include "Backend.h"
+
+#include "cpu/Kernels.h"
+
+#include <vector>
+
+namespace ddprt {
+
+Error Backend::inspect(const ddprt_buffer *buffers, int count, bool *finite,
+                       bool *nonzero) {
+  std::vector<char> host;
+  for (int i = 0; i < count; ++i) {
+    const ddprt_buffer &buffer = buffers[i];
+    host.resize(size_t(buffer.numel) * ddprt_dtype_size(buffer.dtype));
+    DDPRT_TRY(copyToHost(host.data(), buffer.data, host.size()));
+    cpu::inspect(ddprt_buffer{host.data(), buffer.dtype, buffer.numel},
+                 finite[i], nonzero[i]);
+  }
+  return Error::success();
+}
+
+} // namespace ddprt
