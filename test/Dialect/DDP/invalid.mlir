@@ -336,3 +336,27 @@ func.func @inspect_integers(%q: tensor<4xi32>) {
   %f, %nz = ddp.inspect %q : tensor<4xi32>
   return
 }
+
+// -----
+
+// Dimensions whose product overflows int64 (they used to pass every pass
+// and wrap to wrong counts).
+func.func @allreduce_too_many_elements(%g: tensor<4294967296x4294967296xf32>) {
+  // expected-error @+1 {{'ddp.allreduce' op type 'tensor<4294967296x4294967296xf32>' has more elements or bytes than a 64-bit count holds}}
+  %r = ddp.allreduce mean %g : tensor<4294967296x4294967296xf32>
+  return
+}
+
+// -----
+
+// The element count fits, the byte count does not.
+func.func @allreduce_too_many_bytes(%g: tensor<9223372036854775807xf32>) {
+  // expected-error @+1 {{has more elements or bytes than a 64-bit count holds}}
+  %r = ddp.allreduce sum %g : tensor<9223372036854775807xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'ddp.state' op type 'tensor<3037000500x3037000500xf64>' has more elements or bytes than a 64-bit count holds}}
+ddp.state @huge : tensor<3037000500x3037000500xf64>

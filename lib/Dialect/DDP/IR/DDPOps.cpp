@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::ddp;
@@ -190,9 +191,37 @@ static LogicalResult inferReconstruction(std::optional<Location> loc,
 // AllReduceOp, AllReduceStartOp, WaitOp
 //===----------------------------------------------------------------------===//
 
+/// Every static tensor's element count and byte size must fit in int64:
+/// passes, the report and the runtime count them so (a product of dims that
+/// overflows used to pass every pass and wrap to a wrong count).
+static LogicalResult verifyCountable(Operation *op, TypeRange types) {
+  for (Type type : types) {
+    auto shaped = dyn_cast<ShapedType>(type);
+    if (!shaped || !shaped.hasRank())
+      continue;
+    int64_t count = 1;
+    bool overflow = false;
+    for (int64_t dim : shaped.getShape())
+      if (!ShapedType::isDynamic(dim))
+        overflow |= llvm::MulOverflow(count, dim, count);
+    Type element = shaped.getElementType();
+    int64_t bytes = element.isIntOrFloat()
+                        ? int64_t((element.getIntOrFloatBitWidth() + 7) / 8)
+                        : 1;
+    int64_t total = 0;
+    overflow |= llvm::MulOverflow(count, bytes, total);
+    if (overflow)
+      return op->emitOpError()
+             << "type " << type
+             << " has more elements or bytes than a 64-bit count holds";
+  }
+  return success();
+}
+
 static LogicalResult verifyAllReduceInputs(Operation *op, ReductionKind kind,
                                            TypeRange inputs) {
-  if (failed(verifyNonEmpty(op, inputs.size())))
+  if (failed(verifyNonEmpty(op, inputs.size())) ||
+      failed(verifyCountable(op, inputs)))
     return failure();
   if (kind != ReductionKind::mean)
     return success();
@@ -273,11 +302,15 @@ LogicalResult ScaleOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
 }
 
 LogicalResult ScaleOp::verify() {
-  return verifyNonEmpty(*this, getNumOperands());
+  if (failed(verifyNonEmpty(*this, getNumOperands())))
+    return failure();
+  return verifyCountable(*this, getOperandTypes());
 }
 
 LogicalResult CastOp::verify() {
   if (failed(verifyNonEmpty(*this, getInputs().size())) ||
+      failed(verifyCountable(*this, getInputs().getTypes())) ||
+      failed(verifyCountable(*this, getResultTypes())) ||
       failed(verifySameCount(*this, getInputs().size(), getNumResults(),
                              "inputs", "results")))
     return failure();
@@ -465,7 +498,7 @@ LogicalResult StateOp::verify() {
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (tensor && tensor.hasStaticShape() &&
       tensor.getElementType().isIntOrFloat())
-    return success();
+    return verifyCountable(*this, tensor);
   return emitOpError() << "state must be an i64 counter or a statically "
                           "shaped int or float tensor, got "
                        << type;

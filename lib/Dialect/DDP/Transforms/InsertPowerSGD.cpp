@@ -27,6 +27,10 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <cmath>
+#include <limits>
 
 namespace mlir::ddp {
 #define GEN_PASS_DEF_INSERTPOWERSGD
@@ -106,12 +110,19 @@ static Value unflatten(OpBuilder &b, Location loc, Value flat,
 }
 
 /// The smallest side s with s * s >= n.
+/// The smallest side with side * side >= n (n >= 0), without overflow: the
+/// double estimate is corrected by comparisons that divide instead of
+/// multiplying (side * side of a large side used to wrap and loop forever).
 static int64_t ceilSqrt(int64_t n) {
+  if (n <= 1)
+    return n;
   int64_t side = int64_t(std::sqrt(double(n)));
-  while (side * side < n)
-    ++side;
-  while (side > 0 && (side - 1) * (side - 1) >= n)
+  // side * side < n  <=>  side < ceil(n / side)
+  auto below = [n](int64_t s) { return s < (n + s - 1) / s; };
+  while (side > 1 && !below(side - 1))
     --side;
+  while (below(side))
+    ++side;
   return side;
 }
 
@@ -143,6 +154,9 @@ struct InsertPowerSGDPass
 
 private:
   LogicalResult validateOptions();
+  /// Fails, with a located error, if batched mode's square matrix for `op`
+  /// would have more elements than int64 holds.
+  LogicalResult checkBatchable(AllReduceOp op);
   void rewriteBucket(AllReduceOp op, FunctionOpInterface function);
   /// Emits the compressed path for `matrices`; returns the reconstructions.
   SmallVector<Value> emitPowerSGD(OpBuilder &b, Location loc,
@@ -230,9 +244,39 @@ void InsertPowerSGDPass::runOnOperation() {
     }
     buckets.push_back({op, function});
   });
+  // Batched mode packs each bucket into one square matrix: its size must be
+  // representable before anything is rewritten.
+  bool representable = true;
+  if (mode == PowerSGDMode::batched)
+    for (auto [op, function] : buckets)
+      representable &= succeeded(checkBatchable(op));
+  if (!representable) {
+    run = nullptr;
+    return signalPassFailure();
+  }
   for (auto [op, function] : buckets)
     rewriteBucket(op, function);
   run = nullptr;
+}
+
+LogicalResult InsertPowerSGDPass::checkBatchable(AllReduceOp op) {
+  llvm::MapVector<Type, int64_t> lengths;
+  for (Type type : op.getInputs().getTypes()) {
+    auto tensor = cast<RankedTensorType>(type);
+    if (!tensor.hasStaticShape())
+      continue; // rejected later, with its own message
+    int64_t &length = lengths[tensor.getElementType()];
+    int64_t side = 0, square = 0;
+    if (llvm::AddOverflow(length, tensor.getNumElements(), length) ||
+        llvm::MulOverflow(side = ceilSqrt(length), side, square) ||
+        square > std::numeric_limits<int64_t>::max() / 8)
+      return op.emitError()
+             << getArgument()
+             << ": batched mode packs this bucket's tensors into one square "
+                "matrix, which would have more elements than a 64-bit size "
+                "holds; use mode=layerwise or a smaller bucket-cap-mb";
+  }
+  return success();
 }
 
 Value InsertPowerSGDPass::getStep(FunctionOpInterface function) {
@@ -277,10 +321,12 @@ void InsertPowerSGDPass::rewriteBucket(AllReduceOp op,
     int64_t n = matrix.getDimSize(0), m = matrix.getDimSize(1);
     int64_t r = std::min<int64_t>({n, m, int64_t(rank)});
     // Batched mode compresses the whole bucket, but for empty tensors.
+    // In doubles: the verifier bounds n * m, not (n + m) * r.
     bool compress =
         mode == PowerSGDMode::batched
             ? n * m > 0
-            : double((n + m) * r) * minCompressionRate < double(n * m);
+            : (double(n) + double(m)) * double(r) * minCompressionRate <
+                  double(n) * double(m);
     (compress ? compressed : uncompressed).push_back(i);
     if (mode == PowerSGDMode::layerwise) {
       numelBefore += n * m;
@@ -398,6 +444,7 @@ InsertPowerSGDPass::emitBatched(OpBuilder &b, AllReduceOp op,
       length +=
           cast<RankedTensorType>(op.getInputs()[i].getType()).getNumElements();
     }
+    // checkBatchable made sure that neither the sum nor the square wraps.
     int64_t side = ceilSqrt(length);
     int64_t padding = side * side - length;
     if (padding > 0) {

@@ -24,8 +24,10 @@ std::string mlir::ddp::whyNotCompressible(Type type) {
 }
 
 uint64_t mlir::ddp::tensorBytes(RankedTensorType type) {
-  uint64_t bits = type.getElementTypeBitWidth();
-  return (uint64_t(type.getNumElements()) * bits + 7) / 8;
+  // Whole bytes per element, as the runtime stores them; counting bits
+  // first wrapped for tensors of 2^60 elements and more.
+  uint64_t bytes = (type.getElementTypeBitWidth() + 7) / 8;
+  return uint64_t(type.getNumElements()) * bytes;
 }
 
 AllReduceOp
