@@ -17,6 +17,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace mlir::ddp {
@@ -163,7 +164,39 @@ rowOrder(Value gradient, Operation *comm, unsigned appearance,
   return {fn, 1, appearance};
 }
 
-static void collectRows(ModuleOp module, llvm::MapVector<void *, Row> &rows) {
+/// One reduction of one gradient: the collective that starts it and the
+/// gradient's place in it. For a PowerSGD Q that is the P it was computed
+/// from (so that P and Q of one reduction share a row, and a value reduced
+/// several times, even in one bucket, gets a row per reduction).
+using Reduction = std::pair<Operation *, unsigned>;
+
+static Reduction reductionOf(Value input, Operation *comm, unsigned index,
+                             bool isQ) {
+  if (!isQ)
+    return {comm, index};
+  Value value = input;
+  while (Operation *op = value.getDefiningOp()) {
+    unsigned result = cast<OpResult>(value).getResultNumber();
+    if (isa<CastOp, ScaleOp, OrthogonalizeOp>(op))
+      value = op->getOperand(result);
+    else if (auto back = dyn_cast<BackprojectOp>(op))
+      value = back.getFactors()[result];
+    else if (auto back = dyn_cast<BackprojectResidualOp>(op))
+      value = back.getFactors()[result];
+    else if (isa<AllReduceOp>(op))
+      return {op, result};
+    else if (auto wait = dyn_cast<WaitOp>(op))
+      return {wait.getRequest().getDefiningOp(), result};
+    else
+      break;
+  }
+  return {comm, index};
+}
+
+/// Rows are keyed by the gradient (or batched bucket) and the reduction.
+using RowKey = std::pair<void *, Reduction>;
+
+static void collectRows(ModuleOp module, llvm::MapVector<RowKey, Row> &rows) {
   llvm::DenseMap<Operation *, unsigned> functionIndex;
   module.walk([&](Operation *op) {
     CommRole role;
@@ -181,18 +214,22 @@ static void collectRows(ModuleOp module, llvm::MapVector<void *, Row> &rows) {
       return;
     bool powersgd =
         role == CommRole::powersgd_p || role == CommRole::powersgd_q;
-    for (Value input : inputs) {
+    for (auto [index, input] : llvm::enumerate(inputs)) {
       Value source = input;
       Row *row;
+      Reduction reduction =
+          reductionOf(input, op, index, role == CommRole::powersgd_q);
       if (tensor::ConcatOp concat = traceSource(source)) {
-        auto [it, inserted] = rows.insert({concat.getOperation(), Row()});
+        auto [it, inserted] =
+            rows.insert({{concat.getOperation(), reduction}, Row()});
         if (inserted) {
           it->second = describeBatchedBucket(concat, matrixOf(input));
           it->second.order = rowOrder(nullptr, op, rows.size(), functionIndex);
         }
         row = &it->second;
       } else {
-        auto [it, inserted] = rows.insert({source.getAsOpaquePointer(), Row()});
+        auto [it, inserted] =
+            rows.insert({{source.getAsOpaquePointer(), reduction}, Row()});
         if (inserted) {
           it->second = describeGradient(source);
           it->second.order = rowOrder(source, op, rows.size(), functionIndex);
@@ -311,19 +348,32 @@ static LogicalResult writeTo(ModuleOp module, StringRef path,
 
 void DDPCompressionReportPass::runOnOperation() {
   ModuleOp module = getOperation();
-  llvm::MapVector<void *, Row> byGradient;
+  llvm::MapVector<RowKey, Row> byGradient;
   collectRows(module, byGradient);
   SmallVector<Row, 0> rows;
   Totals totals;
+  // Each tensor's counts fit in int64 (the ops' verifiers check it); their
+  // sums may not.
+  bool overflow = false;
   for (auto &entry : byGradient) {
     Row &row = entry.second;
-    totals.numelBefore += row.numelBefore;
-    totals.numelAfter += row.numelAfter;
-    totals.bytesBefore += row.bytesBefore;
-    totals.bytesAfter += row.bytesAfter;
+    overflow |= llvm::AddOverflow(totals.numelBefore, row.numelBefore,
+                                  totals.numelBefore);
+    overflow |=
+        llvm::AddOverflow(totals.numelAfter, row.numelAfter, totals.numelAfter);
+    overflow |= llvm::AddOverflow(totals.bytesBefore, row.bytesBefore,
+                                  totals.bytesBefore);
+    overflow |=
+        llvm::AddOverflow(totals.bytesAfter, row.bytesAfter, totals.bytesAfter);
     totals.tensors += row.tensors;
     totals.compressed += row.compressed ? row.tensors : 0;
     rows.push_back(std::move(row));
+  }
+  if (overflow) {
+    emitPassError(module, "ddp-compression-report")
+        << "the module's gradients hold more elements or bytes together than "
+           "a 64-bit count holds";
+    return signalPassFailure();
   }
   llvm::stable_sort(
       rows, [](const Row &a, const Row &b) { return a.order < b.order; });
