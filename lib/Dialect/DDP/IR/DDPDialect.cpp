@@ -2,7 +2,9 @@
 
 #include "ddp/Dialect/DDP/IR/DDP.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMTypes.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -15,6 +17,30 @@ using namespace mlir::ddp;
 #define GET_TYPEDEF_CLASSES
 #include "ddp/Dialect/DDP/IR/DDPOpsTypes.cpp.inc"
 
+namespace {
+/// Prints large literal LLVM struct types once, as an alias. A lowered step
+/// returns one struct of a memref descriptor per gradient, and each of its
+/// thousands of `llvm.insertvalue`s (and the function's own type) would
+/// otherwise spell the whole struct out: text and print time that grow with
+/// the square of the gradient count. The interface is consulted for every
+/// type the printer sees, whichever dialect defines it.
+struct DDPOpAsmDialectInterface : public OpAsmDialectInterface {
+  using OpAsmDialectInterface::OpAsmDialectInterface;
+
+  /// Structs of fewer members print in place (a memref descriptor has 5).
+  static constexpr unsigned kMinAliasedMembers = 16;
+
+  AliasResult getAlias(Type type, raw_ostream &os) const override {
+    auto structType = dyn_cast<LLVM::LLVMStructType>(type);
+    if (!structType || structType.isIdentified() ||
+        structType.getBody().size() < kMinAliasedMembers)
+      return AliasResult::NoAlias;
+    os << "llvm_struct";
+    return AliasResult::OverridableAlias;
+  }
+};
+} // namespace
+
 void DDPDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
@@ -24,4 +50,5 @@ void DDPDialect::initialize() {
 #define GET_TYPEDEF_LIST
 #include "ddp/Dialect/DDP/IR/DDPOpsTypes.cpp.inc"
       >();
+  addInterfaces<DDPOpAsmDialectInterface>();
 }
