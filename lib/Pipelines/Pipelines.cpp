@@ -3,6 +3,7 @@
 #include "ddp/Pipelines/Pipelines.h"
 
 #include "ddp/Conversion/Passes.h"
+#include "ddp/Dialect/DDP/Transforms/Utils.h"
 
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -23,6 +24,8 @@
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+
+#include <algorithm>
 
 using namespace mlir;
 using namespace mlir::ddp;
@@ -89,14 +92,47 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
 }
 
 void mlir::ddp::registerPipelines() {
-  PassPipelineRegistration<CompressionPipelineOptions>(
+  // Registered by hand rather than through PassPipelineRegistration, whose
+  // builders cannot fail: every bad option gets a message naming it (an
+  // option of ddp-lower-to-llvm failed silently, and PowerSGD's values were
+  // not checked at all with powersgd-rank=0).
+  registerPassPipeline(
       "ddp-compress",
       "Bucket gradient allreduces, compress them (PowerSGD and/or fp16/bf16) "
       "and fuse the result into the runtime's kernels",
-      buildCompressionPipeline);
-  PassPipelineRegistration<>(
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        CompressionPipelineOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        // PowerSGD's values are checked whether or not it runs: a typo must
+        // not pass because powersgd-rank is 0.
+        LogicalResult valid = checkPowerSGDOptions(
+            std::max(1u, unsigned(options.powersgdRank)),
+            options.minCompressionRate, options.startIter,
+            options.orthogonalizationEpsilon, options.bucketCapMb,
+            [&](const Twine &message) {
+              (void)errorHandler("ddp-compress: " + message);
+            });
+        if (failed(valid))
+          return failure();
+        buildCompressionPipeline(pm, options);
+        return success();
+      },
+      [](function_ref<void(const mlir::detail::PassOptions &)> optHandler) {
+        optHandler(CompressionPipelineOptions());
+      });
+  registerPassPipeline(
       "ddp-lower-to-llvm",
       "Lower a tensor-level module with ddp ops (after the insertion passes) "
       "to the LLVM dialect, with the ddp ops as calls into the runtime",
-      buildLoweringPipeline);
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        if (!text.trim().empty())
+          return errorHandler("ddp-lower-to-llvm takes no options, got '" +
+                              text + "'");
+        buildLoweringPipeline(pm);
+        return success();
+      },
+      [](function_ref<void(const mlir::detail::PassOptions &)>) {});
 }

@@ -194,27 +194,11 @@ private:
 } // namespace
 
 LogicalResult InsertPowerSGDPass::validateOptions() {
-  auto fail = [&](const Twine &message) {
-    emitPassError(getOperation(), getArgument()) << message;
-    return failure();
-  };
-  if (rank < 1)
-    return fail("rank must be >= 1, got " + Twine(unsigned(rank)));
-  double rate = minCompressionRate;
-  if (!(rate >= 0.0) || std::isinf(rate))
-    return fail("min-compression-rate must be a finite number >= 0, got " +
-                formatNumber(rate));
-  if (startIter < 0)
-    return fail("start-iter must be >= 0, got " + Twine(int64_t(startIter)));
-  double epsilon = orthogonalizationEpsilon;
-  if (!(epsilon >= 0.0) || std::isinf(epsilon))
-    return fail("orthogonalization-epsilon must be a finite number >= 0, got " +
-                formatNumber(epsilon));
-  double cap = bucketCapMb;
-  if (!(cap >= 0.0) || std::isinf(cap))
-    return fail("bucket-cap-mb must be a finite number >= 0, got " +
-                formatNumber(cap));
-  return success();
+  return checkPowerSGDOptions(
+      rank, minCompressionRate, startIter, orthogonalizationEpsilon,
+      bucketCapMb, [&](const Twine &message) {
+        emitPassError(getOperation(), getArgument()) << message;
+      });
 }
 
 void InsertPowerSGDPass::runOnOperation() {

@@ -274,3 +274,27 @@ std::string mlir::ddp::formatNumber(double value) {
   std::snprintf(buffer, sizeof(buffer), "%g", value);
   return buffer;
 }
+
+LogicalResult
+mlir::ddp::checkPowerSGDOptions(unsigned rank, double rate, int64_t startIter,
+                                double epsilon, double cap,
+                                function_ref<void(const Twine &)> fail) {
+  auto bad = [&](const Twine &message) {
+    fail(message);
+    return failure();
+  };
+  if (rank < 1)
+    return bad("rank must be >= 1, got " + Twine(rank));
+  if (!(rate >= 0.0) || std::isinf(rate))
+    return bad("min-compression-rate must be a finite number >= 0, got " +
+               formatNumber(rate));
+  if (startIter < 0)
+    return bad("start-iter must be >= 0, got " + Twine(startIter));
+  if (!(epsilon >= 0.0) || std::isinf(epsilon))
+    return bad("orthogonalization-epsilon must be a finite number >= 0, got " +
+               formatNumber(epsilon));
+  if (!(cap >= 0.0) || std::isinf(cap))
+    return bad("bucket-cap-mb must be a finite number >= 0, got " +
+               formatNumber(cap));
+  return success();
+}

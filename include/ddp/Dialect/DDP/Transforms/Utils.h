@@ -58,6 +58,13 @@ InFlightDiagnostic emitPassError(Operation *root, StringRef pass);
 /// `value` the way a person typed it: shortest of %g.
 std::string formatNumber(double value);
 
+/// The values insert-powersgd (and ddp-compress, whichever passes it
+/// runs) accepts; calls `fail` with a message naming the first bad one.
+LogicalResult checkPowerSGDOptions(unsigned rank, double minCompressionRate,
+                                   int64_t startIter, double epsilon,
+                                   double bucketCapMb,
+                                   function_ref<void(const Twine &)> fail);
+
 /// Renders a location for people: a name, file:line:col, or "?".
 std::string describeLocation(Location loc);
 
