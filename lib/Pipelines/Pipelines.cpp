@@ -64,6 +64,11 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
+  // A loop-carried value that a compressed allreduce rewrites (fp16/bf16
+  // cast, then reduce, then cast back) is a fresh buffer every iteration,
+  // not the iter_arg's: let the loop yield it (the ownership-based
+  // deallocation below frees the one it replaces).
+  bufferize.allowReturnAllocsFromLoops = true;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   bufferization::buildBufferDeallocationPipeline(pm);
   pm.addPass(createDDPDonateArguments());
