@@ -120,6 +120,74 @@ func.func @donated_start(%g: tensor<4xf32>, %warm: i1) -> tensor<4xf32> attribut
 
 // -----
 
+// Arguments are writable (the warm-up's allreduce reduces them in place), so
+// an argument its caller did not donate is reduced in place by the start
+// too: both branches leave the gradient in the argument's buffer, and the
+// result's ownership is known when compiling (with a copy in one branch,
+// buffer deallocation kept a run-time flag per gradient).
+// CHECK-LABEL: func.func @argument_start(
+// CHECK-SAME: %[[G:.*]]: memref<4xf32>
+func.func @argument_start(%g: tensor<4xf32>, %warm: i1) -> tensor<4xf32> {
+  %r = scf.if %warm -> tensor<4xf32> {
+    %w = ddp.allreduce mean %g role warmup : tensor<4xf32>
+    // CHECK: scf.yield %[[G]]
+    scf.yield %w : tensor<4xf32>
+  } else {
+    // CHECK-NOT: memref.alloc
+    // CHECK-NOT: copy
+    // CHECK: %[[H:.*]] = ddp.buffer.allreduce_start mean %[[G]]
+    %h = ddp.allreduce_start mean %g role uncompressed : tensor<4xf32>
+    // CHECK: ddp.buffer.wait %[[H]]
+    // CHECK-NEXT: scf.yield %[[G]]
+    %v = ddp.wait %h : !ddp.request<tensor<4xf32>>
+    scf.yield %v : tensor<4xf32>
+  }
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+// An argument the caller keeps (not writable) or reads again is reduced in
+// One-Shot's copy of it, and only in that one.
+// CHECK-LABEL: func.func @kept_argument_start(
+// CHECK-SAME: %[[G:.*]]: memref<4xf32>
+func.func @kept_argument_start(%g: tensor<4xf32> {bufferization.writable = false}) -> tensor<4xf32> {
+  // CHECK: %[[C:.*]] = memref.alloc
+  // CHECK-NEXT: memref.copy %[[G]], %[[C]]
+  // CHECK-NEXT: %[[H:.*]] = ddp.buffer.allreduce_start sum %[[C]]
+  %h = ddp.allreduce_start sum %g : tensor<4xf32>
+  // CHECK-NEXT: ddp.buffer.wait %[[H]]
+  // CHECK-NEXT: return %[[C]]
+  %r = ddp.wait %h : !ddp.request<tensor<4xf32>>
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+// A caller in the module knows that the callee's start writes its argument,
+// and passes a copy of a tensor it reads again.
+// CHECK-LABEL: func.func @caller(
+// CHECK-SAME: %[[G:.*]]: memref<4xf32>
+func.func @caller(%g: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  // CHECK: %[[C:.*]] = memref.alloc
+  // CHECK-NEXT: memref.copy %[[G]], %[[C]]
+  // CHECK-NEXT: call @callee(%[[C]])
+  %r = call @callee(%g) : (tensor<4xf32>) -> tensor<4xf32>
+  // CHECK-NEXT: ddp.buffer.allreduce sum %[[G]]
+  %s = ddp.allreduce sum %g : tensor<4xf32>
+  return %r, %s : tensor<4xf32>, tensor<4xf32>
+}
+// CHECK-LABEL: func.func private @callee(
+// CHECK-SAME: %[[A:.*]]: memref<4xf32>
+func.func private @callee(%g: tensor<4xf32>) -> tensor<4xf32> {
+  // CHECK-NEXT: ddp.buffer.allreduce_start sum %[[A]]
+  %h = ddp.allreduce_start sum %g : tensor<4xf32>
+  %r = ddp.wait %h : !ddp.request<tensor<4xf32>>
+  return %r : tensor<4xf32>
+}
+
+// -----
+
 // The state is loaded in a loop and stored after it: every iteration must
 // see the state as it was, not the previous iteration's in-place update.
 // The load copies.

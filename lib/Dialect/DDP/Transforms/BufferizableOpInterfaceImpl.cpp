@@ -242,27 +242,39 @@ bool mutuallyExclusive(Operation *a, Operation *b) {
   return false;
 }
 
+/// Whether `value` is an argument of its function (not of a nested block).
+bool isFunctionArgument(Value value) {
+  auto argument = dyn_cast<BlockArgument>(value);
+  if (!argument)
+    return false;
+  auto function =
+      dyn_cast_or_null<FunctionOpInterface>(argument.getOwner()->getParentOp());
+  return function && argument.getOwner() == &function.getFunctionBody().front();
+}
+
 /// Whether allreduce_start may reduce `input`'s own buffer. The analysis
 /// cannot see that ddp.wait's results are the start's buffers, so the start
-/// declares a read only and reduces in place only where no other handle on
-/// the buffer can exist: the buffer is an argument its caller donated
-/// (`ddp.donate_arguments`) or a fresh allocation written only by ddp ops
-/// before the start, and every other use of it never runs in the same
-/// execution as the start (the other branch of the warm-up scf.if).
-/// Otherwise it reduces a copy. Runs while bufferizing, when `input` is the
-/// to_tensor of its buffer.
+/// reduces in place only where no other handle on the buffer can exist: the
+/// buffer is a function argument that One-Shot left in place (the start
+/// declares a write to arguments, so a non-writable one arrives as a copy and
+/// callers in the module know it changes) or a fresh allocation written only
+/// by ddp ops or copies before the start, and every other use of it never runs
+/// in the same execution as the start (the other branch of the warm-up scf.if).
+/// Otherwise it reduces a copy. Like the warm-up's allreduce, it then leaves
+/// the reduced gradient in the argument's buffer in both branches, so the
+/// step's results have an ownership known at compile time (a fresh buffer in
+/// one branch and the argument in the other made buffer deallocation keep a
+/// run-time ownership flag per gradient and compare every buffer with every
+/// result at the end of the step). Runs while bufferizing, when `input` is
+/// the to_tensor of its buffer.
 bool reducesInPlace(AllReduceStartOp start, Value input) {
   // The buffer: a function argument (tensor-typed until One-Shot rewrites
   // the signature) or what a bufferized producer's to_tensor wraps.
   auto toTensor = input.getDefiningOp<bufferization::ToTensorOp>();
   Value buffer = toTensor ? toTensor.getBuffer() : input;
   bool fresh = bool(buffer.getDefiningOp<memref::AllocOp>());
-  if (auto argument = dyn_cast<BlockArgument>(buffer)) {
-    auto function = dyn_cast_or_null<FunctionOpInterface>(
-        argument.getOwner()->getParentOp());
-    if (!function ||
-        argument.getOwner() != &function.getFunctionBody().front() ||
-        !function->hasAttr("ddp.donate_arguments"))
+  if (isa<BlockArgument>(buffer)) {
+    if (!isFunctionArgument(buffer))
       return false;
   } else if (!fresh) {
     return false;
@@ -290,9 +302,12 @@ bool reducesInPlace(AllReduceStartOp start, Value input) {
     for (Operation *user : buffer.getUsers()) {
       if (user == toTensor.getOperation() || mutuallyExclusive(start, user))
         continue;
-      bool producer = fresh && isa<DDPDialect>(user->getDialect()) &&
-                      user->getBlock() == start->getBlock() &&
-                      user->isBeforeInBlock(start);
+      // One-Shot's copy of an argument the start may not write is a
+      // memref.copy into a fresh buffer.
+      bool producer =
+          fresh &&
+          (isa<DDPDialect>(user->getDialect()) || isa<memref::CopyOp>(user)) &&
+          user->getBlock() == start->getBlock() && user->isBeforeInBlock(start);
       if (!producer)
         return false;
     }
@@ -303,6 +318,11 @@ bool reducesInPlace(AllReduceStartOp start, Value input) {
 struct AllReduceStartModel
     : NonAliasingModel<AllReduceStartModel, AllReduceStartOp,
                        /*Reads=*/true, /*Writes=*/false> {
+  /// A function argument may be reduced in place (reducesInPlace).
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &operand,
+                               const AnalysisState &) const {
+    return isFunctionArgument(operand.get());
+  }
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &state) const {

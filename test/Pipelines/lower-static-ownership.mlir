@@ -1,0 +1,22 @@
+// RUN: ddp-opt %s --insert-powersgd="rank=2" --ddp-lower-to-llvm \
+// RUN:   | FileCheck %s --implicit-check-not=dealloc_helper
+
+// Every gradient stays in its argument's buffer in the warm-up branch and
+// in the PowerSGD branch (the matrices' reconstruction and the biases'
+// uncompressed allreduce_start both work in place), so buffer deallocation
+// knows each result's ownership when compiling. Had one branch yielded a
+// fresh buffer, the step would end with a run-time ownership check of every
+// buffer against every result (@dealloc_helper), and lowering would cost
+// the square of the number of gradients.
+
+// CHECK-LABEL: llvm.func @step(
+// CHECK: llvm.call @ddprt_allreduce_start
+// CHECK: llvm.call @ddprt_reconstruct
+func.func @step(%w0: tensor<64x32xf32>, %b0: tensor<32xf32>,
+                %w1: tensor<32x16xf32>, %b1: tensor<16xf32>)
+    -> (tensor<64x32xf32>, tensor<32xf32>, tensor<32x16xf32>, tensor<16xf32>) {
+  %r:4 = ddp.allreduce mean %w0, %b0, %w1, %b1
+      : tensor<64x32xf32>, tensor<32xf32>, tensor<32x16xf32>, tensor<16xf32>
+  return %r#0, %r#1, %r#2, %r#3
+      : tensor<64x32xf32>, tensor<32xf32>, tensor<32x16xf32>, tensor<16xf32>
+}
