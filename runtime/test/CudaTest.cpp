@@ -328,6 +328,56 @@ TEST_F(Cuda, OrthogonalizeTurnsANonFiniteColumnAndTheLaterOnesIntoNaN) {
   }
 }
 
+// The non-finite policy on device memory: ddprt_inspect reads the data
+// where it is, and a reconstruct whose P holds an Inf leaves that tensor's E
+// bitwise as it was while the other tensor's E is updated.
+TEST_F(Cuda, InspectAndTheNonFiniteSkipWorkOnDeviceMemory) {
+  for (ddprt_dtype dtype : kAllDtypes) {
+    TypedArray zero(dtype, 300), poisoned(dtype, 300);
+    zero.fill(0.0);
+    poisoned.randomize(rng_);
+    poisoned.set(299, std::nan(""));
+    DeviceArray dzero(zero), dpoisoned(poisoned);
+    ddprt_buffer buffers[2] = {dzero.buffer(), dpoisoned.buffer()};
+    int32_t finite[2] = {-1, -1}, nonzero[2] = {-1, -1};
+    ASSERT_EQ(ddprt_inspect(context_, buffers, 2, finite, nonzero), DDPRT_OK)
+        << ddprt_last_error(context_);
+    EXPECT_EQ(finite[0], 1) << dtypeName(dtype);
+    EXPECT_EQ(nonzero[0], 0) << dtypeName(dtype);
+    EXPECT_EQ(finite[1], 0) << dtypeName(dtype);
+    EXPECT_EQ(nonzero[1], 1) << dtypeName(dtype);
+
+    const int64_t n = 40, m = 24, r = 2;
+    TypedArray g(dtype, n * m), e(dtype, n * m), p(dtype, n * r),
+        q(dtype, m * r), out(dtype, n * m);
+    g.randomize(rng_);
+    e.randomize(rng_);
+    p.randomize(rng_);
+    q.randomize(rng_);
+    TypedArray bad = p;
+    bad.set(7, std::numeric_limits<double>::infinity());
+    DeviceArray dg0(g), de0(e), dp0(p), dq0(q), dout0(out);
+    DeviceArray dg1(g), de1(e), dp1(bad), dq1(q), dout1(out);
+    ddprt_matrix ps[2] = {dp0.matrix(n, r), dp1.matrix(n, r)};
+    ddprt_matrix qs[2] = {dq0.matrix(m, r), dq1.matrix(m, r)};
+    ddprt_matrix gs[2] = {dg0.matrix(n, m), dg1.matrix(n, m)};
+    ddprt_matrix es[2] = {de0.matrix(n, m), de1.matrix(n, m)};
+    ddprt_matrix outs[2] = {dout0.matrix(n, m), dout1.matrix(n, m)};
+    EXPECT_EQ(ddprt_reconstruct(context_, ps, qs, gs, es, outs, 2),
+              DDPRT_NONFINITE)
+        << dtypeName(dtype);
+    sync();
+    TypedArray expectedE = e, expectedOut = out;
+    ddprt_matrix P = p.matrix(n, r), Q = q.matrix(m, r), G = g.matrix(n, m),
+                 E = expectedE.matrix(n, m), O = expectedOut.matrix(n, m);
+    ddprt::cpu::reconstruct(P, Q, &G, &E, O);
+    expectClose(de0.toHost(), expectedE, tolerance(dtype, r),
+                std::string("clean E ") + dtypeName(dtype));
+    EXPECT_TRUE(de1.toHost().bitwiseEqual(e))
+        << "the poisoned tensor's E changed, " << dtypeName(dtype);
+  }
+}
+
 // A stream query that answers "not ready" leaves that answer as the
 // thread's last CUDA error. The runtime's synchronize polls that way, and
 // a launch must not take the leftover for its own failure.
