@@ -222,6 +222,19 @@ public:
     else if (auto fused = loc->findInstanceOf<FileLineColLoc>())
       os << " at " << fused.getFilename().getValue() << ":" << fused.getLine()
          << ":" << fused.getColumn();
+    // The gradients' names (a fused op carries one per tensor, in order), so
+    // that a runtime message about "tensor #i" can be read.
+    SmallVector<StringRef> names;
+    loc->walk([&](Location inner) {
+      if (auto named = dyn_cast<NameLoc>(inner))
+        names.push_back(named.getName().getValue());
+      return WalkResult::advance();
+    });
+    if (!names.empty()) {
+      os << " (";
+      llvm::interleaveComma(names, os);
+      os << ")";
+    }
     return text;
   }
 

@@ -1,4 +1,5 @@
 // RUN: ddp-opt %s --convert-ddp-to-llvm | FileCheck %s
+// RUN: ddp-opt %s --convert-ddp-to-llvm | FileCheck %s --check-prefix=NAMES
 
 // Each buffer op is one runtime call for its bucket, with the context from
 // ddprt_current_context and the status checked with the op's location.
@@ -56,4 +57,12 @@ func.func @inspect(%q: memref<32x2xf32>) -> (i1, i1) {
   // CHECK: return %[[FINITE]], %[[ANY]]
   %finite, %nonzero = ddp.buffer.inspect %q : memref<32x2xf32>
   return %finite, %nonzero : i1, i1
+}
+
+// A bucket's op carries its gradients' names; ddprt_check's text names them
+// (in order), so that a message about "tensor #1" can be read.
+// NAMES: llvm.mlir.global internal constant @{{.*}}("ddp.allreduce (fc1.weight, fc2.weight)\00")
+func.func @named(%a: memref<4xf32>, %b: memref<8xf32>) {
+  ddp.buffer.allreduce mean %a, %b : memref<4xf32>, memref<8xf32> loc(fused["fc1.weight", "fc2.weight"])
+  return
 }
