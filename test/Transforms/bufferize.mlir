@@ -240,3 +240,29 @@ func.func @host_reader(%x: tensor<4xf32>) -> tensor<4xf32> {
   ddp.state_store %x, @h : tensor<4xf32>
   return %sum : tensor<4xf32>
 }
+
+// -----
+
+// Only the ops between a load and the next store of its state matter: the
+// first load copies, since the second load runs before that store and would
+// see an in-place update; the second works in the state's own buffer.
+ddp.state @s : tensor<4xf32>
+ddp.state @t : tensor<4xf32>
+// CHECK-LABEL: func.func @two_loads
+func.func @two_loads() {
+  // CHECK: %[[S:.*]] = ddp.buffer.state @s : memref<4xf32>
+  // CHECK-NEXT: %[[A:.*]] = memref.alloc
+  // CHECK-NEXT: ddp.buffer.copy %[[S]] into %[[A]]
+  %a = ddp.state_load @s : tensor<4xf32>
+  // CHECK-NEXT: %[[B:.*]] = ddp.buffer.state @s : memref<4xf32>
+  %b = ddp.state_load @s : tensor<4xf32>
+  // CHECK-NEXT: ddp.buffer.allreduce sum %[[A]]
+  // CHECK-NEXT: ddp.buffer.allreduce sum %[[B]]
+  %x = ddp.allreduce sum %a : tensor<4xf32>
+  %y = ddp.allreduce sum %b : tensor<4xf32>
+  // CHECK: ddp.buffer.copy %[[B]] into
+  ddp.state_store %y, @t : tensor<4xf32>
+  // CHECK: ddp.buffer.copy %[[A]] into
+  ddp.state_store %x, @s : tensor<4xf32>
+  return
+}

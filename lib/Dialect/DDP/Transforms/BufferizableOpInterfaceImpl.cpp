@@ -11,9 +11,10 @@
 //  - reconstruct_residual: decompresses into the gradient's buffer and
 //    updates the residual's buffer, both in place where the analysis allows.
 //  - state_load: the runtime's state buffer itself when nothing can observe
-//    the difference (one load, later stores in the same block, no alias used
-//    after them); else a copy. state_store: a runtime copy, skipped when the
-//    value was computed in place in the state's own buffer.
+//    the difference (a store follows in an enclosing block, nothing else
+//    touches the state in between, no alias used after it); else a copy.
+//    state_store: a runtime copy, skipped when the value was computed in
+//    place in the state's own buffer.
 //
 // The runtime takes contiguous buffers; a strided view (from a tensor slice)
 // is copied to a contiguous one and, for in-place ops, back.
@@ -563,54 +564,57 @@ struct ReconstructResidualModel
 // state_load and state_store
 //===----------------------------------------------------------------------===//
 
-/// Whether `load` may return the state's own buffer: the function loads the
-/// state once; every store of it is in one block B, after the load (or the
-/// op in B that holds it); and every value that may alias the loaded buffer
-/// is used before the first of those stores (or by it), by ddp ops only;
-/// no loop separates the load from the stores and no call lies between
-/// them. Then updating the buffer in place is invisible: the store
-/// overwrites the state anyway, and nobody reads the old value after it.
+/// The first store of `load`'s state after it that runs whenever the load
+/// does: a store in the load's block or in the block of an op holding it.
+/// Null if there is none, or if another load or store of the state or a call
+/// (the callee could read or write the state) may run in between. Looks only
+/// at the ops between the two, not at the whole function: with one state per
+/// gradient, a search of the whole function for each load was quadratic.
+Operation *nextStoreOfState(StateLoadOp load) {
+  StringRef name = load.getState();
+  auto touchesState = [&](Operation *op) {
+    WalkResult result = op->walk([&](Operation *inner) {
+      auto other = dyn_cast<StateLoadOp>(inner);
+      auto store = dyn_cast<StateStoreOp>(inner);
+      if ((other && other.getState() == name) ||
+          (store && store.getState() == name) || isa<CallOpInterface>(inner))
+        return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    return result.wasInterrupted();
+  };
+  for (Operation *at = load; at && !isa<FunctionOpInterface>(at);
+       at = at->getParentOp()) {
+    for (Operation *op = at->getNextNode(); op; op = op->getNextNode()) {
+      if (auto store = dyn_cast<StateStoreOp>(op);
+          store && store.getState() == name)
+        return store;
+      if (touchesState(op))
+        return nullptr;
+    }
+  }
+  return nullptr;
+}
+
+/// Whether `load` may return the state's own buffer: a store S of the state
+/// runs after the load whenever the load does (nextStoreOfState), with no
+/// loop between them; and every value that may alias the loaded buffer is
+/// used before S (or by it), by ddp ops only. Then updating the buffer in
+/// place is invisible: S overwrites the state anyway, nobody reads the old
+/// value after it, and no other load of the state runs in between (one
+/// before the load either copied or was done with the buffer before a store
+/// of its own).
 bool mayAliasStateBuffer(StateLoadOp load,
                          const BufferizationOptions &options) {
-  auto function = load->getParentOfType<FunctionOpInterface>();
-  if (!function)
+  Operation *firstStore = nextStoreOfState(load);
+  if (!firstStore)
     return false;
-  StringRef name = load.getState();
-  SmallVector<Operation *> stores;
-  unsigned loads = 0;
-  function->walk([&](Operation *op) {
-    if (auto other = dyn_cast<StateLoadOp>(op);
-        other && other.getState() == name)
-      ++loads;
-    if (auto store = dyn_cast<StateStoreOp>(op);
-        store && store.getState() == name)
-      stores.push_back(store);
-  });
-  if (loads != 1 || stores.empty())
-    return false;
-  Block *block = stores.front()->getBlock();
-  Operation *firstStore = stores.front();
-  for (Operation *store : stores) {
-    if (store->getBlock() != block)
-      return false;
-    if (store->isBeforeInBlock(firstStore))
-      firstStore = store;
-  }
-  Operation *loadInBlock = block->findAncestorOpInBlock(*load);
-  if (!loadInBlock || !loadInBlock->isBeforeInBlock(firstStore))
-    return false;
-  // Not in a loop that the stores are outside of: every iteration would
+  Block *block = firstStore->getBlock();
+  // Not in a loop that the store is outside of: every iteration would
   // update the one buffer.
   if (getEnclosingRepetitiveRegion(load.getOperation()) !=
       getEnclosingRepetitiveRegion(firstStore))
     return false;
-  // No call in between: the callee could read or write the state.
-  for (Operation *op = loadInBlock; op != firstStore; op = op->getNextNode()) {
-    WalkResult calls =
-        op->walk([](CallOpInterface) { return WalkResult::interrupt(); });
-    if (calls.wasInterrupted())
-      return false;
-  }
   // Follow the aliases the bufferization models declare; an op without a
   // model may alias any of its tensor results.
   AnalysisState state(options);
