@@ -59,8 +59,9 @@ def descendants(pid):
     return out
 
 
-def find_rank(root, rank, deadline):
-    while time.monotonic() < deadline:
+def find_rank(job, rank, deadline):
+    root = job.pid
+    while time.monotonic() < deadline and job.poll() is None:
         for pid in descendants(root):
             if rank_of(pid) == rank:
                 return pid
@@ -79,10 +80,12 @@ def trial(args, delay):
     job = subprocess.Popen(command, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
     launched = time.monotonic()
-    victim = find_rank(job.pid, args.victim, launched + 30)
+    victim = find_rank(job, args.victim, launched + 30)
     if victim is None:
         job.kill()
-        return False, "rank %d never appeared" % args.victim
+        output, _ = job.communicate()
+        return False, "rank %d never appeared (exit %s):\n%s" % (
+            args.victim, job.returncode, output)
     time.sleep(max(0.0, launched + delay - time.monotonic()))
     os.kill(victim, signal.SIGSTOP)
     stopped = time.monotonic()
