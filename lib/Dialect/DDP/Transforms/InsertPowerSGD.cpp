@@ -144,7 +144,21 @@ namespace {
 struct Compressed {
   Value matrix;
   int64_t rank;
+  /// Where its per-tensor ops say they come from: the gradient's own
+  /// location where the bucket's has one per tensor, so that a fused op's
+  /// location lists its tensors' names in order (runtime messages name
+  /// tensor #i by it).
+  Location loc;
 };
+
+/// Input `i`'s own location in a bucket whose fused location has one per
+/// input (what ddp-bucketize makes); else the bucket's.
+static Location tensorLoc(AllReduceOp op, unsigned i) {
+  if (auto fused = dyn_cast<FusedLoc>(op.getLoc()))
+    if (fused.getLocations().size() == op.getNumOperands())
+      return fused.getLocations()[i];
+  return op.getLoc();
+}
 
 struct InsertPowerSGDPass
     : public ddp::impl::InsertPowerSGDBase<InsertPowerSGDPass> {
@@ -374,18 +388,23 @@ SmallVector<Value> InsertPowerSGDPass::emitLayerwise(
   AllReduceStartOp request;
   if (!uncompressed.empty()) {
     SmallVector<Value> inputs;
-    for (unsigned i : uncompressed)
+    SmallVector<Location> locs;
+    for (unsigned i : uncompressed) {
       inputs.push_back(op.getInputs()[i]);
-    request = AllReduceStartOp::create(b, loc, op.getKind(), inputs,
-                                       CommRole::uncompressed);
+      locs.push_back(tensorLoc(op, i));
+    }
+    request =
+        AllReduceStartOp::create(b, FusedLoc::get(b.getContext(), locs),
+                                 op.getKind(), inputs, CommRole::uncompressed);
   }
   SmallVector<Compressed> matrices;
   for (unsigned i : compressed) {
     Value matrix = toMatrix(b, op.getInputs()[i].getLoc(), op.getInputs()[i]);
     auto type = cast<RankedTensorType>(matrix.getType());
-    matrices.push_back(
-        {matrix, std::min<int64_t>(
-                     {type.getDimSize(0), type.getDimSize(1), int64_t(rank)})});
+    matrices.push_back({matrix,
+                        std::min<int64_t>({type.getDimSize(0),
+                                           type.getDimSize(1), int64_t(rank)}),
+                        tensorLoc(op, i)});
   }
   SmallVector<Value> reconstructions = emitPowerSGD(b, loc, function, matrices);
   for (auto [k, i] : llvm::enumerate(compressed))
@@ -394,7 +413,7 @@ SmallVector<Value> InsertPowerSGDPass::emitLayerwise(
         fromMatrix(b, loc, reconstructions[k],
                    cast<RankedTensorType>(op.getResult(i).getType())));
   if (request) {
-    auto wait = WaitOp::create(b, loc, request.getRequest());
+    auto wait = WaitOp::create(b, request.getLoc(), request.getRequest());
     for (auto [k, i] : llvm::enumerate(uncompressed))
       results[i] = wait.getResult(k);
   }
@@ -443,7 +462,7 @@ InsertPowerSGDPass::emitBatched(OpBuilder &b, AllReduceOp op,
     Value square = tensor::ExpandShapeOp::create(
         b, loc, squareType, flat, ArrayRef<ReassociationIndices>{{0, 1}});
     int64_t r = std::min<int64_t>(side, int64_t(rank));
-    matrices.push_back({square, r});
+    matrices.push_back({square, r, loc});
     sides.push_back(side);
     numelBefore += length;
     numelAfter += 2 * side * r;
@@ -479,6 +498,11 @@ InsertPowerSGDPass::emitPowerSGD(OpBuilder &b, Location loc,
                                  FunctionOpInterface function,
                                  ArrayRef<Compressed> matrices) {
   Value step = run->steps[function];
+  // Per-tensor ops carry their tensor's location, collectives all of them.
+  SmallVector<Location> locs;
+  for (const Compressed &c : matrices)
+    locs.push_back(c.loc);
+  Location bucketLoc = FusedLoc::get(b.getContext(), locs);
   SmallVector<Type> qTypes;
   for (const Compressed &c : matrices) {
     auto type = cast<RankedTensorType>(c.matrix.getType());
@@ -493,17 +517,17 @@ InsertPowerSGDPass::emitPowerSGD(OpBuilder &b, Location loc,
   }
   auto drawQs = [&](OpBuilder &builder) {
     SmallVector<Value> qs;
-    for (auto [type, stream] : llvm::zip(qTypes, streams))
-      qs.push_back(RandomNormalOp::create(builder, loc, type, step,
+    for (auto [type, stream, at] : llvm::zip(qTypes, streams, locs))
+      qs.push_back(RandomNormalOp::create(builder, at, type, step,
                                           int64_t(seed), stream));
     return qs;
   };
 
   // Whether a Q can be used: finite and not all zero. Q is averaged over
   // the ranks, so every rank decides the same.
-  auto usable = [&](OpBuilder &builder, Value q) {
-    auto flags = InspectOp::create(builder, loc, q);
-    return arith::AndIOp::create(builder, loc, flags.getFinite(),
+  auto usable = [&](OpBuilder &builder, Location at, Value q) {
+    auto flags = InspectOp::create(builder, at, q);
+    return arith::AndIOp::create(builder, at, flags.getFinite(),
                                  flags.getNonzero())
         .getResult();
   };
@@ -525,17 +549,17 @@ InsertPowerSGDPass::emitPowerSGD(OpBuilder &b, Location loc,
     scf::YieldOp::create(thenBuilder, loc, drawQs(thenBuilder));
     OpBuilder elseBuilder = ifOp.getElseBodyBuilder();
     SmallVector<Value> loaded;
-    for (auto [state, stream] : llvm::zip(qStates, streams)) {
-      Value q = StateLoadOp::create(elseBuilder, loc, state.getType(),
+    for (auto [state, stream, at] : llvm::zip(qStates, streams, locs)) {
+      Value q = StateLoadOp::create(elseBuilder, at, state.getType(),
                                     state.getSymName());
-      auto redraw = scf::IfOp::create(elseBuilder, loc, q.getType(),
-                                      usable(elseBuilder, q),
+      auto redraw = scf::IfOp::create(elseBuilder, at, q.getType(),
+                                      usable(elseBuilder, at, q),
                                       /*withElse=*/true);
       OpBuilder keep = redraw.getThenBodyBuilder();
-      scf::YieldOp::create(keep, loc, q);
+      scf::YieldOp::create(keep, at, q);
       OpBuilder fresh = redraw.getElseBodyBuilder();
-      scf::YieldOp::create(fresh, loc,
-                           RandomNormalOp::create(fresh, loc, q.getType(), step,
+      scf::YieldOp::create(fresh, at,
+                           RandomNormalOp::create(fresh, at, q.getType(), step,
                                                   int64_t(seed), stream)
                                .getResult());
       loaded.push_back(redraw.getResult(0));
@@ -547,9 +571,9 @@ InsertPowerSGDPass::emitPowerSGD(OpBuilder &b, Location loc,
   }
   auto epsilon = b.getF64FloatAttr(orthogonalizationEpsilon);
   SmallVector<Value> qs;
-  for (Value q : initialQs)
+  for (auto [q, at] : llvm::zip(initialQs, locs))
     qs.push_back(
-        OrthogonalizeOp::create(b, loc, ValueRange{q}, epsilon).getResult(0));
+        OrthogonalizeOp::create(b, at, ValueRange{q}, epsilon).getResult(0));
 
   // M = G + E.
   SmallVector<Value> ms;
@@ -562,55 +586,55 @@ InsertPowerSGDPass::emitPowerSGD(OpBuilder &b, Location loc,
     StateOp state = createState(function, "error", c.matrix.getType(), id);
     errorStates.push_back(state);
     Value residual =
-        StateLoadOp::create(b, loc, state.getType(), state.getSymName());
-    ms.push_back(AddResidualOp::create(b, loc, ValueRange{c.matrix},
+        StateLoadOp::create(b, c.loc, state.getType(), state.getSymName());
+    ms.push_back(AddResidualOp::create(b, c.loc, ValueRange{c.matrix},
                                        ValueRange{residual})
                      .getResult(0));
   }
 
   // P = M Q, summed over ranks, orthogonalized.
   SmallVector<Value> ps;
-  for (auto [m, q] : llvm::zip(ms, qs))
+  for (auto [m, q, at] : llvm::zip(ms, qs, locs))
     ps.push_back(
-        ProjectOp::create(b, loc, ValueRange{m}, ValueRange{q}).getResult(0));
-  auto pSum =
-      AllReduceOp::create(b, loc, ReductionKind::sum, ps, CommRole::powersgd_p);
+        ProjectOp::create(b, at, ValueRange{m}, ValueRange{q}).getResult(0));
+  auto pSum = AllReduceOp::create(b, bucketLoc, ReductionKind::sum, ps,
+                                  CommRole::powersgd_p);
   SmallVector<Value> orthoPs;
-  for (Value p : pSum.getResults())
+  for (auto [p, at] : llvm::zip(pSum.getResults(), locs))
     orthoPs.push_back(
-        OrthogonalizeOp::create(b, loc, ValueRange{p}, epsilon).getResult(0));
+        OrthogonalizeOp::create(b, at, ValueRange{p}, epsilon).getResult(0));
 
   // Q = M^T P, averaged over ranks.
   SmallVector<Value> newQs;
-  for (auto [m, p] : llvm::zip(ms, orthoPs))
-    newQs.push_back(BackprojectOp::create(b, loc, ValueRange{m}, ValueRange{p})
+  for (auto [m, p, at] : llvm::zip(ms, orthoPs, locs))
+    newQs.push_back(BackprojectOp::create(b, at, ValueRange{m}, ValueRange{p})
                         .getResult(0));
-  auto qMean = AllReduceOp::create(b, loc, ReductionKind::mean, newQs,
+  auto qMean = AllReduceOp::create(b, bucketLoc, ReductionKind::mean, newQs,
                                    CommRole::powersgd_q);
 
   // M_hat = P Q^T; E = M - M_hat. The state is written after all of them
   // so that each step stays one multi-tensor op after fusion.
   SmallVector<Value> reconstructions, residuals;
-  for (auto [p, q] : llvm::zip(orthoPs, qMean.getResults()))
+  for (auto [p, q, at] : llvm::zip(orthoPs, qMean.getResults(), locs))
     reconstructions.push_back(
-        ReconstructOp::create(b, loc, ValueRange{p}, ValueRange{q})
+        ReconstructOp::create(b, at, ValueRange{p}, ValueRange{q})
             .getResult(0));
   if (errorFeedback)
-    for (auto [m, mHat] : llvm::zip(ms, reconstructions))
+    for (auto [m, mHat, at] : llvm::zip(ms, reconstructions, locs))
       residuals.push_back(
-          UpdateResidualOp::create(b, loc, ValueRange{m}, ValueRange{mHat})
+          UpdateResidualOp::create(b, at, ValueRange{m}, ValueRange{mHat})
               .getResult(0));
-  for (auto [residual, state] : llvm::zip(residuals, errorStates))
-    StateStoreOp::create(b, loc, residual, state.getSymName());
+  for (auto [residual, state, at] : llvm::zip(residuals, errorStates, locs))
+    StateStoreOp::create(b, at, residual, state.getSymName());
   // A new Q is kept only if it can be used: one that is not finite (a NaN
   // or Inf in some rank's gradient; ddp.reconstruct keeps E clean and
   // reports it) or zero (a zero gradient and error) leaves the last one.
   if (warmStart)
-    for (auto [q, state] : llvm::zip(qMean.getResults(), qStates)) {
-      auto store = scf::IfOp::create(b, loc, TypeRange(), usable(b, q),
+    for (auto [q, state, at] : llvm::zip(qMean.getResults(), qStates, locs)) {
+      auto store = scf::IfOp::create(b, at, TypeRange(), usable(b, at, q),
                                      /*withElse=*/false);
       OpBuilder then = store.getThenBodyBuilder();
-      StateStoreOp::create(then, loc, q, state.getSymName());
+      StateStoreOp::create(then, at, q, state.getSymName());
     }
   return reconstructions;
 }
