@@ -104,6 +104,9 @@ Error checkBuffer(const ddprt_buffer &buffer, const char *what, int index) {
     return invalid(where + ": " + dtypeProblem(asInt(buffer.dtype)));
   if (buffer.numel < 0)
     return invalid(where + ": negative size " + std::to_string(buffer.numel));
+  if (buffer.numel > INT64_MAX / int64_t(dtypeSize(asInt(buffer.dtype))))
+    return invalid(where + ": " + std::to_string(buffer.numel) +
+                   " elements are more bytes than a 64-bit size holds");
   if (buffer.numel > 0 && !buffer.data)
     return invalid(where + ": data is null");
   return Error::success();
@@ -706,29 +709,42 @@ ddprt_status ddprt_random_normal(ddprt_context *context, ddprt_buffer *output,
   return report(context, error);
 }
 
+static Error createState(ddprt_context *context, const char *name,
+                         ddprt_dtype dtype, int64_t numel, ddprt_state **state);
+
 ddprt_status ddprt_state_get(ddprt_context *context, const char *name,
                              ddprt_dtype dtype, int64_t numel,
                              ddprt_state **state) {
   Error error = checkContext(context);
   if (!error && (!name || !*name || !state))
     error = invalid("a state needs a non-empty name and a result pointer");
-  if (!error && (dtypeSize(asInt(dtype)) == 0 || numel < 0))
+  if (!error && (dtypeSize(asInt(dtype)) == 0 || numel < 0 ||
+                 numel > INT64_MAX / int64_t(dtypeSize(asInt(dtype)))))
     error = invalid(std::string("state '") + name +
-                    "': unknown dtype or negative size");
+                    "': unknown dtype, or a negative size or one whose bytes "
+                    "a 64-bit size cannot hold");
   if (error)
     return report(context, error);
+  // The map and the name allocate: failures become statuses, not throws.
+  if ((error = guarded(
+           [&] { return createState(context, name, dtype, numel, state); })))
+    return report(context, error);
+  return report(context, Error::success());
+}
+
+static Error createState(ddprt_context *context, const char *name,
+                         ddprt_dtype dtype, int64_t numel,
+                         ddprt_state **state) {
   auto found = context->states.find(name);
   if (found != context->states.end()) {
     ddprt_state &existing = *found->second;
     if (existing.dtype != dtype || existing.numel != numel)
-      return report(context,
-                    fail(DDPRT_ERROR_MISMATCH,
-                         std::string("state '") + name + "' exists with " +
-                             std::to_string(existing.numel) +
-                             " elements of dtype " +
-                             std::to_string(existing.dtype)));
+      return fail(DDPRT_ERROR_MISMATCH,
+                  std::string("state '") + name + "' exists with " +
+                      std::to_string(existing.numel) + " elements of dtype " +
+                      std::to_string(existing.dtype));
     *state = &existing;
-    return report(context, Error::success());
+    return Error::success();
   }
   auto created = std::make_unique<ddprt_state>();
   created->name = name;
@@ -739,16 +755,14 @@ ddprt_status ddprt_state_get(ddprt_context *context, const char *name,
   if (created->onHost) {
     created->data = std::calloc(bytes == 0 ? 1 : bytes, 1);
     if (!created->data)
-      error = fail(DDPRT_ERROR_BACKEND,
-                   std::string("state '") + name + "': out of host memory");
+      return fail(DDPRT_ERROR_BACKEND,
+                  std::string("state '") + name + "': out of host memory");
   } else {
-    error = context->backend->allocateZeroed(bytes, &created->data);
+    DDPRT_TRY(context->backend->allocateZeroed(bytes, &created->data));
   }
-  if (error)
-    return report(context, error);
   *state = created.get();
   context->states[name] = std::move(created);
-  return report(context, Error::success());
+  return Error::success();
 }
 
 ddprt_buffer ddprt_state_buffer(const ddprt_state *state) {

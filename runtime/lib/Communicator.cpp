@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <sched.h>
 #include <string>
+#include <thread>
 
 #if defined(DDPRT_HAVE_MPI)
 
@@ -89,12 +90,26 @@ Error Communicator::create(const ddprt_options &options,
   // Every collective here is nonblocking and waited for within the timeout
   // (a rank that stopped must not hang the others' start).
   MPI_Comm_rank(MPI_COMM_WORLD, &self->rank_);
+  // What the nonblocking calls write into lives on the heap and is leaked
+  // if they time out: MPI may still complete them later (a stopped rank
+  // that resumes), and must not write into freed memory or a communicator
+  // handle that was never filled in.
+  struct Pending {
+    MPI_Comm comm = MPI_COMM_NULL;
+    uint64_t node = 1469598103934665603ull;
+    std::vector<uint64_t> nodes;
+  };
+  auto pending = std::make_unique<Pending>();
   MpiRequests requests;
   MPI_Request request;
-  DDPRT_TRY(self->check(MPI_Comm_idup(MPI_COMM_WORLD, &self->comm_, &request),
+  DDPRT_TRY(self->check(MPI_Comm_idup(MPI_COMM_WORLD, &pending->comm, &request),
                         "MPI_Comm_idup"));
   requests.requests.push_back(request);
-  DDPRT_TRY(self->wait(requests));
+  if (Error error = self->wait(requests)) {
+    (void)pending.release();
+    return error;
+  }
+  self->comm_ = pending->comm;
   MPI_Comm_set_errhandler(self->comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(self->comm_, &self->rank_);
   MPI_Comm_size(self->comm_, &self->size_);
@@ -103,17 +118,21 @@ Error Communicator::create(const ddprt_options &options,
   char name[MPI_MAX_PROCESSOR_NAME] = {};
   int nameLength = 0;
   MPI_Get_processor_name(name, &nameLength);
-  uint64_t node = 1469598103934665603ull;
   for (int i = 0; i < nameLength; ++i) {
-    node ^= uint8_t(name[i]);
-    node *= 1099511628211ull;
+    pending->node ^= uint8_t(name[i]);
+    pending->node *= 1099511628211ull;
   }
-  std::vector<uint64_t> nodes(size_t(self->size_));
-  DDPRT_TRY(self->check(MPI_Iallgather(&node, 1, MPI_UINT64_T, nodes.data(), 1,
-                                       MPI_UINT64_T, self->comm_, &request),
+  pending->nodes.resize(size_t(self->size_));
+  DDPRT_TRY(self->check(MPI_Iallgather(&pending->node, 1, MPI_UINT64_T,
+                                       pending->nodes.data(), 1, MPI_UINT64_T,
+                                       self->comm_, &request),
                         "MPI_Iallgather"));
   requests.requests.push_back(request);
-  DDPRT_TRY(self->wait(requests));
+  if (Error error = self->wait(requests)) {
+    (void)pending.release();
+    return error;
+  }
+  const std::vector<uint64_t> &nodes = pending->nodes;
   self->localRank_ = int(std::count(nodes.begin(), nodes.begin() + self->rank_,
                                     nodes[self->rank_]));
   DDPRT_TRY(
@@ -295,7 +314,13 @@ Error Communicator::wait(MpiRequests &requests) {
                       " (a rank may have died or stopped calling the "
                       "runtime)");
     }
-    sched_yield();
+    // Spin while a collective is likely to finish soon, then sleep a
+    // little, so that waiting ranks on an oversubscribed machine leave the
+    // CPU to the rank they wait for.
+    if (waited < 0.01)
+      sched_yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
 }
 
@@ -311,7 +336,7 @@ Error Communicator::checkSameOnAllRanks(const std::vector<int64_t> &signature,
   uint64_t hash = 1469598103934665603ull;
   int64_t total = 0;
   for (int64_t value : signature) {
-    total += value;
+    total = int64_t(uint64_t(total) + uint64_t(value)); // a digest: wraps
     for (int byte = 0; byte < 8; ++byte) {
       hash ^= uint8_t(uint64_t(value) >> (8 * byte));
       hash *= 1099511628211ull;

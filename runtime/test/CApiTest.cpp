@@ -830,6 +830,21 @@ TEST_F(CApi, ReconstructSkipsTheErrorFeedbackOfNonFiniteTensors) {
   }
 }
 
+// Sizes whose bytes do not fit in 64 bits: refused, not wrapped into a
+// small allocation that later copies overrun.
+TEST_F(CApi, SizesBeyondSixtyFourBitBytesAreRefused) {
+  double value = 0;
+  ddprt_buffer huge{&value, DDPRT_F64, int64_t(1) << 61};
+  EXPECT_FAILS(
+      ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT, &huge, 1),
+      DDPRT_ERROR_INVALID_ARGUMENT, "more bytes than a 64-bit size holds");
+  ddprt_state *state = nullptr;
+  EXPECT_FAILS(ddprt_state_get(context, "huge", DDPRT_F64, int64_t(1) << 61,
+                               &state),
+               DDPRT_ERROR_INVALID_ARGUMENT, "a 64-bit size cannot hold");
+  EXPECT_EQ(state, nullptr);
+}
+
 TEST_F(CApi, InspectTellsFiniteAndNonzeroPerBuffer) {
   for (ddprt_dtype dtype : {DDPRT_F32, DDPRT_F16, DDPRT_BF16, DDPRT_F64}) {
     std::vector<TypedArray> arrays(6, TypedArray(dtype, 7));

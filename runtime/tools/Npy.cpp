@@ -135,6 +135,15 @@ static size_t headerEnd(std::string_view bytes, const std::string &name,
                      error),
            0;
   }
+  // NumPy writes headers of a few hundred bytes (and reads at most 10000
+  // by default); a huge declared length is damage, not a header.
+  const size_t kMaxHeader = size_t(1) << 20;
+  if (headerLength > kMaxHeader)
+    return malformed(name,
+                     "header length " + std::to_string(headerLength) +
+                         " is larger than 1 MiB",
+                     error),
+           0;
   return headerStart + headerLength;
 }
 

@@ -736,16 +736,23 @@ Watchdog::~Watchdog() {
 }
 
 void Watchdog::arm(double seconds, std::string message) {
-  if (!(seconds > 0))
+  // 0 waits forever, and so does a timeout too long for the clock (a
+  // duration of 1e10 s in nanoseconds overflows).
+  if (!(seconds > 0) || !(seconds < 1e9))
     return disarm();
   std::lock_guard<std::mutex> lock(state->mutex);
   if (!state->thread.joinable())
     state->thread = std::thread([s = state] { s->run(); });
-  state->armed = true;
-  state->deadline =
+  auto deadline =
       std::chrono::steady_clock::now() +
       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
           std::chrono::duration<double>(seconds));
+  // An earlier deadline still armed stays (finishing after a failed start
+  // is bounded by the start's deadline, not a fresh one).
+  if (state->armed && state->deadline <= deadline)
+    return;
+  state->armed = true;
+  state->deadline = deadline;
   state->message = std::move(message);
   state->changed.notify_all();
 }
@@ -798,6 +805,18 @@ bool Job::start(const RunOptions &options) {
     rank = ddprt_rank(context);
     worldSize = ddprt_world_size(context);
   }
+#if defined(DDPRT_HAVE_MPI)
+  // A runtime that failed to start has no communicator to ask; MPI may
+  // still be up, and the ranks must agree on the failure through it.
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (started != DDPRT_OK && initialized && !finalized) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &worldSize);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  }
+#endif
   if (started != DDPRT_OK) {
     error() << "cannot start the runtime: " << ddprt_status_string(started)
             << ": " << ddprt_last_error(context) << "\n";
@@ -884,7 +903,11 @@ void Job::maxOverRanksBounded(double *values, int count,
               << ": a rank may have died or stopped\n";
       stop(1);
     }
-    sched_yield();
+    // The others may be busy (compiling, reading): do not take their CPU.
+    if (waited < 0.001)
+      sched_yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
 #else
   (void)values, (void)count, (void)what;
@@ -1187,7 +1210,13 @@ bool checkFinalFiles(const Job &job, const StepSignature &signature,
     ok = false;
   if (!perRank("--dump-state", options.dumpState))
     ok = false;
-  else if (!options.dumpState.empty())
+  else if (!options.dumpState.empty() && signature.states.size() > 1 &&
+           options.dumpState.find("{name}") == std::string::npos) {
+    job.error() << "--dump-state=" << options.dumpState
+                << " names one file for all " << signature.states.size()
+                << " states: put {name} in the path\n";
+    ok = false;
+  } else if (!options.dumpState.empty())
     for (const StateSpec &state : signature.states)
       if (!checkWritable(job, "--dump-state",
                          job.expand(options.dumpState, -1, -1, state.name),

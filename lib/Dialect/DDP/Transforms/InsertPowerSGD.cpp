@@ -117,8 +117,8 @@ static int64_t ceilSqrt(int64_t n) {
   if (n <= 1)
     return n;
   int64_t side = int64_t(std::sqrt(double(n)));
-  // side * side < n  <=>  side < ceil(n / side)
-  auto below = [n](int64_t s) { return s < (n + s - 1) / s; };
+  // side * side < n  <=>  side < ceil(n / side), computed without n + s
+  auto below = [n](int64_t s) { return s < n / s + (n % s != 0); };
   while (side > 1 && !below(side - 1))
     --side;
   while (below(side))

@@ -87,7 +87,13 @@ def trial(args, delay):
         return False, "rank %d never appeared (exit %s):\n%s" % (
             args.victim, job.returncode, output)
     time.sleep(max(0.0, launched + delay - time.monotonic()))
-    os.kill(victim, signal.SIGSTOP)
+    # A job that already ended (a timeout of its own on a loaded machine)
+    # was not stopped by us: it says nothing about the stop.
+    alive = job.poll() is None
+    try:
+        os.kill(victim, signal.SIGSTOP)
+    except ProcessLookupError:
+        alive = False
     stopped = time.monotonic()
     limit = args.timeout + args.margin
     try:
@@ -113,6 +119,8 @@ def trial(args, delay):
     if not lines:
         return False, "no timeout message (exit %d):\n%s" % (job.returncode,
                                                               output)
+    if not alive:
+        return True, "not exercised (the job ended before the stop): %s" % lines[0]
     return True, "ended after %.1f s: %s" % (took, lines[0])
 
 
@@ -128,14 +136,20 @@ def main():
     parser.add_argument("--margin", type=float, default=8.0)
     parser.add_argument("--delays", type=float, nargs="+", required=True)
     args = parser.parse_args()
-    failed = 0
+    failed = exercised = 0
     for delay in args.delays:
         ok, what = trial(args, delay)
         failed += not ok
+        exercised += ok and not what.startswith("not exercised")
         print("%s stop at %.2f s: %s" % ("ok" if ok else "FAIL", delay, what))
         sys.stdout.flush()
     print("%d of %d trials ended within the timeout" %
           (len(args.delays) - failed, len(args.delays)))
+    # At least half must have stopped a running job, or the test tested
+    # nothing (raise --timeout on a slower machine).
+    if 2 * exercised < len(args.delays):
+        print("FAIL: only %d trials stopped a running job" % exercised)
+        return 1
     return 1 if failed else 0
 
 
