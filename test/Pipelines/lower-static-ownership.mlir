@@ -1,5 +1,8 @@
 // RUN: ddp-opt %s --insert-powersgd="rank=2" --ddp-lower-to-llvm \
 // RUN:   | FileCheck %s --implicit-check-not=dealloc_helper
+// RUN: ddp-opt %s --insert-powersgd="rank=2" --ddp-lower-to-llvm \
+// RUN:   --mlir-print-ir-after=ddp-split-deallocations -o /dev/null 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=SPLIT
 
 // Every gradient stays in its argument's buffer in the warm-up branch and
 // in the PowerSGD branch (the matrices' reconstruction and the biases'
@@ -8,6 +11,18 @@
 // fresh buffer, the step would end with a run-time ownership check of every
 // buffer against every result (@dealloc_helper), and lowering would cost
 // the square of the number of gradients.
+
+// The step returns a clone of each argument; its end has one dealloc for
+// the arguments (never freed here) and one per clone, each retaining only
+// that clone (ddp-split-deallocations), not one dealloc of every buffer
+// retaining every result.
+// SPLIT: IR Dump After DDPSplitDeallocations
+// SPLIT: bufferization.dealloc ({{[^)]*}}) if (%false{{[^,]*}}, %false{{[^,]*}}, %false{{[^,]*}}, %false{{[^,]*}}){{$}}
+// SPLIT-NEXT: = bufferization.dealloc ({{[^,]*}}) if ({{[^,]*}}) retain ({{[^,]*}} : memref<64x32xf32>)
+// SPLIT-NEXT: = bufferization.dealloc ({{[^,]*}}) if ({{[^,]*}}) retain ({{[^,]*}} : memref<32xf32>)
+// SPLIT-NEXT: = bufferization.dealloc ({{[^,]*}}) if ({{[^,]*}}) retain ({{[^,]*}} : memref<32x16xf32>)
+// SPLIT-NEXT: = bufferization.dealloc ({{[^,]*}}) if ({{[^,]*}}) retain ({{[^,]*}} : memref<16xf32>)
+// SPLIT-NEXT: return
 
 // CHECK-LABEL: llvm.func @step(
 // CHECK: llvm.call @ddprt_allreduce_start

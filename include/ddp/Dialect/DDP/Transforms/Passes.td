@@ -164,6 +164,34 @@ def DDPSplitFunctions : Pass<"ddp-split-functions", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
+def DDPSplitDeallocations
+    : Pass<"ddp-split-deallocations", "::mlir::func::FuncOp"> {
+  let summary = "Split bufferization.dealloc ops by the allocation each "
+                "operand comes from";
+  let description = [{
+    Runs right after `ownership-based-buffer-deallocation`. A step returns
+    one buffer per gradient, so the dealloc at its end lists thousands of
+    buffers and retains thousands of results; upstream's canonicalization
+    and `buffer-deallocation-simplification` revisit that op at every change
+    and compare every buffer with every retained value, and what they cannot
+    prove becomes a run-time pair check on every step: all quadratic in the
+    number of gradients. This pass first folds the `scf.if`s on constant
+    conditions that the deallocation pass leaves (each would change the big
+    op again), then follows every operand of a dealloc back through views to
+    the op that allocated it (or to the function's arguments, which may
+    alias each other), and splits the op into one dealloc per allocation, as
+    the op's documentation allows when the aliasing memrefs are known
+    statically; a retained value whose allocation no listed buffer shares
+    gets the updated condition `false`. A dealloc with an operand of unknown
+    origin is left as it is.
+  }];
+  let statistics = [
+    Statistic<"numSplit", "num-split", "Dealloc ops split">,
+    Statistic<"numFolded", "num-folded", "scf.if ops on a constant folded">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 def DDPCompressionReport : Pass<"ddp-compression-report", "::mlir::ModuleOp"> {
   let summary = "Print what each gradient sends, per tensor and in total";
   let description = [{
