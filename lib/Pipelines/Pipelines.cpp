@@ -55,6 +55,11 @@ void mlir::ddp::buildCompressionPipeline(
 }
 
 void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
+  // A module written for upstream MLIR lowers as it is: its whole-grid
+  // shard.all_reduces become ddp collectives (if no insertion pass ran) and
+  // its grids go; any other shard op is an error here, with its location,
+  // rather than in the LLVM translation.
+  pm.addPass(createConvertShardToDDP(ConvertShardToDDPOptions{true}));
   // Only the fused PowerSGD ops have runtime calls.
   pm.addPass(createDDPFuseKernels());
   // Element-wise arith/math on tensors bufferize as linalg.generic.

@@ -70,8 +70,12 @@ protected:
     context = nullptr;
   }
   /// A context whose collectives give up after `timeout` seconds, so that
-  /// a failing test cannot hang the others.
+  /// a failing test cannot hang the others. The ranks start it together: a
+  /// short timeout also bounds the start, and a rank still finalizing the
+  /// previous context (slow under the sanitizers on a loaded machine) must
+  /// not make the others' start time out.
   void create(double timeout) {
+    MPI_Barrier(MPI_COMM_WORLD);
     ddprt_options options;
     ddprt_default_options(&options);
     options.timeout_seconds = timeout;

@@ -12,9 +12,21 @@ def ConvertShardToDDP : Pass<"convert-shard-to-ddp", "::mlir::ModuleOp"> {
     tensor, over every axis of its `shard.grid` that has more than one
     device, into `ddp.allreduce sum` or `ddp.allreduce mean`. Anything else
     (other reductions, a sub-grid, an element type change, memrefs) is left
-    untouched with a remark that says why. The insertion passes run this
-    conversion themselves, so upstream modules work unmodified.
+    untouched with a remark that says why. A `shard.grid` that only the
+    converted all_reduces used is erased (the LLVM translation has no shard
+    ops). The insertion passes run this conversion themselves, so upstream
+    modules work unmodified.
+
+    With `complete=true` (the first step of `ddp-lower-to-llvm`) nothing of
+    the shard dialect may remain: an all_reduce that cannot be converted,
+    or any other shard op, is an error that says why, and a grid nothing
+    refers to is erased.
   }];
+  let options = [
+    Option<"complete", "complete", "bool", /*default=*/"false",
+           "Fail on any shard op left after the conversion and erase every "
+           "unused grid (for lowering: the LLVM translation has no shard ops)">,
+  ];
   let dependentDialects = ["::mlir::ddp::DDPDialect"];
 }
 

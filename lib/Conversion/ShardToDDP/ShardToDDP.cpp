@@ -9,6 +9,7 @@
 #include "ddp/Conversion/Passes.h"
 #include "ddp/Dialect/DDP/IR/DDP.h"
 
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
 
@@ -20,42 +21,59 @@ namespace mlir::ddp {
 using namespace mlir;
 using namespace mlir::ddp;
 
+/// Why `op` cannot become a ddp.allreduce, or an empty string if it can.
+static std::string whyNotDDP(shard::AllReduceOp op,
+                             SymbolTableCollection &symbols) {
+  shard::ReductionKind kind = op.getReduction();
+  if (kind != shard::ReductionKind::Sum &&
+      kind != shard::ReductionKind::Average)
+    return ("reduction '" + shard::stringifyReductionKind(kind) +
+            "' is not a gradient sum or average")
+        .str();
+  auto type = dyn_cast<RankedTensorType>(op.getInput().getType());
+  if (!type)
+    return "only ranked tensors are handled (memrefs are left as they are)";
+  if (type != op.getResult().getType())
+    return "the result type differs from the input type";
+  if (!type.getElementType().isIntOrFloat())
+    return "the element type is not an integer or float";
+  if (kind == shard::ReductionKind::Average &&
+      !isa<FloatType>(type.getElementType()))
+    return "an average of integers is not a gradient average";
+  // The ddp world is every rank; the reduction must cover every grid axis
+  // with more than one device (a dynamic size counts as more than one).
+  shard::GridOp grid = shard::getGridOrNull(op, op.getGridAttr(), symbols);
+  if (!grid)
+    return "its grid '" + op.getGrid().str() + "' is not defined";
+  ArrayRef<int16_t> reduced = op.getGridAxes();
+  for (auto [axis, size] : llvm::enumerate(grid.getShape())) {
+    if (size == 1 || llvm::is_contained(reduced, int16_t(axis)))
+      continue;
+    return "it reduces over part of grid '" + op.getGrid().str() +
+           "' only (axis " + std::to_string(axis) +
+           " is not reduced), not over all ranks";
+  }
+  return "";
+}
+
 namespace {
 struct AllReduceToDDP : OpRewritePattern<shard::AllReduceOp> {
-  using OpRewritePattern::OpRewritePattern;
+  AllReduceToDDP(MLIRContext *context, SymbolTableCollection &symbols,
+                 bool remarks)
+      : OpRewritePattern(context), symbols(symbols), remarks(remarks) {}
 
-  /// Grid lookups, cached across the ops of one run: a collection made per
+  /// Grid lookups, shared across the ops of one run: a collection made per
   /// op would rebuild the module's symbol table for every all_reduce.
-  mutable SymbolTableCollection symbols;
-
-  /// Why `op` cannot become a ddp.allreduce, or an empty string if it can.
-  static std::string whyNot(shard::AllReduceOp op) {
-    shard::ReductionKind kind = op.getReduction();
-    if (kind != shard::ReductionKind::Sum &&
-        kind != shard::ReductionKind::Average)
-      return ("reduction '" + shard::stringifyReductionKind(kind) +
-              "' is not a gradient sum or average")
-          .str();
-    auto type = dyn_cast<RankedTensorType>(op.getInput().getType());
-    if (!type)
-      return "only ranked tensors are handled (memrefs are left as they are)";
-    if (type != op.getResult().getType())
-      return "the result type differs from the input type";
-    if (!type.getElementType().isIntOrFloat())
-      return "the element type is not an integer or float";
-    if (kind == shard::ReductionKind::Average &&
-        !isa<FloatType>(type.getElementType()))
-      return "an average of integers is not a gradient average";
-    return "";
-  }
+  SymbolTableCollection &symbols;
+  /// Whether an all_reduce left unchanged gets a remark with the reason.
+  bool remarks;
 
   LogicalResult matchAndRewrite(shard::AllReduceOp op,
                                 PatternRewriter &rewriter) const override {
-    std::string reason = whyNot(op);
-    if (reason.empty())
-      reason = whyNotWholeGrid(op);
+    std::string reason = whyNotDDP(op, symbols);
     if (!reason.empty()) {
-      op.emitRemark() << "shard.all_reduce left unchanged: " << reason;
+      if (remarks)
+        op.emitRemark() << "shard.all_reduce left unchanged: " << reason;
       return failure();
     }
     ReductionKind kind = op.getReduction() == shard::ReductionKind::Sum
@@ -67,37 +85,85 @@ struct AllReduceToDDP : OpRewritePattern<shard::AllReduceOp> {
     rewriter.replaceOp(op, allreduce.getResults());
     return success();
   }
-
-  /// The ddp world is every rank; the reduction must cover every grid axis
-  /// with more than one device (a dynamic size counts as more than one).
-  std::string whyNotWholeGrid(shard::AllReduceOp op) const {
-    shard::GridOp grid = shard::getGridOrNull(op, op.getGridAttr(), symbols);
-    if (!grid)
-      return "its grid '" + op.getGrid().str() + "' is not defined";
-    ArrayRef<int16_t> reduced = op.getGridAxes();
-    for (auto [axis, size] : llvm::enumerate(grid.getShape())) {
-      if (size == 1 || llvm::is_contained(reduced, int16_t(axis)))
-        continue;
-      return "it reduces over part of grid '" + op.getGrid().str() +
-             "' only (axis " + std::to_string(axis) +
-             " is not reduced), not over all ranks";
-    }
-    return "";
-  }
 };
 
 struct ConvertShardToDDPPass
     : public ddp::impl::ConvertShardToDDPBase<ConvertShardToDDPPass> {
-  void runOnOperation() override { convertShardAllReduces(getOperation()); }
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (failed(convertShardAllReduces(getOperation(), complete)))
+      signalPassFailure();
+  }
 };
 } // namespace
 
-void mlir::ddp::populateShardToDDPPatterns(RewritePatternSet &patterns) {
-  patterns.add<AllReduceToDDP>(patterns.getContext());
+void mlir::ddp::populateShardToDDPPatterns(RewritePatternSet &patterns,
+                                           SymbolTableCollection &symbols,
+                                           bool remarks) {
+  patterns.add<AllReduceToDDP>(patterns.getContext(), symbols, remarks);
 }
 
-void mlir::ddp::convertShardAllReduces(Operation *root) {
-  RewritePatternSet patterns(root->getContext());
-  populateShardToDDPPatterns(patterns);
-  walkAndApplyPatterns(root, std::move(patterns));
+LogicalResult mlir::ddp::convertShardAllReduces(ModuleOp module,
+                                                bool complete) {
+  SymbolTableCollection symbols;
+  // A grid is erased when nothing refers to it any more: after the rewrite
+  // when it was used before (it described the devices of the all_reduces
+  // that are now ddp collectives), or at all when `complete`. The LLVM
+  // translation has no shard ops, so a grid left behind stops it.
+  SmallVector<shard::GridOp> grids =
+      llvm::to_vector(module.getOps<shard::GridOp>());
+  llvm::SmallPtrSet<Operation *, 4> usedBefore;
+  for (shard::GridOp grid : grids)
+    if (!SymbolTable::symbolKnownUseEmpty(grid, module))
+      usedBefore.insert(grid);
+
+  RewritePatternSet patterns(module.getContext());
+  // With `complete`, what is left is an error below, with the same reason.
+  populateShardToDDPPatterns(patterns, symbols, /*remarks=*/!complete);
+  walkAndApplyPatterns(module, std::move(patterns));
+
+  for (shard::GridOp grid : grids)
+    if ((complete || usedBefore.contains(grid)) &&
+        SymbolTable::symbolKnownUseEmpty(grid, module))
+      grid.erase();
+  if (!complete)
+    return success();
+
+  // Anything of the shard dialect that is left cannot be lowered by ddp. A
+  // grid still in use is reported through its users.
+  bool failedAny = false;
+  module.walk([&](Operation *op) {
+    if (!isa_and_nonnull<shard::ShardDialect>(op->getDialect()) ||
+        isa<shard::GridOp>(op))
+      return;
+    failedAny = true;
+    if (auto allReduce = dyn_cast<shard::AllReduceOp>(op)) {
+      allReduce.emitError()
+          << "shard.all_reduce cannot become a ddp collective: "
+          << whyNotDDP(allReduce, symbols);
+      return;
+    }
+    op->emitError() << "'" << op->getName()
+                    << "' cannot be lowered by ddp: of the shard dialect only "
+                       "shard.all_reduce over every rank becomes a ddp "
+                       "collective; lower the others with upstream's shard "
+                       "passes first";
+  });
+  if (failedAny)
+    return failure();
+  // Only ops of other dialects can still refer to a grid.
+  for (shard::GridOp grid : module.getOps<shard::GridOp>()) {
+    InFlightDiagnostic diag = grid.emitError()
+                              << "shard.grid @" << grid.getSymName()
+                              << " cannot be lowered and is still used";
+    if (auto uses = SymbolTable::getSymbolUses(grid, module))
+      for (const SymbolTable::SymbolUse &use : *uses) {
+        diag.attachNote(use.getUser()->getLoc())
+            << "used by '" << use.getUser()->getName() << "'";
+        break;
+      }
+    failedAny = true;
+  }
+  return failure(failedAny);
 }

@@ -1,5 +1,8 @@
 // RUN: ddp-opt %s --convert-shard-to-ddp -split-input-file -verify-diagnostics | FileCheck %s
 
+// The grid goes with the all_reduces that used it: the LLVM translation has
+// no shard ops.
+// CHECK-NOT: shard.grid
 shard.grid @dp(shape = 4)
 
 // CHECK-LABEL: func.func @whole_grid(
@@ -15,8 +18,12 @@ func.func @whole_grid(%x: tensor<64x32xf32>, %y: tensor<8xi32>) -> (tensor<64x32
 
 // -----
 
-// Axes of size 1 do not split the world.
+// Axes of size 1 do not split the world. A grid nothing used stays (only
+// complete=true erases it).
+// CHECK: shard.grid @unused
+// CHECK-NOT: shard.grid
 shard.grid @grid2d(shape = 4x1)
+shard.grid @unused(shape = 4)
 
 // CHECK-LABEL: func.func @unit_axis(
 // CHECK: ddp.allreduce sum
@@ -27,6 +34,8 @@ func.func @unit_axis(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+// The grid stays while anything uses it.
+// CHECK: shard.grid @grid2d
 shard.grid @grid2d(shape = 2x4)
 
 // What is not a whole-world gradient sum or average stays, with a remark.
@@ -45,4 +54,19 @@ func.func @left_alone(%x: tensor<4xf32>, %m: memref<4xf32>, %i: tensor<4xi32>) -
   // expected-remark @+1 {{shard.all_reduce left unchanged: an average of integers is not a gradient average}}
   %e = shard.all_reduce %i on @grid2d grid_axes = [0, 1] reduction = average : tensor<4xi32> -> tensor<4xi32>
   return %a, %b, %c, %d, %e : tensor<4xf32>, tensor<4xf32>, tensor<4xf64>, memref<4xf32>, tensor<4xi32>
+}
+
+// -----
+
+// A grid is kept while an op it does not convert still uses it.
+// CHECK: shard.grid @dp
+shard.grid @dp(shape = 4)
+
+// CHECK-LABEL: func.func @sharding_user(
+// CHECK: ddp.allreduce mean
+// CHECK: shard.sharding @dp
+func.func @sharding_user(%x: tensor<4xf32>) -> (tensor<4xf32>, !shard.sharding) {
+  %a = shard.all_reduce %x on @dp grid_axes = [0] reduction = average : tensor<4xf32> -> tensor<4xf32>
+  %s = shard.sharding @dp split_axes = [[0]] : !shard.sharding
+  return %a, %s : tensor<4xf32>, !shard.sharding
 }

@@ -22,7 +22,7 @@ struct DDPBucketizePass : public ddp::impl::DDPBucketizeBase<DDPBucketizePass> {
           << "cap-mb must be a finite number >= 0, got " << formatNumber(capMb);
       return signalPassFailure();
     }
-    convertShardAllReduces(getOperation());
+    (void)convertShardAllReduces(getOperation());
     uint64_t bucketed = 0;
     numBuckets +=
         bucketizeAllReduces(getOperation(), uint64_t(capMb * 1024.0 * 1024.0));

@@ -122,7 +122,7 @@ static unsigned narrowAllReduceStart(AllReduceStartOp op, FloatType narrow,
 
 static unsigned narrowAllReduces(ModuleOp module, FloatType narrow,
                                  StringRef passName) {
-  convertShardAllReduces(module);
+  (void)convertShardAllReduces(module);
   SmallVector<Operation *> targets;
   module.walk([&](Operation *op) {
     if (isa<AllReduceOp, AllReduceStartOp>(op))

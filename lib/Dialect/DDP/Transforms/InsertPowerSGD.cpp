@@ -220,7 +220,7 @@ void InsertPowerSGDPass::runOnOperation() {
   if (failed(validateOptions()))
     return signalPassFailure();
 
-  convertShardAllReduces(module);
+  (void)convertShardAllReduces(module);
   if (bucketCapMb > 0.0)
     bucketizeAllReduces(module, uint64_t(bucketCapMb * 1024.0 * 1024.0));
 

@@ -1,7 +1,9 @@
 """Inputs and checks for the ddp-run integration tests.
 
-    steps.py gen DIR --ranks W --steps S [--low-rank K] [--seed N]
-        Writes DIR/step.mlir (one `ddp.allreduce mean` per gradient) and the
+    steps.py gen DIR --ranks W --steps S [--low-rank K] [--seed N] [--shard]
+        Writes DIR/step.mlir (one `ddp.allreduce mean` per gradient, or with
+        --shard upstream's `shard.all_reduce ... reduction = average` over a
+        `shard.grid` of W devices, as a module written for upstream MLIR) and the
         gradients DIR/in.r{rank}.s{step}.a{arg}.npy of three tensors: two
         matrices PowerSGD compresses at ranks 1, 2 and 4 (64x32, 48x24) and a
         bias it never compresses. With --low-rank K, every rank's matrices
@@ -53,11 +55,16 @@ def gen(args):
                 np.save(os.path.join(args.dir, f"in.r{rank}.s{step}.a{i}.npy"),
                         g.astype(np.float32))
     types = [f"tensor<{'x'.join(map(str, s))}xf32>" for s in SHAPES]
-    lines = ["func.func @step(" +
+    lines = [f"shard.grid @dp(shape = {args.ranks})"] if args.shard else []
+    lines += ["func.func @step(" +
              ", ".join(f"%g{i}: {t}" for i, t in enumerate(types)) +
              ") -> (" + ", ".join(types) + ") {"]
     for i, t in enumerate(types):
-        lines.append(f"  %r{i} = ddp.allreduce mean %g{i} : {t} loc(\"g{i}\")")
+        if args.shard:
+            lines.append(f"  %r{i} = shard.all_reduce %g{i} on @dp grid_axes = [0] "
+                         f"reduction = average : {t} -> {t} loc(\"g{i}\")")
+        else:
+            lines.append(f"  %r{i} = ddp.allreduce mean %g{i} : {t} loc(\"g{i}\")")
     lines.append("  return " + ", ".join(f"%r{i}" for i in range(len(types))) +
                  " : " + ", ".join(types))
     lines.append("}")
@@ -153,6 +160,7 @@ def main():
     g.add_argument("--steps", type=int, default=3)
     g.add_argument("--low-rank", type=int, default=0)
     g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--shard", action="store_true")
     c = sub.add_parser("check")
     c.add_argument("dir")
     c.add_argument("out")
