@@ -10,6 +10,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#if defined(DDPRT_HAVE_LIBZIP)
+#include <zip.h>
+#endif
+
 namespace npy {
 
 static constexpr char kMagic[] = "\x93NUMPY";
@@ -250,20 +254,105 @@ bool parse(std::string_view bytes, const std::string &name, Array &array,
 }
 
 namespace {
-/// Reads up to `size` bytes (fewer only at the end of the file).
-bool readUpTo(int fd, char *data, size_t size, size_t &got, int &code) {
-  got = 0;
-  while (got < size) {
-    ssize_t n = ::read(fd, data + got, size - got);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      code = errno;
-      return false;
+/// Where the bytes of one .npy come from: a file, or a member of an .npz.
+class Source {
+public:
+  virtual ~Source() = default;
+  /// Reads up to `size` bytes (fewer only at the end); on failure says why.
+  virtual bool readUpTo(char *data, size_t size, size_t &got,
+                        std::string &why) = 0;
+  /// The size in bytes, when it is known before reading (a regular file).
+  std::optional<uint64_t> size;
+  /// Whether it might never end (a pipe, /dev/zero), for the message.
+  bool stream = false;
+};
+
+class FileSource : public Source {
+public:
+  explicit FileSource(int fd) : fd(fd) {}
+  bool readUpTo(char *data, size_t size, size_t &got,
+                std::string &why) override {
+    got = 0;
+    while (got < size) {
+      ssize_t n = ::read(fd, data + got, size - got);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0) {
+        why = std::strerror(errno);
+        return false;
+      }
+      if (n == 0)
+        break;
+      got += size_t(n);
     }
-    if (n == 0)
-      break;
-    got += size_t(n);
+    return true;
+  }
+
+private:
+  int fd;
+};
+
+/// Reads one .npy from `source`: the header first, then exactly the bytes
+/// it promises, so that a source that does not end (/dev/zero, a pipe that
+/// keeps writing) costs no more memory than its header says, and one of
+/// known size that is wrong is refused before its data is read.
+/// `cannotRead` prefixes the reason of a failed read.
+bool readFrom(Source &source, const std::string &name,
+              const std::string &cannotRead, Array &array, std::string &error) {
+  std::string why;
+  auto fail = [&] {
+    error = cannotRead + why;
+    return false;
+  };
+  std::string bytes(12, '\0');
+  size_t got = 0;
+  if (!source.readUpTo(bytes.data(), bytes.size(), got, why))
+    return fail();
+  bytes.resize(got);
+  size_t headerStart = 0;
+  size_t end = headerEnd(bytes, name, headerStart, error);
+  if (end == 0)
+    return false;
+  if (end > bytes.size()) {
+    size_t had = bytes.size();
+    bytes.resize(end);
+    if (!source.readUpTo(bytes.data() + had, end - had, got, why))
+      return fail();
+    bytes.resize(had + got);
+  }
+  uint64_t dataBytes = 0;
+  if (!parseHeader(bytes, name, array, dataBytes, error))
+    return false;
+  if (source.size) {
+    uint64_t available = *source.size > end ? *source.size - end : 0;
+    if (available != dataBytes)
+      return wrongSize(name, array, dataBytes, std::to_string(available),
+                       error);
+  }
+  // Grown as data arrives, so that a source that ends early costs only
+  // what it sent.
+  const size_t kChunk = size_t(1) << 24;
+  for (uint64_t done = 0; done < dataBytes;) {
+    size_t piece = size_t(std::min<uint64_t>(kChunk, dataBytes - done));
+    array.data.resize(size_t(done) + piece);
+    if (!source.readUpTo(array.data.data() + done, piece, got, why))
+      return fail();
+    done += got;
+    if (got < piece) {
+      array.data.clear();
+      return wrongSize(name, array, dataBytes, std::to_string(done), error);
+    }
+  }
+  char extra;
+  if (!source.readUpTo(&extra, 1, got, why))
+    return fail();
+  if (got != 0) {
+    array.data.clear();
+    return wrongSize(name, array, dataBytes,
+                     source.stream ? "more (it does not end where the "
+                                     "shape says)"
+                                   : "more",
+                     error);
   }
   return true;
 }
@@ -286,66 +375,153 @@ bool read(const std::string &path, Array &array, std::string &error) {
     return fail(errno);
   if (S_ISDIR(info.st_mode))
     return fail(EISDIR);
-  bool regular = S_ISREG(info.st_mode);
+  FileSource source(fd);
+  if (S_ISREG(info.st_mode))
+    source.size = uint64_t(info.st_size);
+  else
+    source.stream = true;
+  return readFrom(source, path, "cannot read '" + path + "': ", array, error);
+}
 
-  // The header first, then exactly the bytes it promises: a file that does
-  // not end (/dev/zero, a pipe that keeps writing) costs no more memory
-  // than its header says, and a regular file of the wrong size is refused
-  // before its data is read.
-  std::string bytes(12, '\0');
-  size_t got = 0;
-  int code = 0;
-  if (!readUpTo(fd, bytes.data(), bytes.size(), got, code))
-    return fail(code);
-  bytes.resize(got);
-  size_t headerStart = 0;
-  size_t end = headerEnd(bytes, path, headerStart, error);
-  if (end == 0)
-    return false;
-  if (end > bytes.size()) {
-    size_t had = bytes.size();
-    bytes.resize(end);
-    if (!readUpTo(fd, bytes.data() + had, end - had, got, code))
-      return fail(code);
-    bytes.resize(had + got);
-  }
-  uint64_t dataBytes = 0;
-  if (!parseHeader(bytes, path, array, dataBytes, error))
-    return false;
-  if (regular) {
-    uint64_t available =
-        info.st_size > off_t(end) ? uint64_t(info.st_size) - end : 0;
-    if (available != dataBytes)
-      return wrongSize(path, array, dataBytes, std::to_string(available),
-                       error);
-  }
-  // Grown as data arrives, so that a stream that ends early costs only
-  // what it sent.
-  const size_t kChunk = size_t(1) << 24;
-  for (uint64_t done = 0; done < dataBytes;) {
-    size_t piece = size_t(std::min<uint64_t>(kChunk, dataBytes - done));
-    array.data.resize(size_t(done) + piece);
-    if (!readUpTo(fd, array.data.data() + done, piece, got, code))
-      return fail(code);
-    done += got;
-    if (got < piece) {
-      array.data.clear();
-      return wrongSize(path, array, dataBytes, std::to_string(done), error);
+//===----------------------------------------------------------------------===//
+// .npz
+//===----------------------------------------------------------------------===//
+
+#if defined(DDPRT_HAVE_LIBZIP)
+namespace {
+std::string zipErrorText(int code) {
+  zip_error_t error;
+  zip_error_init_with_code(&error, code);
+  std::string text = zip_error_strerror(&error);
+  zip_error_fini(&error);
+  return text;
+}
+
+class ZipMemberSource : public Source {
+public:
+  explicit ZipMemberSource(zip_file_t *file) : file(file) {}
+  bool readUpTo(char *data, size_t size, size_t &got,
+                std::string &why) override {
+    got = 0;
+    while (got < size) {
+      zip_int64_t n = zip_fread(file, data + got, size - got);
+      if (n < 0) {
+        why = zip_file_strerror(file);
+        return false;
+      }
+      if (n == 0)
+        break;
+      got += size_t(n);
     }
+    return true;
   }
-  char extra;
-  if (!readUpTo(fd, &extra, 1, got, code))
-    return fail(code);
-  if (got != 0) {
-    array.data.clear();
-    return wrongSize(path, array, dataBytes,
-                     regular ? "more"
-                             : "more (it does not end where the "
-                               "shape says)",
-                     error);
+
+private:
+  zip_file_t *file;
+};
+} // namespace
+
+bool archiveSupported() { return true; }
+
+Archive::~Archive() {
+  if (zip)
+    zip_discard(static_cast<zip_t *>(zip));
+}
+
+bool Archive::open(const std::string &path, std::string &error) {
+  this->path = path;
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) {
+    error = "cannot read '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  if (!S_ISREG(info.st_mode)) {
+    error = "cannot read '" + path + "': not a regular file (an .npz is " +
+            "read by its table of contents at the end)";
+    return false;
+  }
+  int code = 0;
+  zip_t *archive = zip_open(path.c_str(), ZIP_RDONLY, &code);
+  if (!archive) {
+    error = "cannot read '" + path +
+            "' as an .npz (a zip of .npy files): " + zipErrorText(code);
+    return false;
+  }
+  zip = archive;
+  zip_int64_t count = zip_get_num_entries(archive, 0);
+  for (zip_int64_t i = 0; i < count; ++i) {
+    const char *member = zip_get_name(archive, zip_uint64_t(i), 0);
+    if (!member)
+      continue;
+    std::string name = member;
+    // np.savez stores array `x` as member "x.npy".
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0)
+      name.resize(name.size() - 4);
+    members.emplace_back(std::move(name), member);
   }
   return true;
 }
+
+std::vector<std::string> Archive::names() const {
+  std::vector<std::string> out;
+  for (const auto &[name, member] : members)
+    out.push_back(name);
+  return out;
+}
+
+bool Archive::contains(const std::string &name) const {
+  for (const auto &entry : members)
+    if (entry.first == name)
+      return true;
+  return false;
+}
+
+bool Archive::read(const std::string &name, Array &array, std::string &error) {
+  const std::string *member = nullptr;
+  for (const auto &entry : members)
+    if (entry.first == name)
+      member = &entry.second;
+  if (!member) {
+    error = "'" + path + "' has no array '" + name + "'";
+    return false;
+  }
+  zip_t *archive = static_cast<zip_t *>(zip);
+  std::string where = "'" + name + "' in '" + path + "'";
+  zip_stat_t info;
+  zip_stat_init(&info);
+  if (zip_stat(archive, member->c_str(), 0, &info) != 0) {
+    error = "cannot read " + where + ": " + zip_strerror(archive);
+    return false;
+  }
+  zip_file_t *file = zip_fopen(archive, member->c_str(), 0);
+  if (!file) {
+    error = "cannot read " + where + ": " + zip_strerror(archive);
+    return false;
+  }
+  ZipMemberSource source(file);
+  if (info.valid & ZIP_STAT_SIZE)
+    source.size = uint64_t(info.size);
+  // Messages about the array's contents name it PATH:NAME.
+  bool ok = readFrom(source, path + ":" + name, "cannot read " + where + ": ",
+                     array, error);
+  zip_fclose(file);
+  return ok;
+}
+#else
+bool archiveSupported() { return false; }
+Archive::~Archive() = default;
+bool Archive::open(const std::string &path, std::string &error) {
+  error = "cannot read '" + path + "': this build reads no .npz (libzip " +
+          "was not found when it was built; install libzip-dev and rebuild)";
+  return false;
+}
+std::vector<std::string> Archive::names() const { return {}; }
+bool Archive::contains(const std::string &) const { return false; }
+bool Archive::read(const std::string &name, Array &, std::string &error) {
+  error = "no .npz support in this build";
+  return false;
+}
+#endif
 
 std::string parentPath(const std::string &path) {
   size_t slash = path.find_last_of('/');

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace npy {
@@ -40,6 +41,35 @@ bool parse(std::string_view bytes, const std::string &name, Array &array,
 
 /// Reads a .npy file ("cannot read 'PATH': REASON" on failure).
 bool read(const std::string &path, Array &array, std::string &error);
+
+/// A NumPy .npz archive (np.savez, np.savez_compressed): a zip of .npy
+/// files, one per array, named after the array. Read with libzip (stored,
+/// deflated and zip64 members); every array is read as a .npy file is, with
+/// the same checks.
+class Archive {
+public:
+  Archive() = default;
+  Archive(const Archive &) = delete;
+  Archive &operator=(const Archive &) = delete;
+  ~Archive();
+  /// Opens the archive at `path` ("cannot read 'PATH': ..." on failure).
+  bool open(const std::string &path, std::string &error);
+  /// The arrays' names (members without ".npy"), in the archive's order.
+  std::vector<std::string> names() const;
+  bool contains(const std::string &name) const;
+  /// Reads array `name` ("'PATH' has no array 'NAME'" if absent).
+  bool read(const std::string &name, Array &array, std::string &error);
+  const std::string &filePath() const { return path; }
+
+private:
+  std::string path;
+  void *zip = nullptr;
+  /// (array name, member name).
+  std::vector<std::pair<std::string, std::string>> members;
+};
+
+/// Whether this build reads .npz (it needs libzip).
+bool archiveSupported();
 
 /// Writes `array` as a version 1.0 file (2.0 if the header needs it),
 /// through a temporary file renamed into place; creates missing parent

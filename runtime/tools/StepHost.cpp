@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <sched.h>
+#include <set>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
@@ -353,28 +354,43 @@ bool jsonTensor(const Json &value, TensorSpec &type, bool dynamicAllowed) {
 
 } // namespace
 
+std::string argumentName(const StepSignature &signature, size_t index) {
+  if (index < signature.argumentNames.size() &&
+      !signature.argumentNames[index].empty())
+    return signature.argumentNames[index];
+  return "arg" + std::to_string(index);
+}
+
 bool writeStepJson(const std::string &path, const StepSignature &signature,
                    std::string &error) {
   std::string text =
       "{\n  \"format\": 1,\n  \"entry\": " + quoted(signature.entry) +
       ",\n  \"library\": " + quoted(signature.library) + ",\n";
-  auto tensors = [&](const char *key, const std::vector<TensorSpec> &list) {
+  auto tensors = [&](const char *key, const std::vector<TensorSpec> &list,
+                     const std::vector<std::string> *names) {
     text += std::string("  \"") + key + "\": [";
-    for (size_t i = 0; i < list.size(); ++i)
-      text += std::string(i ? ",\n    " : "\n    ") +
-              "{\"dtype\": " + quoted(list[i].dtype) +
+    for (size_t i = 0; i < list.size(); ++i) {
+      text += std::string(i ? ",\n    " : "\n    ") + "{";
+      if (names && i < names->size() && !(*names)[i].empty())
+        text += "\"name\": " + quoted((*names)[i]) + ", ";
+      text += "\"dtype\": " + quoted(list[i].dtype) +
               ", \"shape\": " + shapeJson(list[i].shape) + "}";
+    }
     text += list.empty() ? "],\n" : "\n  ],\n";
   };
-  tensors("arguments", signature.arguments);
-  tensors("results", signature.results);
+  tensors("arguments", signature.arguments, &signature.argumentNames);
+  tensors("results", signature.results, nullptr);
   text += "  \"states\": [";
   for (size_t i = 0; i < signature.states.size(); ++i) {
     const StateSpec &state = signature.states[i];
     text += std::string(i ? ",\n    " : "\n    ") +
             "{\"name\": " + quoted(state.name) +
             ", \"dtype\": " + quoted(state.type.dtype) +
-            ", \"shape\": " + shapeJson(state.type.shape) + "}";
+            ", \"shape\": " + shapeJson(state.type.shape) +
+            (state.startIter >= 0
+                 ? ", \"start_iter\": " + std::to_string(state.startIter)
+                 : std::string()) +
+            "}";
   }
   text += signature.states.empty() ? "],\n" : "\n  ],\n";
   text += "  \"host_functions\": [";
@@ -434,6 +450,16 @@ bool readStepJson(const std::string &path, StepSignature &signature,
         return bad(std::string(key) + " " + std::to_string(i) +
                    " is not {\"dtype\": a .npy type, \"shape\": [sizes]}");
       list->push_back(type);
+      if (list != &signature.arguments)
+        continue;
+      std::string argumentName;
+      if (const Json *name = items->items[i].get("name")) {
+        if (name->kind != Json::String)
+          return bad("argument " + std::to_string(i) +
+                     ": \"name\" is not a string");
+        argumentName = name->text;
+      }
+      signature.argumentNames.push_back(argumentName);
     }
   }
   const Json *states = root.get("states");
@@ -448,6 +474,13 @@ bool readStepJson(const std::string &path, StepSignature &signature,
       return bad("state " + std::to_string(i) +
                  " is not {\"name\", \"dtype\", \"shape\"}");
     state.name = name->text;
+    if (const Json *start = item.get("start_iter")) {
+      if (start->kind != Json::Number || start->number < 0 ||
+          start->number != double(int64_t(start->number)))
+        return bad("state " + std::to_string(i) +
+                   ": \"start_iter\" is not a step number");
+      state.startIter = int64_t(start->number);
+    }
     signature.states.push_back(state);
   }
   if (const Json *functions = root.get("host_functions")) {
@@ -652,6 +685,12 @@ Line::~Line() {
 }
 
 Line Job::error() const {
+  if (rankIndependent)
+    return rank == 0 ? Line(tool + ": error: ") : Line::discarded();
+  return Line(tool + ": rank " + std::to_string(rank) + ": error: ");
+}
+
+Line Job::localError() const {
   return Line(tool + ": rank " + std::to_string(rank) + ": error: ");
 }
 
@@ -775,24 +814,31 @@ std::string secondsText(double seconds) {
 }
 } // namespace
 
+bool checkRunOptions(const std::string &tool, const RunOptions &options) {
+  bool ok = true;
+  if (options.backend != "cpu" && options.backend != "cuda") {
+    Line(tool + ": error: ")
+        << "--backend must be cpu or cuda, not '" << options.backend << "'\n";
+    ok = false;
+  }
+  if (options.onNonfinite != "skip" && options.onNonfinite != "fail") {
+    Line(tool + ": error: ") << "--on-nonfinite must be skip or fail, not '"
+                             << options.onNonfinite << "'\n";
+    ok = false;
+  }
+  return ok;
+}
+
 bool Job::start(const RunOptions &options) {
   ddprt_options runtimeOptions;
   ddprt_default_options(&runtimeOptions);
   runtimeOptions.timeout_seconds = options.timeoutSeconds;
   timeoutSeconds = options.timeoutSeconds;
+  if (!checkRunOptions(tool, options))
+    return false;
   if (options.backend == "cuda")
     runtimeOptions.backend = DDPRT_BACKEND_CUDA;
-  else if (options.backend != "cpu") {
-    Line(tool + ": error: ")
-        << "--backend must be cpu or cuda, not '" << options.backend << "'\n";
-    return false;
-  }
   backendName = options.backend;
-  if (options.onNonfinite != "skip" && options.onNonfinite != "fail") {
-    Line(tool + ": error: ") << "--on-nonfinite must be skip or fail, not '"
-                             << options.onNonfinite << "'\n";
-    return false;
-  }
   failOnNonfinite = options.onNonfinite == "fail";
   // MPI_Init and the runtime's start wait for every rank without a timeout
   // of their own.
@@ -1038,15 +1084,40 @@ struct Buffer {
   }
 };
 
-/// Reads `path` into a fresh buffer of `type`, checking dtype and shape.
-bool readInput(const std::string &path, const TensorSpec &type,
-               unsigned argument, Buffer &buffer, std::string &error) {
-  npy::Array array;
-  if (!npy::read(path, array, error))
-    return false;
+/// What one step did, for the summary's per-step series.
+struct StepRecord {
+  int64_t step = 0;
+  double seconds = 0.0;
+  uint64_t elements = 0, bytes = 0;
+  uint64_t elementsByRole[DDPRT_ROLE_COUNT] = {};
+  /// "warmup" (the plain mean before PowerSGD's start-iter), "powersgd"
+  /// (PowerSGD's P and Q were sent) or "none" (neither: no PowerSGD, or
+  /// fp16/bf16 only).
+  const char *phase = "none";
+};
+
+/// Whether a single --input pattern with {name} gives every argument.
+bool usesOnePatternForAll(const RunOptions &options) {
+  return options.inputs.size() == 1 &&
+         options.inputs[0].find("{name}") != std::string::npos;
+}
+
+/// At most `limit` of `names`, comma-separated, with how many more.
+std::string listNames(const std::vector<std::string> &names, size_t limit = 8) {
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < limit; ++i)
+    text += (i ? ", " : "") + names[i];
+  if (names.size() > limit)
+    text += " and " + std::to_string(names.size() - limit) + " more";
+  return text;
+}
+
+/// Checks `array` against `type` and moves it into a fresh buffer;
+/// `source` names it in messages ("argument 0 ('x.npy')").
+bool toBuffer(const npy::Array &array, const TensorSpec &type,
+              const std::string &source, Buffer &buffer, std::string &error) {
   auto fail = [&](const std::string &why) {
-    error =
-        "argument " + std::to_string(argument) + " ('" + path + "'): " + why;
+    error = source + ": " + why;
     return false;
   };
   if (array.descr != type.dtype)
@@ -1069,6 +1140,96 @@ bool readInput(const std::string &path, const TensorSpec &type,
   std::memcpy(buffer.aligned, array.data.data(), array.data.size());
   return true;
 }
+
+/// Where each argument of a step comes from: a .npy per argument (--input,
+/// in order or one pattern with {name}) or an array of an .npz named after
+/// it (--inputs).
+class InputReader {
+public:
+  InputReader(const Job &job, const StepSignature &signature,
+              const RunOptions &options)
+      : job(job), signature(signature), options(options) {}
+
+  /// Reads argument `a` of step `step` into a fresh buffer.
+  bool read(size_t a, int64_t step, Buffer &buffer, std::string &error) {
+    const TensorSpec &type = signature.arguments[a];
+    std::string name = argumentName(signature, a);
+    std::string argument = "argument " + std::to_string(a);
+    npy::Array array;
+    if (options.inputArchive.empty()) {
+      const std::string &pattern =
+          usesOnePatternForAll(options) ? options.inputs[0] : options.inputs[a];
+      std::string path = job.expand(pattern, step, -1, name);
+      if (!npy::read(path, array, error))
+        return false;
+      return toBuffer(array, type, argument + " ('" + path + "')", buffer,
+                      error);
+    }
+    std::string path = job.expand(options.inputArchive, step);
+    std::unique_ptr<npy::Archive> &archive = archives[path];
+    if (!archive) {
+      archive = std::make_unique<npy::Archive>();
+      if (!archive->open(path, error)) {
+        archive.reset();
+        archives.erase(path);
+        return false;
+      }
+    }
+    // np.savez(*arrays) names positional arrays arr_0, arr_1, ...
+    std::string key = name;
+    bool unnamed = a >= signature.argumentNames.size() ||
+                   signature.argumentNames[a].empty();
+    if (!archive->contains(key) && unnamed &&
+        archive->contains("arr_" + std::to_string(a)))
+      key = "arr_" + std::to_string(a);
+    if (!archive->contains(key)) {
+      std::vector<std::string> held = archive->names();
+      error = argument + " ('" + name + "'): '" + path + "' has no array '" +
+              name + "' (it holds " +
+              (held.empty()
+                   ? std::string("none")
+                   : std::to_string(held.size()) + ": " + listNames(held)) +
+              ")";
+      if (unnamed)
+        error += "; the argument has no name location in the module (ddp-opt "
+                 "drops locations when it prints: add "
+                 "--mlir-print-debuginfo)";
+      return false;
+    }
+    taken[path].insert(key);
+    if (!archive->read(key, array, error))
+      return false;
+    return toBuffer(array, type,
+                    argument + " ('" + key + "' in '" + path + "')", buffer,
+                    error);
+  }
+
+  /// After the reads of a step: the archives are closed; with `report`,
+  /// rank 0 says which arrays of them no argument took.
+  void endStep(bool report) {
+    if (report && job.rank == 0)
+      for (const auto &[path, archive] : archives) {
+        std::vector<std::string> unused;
+        for (const std::string &name : archive->names())
+          if (!taken[path].count(name))
+            unused.push_back(name);
+        if (!unused.empty())
+          job.note() << "note: '" << path << "' holds " << unused.size()
+                     << " array" << (unused.size() == 1 ? "" : "s")
+                     << " that no argument is named after (not read): "
+                     << listNames(unused) << "\n";
+      }
+    archives.clear();
+    taken.clear();
+  }
+
+private:
+  const Job &job;
+  const StepSignature &signature;
+  const RunOptions &options;
+  std::map<std::string, std::unique_ptr<npy::Archive>> archives;
+  std::map<std::string, std::set<std::string>> taken;
+};
 
 bool writeOutput(const std::string &path, const Buffer &buffer,
                  std::string &error) {
@@ -1166,19 +1327,19 @@ bool checkWritable(const Job &job, const std::string &flag,
                    const std::string &path, bool createParents) {
   std::string error;
   if (createParents && !npy::createDirectories(npy::parentPath(path), error)) {
-    job.error() << flag << ": " << error << "\n";
+    job.localError() << flag << ": " << error << "\n";
     return false;
   }
   struct stat info;
   if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
-    job.error() << flag << ": '" << path << "' is a directory\n";
+    job.localError() << flag << ": '" << path << "' is a directory\n";
     return false;
   }
   std::string probe = path + ".probe." + std::to_string(job.rank);
   std::FILE *file = std::fopen(probe.c_str(), "wb");
   if (!file) {
-    job.error() << flag << ": cannot write '" << path
-                << "': " << std::strerror(errno) << "\n";
+    job.localError() << flag << ": cannot write '" << path
+                     << "': " << std::strerror(errno) << "\n";
     return false;
   }
   std::fclose(file);
@@ -1190,7 +1351,7 @@ bool checkWritable(const Job &job, const std::string &flag,
 /// between ranks (each rank's state is its own) and be writable, checked
 /// before the first step rather than after the last.
 bool checkFinalFiles(const Job &job, const StepSignature &signature,
-                     const RunOptions &options) {
+                     const RunOptions &options, bool checkFiles) {
   bool ok = true;
   auto perRank = [&](const std::string &flag, const std::string &pattern) {
     if (pattern.empty() || job.worldSize <= 1 ||
@@ -1203,7 +1364,7 @@ bool checkFinalFiles(const Job &job, const StepSignature &signature,
   };
   if (!perRank("--checkpoint-save", options.checkpointSave))
     ok = false;
-  else if (!options.checkpointSave.empty() &&
+  else if (checkFiles && !options.checkpointSave.empty() &&
            !checkWritable(job, "--checkpoint-save",
                           job.expand(options.checkpointSave, -1),
                           /*createParents=*/false))
@@ -1216,7 +1377,7 @@ bool checkFinalFiles(const Job &job, const StepSignature &signature,
                 << " names one file for all " << signature.states.size()
                 << " states: put {name} in the path\n";
     ok = false;
-  } else if (!options.dumpState.empty())
+  } else if (checkFiles && !options.dumpState.empty())
     for (const StateSpec &state : signature.states)
       if (!checkWritable(job, "--dump-state",
                          job.expand(options.dumpState, -1, -1, state.name),
@@ -1228,14 +1389,51 @@ bool checkFinalFiles(const Job &job, const StepSignature &signature,
 } // namespace
 
 bool checkCommandLine(const Job &job, const StepSignature &signature,
-                      const RunOptions &options) {
-  bool ok = checkFinalFiles(job, signature, options);
-  if (options.inputs.size() != signature.arguments.size()) {
-    job.error() << "@" << signature.entry << " takes "
-                << signature.arguments.size() << " arguments but "
-                << options.inputs.size() << " --input given\n";
+                      const RunOptions &options, bool checkFiles) {
+  bool ok = checkFinalFiles(job, signature, options, checkFiles);
+  size_t count = signature.arguments.size();
+  bool byName =
+      !options.inputArchive.empty() ||
+      std::any_of(options.inputs.begin(), options.inputs.end(),
+                  [](const std::string &pattern) {
+                    return pattern.find("{name}") != std::string::npos;
+                  });
+  if (!options.inputArchive.empty() && !options.inputs.empty()) {
+    job.error() << "give the arguments either in one .npz (--inputs) or as "
+                   ".npy files (--input), not both\n";
+    ok = false;
+  } else if (!options.inputArchive.empty() && !npy::archiveSupported()) {
+    job.error() << "--inputs: this build reads no .npz (libzip was not "
+                   "found when it was built; install libzip-dev and "
+                   "rebuild)\n";
+    ok = false;
+  } else if (options.inputArchive.empty() && options.inputs.size() != count &&
+             !usesOnePatternForAll(options)) {
+    Line line = job.error();
+    line << "@" << signature.entry << " takes " << count << " argument"
+         << (count == 1 ? "" : "s") << " but " << options.inputs.size()
+         << " --input given (one per argument, in order, or one pattern "
+            "with {name}";
+    if (npy::archiveSupported())
+      line << ", or --inputs=FILE.npz";
+    line << ")";
+    for (size_t a = 0; a < count; ++a)
+      line << (a ? ", " : ": ") << argumentName(signature, a) << " "
+           << typeString(signature.arguments[a]);
+    line << "\n";
     ok = false;
   }
+  // Arguments found by name must have distinct names.
+  if (byName)
+    for (size_t a = 0; a < count; ++a)
+      for (size_t b = 0; b < a; ++b)
+        if (argumentName(signature, a) == argumentName(signature, b)) {
+          job.error() << "arguments " << b << " and " << a
+                      << " are both named '" << argumentName(signature, a)
+                      << "': --inputs and {name} need distinct names (the "
+                         "arguments' name locations)\n";
+          ok = false;
+        }
   std::vector<int> carriedFrom;
   if (!parseCarries(job, signature, options, carriedFrom, /*report=*/true))
     ok = false;
@@ -1343,11 +1541,25 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
                                 options.outputResults.empty());
   for (unsigned r : options.outputResults)
     writeResult[r] = true;
+  // What each step did, for the summary's series; the progress lines.
+  std::vector<StepRecord> series;
+  series.reserve(options.steps);
+  unsigned warmupSteps = 0, powersgdSteps = 0;
+  auto lastLine = std::chrono::steady_clock::now();
+  ddprt_state *counterState = nullptr;
+  const StateSpec *counterStateInfo = nullptr;
+  for (const StateSpec &state : signature.states)
+    if (state.startIter >= 0 && state.type.dtype == "<i8" &&
+        state.type.shape.empty() && !counterState) {
+      counterState = stateHandles[state.name];
+      counterStateInfo = &state;
+    }
   size_t resultWords = 0;
   for (const TensorSpec &type : resultTypes)
     resultWords += 3 + 2 * type.shape.size();
   std::vector<int64_t> resultStorage(std::max<size_t>(resultWords, 1));
 
+  InputReader inputs(job, signature, options);
   for (unsigned i = 0; i < options.steps; ++i) {
     int64_t stepNumber = int64_t(options.firstStep) + i;
     job.currentStep = stepNumber;
@@ -1355,15 +1567,16 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
     for (size_t a = 0; a < arguments.size(); ++a) {
       if (arguments[a].allocated)
         continue; // carried from the step before
-      std::string path = job.expand(options.inputs[a], stepNumber), error;
+      std::string error;
       Buffer buffer;
-      if (!readInput(path, argumentTypes[a], unsigned(a), buffer, error)) {
+      if (!inputs.read(a, stepNumber, buffer, error)) {
         job.error() << "step " << stepNumber << ": " << error << "\n";
         readOk = false;
         continue;
       }
       arguments[a] = buffer;
     }
+    inputs.endStep(/*report=*/i == 0 && readOk);
     // Dynamic sizes come from the files, which may differ between ranks
     // even where the element counts agree (2x3 and 3x2): the agreement
     // compares every argument's shape (the dtypes are the function's).
@@ -1409,6 +1622,14 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
     if (!resultTypes.empty())
       packedArgs.push_back(resultStorage.data());
 
+    // PowerSGD's step counter says, before the step, whether it is warm-up
+    // and when compression starts (the insertion pass put start-iter on it).
+    int64_t compressionStarts = -1;
+    if (counterState) {
+      ddprt_buffer counter = ddprt_state_buffer(counterState);
+      int64_t done = *static_cast<const int64_t *>(counter.data);
+      compressionStarts = stepNumber + (counterStateInfo->startIter - done);
+    }
     ddprt_get_counters(context, &before);
     auto start = std::chrono::steady_clock::now();
     step(packedArgs.data());
@@ -1426,12 +1647,52 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
     totalElements += lastStepElements;
     uint64_t uncompressed =
         after.elements_before_compression - before.elements_before_compression;
-    if (verbose) {
-      std::string line = "step " + std::to_string(stepNumber) + ": " +
-                         fixed(seconds * 1e3, 3) + " ms, sent " +
-                         withThousands(lastStepElements) + " elements (" +
-                         withThousands(lastStepBytes) + " bytes)";
-      if (lastStepElements && uncompressed)
+    auto delta = [&](const uint64_t(&a)[DDPRT_ROLE_COUNT],
+                     const uint64_t(&b)[DDPRT_ROLE_COUNT],
+                     int role) { return a[role] - b[role]; };
+    bool warmup =
+        delta(after.collectives, before.collectives, DDPRT_ROLE_WARMUP) > 0;
+    bool powersgd =
+        delta(after.collectives, before.collectives, DDPRT_ROLE_POWERSGD_P) +
+            delta(after.collectives, before.collectives,
+                  DDPRT_ROLE_POWERSGD_Q) >
+        0;
+    warmupSteps += warmup;
+    powersgdSteps += powersgd && !warmup;
+    {
+      StepRecord record;
+      record.step = stepNumber;
+      record.seconds = seconds;
+      record.elements = lastStepElements;
+      record.bytes = lastStepBytes;
+      record.phase = warmup ? "warmup" : powersgd ? "powersgd" : "none";
+      for (int r = 0; r < DDPRT_ROLE_COUNT; ++r)
+        record.elementsByRole[r] =
+            delta(after.elements_sent, before.elements_sent, r);
+      series.push_back(record);
+    }
+    auto now = std::chrono::steady_clock::now();
+    bool lastStep = i + 1 == options.steps;
+    bool logThis =
+        options.logEvery
+            ? (i % options.logEvery == 0 || lastStep)
+            : (i == 0 || lastStep ||
+               std::chrono::duration<double>(now - lastLine).count() >=
+                   kLogSeconds);
+    if (verbose && logThis) {
+      lastLine = now;
+      std::string line = "step " + std::to_string(stepNumber) + ": ";
+      if (warmup) {
+        line += "warm-up";
+        if (compressionStarts > stepNumber)
+          line +=
+              ", PowerSGD starts at step " + std::to_string(compressionStarts);
+        line += "; ";
+      }
+      line += fixed(seconds * 1e3, 3) + " ms, sent " +
+              withThousands(lastStepElements) + " elements (" +
+              withThousands(lastStepBytes) + " bytes)";
+      if (lastStepElements && uncompressed && uncompressed != lastStepElements)
         line += ", " + fixed(double(uncompressed) / lastStepElements, 2) +
                 "x fewer than uncompressed";
       std::printf("%s\n", line.c_str());
@@ -1567,6 +1828,10 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
                 job.backendName.c_str(), fixed(median * 1e3, 3).c_str(),
                 withThousands(lastStepElements).c_str(),
                 fixed(ratio, 2).c_str());
+    if (warmupSteps || powersgdSteps)
+      std::printf("%s: %u of %u steps compressed with PowerSGD, %u warm-up "
+                  "(a plain mean before start-iter)\n",
+                  job.tool.c_str(), powersgdSteps, options.steps, warmupSteps);
     if (total.nonfinite_skips)
       std::printf("%s: %llu times a tensor's averaged PowerSGD factors were "
                   "not finite (NaN or Inf): its error feedback skipped that "
@@ -1606,6 +1871,8 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
         << ",\n  \"elements_sent\": " << roles(total.elements_sent)
         << ",\n  \"bytes_sent\": " << roles(total.bytes_sent)
         << ",\n  \"nonfinite_skips\": " << total.nonfinite_skips
+        << ",\n  \"warmup_steps\": " << warmupSteps
+        << ",\n  \"powersgd_steps\": " << powersgdSteps
         << ",\n  \"ms_in_runtime_per_step\": {\"communication\": "
         << fixed(total.seconds[DDPRT_PHASE_COMMUNICATION] * perStep, 6)
         << ", \"compression\": "
@@ -1613,7 +1880,20 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
         << ", \"decompression\": "
         << fixed(total.seconds[DDPRT_PHASE_DECOMPRESSION] * perStep, 6)
         << ", \"cast\": " << fixed(total.seconds[DDPRT_PHASE_CAST] * perStep, 6)
-        << "}\n}\n";
+        << "},\n  \"series\": [";
+    // One object per step: its number, time (the slowest rank's), what
+    // this rank sent (in all and by role) and its phase.
+    for (size_t k = 0; k < series.size(); ++k) {
+      const StepRecord &record = series[k];
+      out << (k ? ",\n    " : "\n    ") << "{\"step\": " << record.step
+          << ", \"ms\": " << fixed(record.seconds * 1e3, 6)
+          << ", \"elements_sent\": " << record.elements
+          << ", \"bytes_sent\": " << record.bytes << ", \"phase\": \""
+          << record.phase
+          << "\", \"elements_by_role\": " << roles(record.elementsByRole)
+          << "}";
+    }
+    out << (series.empty() ? "]\n}\n" : "\n  ]\n}\n");
     // If the directory cannot be made, opening the file says why.
     (void)npy::createDirectories(npy::parentPath(path), error);
     std::ofstream file(path, std::ios::binary | std::ios::trunc);

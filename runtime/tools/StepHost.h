@@ -61,11 +61,18 @@ bool runtimeDtype(const std::string &dtype, ddprt_dtype &out);
 struct StateSpec {
   std::string name;
   TensorSpec type;
+  /// For PowerSGD's step counter: the first compressed step (the steps
+  /// before it are warm-up, a plain mean); -1 for other states.
+  int64_t startIter = -1;
 };
 
 struct StepSignature {
   std::string entry = "step";
   std::vector<TensorSpec> arguments, results;
+  /// The arguments' names: the gradient's name location in the module
+  /// (`loc("fc1.weight")`), empty where it has none (then argumentName()
+  /// says "arg<i>"). --inputs and {name} in --input use them.
+  std::vector<std::string> argumentNames;
   std::vector<StateSpec> states;
   /// Host functions an ahead-of-time compiled step calls through a slot
   /// `__ddp_host_<name>` that the loader fills (see hostFunctions).
@@ -75,9 +82,13 @@ struct StepSignature {
   std::string library = "libstep.so";
 };
 
-/// step.json: {"format": 1, "entry", "library", "arguments": [{"dtype",
-/// "shape"}], "results": [...], "states": [{"name", "dtype", "shape"}],
-/// "host_functions": [names]}.
+/// Argument `index`'s name: its name in the module, or "arg<index>".
+std::string argumentName(const StepSignature &signature, size_t index);
+
+/// step.json: {"format": 1, "entry", "library", "arguments": [{"name",
+/// "dtype", "shape"}], "results": [{"dtype", "shape"}], "states": [{"name",
+/// "dtype", "shape", "start_iter" (the step counter only)}],
+/// "host_functions": [names]}. An argument's "name" is optional.
 bool writeStepJson(const std::string &path, const StepSignature &signature,
                    std::string &error);
 bool readStepJson(const std::string &path, StepSignature &signature,
@@ -121,7 +132,11 @@ struct RunOptions {
   unsigned steps = 1;
   unsigned firstStep = 0;
   std::string backend = "cpu";
+  /// --input: one pattern per argument, in order, or a single pattern with
+  /// {name} for every argument.
   std::vector<std::string> inputs;
+  /// --inputs: an .npz pattern whose arrays are named after the arguments.
+  std::string inputArchive;
   std::vector<std::string> carries;
   std::string output;
   std::vector<unsigned> outputResults;
@@ -135,13 +150,25 @@ struct RunOptions {
   /// go on; the runtime kept that tensor's state) or "fail" (stop the job).
   std::string onNonfinite = "skip";
   bool quiet = false;
+  /// --log-every: rank 0 prints every N-th step (and the last); 0: the
+  /// first and the last step and one every few seconds between.
+  unsigned logEvery = 0;
 };
+
+/// Seconds between two progress lines with --log-every=0.
+inline constexpr double kLogSeconds = 5.0;
 
 /// One line of stderr, written with a single write() when the statement
 /// ends, so that the lines of several ranks do not interleave.
 class Line {
 public:
   explicit Line(const std::string &prefix) { os << prefix; }
+  /// A line that writes nothing.
+  static Line discarded() {
+    Line line("");
+    line.live = false;
+    return line;
+  }
   Line(const Line &) = delete;
   Line(Line &&other) : os(std::move(other.os)), live(other.live) {
     other.live = false;
@@ -193,8 +220,12 @@ public:
   /// for every rank).
   void finish();
 
-  /// "TOOL: rank R: error: ..." and "TOOL: rank R: ...".
+  /// "TOOL: rank R: error: ..." and "TOOL: rank R: ...". While
+  /// `rankIndependent` is set, error() writes "TOOL: error: ..." on rank 0
+  /// only (a message every rank would print the same, e.g. a parse error).
   Line error() const;
+  /// "TOOL: rank R: error: ...", also while `rankIndependent` is set.
+  Line localError() const;
   Line note() const;
   /// Stops every rank if any failed (`what`: "to read the inputs").
   void agreeOrStop(bool succeeded, const std::string &what);
@@ -224,6 +255,9 @@ public:
   double timeoutSeconds = 60.0;
   /// --on-nonfinite=fail.
   bool failOnNonfinite = false;
+  /// Whether the failures being checked are the same on every rank (see
+  /// error()).
+  bool rankIndependent = false;
   /// The step being run (for messages from inside it), -1 outside steps.
   int64_t currentStep = -1;
 
@@ -236,11 +270,18 @@ private:
   Watchdog watchdog;
 };
 
-/// Checks the command line (--input count, --carry, --output-results)
-/// against the signature; prints what is wrong. Call on every rank, then
-/// agreeOrStop.
+/// Checks the options that need no signature (--backend, --on-nonfinite);
+/// prints what is wrong.
+bool checkRunOptions(const std::string &tool, const RunOptions &options);
+
+/// Checks the command line (--input/--inputs, --carry, --output-results,
+/// the files written at the end) against the signature; prints what is
+/// wrong. Call on every rank, then agreeOrStop; or before launching the
+/// ranks, with `job.rank` 0 and `job.worldSize` the ranks to launch.
+/// `checkFiles` also checks that the files written after the last step can
+/// be written (on this rank).
 bool checkCommandLine(const Job &job, const StepSignature &signature,
-                      const RunOptions &options);
+                      const RunOptions &options, bool checkFiles = true);
 
 /// Runs the steps: creates the states, loads the checkpoint, sets states,
 /// runs `options.steps` steps (inputs read, step called, results written,

@@ -39,9 +39,11 @@ const char *kUsage =
     "\n"
     "  --steps=K              how many steps to run (1)\n"
     "  --first-step=S         number of the first step in file names (0)\n"
-    "  --input=PATTERN        one .npy per argument, in order ({rank}, "
-    "{step},\n"
-    "                         {step%N})\n"
+    "  --input=PATTERN        one .npy per argument, in order, or one with\n"
+    "                         {name} for all ({rank}, {step}, {step%N},\n"
+    "                         {name}: the argument's name in step.json)\n"
+    "  --inputs=FILE.npz      every argument from one .npz, the array named\n"
+    "                         after the argument ({rank}, {step}, {step%N})\n"
     "  --carry=ARG:RESULT     argument ARG of a step is result RESULT of the\n"
     "                         step before (its --input is read only first)\n"
     "  --output=PATTERN       write results of every step ({rank}, {step},\n"
@@ -60,7 +62,9 @@ const char *kUsage =
     "  --on-nonfinite=skip|fail  NaN or Inf in a PowerSGD tensor's averaged\n"
     "                         P or Q: skip its error feedback for the step\n"
     "                         with a warning (skip), or stop the job (fail)\n"
-    "  --quiet                print only the summary\n";
+    "  --quiet                print only the summary\n"
+    "  --log-every=N          print every N-th step (0: the first, the last\n"
+    "                         and a line every 5 seconds; the default)\n";
 
 bool usageError(const std::string &message) {
   std::fprintf(stderr, "%s: error: %s (see --help)\n", kTool, message.c_str());
@@ -89,11 +93,12 @@ void splitCommas(const std::string &text, std::vector<std::string> &out) {
 /// ddp-run's options of the same names: --name=value or --name value.
 bool parseCommandLine(int argc, char **argv, RunOptions &options,
                       std::string &directory, bool &help) {
-  const char *valued[] = {"steps",        "first-step",      "input",
-                          "carry",        "output",          "output-results",
-                          "final-output", "checkpoint-load", "checkpoint-save",
-                          "set-state",    "dump-state",      "summary-json",
-                          "backend",      "timeout",         "on-nonfinite"};
+  const char *valued[] = {"steps",           "first-step",   "input",
+                          "inputs",          "carry",        "output",
+                          "output-results",  "final-output", "checkpoint-load",
+                          "checkpoint-save", "set-state",    "dump-state",
+                          "summary-json",    "backend",      "timeout",
+                          "on-nonfinite",    "log-every"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-help" || arg == "-h") {
@@ -128,13 +133,17 @@ bool parseCommandLine(int argc, char **argv, RunOptions &options,
         return usageError("--" + name + " needs a value");
       value = argv[++i];
     }
-    if (name == "steps" || name == "first-step") {
-      unsigned &target = name == "steps" ? options.steps : options.firstStep;
+    if (name == "steps" || name == "first-step" || name == "log-every") {
+      unsigned &target = name == "steps"        ? options.steps
+                         : name == "first-step" ? options.firstStep
+                                                : options.logEvery;
       if (!parseUnsigned(value, target))
         return usageError("--" + name + "=" + value +
                           " is not a non-negative integer");
     } else if (name == "input") {
       options.inputs.push_back(value);
+    } else if (name == "inputs") {
+      options.inputArchive = value;
     } else if (name == "carry") {
       splitCommas(value, options.carries);
     } else if (name == "output") {

@@ -38,6 +38,7 @@
 #include "ddprt/ddprt.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -69,6 +70,7 @@
 #include "llvm/TargetParser/Triple.h"
 
 #include <cstdlib>
+#include <optional>
 #include <unistd.h>
 
 using namespace mlir;
@@ -85,24 +87,35 @@ static cl::OptionCategory category("ddp-run options");
 static cl::opt<std::string> inputFile(cl::Positional, cl::Required,
                                       cl::desc("<step.mlir>"),
                                       cl::cat(category));
-static cl::opt<std::string> entry("entry", cl::init("step"),
-                                  cl::desc("The function to run"),
-                                  cl::cat(category));
+static cl::opt<std::string>
+    entry("entry",
+          cl::desc("The function to run (default: the module's only public "
+                   "function with ddp or shard.all_reduce ops, or calls of "
+                   "them)"),
+          cl::cat(category));
 static cl::opt<unsigned> steps("steps", cl::init(1),
-                               cl::desc("How many steps to run"),
+                               cl::desc("How many steps to run (default: 1)"),
                                cl::cat(category));
 static cl::opt<unsigned> firstStep(
     "first-step", cl::init(0),
-    cl::desc("Number of the first step in file names (resuming a run)"),
+    cl::desc("Number of the first step in file names (resuming a run; "
+             "default: 0)"),
     cl::cat(category));
-static cl::opt<std::string> backend("backend", cl::init("cpu"),
-                                    cl::desc("Runtime backend: cpu or cuda"),
-                                    cl::cat(category));
+static cl::opt<std::string>
+    backend("backend", cl::init("cpu"),
+            cl::desc("Runtime backend: cpu or cuda (default: cpu)"),
+            cl::cat(category));
 static cl::list<std::string>
     inputs("input",
-           cl::desc("One .npy path pattern per argument, in order "
-                    "({rank}, {step}, {step%N})"),
+           cl::desc("One .npy path pattern per argument, in order, or one "
+                    "pattern with {name} for every argument ({rank}, {step}, "
+                    "{step%N}, {name}: the argument's name location)"),
            cl::cat(category));
+static cl::opt<std::string> inputArchive(
+    "inputs", cl::value_desc("FILE.npz"),
+    cl::desc("Every argument from one .npz (np.savez), the array named "
+             "after the argument's name location ({rank}, {step}, {step%N})"),
+    cl::cat(category));
 static cl::list<std::string>
     carries("carry",
             cl::desc("ARG:RESULT: argument ARG of a step is result RESULT of "
@@ -152,15 +165,20 @@ static cl::opt<unsigned>
 static cl::opt<double> timeoutSeconds(
     "timeout", cl::init(60.0),
     cl::desc("Fail a collective that has not finished after this many "
-             "seconds (0: wait forever)"),
+             "seconds (0: wait forever; default: 60)"),
     cl::cat(category));
 static cl::opt<bool> quiet("quiet", cl::desc("Print only the summary"),
                            cl::cat(category));
+static cl::opt<unsigned> logEvery(
+    "log-every", cl::init(0),
+    cl::desc("Print every N-th step's line (default: 0, the first and the "
+             "last step and a line every 5 seconds between)"),
+    cl::cat(category));
 static cl::opt<std::string> onNonfinite(
     "on-nonfinite", cl::init("skip"),
     cl::desc("NaN or Inf in a PowerSGD tensor's averaged P or Q: skip its "
-             "error feedback for the step with a warning (skip), or stop the "
-             "job (fail)"),
+             "error feedback for the step with a warning (skip, the default), "
+             "or stop the job (fail)"),
     cl::cat(category));
 static cl::opt<std::string> emitStep(
     "emit-step", cl::value_desc("DIR"),
@@ -222,15 +240,108 @@ OwningOpRef<ModuleOp> parseModule(MLIRContext &context,
   return parseSourceFile<ModuleOp>(sourceMgr, &context);
 }
 
+/// The function ddp-run runs: --entry, or the one resolveEntry chose.
+std::string entryName;
+
+/// Whether `function` has ddp ops or shard.all_reduce, itself or in a
+/// function it calls (memoized in `known`; a call cycle counts as none).
+bool synchronizesGradients(func::FuncOp function, SymbolTableCollection &table,
+                           llvm::DenseMap<Operation *, bool> &known) {
+  auto [it, inserted] = known.try_emplace(function, false);
+  if (!inserted)
+    return it->second;
+  bool found = false;
+  function.walk([&](Operation *op) {
+    if (isa<mlir::ddp::DDPDialect>(op->getDialect()) ||
+        isa<shard::AllReduceOp>(op)) {
+      found = true;
+      return WalkResult::interrupt();
+    }
+    if (auto call = dyn_cast<func::CallOp>(op)) {
+      auto callee = table.lookupNearestSymbolFrom<func::FuncOp>(
+          call, call.getCalleeAttr());
+      if (callee && !callee.isExternal() &&
+          synchronizesGradients(callee, table, known)) {
+        found = true;
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  known[function] = found;
+  return found;
+}
+
+/// Sets entryName: --entry if given (it must name a function of the
+/// module), otherwise the module's only public function that synchronizes
+/// gradients. Says which functions there are when it cannot choose.
+bool resolveEntry(ModuleOp module, llvm::function_ref<Line()> error) {
+  std::vector<std::string> publicFunctions, candidates;
+  SymbolTableCollection table;
+  llvm::DenseMap<Operation *, bool> known;
+  for (auto function : module.getOps<func::FuncOp>()) {
+    if (function.isExternal() || !function.isPublic())
+      continue;
+    publicFunctions.push_back(function.getName().str());
+    if (synchronizesGradients(function, table, known))
+      candidates.push_back(function.getName().str());
+  }
+  auto list = [](const std::vector<std::string> &names) {
+    std::string text;
+    for (const std::string &name : names)
+      text += (text.empty() ? "@" : ", @") + name;
+    return text.empty() ? std::string("none") : text;
+  };
+  if (entry.getNumOccurrences()) {
+    entryName = entry;
+    auto function = module.lookupSymbol<func::FuncOp>(entryName);
+    if (!function || function.isExternal()) {
+      error() << "--entry=" << entryName << ": the module has no "
+              << (function ? "body for " : "") << "func.func @" << entryName
+              << " (its public functions: " << list(publicFunctions) << ")\n";
+      return false;
+    }
+    return true;
+  }
+  if (candidates.size() == 1) {
+    entryName = candidates.front();
+    return true;
+  }
+  if (candidates.empty())
+    error() << "no public function of the module has ddp or shard.all_reduce "
+               "ops to run; name one with --entry (its public functions: "
+            << list(publicFunctions) << ")\n";
+  else
+    error() << "the module has " << candidates.size()
+            << " public functions with ddp or shard.all_reduce ops: "
+            << list(candidates) << "; choose one with --entry\n";
+  return false;
+}
+
+/// The name an argument's location gives it ("fc1.weight" for
+/// loc("fc1.weight"), also inside a fused or call-site location); empty if
+/// it has none.
+std::string locationName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location part : fused.getLocations())
+      if (std::string name = locationName(part); !name.empty())
+        return name;
+  if (auto callSite = dyn_cast<CallSiteLoc>(loc))
+    return locationName(callSite.getCallee());
+  return "";
+}
+
 /// The entry's arguments and results and the module's states, as the host
 /// passes them; says what it cannot pass.
 bool collectSignature(ModuleOp module, StepSignature &signature,
                       llvm::function_ref<Line()> error) {
   signature = StepSignature();
-  signature.entry = entry;
-  auto function = module.lookupSymbol<func::FuncOp>(entry);
+  signature.entry = entryName;
+  auto function = module.lookupSymbol<func::FuncOp>(entryName);
   if (!function) {
-    error() << "the module has no func.func @" << entry << "\n";
+    error() << "the module has no func.func @" << entryName << "\n";
     return false;
   }
   bool ok = true;
@@ -240,8 +351,8 @@ bool collectSignature(ModuleOp module, StepSignature &signature,
       auto tensor = dyn_cast<RankedTensorType>(type);
       std::string dtype = tensor ? npyDescr(tensor.getElementType()) : "";
       if (dtype.empty()) {
-        error() << "@" << entry << " " << what.str() << " " << i << " has type "
-                << typeString(type)
+        error() << "@" << entryName << " " << what.str() << " " << i
+                << " has type " << typeString(type)
                 << "; ddp-run passes ranked tensors of f16, f32, f64 or "
                    "integers (what .npy holds)\n";
         ok = false;
@@ -252,6 +363,8 @@ bool collectSignature(ModuleOp module, StepSignature &signature,
   };
   collect(function.getArgumentTypes(), "argument", signature.arguments);
   collect(function.getResultTypes(), "result", signature.results);
+  for (BlockArgument argument : function.getArguments())
+    signature.argumentNames.push_back(locationName(argument.getLoc()));
   for (auto state : module.getOps<mlir::ddp::StateOp>()) {
     stephost::StateSpec spec;
     spec.name = state.getSymName().str();
@@ -263,6 +376,9 @@ bool collectSignature(ModuleOp module, StepSignature &signature,
     }
     std::string dtype = element.isBF16() ? "bf16" : npyDescr(element);
     spec.type.dtype = dtype.empty() ? typeString(element) : dtype;
+    if (auto start =
+            state->getAttrOfType<IntegerAttr>(mlir::ddp::kStartIterAttrName))
+      spec.startIter = start.getInt();
     signature.states.push_back(spec);
   }
   return ok;
@@ -275,6 +391,20 @@ DialectRegistry makeRegistry() {
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
   return registry;
+}
+
+/// Parses the module, chooses the entry and reads its signature: what fails
+/// the same way on every rank.
+OwningOpRef<ModuleOp> loadStep(MLIRContext &context, llvm::SourceMgr &sourceMgr,
+                               StepSignature &signature,
+                               llvm::function_ref<Line()> error) {
+  OwningOpRef<ModuleOp> module = parseModule(context, sourceMgr, error);
+  if (!module)
+    return nullptr;
+  if (!resolveEntry(*module, error) ||
+      !collectSignature(*module, signature, error))
+    return nullptr;
+  return module;
 }
 
 //===----------------------------------------------------------------------===//
@@ -372,7 +502,7 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(std::string &error) {
 /// argument's buffer: the step returns in-place results without a copy
 /// (ddp-donate-arguments).
 void donateArguments(ModuleOp module) {
-  if (auto function = module.lookupSymbol<func::FuncOp>(entry))
+  if (auto function = module.lookupSymbol<func::FuncOp>(entryName))
     function->setAttr("ddp.donate_arguments",
                       UnitAttr::get(module.getContext()));
 }
@@ -385,11 +515,10 @@ int emitStepLibrary() {
   mlirContext.loadAllAvailableDialects();
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &mlirContext);
-  OwningOpRef<ModuleOp> module = parseModule(mlirContext, sourceMgr, error);
-  if (!module)
-    return 1;
   StepSignature signature;
-  if (!collectSignature(*module, signature, error))
+  OwningOpRef<ModuleOp> module =
+      loadStep(mlirContext, sourceMgr, signature, error);
+  if (!module)
     return 1;
   for (const stephost::StateSpec &state : signature.states) {
     ddprt_dtype dtype;
@@ -423,8 +552,8 @@ int emitStepLibrary() {
   }
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(machine->getTargetTriple());
-  if (!addPackedEntry(*llvmModule, entry)) {
-    error() << "the lowered module has no function @" << entry << "\n";
+  if (!addPackedEntry(*llvmModule, entryName)) {
+    error() << "the lowered module has no function @" << entryName << "\n";
     return 1;
   }
   if (!bindHostFunctions(*llvmModule, signature.hostFunctions, message)) {
@@ -433,12 +562,12 @@ int emitStepLibrary() {
   }
   // The library exports the entry, its packed form and the host slots;
   // its calls bind inside it (libc has a `step` too).
-  std::string packedName = "_mlir_" + entry;
+  std::string packedName = "_mlir_" + entryName;
   for (llvm::Function &function : *llvmModule) {
     if (function.isDeclaration() || function.hasLocalLinkage())
       continue;
     bool exported =
-        function.getName() == entry || function.getName() == packedName;
+        function.getName() == entryName || function.getName() == packedName;
     function.setVisibility(exported ? llvm::GlobalValue::ProtectedVisibility
                                     : llvm::GlobalValue::HiddenVisibility);
     function.setDSOLocal(true);
@@ -511,7 +640,7 @@ int emitStepLibrary() {
   }
   if (!quiet)
     llvm::outs() << "ddp-run: wrote " << library << " and " << json << " (@"
-                 << entry << ": " << signature.arguments.size()
+                 << entryName << ": " << signature.arguments.size()
                  << " arguments, " << signature.results.size() << " results, "
                  << signature.states.size() << " states)\n";
   return 0;
@@ -569,6 +698,8 @@ stephost::RunOptions runOptions() {
   options.firstStep = firstStep;
   options.backend = backend;
   options.inputs.assign(inputs.begin(), inputs.end());
+  options.inputArchive = inputArchive;
+  options.logEvery = logEvery;
   options.carries.assign(carries.begin(), carries.end());
   options.output = outputPattern;
   options.outputResults.assign(outputResults.begin(), outputResults.end());
@@ -584,6 +715,27 @@ stephost::RunOptions runOptions() {
   return options;
 }
 
+/// Before launching the ranks with --np: what would fail the same way on
+/// every rank (options, the module, the entry, the command line against
+/// its signature) is said here, once, and nothing is launched.
+bool checkBeforeLaunch(const stephost::RunOptions &options) {
+  if (!stephost::checkRunOptions("ddp-run", options))
+    return false;
+  MLIRContext mlirContext(makeRegistry());
+  mlirContext.loadAllAvailableDialects();
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &mlirContext);
+  auto error = [] { return Line("ddp-run: error: "); };
+  StepSignature signature;
+  if (!loadStep(mlirContext, sourceMgr, signature, error))
+    return false;
+  stephost::Job job("ddp-run");
+  job.worldSize = int(launchRanks);
+  job.rankIndependent = true;
+  return stephost::checkCommandLine(job, signature, options,
+                                    /*checkFiles=*/false);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -594,29 +746,35 @@ int main(int argc, char **argv) {
       "ddp-run: JIT-run a step function with ddp ops on every MPI rank\n");
   if (!emitStep.empty())
     return emitStepLibrary();
+  stephost::RunOptions options = runOptions();
   if (launchRanks > 0 && !insideMpiJob())
-    return launch(argc, argv);
+    return checkBeforeLaunch(options) ? launch(argc, argv) : 1;
 
   // Start the runtime first: it brings up MPI, and every later failure can
   // then be agreed on by all ranks.
-  stephost::RunOptions options = runOptions();
   stephost::Job job("ddp-run");
   if (!job.start(options))
     return 1;
   auto error = [&] { return job.error(); };
 
-  // Parse, check and compile (every rank; it is deterministic).
+  // Parse, check, lower and compile (every rank; it is deterministic, so
+  // each failure is the same on every rank and rank 0 alone says it).
+  job.rankIndependent = true;
   MLIRContext mlirContext(makeRegistry());
   mlirContext.loadAllAvailableDialects();
   llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &mlirContext);
-  OwningOpRef<ModuleOp> module = parseModule(mlirContext, sourceMgr, error);
-  job.agreeOrStop(bool(module), "to parse the module");
-
+  std::optional<SourceMgrDiagnosticHandler> diagnostics;
+  std::optional<ScopedDiagnosticHandler> silence;
+  if (job.rank == 0)
+    diagnostics.emplace(sourceMgr, &mlirContext);
+  else
+    silence.emplace(&mlirContext, [](Diagnostic &) { return success(); });
   StepSignature signature;
-  bool signatureOk = collectSignature(*module, signature, error) &&
-                     stephost::checkCommandLine(job, signature, options);
-  job.agreeOrStop(signatureOk, "to check the command line");
+  OwningOpRef<ModuleOp> module =
+      loadStep(mlirContext, sourceMgr, signature, error);
+  job.agreeOrStop(bool(module), "to read the module");
+  job.agreeOrStop(stephost::checkCommandLine(job, signature, options),
+                  "to check the command line");
 
   donateArguments(*module);
   PassManager pm(&mlirContext);
@@ -649,10 +807,11 @@ int main(int argc, char **argv) {
     return symbols;
   });
   (*engine)->initialize();
-  auto packed = (*engine)->lookupPacked(entry);
+  auto packed = (*engine)->lookupPacked(entryName);
   if (!packed)
-    error() << "cannot find the compiled @" << entry << ": "
+    error() << "cannot find the compiled @" << entryName << ": "
             << llvm::toString(packed.takeError()) << "\n";
   job.agreeOrStop(bool(packed), "to find the entry point");
+  job.rankIndependent = false;
   return stephost::runSteps(job, signature, *packed, options);
 }

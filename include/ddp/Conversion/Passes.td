@@ -25,7 +25,7 @@ def ConvertShardToDDP : Pass<"convert-shard-to-ddp", "::mlir::ModuleOp"> {
   let options = [
     Option<"complete", "complete", "bool", /*default=*/"false",
            "Fail on any shard op left after the conversion and erase every "
-           "unused grid (for lowering: the LLVM translation has no shard ops)">,
+           "unused grid (for lowering: the LLVM translation has no shard ops; default: false)">,
   ];
   let dependentDialects = ["::mlir::ddp::DDPDialect"];
 }

@@ -17,52 +17,62 @@ struct CompressionPipelineOptions
     : public PassPipelineOptions<CompressionPipelineOptions> {
   PassOptions::Option<unsigned> powersgdRank{
       *this, "powersgd-rank",
-      llvm::cl::desc("PowerSGD rank; 0 leaves PowerSGD out"),
+      llvm::cl::desc("PowerSGD rank; 0 leaves PowerSGD out (default: 0)"),
       llvm::cl::init(0)};
   PassOptions::Option<double> minCompressionRate{
       *this, "min-compression-rate",
-      llvm::cl::desc("Compress a tensor only if (n+m)*r*rate < n*m"),
+      llvm::cl::desc(
+          "Compress a tensor only if (n+m)*r*rate < n*m (default: 2)"),
       llvm::cl::init(2.0)};
   PassOptions::Option<int64_t> startIter{
       *this, "start-iter",
-      llvm::cl::desc("Plain averaged allreduce before this step"),
+      llvm::cl::desc(
+          "Plain averaged allreduce before this step (default: 1000)"),
       llvm::cl::init(1000)};
   PassOptions::Option<bool> errorFeedback{
-      *this, "error-feedback", llvm::cl::desc("PowerSGD error feedback"),
+      *this, "error-feedback",
+      llvm::cl::desc("PowerSGD error feedback (default: true)"),
       llvm::cl::init(true)};
-  PassOptions::Option<bool> warmStart{*this, "warm-start",
-                                      llvm::cl::desc("Reuse last step's Q"),
-                                      llvm::cl::init(true)};
+  PassOptions::Option<bool> warmStart{
+      *this, "warm-start",
+      llvm::cl::desc("Reuse last step's Q (default: true)"),
+      llvm::cl::init(true)};
   PassOptions::Option<double> orthogonalizationEpsilon{
       *this, "orthogonalization-epsilon",
-      llvm::cl::desc("Added to column norms in Gram-Schmidt"),
+      llvm::cl::desc("Added to column norms in Gram-Schmidt (default: 0)"),
       llvm::cl::init(0.0)};
   PassOptions::Option<int64_t> seed{
-      *this, "seed", llvm::cl::desc("Seed of the random initial Q"),
+      *this, "seed",
+      llvm::cl::desc("Seed of the random initial Q (default: 0)"),
       llvm::cl::init(0)};
   PassOptions::Option<bool> batchSameShape{
       *this, "batch-same-shape",
-      llvm::cl::desc("Order same-shape tensors next to each other"),
+      llvm::cl::desc(
+          "Order same-shape tensors next to each other (default: false)"),
       llvm::cl::init(false)};
   PassOptions::Option<PowerSGDMode> mode{
-      *this, "mode", llvm::cl::desc("How PowerSGD compresses a bucket"),
+      *this, "mode",
+      llvm::cl::desc("How PowerSGD compresses a bucket (default: layerwise)"),
       llvm::cl::init(PowerSGDMode::layerwise),
       llvm::cl::values(clEnumValN(PowerSGDMode::layerwise, "layerwise",
                                   "each tensor as its own matrix"),
                        clEnumValN(PowerSGDMode::batched, "batched",
                                   "the whole bucket as one square matrix"))};
   PassOptions::Option<NarrowType> narrow{
-      *this, "narrow", llvm::cl::desc("Type float allreduces travel in"),
+      *this, "narrow",
+      llvm::cl::desc("Type float allreduces travel in (default: none)"),
       llvm::cl::init(NarrowType::none),
       llvm::cl::values(
           clEnumValN(NarrowType::none, "none", "as they are"),
           clEnumValN(NarrowType::fp16, "fp16", "fp16_compress_hook"),
           clEnumValN(NarrowType::bf16, "bf16", "bf16_compress_hook"))};
   PassOptions::Option<double> bucketCapMb{
-      *this, "bucket-cap-mb", llvm::cl::desc("Bucket size cap in MiB"),
+      *this, "bucket-cap-mb",
+      llvm::cl::desc("Bucket size cap in MiB (default: 25)"),
       llvm::cl::init(25.0)};
   PassOptions::Option<bool> fuse{
-      *this, "fuse", llvm::cl::desc("Fuse into the runtime's kernels"),
+      *this, "fuse",
+      llvm::cl::desc("Fuse into the runtime's kernels (default: true)"),
       llvm::cl::init(true)};
 };
 

@@ -57,7 +57,7 @@ def gen(args):
     types = [f"tensor<{'x'.join(map(str, s))}xf32>" for s in SHAPES]
     lines = [f"shard.grid @dp(shape = {args.ranks})"] if args.shard else []
     lines += ["func.func @step(" +
-             ", ".join(f"%g{i}: {t}" for i, t in enumerate(types)) +
+             ", ".join(f"%g{i}: {t} loc(\"g{i}\")" for i, t in enumerate(types)) +
              ") -> (" + ", ".join(types) + ") {"]
     for i, t in enumerate(types):
         if args.shard:

@@ -18,7 +18,7 @@ def DDPBucketize : Pass<"ddp-bucketize", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"capMb", "cap-mb", "double", "25.0",
-           "Largest bucket, in MiB (DDP's bucket_cap_mb)">
+           "Largest bucket, in MiB (DDP's bucket_cap_mb; default: 25)">
   ];
   let statistics = [
     Statistic<"numBuckets", "num-buckets", "Buckets formed">,
@@ -37,25 +37,25 @@ def InsertPowerSGD : Pass<"insert-powersgd", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"rank", "rank", "unsigned", "1",
-           "Matrix approximation rank (matrix_approximation_rank)">,
+           "Matrix approximation rank (matrix_approximation_rank; default: 1)">,
     Option<"minCompressionRate", "min-compression-rate", "double", "2.0",
-           "Compress a tensor only if (n+m)*r*rate < n*m">,
+           "Compress a tensor only if (n+m)*r*rate < n*m (default: 2)">,
     Option<"startIter", "start-iter", "int64_t", "1000",
-           "Plain averaged allreduce while the step counter is below this">,
+           "Plain averaged allreduce while the step counter is below this (default: 1000)">,
     Option<"errorFeedback", "error-feedback", "bool", "true",
-           "Carry each compressed tensor's compression error to the next step">,
+           "Carry each compressed tensor's compression error to the next step (default: true)">,
     Option<"warmStart", "warm-start", "bool", "true",
-           "Reuse last step's Q instead of a fresh random one">,
+           "Reuse last step's Q instead of a fresh random one (default: true)">,
     Option<"orthogonalizationEpsilon", "orthogonalization-epsilon", "double",
-           "0.0", "Added to column norms in Gram-Schmidt">,
+           "0.0", "Added to column norms in Gram-Schmidt (default: 0)">,
     Option<"seed", "seed", "int64_t", "0",
-           "Seed of the random initial Q (identical on every rank)">,
+           "Seed of the random initial Q (identical on every rank; default: 0)">,
     Option<"batchSameShape", "batch-same-shape", "bool", "false",
            "Order tensors of the same shape next to each other in every "
-           "multi-tensor op so the runtime can run them as one batched matmul">,
+           "multi-tensor op so the runtime can run them as one batched matmul (default: false)">,
     Option<"mode", "mode", "::mlir::ddp::PowerSGDMode",
            "::mlir::ddp::PowerSGDMode::layerwise",
-           "How a bucket is compressed", [{::llvm::cl::values(
+           "How a bucket is compressed (default: layerwise)", [{::llvm::cl::values(
              clEnumValN(::mlir::ddp::PowerSGDMode::layerwise, "layerwise",
                         "each tensor as its own matrix (powerSGD_hook)"),
              clEnumValN(::mlir::ddp::PowerSGDMode::batched, "batched",
@@ -63,7 +63,7 @@ def InsertPowerSGD : Pass<"insert-powersgd", "::mlir::ModuleOp"> {
                         "(batched_powerSGD_hook)"))}]>,
     Option<"bucketCapMb", "bucket-cap-mb", "double", "25.0",
            "Bucket single allreduces first, as ddp-bucketize does; 0 keeps "
-           "each allreduce a bucket of its own">
+           "each allreduce a bucket of its own (default: 25)">
   ];
   let statistics = [
     Statistic<"numCompressed", "num-compressed", "Tensors compressed">,
@@ -156,7 +156,7 @@ def DDPSplitFunctions : Pass<"ddp-split-functions", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"maxOps", "max-ops", "unsigned", "1000",
-           "Largest function body (nested ops) left as it is">
+           "Largest function body (nested ops) left as it is (default: 1000)">
   ];
   let statistics = [
     Statistic<"numParts", "num-parts", "Functions outlined">
