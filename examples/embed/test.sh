@@ -1,17 +1,42 @@
 #!/usr/bin/env bash
-# Installs ddp-opt into a fresh prefix, builds examples/embed against that
-# prefix only, and checks what it prints. Part of scripts/test.sh.
+# Installs ddp-opt into a fresh prefix, builds the CMake project that
+# docs/user-guide.md shows ("In your own compiler", exactly as written, with
+# examples/embed/ddp-embed.cpp) against that prefix only, and checks what it
+# prints: the compressed step, the lowered step, and the error a host gets
+# without the bufferization models. Part of scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR="${BUILD_DIR:-build}"
 PREFIX="$BUILD_DIR/embed-prefix"
-rm -rf "$PREFIX" "$BUILD_DIR/embed"
+PROJECT="$BUILD_DIR/embed-project"
+FILECHECK="/usr/lib/llvm-22/bin/FileCheck --dump-input=never"
+rm -rf "$PREFIX" "$PROJECT" "$BUILD_DIR/embed"
 cmake --install "$BUILD_DIR" --prefix "$PREFIX" >/dev/null
-cmake -G Ninja -S examples/embed -B "$BUILD_DIR/embed" \
-  -DCMAKE_PREFIX_PATH="$PWD/$PREFIX" \
-  >/dev/null
+
+# The guide's block, as written; it must also be the example's file.
+mkdir -p "$PROJECT"
+awk '/<!-- embed-cmake/ { marked = 1; next }
+     marked && /^```cmake/ { inside = 1; next }
+     inside && /^```/ { exit }
+     inside { print }' docs/user-guide.md > "$PROJECT/CMakeLists.txt"
+[ -s "$PROJECT/CMakeLists.txt" ] || { echo "embed: no CMake block in docs/user-guide.md" >&2; exit 1; }
+diff -u examples/embed/CMakeLists.txt "$PROJECT/CMakeLists.txt" ||
+  { echo "embed: docs/user-guide.md's CMake block differs from examples/embed/CMakeLists.txt" >&2; exit 1; }
+cp examples/embed/ddp-embed.cpp "$PROJECT/"
+cmake -G Ninja -S "$PROJECT" -B "$BUILD_DIR/embed" \
+  -DCMAKE_PREFIX_PATH="$PWD/$PREFIX" >/dev/null
 cmake --build "$BUILD_DIR/embed" >/dev/null
-"$BUILD_DIR/embed/ddp-embed" examples/resnet18_grads.mlir 2 \
-  | /usr/lib/llvm-22/bin/FileCheck examples/embed/expected.txt
+
+embed="$BUILD_DIR/embed/ddp-embed"
+"$embed" examples/resnet18_grads.mlir 2 | $FILECHECK examples/embed/expected.txt
+"$embed" examples/resnet18_grads.mlir 2 --lower |
+  $FILECHECK --check-prefix=LOWER examples/embed/expected.txt
+if "$embed" examples/resnet18_grads.mlir 2 --lower --without-models \
+    >/dev/null 2>"$BUILD_DIR/embed/without-models.txt"; then
+  echo "embed: lowering without the bufferization models did not fail" >&2
+  exit 1
+fi
+$FILECHECK --check-prefix=NOMODELS examples/embed/expected.txt \
+  < "$BUILD_DIR/embed/without-models.txt"
 "$PREFIX/bin/ddp-opt" --version >/dev/null
-echo "embed: 1 passed, 0 failed"
+echo "embed: 4 passed, 0 failed"

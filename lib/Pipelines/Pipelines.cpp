@@ -64,6 +64,9 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createDDPFuseKernels());
   // Element-wise arith/math on tensors bufferize as linalg.generic.
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
+  // Every tensor op has a bufferization model (the host registers them):
+  // a located error here rather than a failure inside One-Shot Bufferize.
+  pm.addPass(createDDPCheckLowerable());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =

@@ -21,3 +21,18 @@ func.func @step(%w: tensor<64x32xf32>, %b: tensor<64xf32>) -> (tensor<64x32xf32>
   %1 = ddp.allreduce mean %b : tensor<64xf32>
   return %0, %1 : tensor<64x32xf32>, tensor<64xf32>
 }
+
+// The plugin registers the ddp ops' bufferization models: upstream
+// One-Shot Bufferize and the whole lowering run in mlir-opt as in ddp-opt.
+// RUN: %mlir_opt --load-dialect-plugin=%ddp_plugin --load-pass-plugin=%ddp_plugin \
+// RUN:   --one-shot-bufferize=bufferize-function-boundaries %s | FileCheck %s --check-prefix=BUF
+// BUF-LABEL: func.func @step(
+// BUF: ddp.buffer.allreduce mean %{{.*}} : memref<64x32xf32>
+// BUF: ddp.buffer.allreduce mean %{{.*}} : memref<64xf32>
+// RUN: %mlir_opt --load-dialect-plugin=%ddp_plugin --load-pass-plugin=%ddp_plugin \
+// RUN:   -p 'builtin.module(insert-powersgd{rank=2 start-iter=0},ddp-lower-to-llvm)' %s \
+// RUN:   | FileCheck %s --check-prefix=LLVM
+// LLVM-NOT: {{ ddp\.[a-z_]+ }}
+// LLVM-DAG: llvm.func @step(
+// LLVM-DAG: llvm.call @ddprt_project(
+// LLVM-DAG: llvm.call @ddprt_allreduce(

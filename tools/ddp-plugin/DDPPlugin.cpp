@@ -14,6 +14,7 @@
 
 #include "ddp/Conversion/Passes.h"
 #include "ddp/Dialect/DDP/IR/DDP.h"
+#include "ddp/Dialect/DDP/Transforms/BufferizableOpInterfaceImpl.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 #include "ddp/Pipelines/Pipelines.h"
 
@@ -25,9 +26,14 @@ using namespace mlir;
 
 extern "C" LLVM_ATTRIBUTE_WEAK DialectPluginLibraryInfo
 mlirGetDialectPluginInfo() {
-  return {
-      MLIR_PLUGIN_API_VERSION, "DDP", LLVM_VERSION_STRING,
-      [](DialectRegistry *registry) { registry->insert<ddp::DDPDialect>(); }};
+  return {MLIR_PLUGIN_API_VERSION, "DDP", LLVM_VERSION_STRING,
+          [](DialectRegistry *registry) {
+            // The dialect and its bufferization models (mlir-opt registers the
+            // upstream dialects' own), so that one-shot-bufferize and
+            // ddp-lower-to-llvm work as they do in ddp-opt.
+            registry->insert<ddp::DDPDialect>();
+            ddp::registerBufferizableOpInterfaceExternalModels(*registry);
+          }};
 }
 
 extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo mlirGetPassPluginInfo() {

@@ -252,7 +252,7 @@ bool synchronizesGradients(func::FuncOp function, SymbolTableCollection &table,
     return it->second;
   bool found = false;
   function.walk([&](Operation *op) {
-    if (isa<mlir::ddp::DDPDialect>(op->getDialect()) ||
+    if (isa_and_nonnull<mlir::ddp::DDPDialect>(op->getDialect()) ||
         isa<shard::AllReduceOp>(op)) {
       found = true;
       return WalkResult::interrupt();

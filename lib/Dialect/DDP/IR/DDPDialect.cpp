@@ -2,6 +2,8 @@
 
 #include "ddp/Dialect/DDP/IR/DDP.h"
 
+#include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
+
 #include "mlir/Dialect/LLVMIR/LLVMTypes.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
@@ -51,4 +53,13 @@ void DDPDialect::initialize() {
 #include "ddp/Dialect/DDP/IR/DDPOpsTypes.cpp.inc"
       >();
   addInterfaces<DDPOpAsmDialectInterface>();
+  // The models live with the transformations
+  // (registerBufferizableOpInterfaceExternalModels); a context that uses
+  // them without registering them gets an error that says so.
+  declarePromisedInterfaces<
+      bufferization::BufferizableOpInterface, AllReduceOp, AllReduceStartOp,
+      WaitOp, ScaleOp, CastOp, ProjectOp, BackprojectOp, ProjectResidualOp,
+      BackprojectResidualOp, OrthogonalizeOp, ReconstructOp,
+      ReconstructResidualOp, RandomNormalOp, InspectOp, StateLoadOp,
+      StateStoreOp, AddResidualOp, UpdateResidualOp>();
 }

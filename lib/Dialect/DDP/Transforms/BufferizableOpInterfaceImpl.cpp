@@ -305,10 +305,11 @@ bool reducesInPlace(AllReduceStartOp start, Value input) {
         continue;
       // One-Shot's copy of an argument the start may not write is a
       // memref.copy into a fresh buffer.
-      bool producer =
-          fresh &&
-          (isa<DDPDialect>(user->getDialect()) || isa<memref::CopyOp>(user)) &&
-          user->getBlock() == start->getBlock() && user->isBeforeInBlock(start);
+      bool producer = fresh &&
+                      (isa_and_nonnull<DDPDialect>(user->getDialect()) ||
+                       isa<memref::CopyOp>(user)) &&
+                      user->getBlock() == start->getBlock() &&
+                      user->isBeforeInBlock(start);
       if (!producer)
         return false;
     }
@@ -632,7 +633,8 @@ bool mayAliasStateBuffer(StateLoadOp load,
         return false;
       // Only runtime calls touch it (on GPUs it is device memory that host
       // code cannot read).
-      if (!isa<DDPDialect>(user->getDialect()) && !isa<scf::YieldOp>(user))
+      if (!isa_and_nonnull<DDPDialect>(user->getDialect()) &&
+          !isa<scf::YieldOp>(user))
         return false;
       if (auto bufferizable = options.dynCastBufferizableOp(user)) {
         for (const AliasingValue &alias :

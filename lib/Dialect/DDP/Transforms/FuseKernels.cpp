@@ -161,7 +161,8 @@ struct DDPFuseKernelsPass
 static void eraseDeadComputeOps(Operation *root) {
   SmallVector<Operation *> worklist;
   root->walk([&](Operation *op) {
-    if (isa<DDPDialect>(op->getDialect()) && isPure(op) && op->use_empty())
+    if (isa_and_nonnull<DDPDialect>(op->getDialect()) && isPure(op) &&
+        op->use_empty())
       worklist.push_back(op);
   });
   while (!worklist.empty()) {
@@ -172,8 +173,9 @@ static void eraseDeadComputeOps(Operation *root) {
         producers.push_back(producer);
     op->erase();
     for (Operation *producer : producers)
-      if (isa<DDPDialect>(producer->getDialect()) && isPure(producer) &&
-          producer->use_empty() && !llvm::is_contained(worklist, producer))
+      if (isa_and_nonnull<DDPDialect>(producer->getDialect()) &&
+          isPure(producer) && producer->use_empty() &&
+          !llvm::is_contained(worklist, producer))
         worklist.push_back(producer);
   }
 }

@@ -164,6 +164,23 @@ def DDPSplitFunctions : Pass<"ddp-split-functions", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
+def DDPCheckLowerable : Pass<"ddp-check-lowerable", "::mlir::ModuleOp"> {
+  let summary = "Check that every tensor op has a bufferization model "
+                "registered, before ddp-lower-to-llvm bufferizes";
+  let description = [{
+    Runs in `ddp-lower-to-llvm` right before One-Shot Bufferize (after
+    element-wise ops on tensors became linalg). One-Shot Bufferize needs a model
+    (`BufferizableOpInterface`) for every op on tensors, and the models are
+    registered with the context, not by the passes: a host that created its
+    context without them (`mlir::ddp::registerAllDialects(registry)`,
+    `ddp/InitAll.h`, registers every dialect and model the pipelines need)
+    would otherwise get "op was not bufferized" deep inside the pipeline,
+    or, for a ddp op, a fatal error about a promised interface. This pass
+    reports each op kind without a model once, at its first location, with
+    the call that registers it.
+  }];
+}
+
 def DDPSplitDeallocations
     : Pass<"ddp-split-deallocations", "::mlir::func::FuncOp"> {
   let summary = "Split bufferization.dealloc ops by the allocation each "

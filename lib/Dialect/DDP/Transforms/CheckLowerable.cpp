@@ -1,0 +1,73 @@
+//===- CheckLowerable.cpp - bufferization models are registered -----------===//
+//
+// One-Shot Bufferize looks up each tensor op's BufferizableOpInterface in
+// the context. The models are registered by the host (external models),
+// so a host that forgot them gets a failure deep in the pipeline, or a
+// fatal error for an interface the ddp dialect promised. Checked here
+// first, with a located error that names the registration call.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddp/Dialect/DDP/IR/DDP.h"
+#include "ddp/Dialect/DDP/Transforms/Passes.h"
+
+#include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+#include "llvm/ADT/StringSet.h"
+
+namespace mlir::ddp {
+#define GEN_PASS_DEF_DDPCHECKLOWERABLE
+#include "ddp/Dialect/DDP/Transforms/Passes.h.inc"
+} // namespace mlir::ddp
+
+using namespace mlir;
+using namespace mlir::ddp;
+
+/// Whether One-Shot Bufferize (with function boundaries) must handle `op`.
+static bool takesOrMakesTensors(Operation *op) {
+  auto isTensor = [](Type type) { return isa<TensorType>(type); };
+  if (llvm::any_of(op->getOperandTypes(), isTensor) ||
+      llvm::any_of(op->getResultTypes(), isTensor))
+    return true;
+  if (auto function = dyn_cast<FunctionOpInterface>(op))
+    return llvm::any_of(function.getArgumentTypes(), isTensor) ||
+           llvm::any_of(function.getResultTypes(), isTensor);
+  return false;
+}
+
+namespace {
+struct DDPCheckLowerablePass
+    : public ddp::impl::DDPCheckLowerableBase<DDPCheckLowerablePass> {
+  void runOnOperation() override {
+    llvm::StringSet<> reported;
+    bool failed = false;
+    // Outer ops first: a function is reported before the ops in it.
+    getOperation().walk<WalkOrder::PreOrder>([&](Operation *op) {
+      if (!takesOrMakesTensors(op))
+        return;
+      OperationName name = op->getName();
+      if (name.hasInterface<bufferization::BufferizableOpInterface>())
+        return;
+      failed = true;
+      if (!reported.insert(name.getStringRef()).second)
+        return;
+      if (!name.isRegistered()) {
+        op->emitError() << "'" << name
+                        << "' is not a registered op, so ddp-lower-to-llvm "
+                           "cannot bufferize it";
+        return;
+      }
+      op->emitError()
+          << "'" << name
+          << "' has no bufferization model in this context, so "
+             "ddp-lower-to-llvm cannot lower it: register the models before "
+             "creating the context, e.g. with "
+             "mlir::ddp::registerAllDialects(registry) (ddp/InitAll.h), "
+             "which registers every dialect and model ddp's pipelines need";
+    });
+    if (failed)
+      signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,22 @@
+// RUN: ddp-opt %s --allow-unregistered-dialect --ddp-check-lowerable -split-input-file -verify-diagnostics
+// RUN: ddp-opt %S/Inputs/unbufferizable.mlir --allow-unregistered-dialect --ddp-lower-to-llvm -verify-diagnostics
+
+// Every tensor op needs a bufferization model before ddp-lower-to-llvm
+// bufferizes; what has none is reported once per op kind, at its first
+// location (a host without the models gets the same, naming the call that
+// registers them: examples/embed/test.sh).
+func.func @step(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'foo.bar' is not a registered op, so ddp-lower-to-llvm cannot bufferize it}}
+  %0 = "foo.bar"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = "foo.bar"(%0) : (tensor<4xf32>) -> tensor<4xf32>
+  %2 = ddp.allreduce mean %1 : tensor<4xf32>
+  return %2 : tensor<4xf32>
+}
+
+// -----
+
+// Ops without tensors need no model.
+func.func @scalars(%x: f32) -> f32 {
+  %0 = "foo.baz"(%x) : (f32) -> f32
+  return %0 : f32
+}
