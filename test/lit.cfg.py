@@ -14,7 +14,7 @@ config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.ddp_obj_root, "test")
 config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs",
-                   "ddp-capi-test.c"]
+                   "ddp-capi-test.c", "ddp-capi-upstream-test.c"]
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%ddp_src_root", config.ddp_src_root))
@@ -26,7 +26,7 @@ llvm_config.use_default_substitutions()
 
 tool_dirs = [config.ddp_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
-    ["ddp-opt", "ddp-capi-test", "ddp-import-onnx", "ddp-run",
+    ["ddp-opt", "ddp-capi-test", "ddp-capi-upstream-test", "ddp-import-onnx", "ddp-run",
      "ddprt-step-runner"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 # ddp-import-onnx is built only where libonnx-dev is found.

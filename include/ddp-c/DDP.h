@@ -4,12 +4,16 @@
  * pass pipeline over a module given as text and get the result or the
  * diagnostics, as text.
  *
- *   char *output = NULL, *diagnostics = NULL;
- *   int ok = ddpRunPipeline("builtin.module(insert-powersgd{rank=2})",
- *                           moduleText, &output, &diagnostics);
+ *   char *output = NULL, *diagnostics = NULL, *report = NULL;
+ *   int ok = ddpRunPipeline("builtin.module(insert-powersgd{rank=2},"
+ *                           "ddp-compression-report)",
+ *                           moduleText, &output, &diagnostics, &report);
  *   ...
  *   ddpFree(output);
  *   ddpFree(diagnostics);
+ *   ddpFree(report);
+ *
+ * Hosts of upstream's C API use ddp-c/Dialects.h instead.
  *
 \*===----------------------------------------------------------------------===*/
 
@@ -29,13 +33,16 @@ extern "C" {
 void ddpRegisterAll(void);
 
 /* Parses `module` (MLIR text), runs `pipeline` (textual pass pipeline, e.g.
-   "builtin.module(ddp-compress{powersgd-rank=2})") and returns 1 with the
-   printed result in *output, or 0 with the error in *diagnostics. Both are
-   set (possibly to an empty string) and must be freed with ddpFree. Remarks
-   and warnings go to *diagnostics in either case. Thread-safe: every call
-   has its own MLIRContext. */
+   "builtin.module(ddp-compress{powersgd-rank=2},ddp-compression-report)")
+   and returns 1 with the printed result in *output, or 0 with the error in
+   *diagnostics. Remarks and warnings go to *diagnostics in either case, and
+   the table of every ddp-compression-report without an `output` option to
+   *report: nothing is written to the process's stdout or stderr. Each of
+   the three pointers may be NULL; those given are set (possibly to an empty
+   string) and must be freed with ddpFree. Thread-safe: every call has its
+   own MLIRContext. */
 int ddpRunPipeline(const char *pipeline, const char *module, char **output,
-                   char **diagnostics);
+                   char **diagnostics, char **report);
 
 /* Frees a string returned by this API (NULL is fine). */
 void ddpFree(char *text);

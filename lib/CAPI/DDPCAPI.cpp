@@ -1,8 +1,14 @@
 //===- DDPCAPI.cpp - C API of the ddp compiler ----------------------------===//
 
 #include "ddp-c/DDP.h"
+#include "ddp-c/Dialects.h"
 
+#include "ddp/Dialect/DDP/IR/DDP.h"
 #include "ddp/InitAll.h"
+
+#include "mlir/CAPI/IR.h"
+#include "mlir/CAPI/Registration.h"
+#include "mlir/CAPI/Support.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -27,6 +33,8 @@ char *copyOut(const std::string &text) {
 }
 } // namespace
 
+MLIR_DEFINE_CAPI_DIALECT_REGISTRATION(DDP, ddp, mlir::ddp::DDPDialect)
+
 extern "C" {
 
 void ddpRegisterAll(void) {
@@ -34,14 +42,37 @@ void ddpRegisterAll(void) {
   std::call_once(once, [] { mlir::ddp::registerAllPasses(); });
 }
 
+void ddpRegisterAllPasses(void) { ddpRegisterAll(); }
+
+void ddpRegisterAllDialects(MlirDialectRegistry registry) {
+  mlir::ddp::registerAllDialects(*unwrap(registry));
+}
+
+void ddpContextSetCompressionReportCallback(MlirContext context,
+                                            MlirStringCallback callback,
+                                            void *userData) {
+  auto *dialect = unwrap(context)->getOrLoadDialect<mlir::ddp::DDPDialect>();
+  if (!dialect)
+    return;
+  if (!callback) {
+    dialect->setReportHandler(nullptr);
+    return;
+  }
+  dialect->setReportHandler([callback, userData](llvm::StringRef text) {
+    callback(wrap(text), userData);
+  });
+}
+
 int ddpRunPipeline(const char *pipeline, const char *module, char **output,
-                   char **diagnostics) {
-  std::string printed, messages;
+                   char **diagnostics, char **report) {
+  std::string printed, messages, reports;
   auto finish = [&](int ok) {
     if (output)
       *output = copyOut(printed);
     if (diagnostics)
       *diagnostics = copyOut(messages);
+    if (report)
+      *report = copyOut(reports);
     return ok;
   };
   if (!pipeline || !module)
@@ -53,6 +84,9 @@ int ddpRunPipeline(const char *pipeline, const char *module, char **output,
   mlir::DialectRegistry registry;
   mlir::ddp::registerAllDialects(registry);
   mlir::MLIRContext context(registry);
+  // The compression report comes back to the caller, never to stderr.
+  context.getOrLoadDialect<mlir::ddp::DDPDialect>()->setReportHandler(
+      [&](llvm::StringRef text) { reports += text.str(); });
   llvm::raw_string_ostream messageStream(messages);
   mlir::ScopedDiagnosticHandler handler(
       &context, [&](mlir::Diagnostic &diagnostic) {

@@ -11,18 +11,20 @@ static const char *kModule =
     "}\n";
 
 static int run(const char *pipeline, const char *module) {
-  char *output = NULL, *diagnostics = NULL;
-  int ok = ddpRunPipeline(pipeline, module, &output, &diagnostics);
-  printf("ok=%d\n--- output\n%s\n--- diagnostics\n%s\n", ok, output,
-         diagnostics);
+  char *output = NULL, *diagnostics = NULL, *report = NULL;
+  int ok = ddpRunPipeline(pipeline, module, &output, &diagnostics, &report);
+  printf("ok=%d\n--- output\n%s\n--- diagnostics\n%s\n--- report\n%s\n", ok,
+         output, diagnostics, report);
   ddpFree(output);
   ddpFree(diagnostics);
+  ddpFree(report);
   return ok;
 }
 
 int main(void) {
-  int good =
-      run("builtin.module(insert-powersgd{rank=2 start-iter=0})", kModule);
+  int good = run("builtin.module(insert-powersgd{rank=2 start-iter=0},"
+                 "ddp-compression-report)",
+                 kModule);
   int badModule = run("builtin.module(insert-powersgd)", "func.func @f(");
   int badPipeline = run("builtin.module(insert-powersgd{rank=0})", kModule);
   int unknownPass = run("builtin.module(no-such-pass)", kModule);

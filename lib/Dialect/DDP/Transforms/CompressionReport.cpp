@@ -378,7 +378,13 @@ void DDPCompressionReportPass::runOnOperation() {
   llvm::stable_sort(
       rows, [](const Row &a, const Row &b) { return a.order < b.order; });
   auto text = [&](raw_ostream &os) { printText(os, rows, totals); };
-  if (output.empty())
+  auto *dialect = getContext().getLoadedDialect<DDPDialect>();
+  if (output.empty() && dialect && dialect->getReportHandler()) {
+    std::string table;
+    llvm::raw_string_ostream stream(table);
+    text(stream);
+    dialect->getReportHandler()(table);
+  } else if (output.empty())
     text(llvm::errs());
   else if (failed(writeTo(module, output, text)))
     return signalPassFailure();

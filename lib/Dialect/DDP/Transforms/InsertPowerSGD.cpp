@@ -264,10 +264,15 @@ LogicalResult InsertPowerSGDPass::checkBatchable(AllReduceOp op) {
     if (!tensor.hasStaticShape())
       continue; // rejected later, with its own message
     int64_t &length = lengths[tensor.getElementType()];
-    int64_t side = 0, square = 0;
-    if (llvm::AddOverflow(length, tensor.getNumElements(), length) ||
-        llvm::MulOverflow(side = ceilSqrt(length), side, square) ||
-        square > std::numeric_limits<int64_t>::max() / 8)
+    int64_t square = 0;
+    bool tooLarge = llvm::AddOverflow(length, tensor.getNumElements(), length);
+    if (!tooLarge) {
+      // The order matters: the side comes from the new length.
+      int64_t side = ceilSqrt(length);
+      tooLarge = llvm::MulOverflow(side, side, square) ||
+                 square > std::numeric_limits<int64_t>::max() / 8;
+    }
+    if (tooLarge)
       return op.emitError()
              << getArgument()
              << ": batched mode packs this bucket's tensors into one square "

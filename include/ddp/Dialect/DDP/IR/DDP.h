@@ -19,6 +19,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <functional>
+
 #include "ddp/Dialect/DDP/IR/DDPOpsDialect.h.inc"
 
 #include "ddp/Dialect/DDP/IR/DDPEnums.h.inc"

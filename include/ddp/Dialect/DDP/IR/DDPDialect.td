@@ -26,6 +26,21 @@ def DDP_Dialect : Dialect {
     runtime owns, checkpoints and restores.
   }];
   let useDefaultTypePrinterParser = 1;
+  let extraClassDeclaration = [{
+    /// Where `ddp-compression-report` writes its table when its `output`
+    /// option is empty, in this context: a host (the C API) takes the text;
+    /// without a handler it goes to stderr. An empty function removes it.
+    using ReportHandler = std::function<void(::llvm::StringRef text)>;
+    void setReportHandler(ReportHandler handler) {
+      reportHandler = std::move(handler);
+    }
+    const ReportHandler &getReportHandler() const { return reportHandler; }
+
+  private:
+    ReportHandler reportHandler;
+
+  public:
+  }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::scf::SCFDialect",
