@@ -38,5 +38,22 @@ if "$embed" examples/resnet18_grads.mlir 2 --lower --without-models \
 fi
 $FILECHECK --check-prefix=NOMODELS examples/embed/expected.txt \
   < "$BUILD_DIR/embed/without-models.txt"
-"$PREFIX/bin/ddp-opt" --version >/dev/null
-echo "embed: 4 passed, 0 failed"
+# Every tool is installed, says its version and the LLVM it was built
+# with, and runs from the prefix (its libraries found through its RPATH).
+version="$(head -n 1 VERSION)"
+tools=(ddp-opt ddp-run ddprt-step-runner)
+[ -x "$BUILD_DIR/bin/ddp-import-onnx" ] && tools+=(ddp-import-onnx)
+for tool in "${tools[@]}"; do
+  [ -x "$PREFIX/bin/$tool" ] || { echo "embed: $tool is not installed" >&2; exit 1; }
+  "$PREFIX/bin/$tool" --version | grep -q "^$tool (ddp-opt $version)" ||
+    { echo "embed: $tool --version does not say ddp-opt $version" >&2; exit 1; }
+done
+"$PREFIX/bin/ddp-opt" --version | grep -q "built with LLVM and MLIR 22\." ||
+  { echo "embed: ddp-opt --version does not name its LLVM" >&2; exit 1; }
+for file in lib/libddprt-host.a include/ddprt-host/StepHost.h include/ddp/Version.h; do
+  [ -f "$PREFIX/$file" ] || { echo "embed: $file is not installed" >&2; exit 1; }
+done
+printf 'func.func @step(%%g: tensor<4xf32>) -> tensor<4xf32> {\n  %%r = ddp.allreduce mean %%g : tensor<4xf32>\n  return %%r : tensor<4xf32>\n}\n' \
+  > "$BUILD_DIR/embed/step.mlir"
+"$PREFIX/bin/ddp-run" "$BUILD_DIR/embed/step.mlir" --emit-step="$BUILD_DIR/embed/step" --quiet
+echo "embed: 5 passed, 0 failed"

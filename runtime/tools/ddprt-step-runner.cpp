@@ -63,6 +63,7 @@ const char *kUsage =
     "                         P or Q: skip its error feedback for the step\n"
     "                         with a warning (skip), or stop the job (fail)\n"
     "  --quiet                print only the summary\n"
+    "  --version              the version, and what the runtime has\n"
     "  --log-every=N          print every N-th step (0: the first, the last\n"
     "                         and a line every 5 seconds; the default)\n";
 
@@ -240,6 +241,14 @@ PackedFunction loadStep(const Job &job, const std::string &directory,
 } // namespace
 
 int main(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--version") {
+      // No LLVM here: the step was compiled by ddp-run --emit-step.
+      std::printf("%s (ddp-opt %s)\n  built without LLVM or MLIR (it runs "
+                  "what ddp-run --emit-step compiled)\n",
+                  kTool, DDP_VERSION_STRING);
+      return 0;
+    }
   RunOptions options;
   std::string directory;
   bool help = false;

@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ddp/Version.h"
 #include "ddp/Dialect/DDP/IR/DDP.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -219,6 +220,7 @@ compile(const std::vector<std::string> &sources, const char *option) {
 } // namespace
 
 int main(int argc, char **argv) {
+  mlir::ddp::setVersionPrinter("ddp-import-onnx");
   cl::ParseCommandLineOptions(
       argc, argv,
       "ddp-import-onnx: the gradient synchronization of an ONNX model's "

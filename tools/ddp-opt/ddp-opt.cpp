@@ -5,12 +5,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ddp/Version.h"
 #include "ddp/InitAll.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 int main(int argc, char **argv) {
+  mlir::ddp::setVersionPrinter("ddp-opt");
   mlir::DialectRegistry registry;
   mlir::ddp::registerAllDialects(registry);
   mlir::ddp::registerAllPasses();

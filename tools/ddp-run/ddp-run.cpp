@@ -30,6 +30,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ddp/Version.h"
 #include "StepHost.h"
 
 #include "ddp/Dialect/DDP/IR/DDP.h"
@@ -740,6 +741,7 @@ bool checkBeforeLaunch(const stephost::RunOptions &options) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  mlir::ddp::setVersionPrinter("ddp-run");
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
