@@ -1499,8 +1499,14 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
       if (s.name == name)
         info = &s;
     if (found == stateHandles.end() || !info) {
+      std::vector<std::string> names;
+      for (const StateSpec &s : signature.states)
+        names.push_back(s.name);
       job.error() << "--set-state=" << setting << ": the module has no state '"
-                  << name << "'\n";
+                  << name << "' (its states: "
+                  << (names.empty() ? std::string("none")
+                                    : listNames(names, 12))
+                  << ")\n";
       setOk = false;
       continue;
     }
@@ -1857,7 +1863,11 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
     std::ostringstream out;
     out << "{\n  \"rank\": " << job.rank
         << ",\n  \"world_size\": " << job.worldSize << ",\n  \"backend\": \""
-        << job.backendName << "\",\n  \"steps\": " << options.steps
+        << job.backendName << "\",\n  \"steps\": " << options.steps;
+    out << ",\n  \"arguments\": [";
+    for (size_t a = 0; a < signature.arguments.size(); ++a)
+      out << (a ? ", " : "") << quoted(argumentName(signature, a));
+    out << "]"
         << ",\n  \"ms_per_step\": " << fixed(median * 1e3, 6)
         << ",\n  \"ms_per_step_mean\": " << fixed(mean * 1e3, 6)
         << ",\n  \"elements_sent_per_step\": " << lastStepElements

@@ -329,7 +329,7 @@ def check_powersgd_state(c, manifest, scenario, grads, torch_dir, ours_dir, rtol
                 continue
             k = entry["state_id"]
             for kind in ("error", "q"):
-                key = "ddp.%s.step.%d" % (kind, k)
+                key = "ddp.%s.%s" % (kind, k)
                 ours = npy(os.path.join(sdir_o, "rank%d.%s.npy" % (r, key))).astype(np.float64)
                 ref = npy(os.path.join(sdir_t, "rank%d.%s.npy" % (r, key))).astype(np.float64)
                 what = "rank %d %s (%s)" % (r, key, name)

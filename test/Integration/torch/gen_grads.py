@@ -14,7 +14,7 @@ DIR/grads/rank{rank}.step{step}.arg{arg}.npy
                          compressed steps start_iter .. start_iter+steps-1)
 DIR/grads/warmup.rank{rank}.step{step}.arg{arg}.npy
                          the gradients of the warm-up steps 0 .. start_iter-1
-DIR/init/r{R}/ddp.q.step.{K}.npy
+DIR/init/r{R}/ddp.q.{NAME}.npy
                          the initial Q (m x r, standard normal, not
                          orthogonalized) of compressed matrix K at rank R; both
                          sides orthogonalize it before use
@@ -39,8 +39,8 @@ TENSORS = [
     # 4-D: viewed as 16 x 72 by both sides.
     ("conv.weight", (16, 8, 3, 3), "lowrank"),
     # Same shape as fc1.weight but after another shape: PyTorch lays out its
-    # flat Q buffer grouped by shape (fc1, fc2, conv, ...), we number in
-    # argument order (fc1 = 0, conv = 1, fc2 = 2): the harness must map them.
+    # flat Q buffer grouped by shape (fc1, fc2, conv, ...), our states are
+    # named after the gradients (ddp.q.fc1.weight): the harness maps them.
     ("fc2.weight", (64, 32), "lowrank"),
     # A bias: n x 1, never compressed. Entries 0..7 are tiny (fp16 subnormal
     # after the division by the world size).
@@ -192,12 +192,14 @@ def main():
             after += na if compress else nb
             entry = {"compressed": compress, "r": r if compress else 0}
             if compress:
-                entry["state_id"] = k
-                qs["ddp.q.step.%d" % k] = [m, r]
-                errors["ddp.error.step.%d" % k] = [n, m]
+                # Our states are named after the gradient (its name
+                # location): ddp.q.NAME, ddp.error.NAME.
+                entry["state_id"] = t["name"]
+                qs["ddp.q.%s" % t["name"]] = [m, r]
+                errors["ddp.error.%s" % t["name"]] = [n, m]
                 q0 = rng.standard_normal((m, r)).astype(np.float32)
                 np.save(os.path.join(args.out, "init", "r%d" % rank,
-                                     "ddp.q.step.%d.npy" % k), q0)
+                                     "ddp.q.%s.npy" % t["name"]), q0)
                 k += 1
             per_tensor.append(entry)
         states.update(qs)

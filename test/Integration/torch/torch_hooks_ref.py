@@ -9,8 +9,8 @@ Needs PyTorch (Debian's 1.13, CPU). Writes, per scenario S:
   TORCHDIR/S/rank{rank}.step{step}.out{arg}.npy         compared steps
   TORCHDIR/S/warmup/rank{rank}.step{step}.out{arg}.npy  PowerSGD's warm-up steps
   TORCHDIR/S/state/rank{rank}.{name}.npy                PowerSGD's state after
-      the last step under OUR state names (ddp.q.step.K as m x r,
-      ddp.error.step.K as n x m), plus torch.error.arg{i} (PyTorch's error of
+      the last step under OUR state names (ddp.q.NAME as m x r,
+      ddp.error.NAME as n x m), plus torch.error.arg{i} (PyTorch's error of
       an uncompressed tensor: it keeps one for the whole bucket) and
       torch.iter (state.iter)
   TORCHDIR/S/stats.rank{rank}.json                      compression_stats(),
@@ -32,7 +32,7 @@ mapping below uses the recorded layout, never an assumed order.
 
 How the Q is shared (README.md): before PyTorch's first compressed step the
 wrapper fills state.q_memory_dict[bucket] with OUR initial Qs
-(init/r{R}/ddp.q.step.K.npy) and state.p_memory_dict[bucket] with a buffer of
+(init/r{R}/ddp.q.NAME.npy) and state.p_memory_dict[bucket] with a buffer of
 the right size. powerSGD_hook then believes it is past its first compressed
 step (`bucket_index in state.p_memory_dict`) and takes the warm-start path:
 it orthogonalizes the given Q in place and uses it, without drawing random
@@ -40,7 +40,7 @@ numbers. PyTorch's flat Q buffer holds, for each compressed tensor in bucket
 order GROUPED BY MATRIX SHAPE (powerSGD_hook's shape_to_tensors, a dict in
 order of first appearance; even without batch_tensors_with_same_shape), an
 m x r row-major block: tensor_q = buffer[off:off + m*r].view(m, r), exactly
-our ddp.q.step.K. The same mapping reads the final Q back out.
+our ddp.q.NAME. The same mapping reads the final Q back out.
 """
 import argparse
 import datetime
@@ -136,7 +136,7 @@ def run_scenario(name, scenario, manifest, mdir, out, rank, world):
             qs, total_q = q_layout(layout, scenario, tensors)
             q_flat = torch.empty(total_q, dtype=bucket.buffer().dtype)
             for arg, offset, m, r in qs:
-                key = "ddp.q.step.%d" % scenario["tensors"][arg]["state_id"]
+                key = "ddp.q.%s" % scenario["tensors"][arg]["state_id"]
                 q_flat[offset:offset + m * r] = torch.from_numpy(initial_qs[key]).reshape(-1)
             total_p = sum(tensors[a]["matrix"][0] * r for a, _, _, r in qs)
             hook_state.q_memory_dict[idx] = q_flat
@@ -183,12 +183,12 @@ def run_scenario(name, scenario, manifest, mdir, out, rank, world):
             piece = error[offset:offset + n * m].reshape(n, m)
             offset += n * m
             entry = scenario["tensors"][arg]
-            save("ddp.error.step.%d" % entry["state_id"] if entry["compressed"]
+            save("ddp.error.%s" % entry["state_id"] if entry["compressed"]
                  else "torch.error.arg%d" % arg, piece)
         qs, _ = q_layout(layout, scenario, tensors)
         q_flat = state.q_memory_dict[0].numpy()
         for arg, offset, m, r in qs:
-            save("ddp.q.step.%d" % scenario["tensors"][arg]["state_id"],
+            save("ddp.q.%s" % scenario["tensors"][arg]["state_id"],
                  q_flat[offset:offset + m * r].reshape(m, r))
         save("torch.iter", np.array(state.iter, dtype=np.int64))
     with open(os.path.join(sdir, "stats.rank%d.json" % rank), "w") as f:

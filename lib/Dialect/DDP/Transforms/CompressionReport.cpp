@@ -271,22 +271,27 @@ static std::string shapeText(ArrayRef<int64_t> shape) {
 
 static void printText(raw_ostream &os, ArrayRef<Row> rows,
                       const Totals &totals) {
+  // Names are printed whole, the column as wide as the longest: two long
+  // names cut to one prefix would read as the same tensor.
+  size_t width = 28;
+  for (const Row &row : rows)
+    width = std::max(width, row.where.size());
+  auto where = [&](StringRef text) {
+    return (text + std::string(width - text.size(), ' ')).str();
+  };
   os << "ddp compression report: what each gradient sends per step\n";
-  os << llvm::formatv("{0,4}  {1,-28} {2,-16} {3,-5} {4,-16} {5,4} {6,-7} "
+  os << llvm::formatv("{0,4}  {1} {2,-16} {3,-5} {4,-16} {5,4} {6,-7} "
                       "{7,12} {8,12} {9,8}\n",
-                      "#", "where", "shape", "dtype", "decision", "rank",
+                      "#", where("where"), "shape", "dtype", "decision", "rank",
                       "sent-as", "elements", "sent", "ratio");
   for (auto [i, row] : llvm::enumerate(rows)) {
-    std::string where = row.where;
-    if (where.size() > 28)
-      where = where.substr(0, 25) + "...";
-    os << llvm::formatv("{0,4}  {1,-28} {2,-16} {3,-5} {4,-16} {5,4} {6,-7} "
-                        "{7,12} {8,12} {9,7:F2}x\n",
-                        i, where, shapeText(row.shape), row.dtype, row.decision,
-                        row.compressed ? std::to_string(row.rank)
-                                       : std::string("-"),
-                        row.sentAs, row.numelBefore, row.numelAfter,
-                        ratio(row.numelBefore, row.numelAfter));
+    os << llvm::formatv(
+        "{0,4}  {1} {2,-16} {3,-5} {4,-16} {5,4} {6,-7} "
+        "{7,12} {8,12} {9,7:F2}x\n",
+        i, where(row.where), shapeText(row.shape), row.dtype, row.decision,
+        row.compressed ? std::to_string(row.rank) : std::string("-"),
+        row.sentAs, row.numelBefore, row.numelAfter,
+        ratio(row.numelBefore, row.numelAfter));
   }
   os << llvm::formatv(
       "total: {0} tensors, {1} compressed; elements {2} -> "

@@ -149,6 +149,10 @@ struct Compressed {
   /// location lists its tensors' names in order (runtime messages name
   /// tensor #i by it).
   Location loc;
+  /// What its states are named after: the gradient value's name location
+  /// (an argument's `loc("fc1.weight")`), else `loc`; a location without a
+  /// name gives numbered states.
+  Location nameLoc;
 };
 
 /// Input `i`'s own location in a bucket whose fused location has one per
@@ -183,9 +187,11 @@ private:
   SmallVector<Value> emitBatched(OpBuilder &b, AllReduceOp op,
                                  FunctionOpInterface function);
   Value getStep(FunctionOpInterface function);
-  /// A state named ddp.<kind>.<function>[.<id>].
+  /// A state named ddp.<kind>.<gradient name> for a gradient with a name
+  /// location, else ddp.<kind>.<function>[.<id>].
   StateOp createState(FunctionOpInterface function, StringRef kind, Type type,
-                      std::optional<unsigned> id = std::nullopt);
+                      std::optional<unsigned> id = std::nullopt,
+                      std::optional<Location> gradient = std::nullopt);
   Value constantI64(OpBuilder &b, Location loc, int64_t value) {
     return arith::ConstantIntOp::create(b, loc, value, 64);
   }
@@ -303,12 +309,37 @@ Value InsertPowerSGDPass::getStep(FunctionOpInterface function) {
   return step;
 }
 
+/// A gradient's name made a symbol's: its name location, with characters
+/// other than letters, digits and `_.$-` replaced by `_`; empty if the
+/// location has no name.
+static std::string symbolNameOf(Location loc) {
+  auto named = dyn_cast<NameLoc>(loc);
+  if (!named || named.getName().empty())
+    return "";
+  std::string name = named.getName().str();
+  for (char &c : name)
+    if (!llvm::isAlnum(c) && c != '_' && c != '.' && c != '$' && c != '-')
+      c = '_';
+  return name;
+}
+
 StateOp InsertPowerSGDPass::createState(FunctionOpInterface function,
                                         StringRef kind, Type type,
-                                        std::optional<unsigned> id) {
-  std::string name = ("ddp." + kind + "." + function.getName()).str();
-  if (id)
-    name += "." + std::to_string(*id);
+                                        std::optional<unsigned> id,
+                                        std::optional<Location> gradient) {
+  // Named after the gradient when it has a name (the state then survives a
+  // reordering of the tensors: checkpoints, --dump-state, --set-state),
+  // else after the function and the tensor's number in it. The symbol
+  // table makes a repeated name unique (_1, _2, ... in program order).
+  std::string name = ("ddp." + kind + ".").str();
+  std::string gradientName = gradient ? symbolNameOf(*gradient) : "";
+  if (!gradientName.empty())
+    name += gradientName;
+  else {
+    name += function.getName().str();
+    if (id)
+      name += "." + std::to_string(*id);
+  }
   OpBuilder b(function);
   auto state = StateOp::create(b, function.getLoc(), name, type);
   run->symbols.insert(state, Block::iterator(function));
@@ -410,10 +441,13 @@ SmallVector<Value> InsertPowerSGDPass::emitLayerwise(
   for (unsigned i : compressed) {
     Value matrix = toMatrix(b, op.getInputs()[i].getLoc(), op.getInputs()[i]);
     auto type = cast<RankedTensorType>(matrix.getType());
+    Location nameLoc = op.getInputs()[i].getLoc();
+    if (!isa<NameLoc>(nameLoc))
+      nameLoc = tensorLoc(op, i);
     matrices.push_back({matrix,
                         std::min<int64_t>({type.getDimSize(0),
                                            type.getDimSize(1), int64_t(rank)}),
-                        tensorLoc(op, i)});
+                        tensorLoc(op, i), nameLoc});
   }
   SmallVector<Value> reconstructions = emitPowerSGD(b, loc, function, matrices);
   for (auto [k, i] : llvm::enumerate(compressed))
@@ -471,7 +505,7 @@ InsertPowerSGDPass::emitBatched(OpBuilder &b, AllReduceOp op,
     Value square = tensor::ExpandShapeOp::create(
         b, loc, squareType, flat, ArrayRef<ReassociationIndices>{{0, 1}});
     int64_t r = std::min<int64_t>(side, int64_t(rank));
-    matrices.push_back({square, r, loc});
+    matrices.push_back({square, r, loc, loc});
     sides.push_back(side);
     numelBefore += length;
     numelAfter += 2 * side * r;
@@ -508,9 +542,11 @@ InsertPowerSGDPass::emitPowerSGD(OpBuilder &b, Location loc,
                                  ArrayRef<Compressed> matrices) {
   Value step = run->steps[function];
   // Per-tensor ops carry their tensor's location, collectives all of them.
-  SmallVector<Location> locs;
-  for (const Compressed &c : matrices)
+  SmallVector<Location> locs, nameLocs;
+  for (const Compressed &c : matrices) {
     locs.push_back(c.loc);
+    nameLocs.push_back(c.nameLoc);
+  }
   Location bucketLoc = FusedLoc::get(b.getContext(), locs);
   SmallVector<Type> qTypes;
   for (const Compressed &c : matrices) {
@@ -549,8 +585,8 @@ InsertPowerSGDPass::emitPowerSGD(OpBuilder &b, Location loc,
   SmallVector<Value> initialQs;
   SmallVector<StateOp> qStates;
   if (warmStart) {
-    for (auto [type, id] : llvm::zip(qTypes, ids))
-      qStates.push_back(createState(function, "q", type, id));
+    for (auto [type, id, named] : llvm::zip(qTypes, ids, nameLocs))
+      qStates.push_back(createState(function, "q", type, id, named));
     Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, step,
                                         run->startIters[function]);
     auto ifOp = scf::IfOp::create(b, loc, qTypes, first, /*withElse=*/true);
@@ -592,7 +628,8 @@ InsertPowerSGDPass::emitPowerSGD(OpBuilder &b, Location loc,
       ms.push_back(c.matrix);
       continue;
     }
-    StateOp state = createState(function, "error", c.matrix.getType(), id);
+    StateOp state =
+        createState(function, "error", c.matrix.getType(), id, c.nameLoc);
     errorStates.push_back(state);
     Value residual =
         StateLoadOp::create(b, c.loc, state.getType(), state.getSymName());
