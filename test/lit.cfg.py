@@ -72,6 +72,20 @@ config.substitutions.append(
 # Integration tests run compiled steps on several ranks with OpenMPI's
 # mpirun (as root it needs --allow-run-as-root; 2-core machines need
 # --oversubscribe for 4 ranks).
+# scripts/sanitize.sh --all runs the suite with ASan+UBSan builds. Upstream
+# mlir-opt is not instrumented: to load the instrumented plugin it needs the
+# ASan runtime preloaded.
+if os.environ.get("DDP_SANITIZED"):
+    config.available_features.add("asan")
+    import subprocess
+    libasan = subprocess.run(["cc", "-print-file-name=libasan.so"],
+                             capture_output=True, text=True).stdout.strip()
+    config.substitutions.insert(0, ("%mlir_opt", "env LD_PRELOAD=%s %s" % (
+        libasan, os.path.join(config.llvm_tools_dir, "mlir-opt"))))
+    config.environment["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "")
+    config.environment["UBSAN_OPTIONS"] = os.environ.get("UBSAN_OPTIONS", "")
+    config.environment["LSAN_OPTIONS"] = os.environ.get("LSAN_OPTIONS", "")
+
 import shutil
 mpirun = shutil.which("mpirun")
 if mpirun:

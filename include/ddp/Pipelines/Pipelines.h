@@ -81,8 +81,11 @@ struct CompressionPipelineOptions
 void buildCompressionPipeline(OpPassManager &pm,
                               const CompressionPipelineOptions &options);
 
-/// From a tensor-level module (after the insertion passes) to the LLVM
-/// dialect: ddp-fuse-kernels, element-wise ops to linalg, One-Shot Bufferize
+/// From a tensor-level module (after the insertion passes, or an upstream
+/// shard module as written) to the LLVM dialect:
+/// convert-shard-to-ddp{complete=true}, ddp-fuse-kernels, element-wise ops to
+/// linalg, ddp-check-lowerable (every tensor op has a bufferization model in
+/// the context: mlir::ddp::registerAllDialects), One-Shot Bufferize
 /// (function boundaries with identity layouts), buffer deallocation, linalg to
 /// loops, convert-ddp-to-llvm, then the upstream conversions of memref, scf,
 /// cf, arith, math and func to LLVM. Entry points keep the memref calling

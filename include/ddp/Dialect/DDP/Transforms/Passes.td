@@ -8,8 +8,10 @@ include "mlir/Pass/PassBase.td"
 def DDPBucketize : Pass<"ddp-bucketize", "::mlir::ModuleOp"> {
   let summary = "Group gradient allreduces into buckets of at most cap-mb";
   let description = [{
-    Merges single gradient allreduces of the same reduction kind and element
-    type that follow each other in a block into one multi-tensor
+    Merges single gradient allreduces (role `gradient`, static shapes) of the
+    same reduction kind and element type in a block, in program order (other
+    ops between them do not split a bucket; the bucket is issued where its
+    last member was), into one multi-tensor
     `ddp.allreduce`, like DDP's `bucket_cap_mb`: a bucket is closed once the
     next tensor would take it over the cap (a tensor larger than the cap gets
     a bucket of its own). Buckets keep program order, which is the order the
