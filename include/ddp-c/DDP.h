@@ -5,7 +5,7 @@
  * diagnostics, as text.
  *
  *   char *output = NULL, *diagnostics = NULL, *report = NULL;
- *   int ok = ddpRunPipeline("builtin.module(insert-powersgd{rank=2},"
+ *   int ok = ddpRunPipelineWithReport("builtin.module(insert-powersgd{rank=2},"
  *                           "ddp-compression-report)",
  *                           moduleText, &output, &diagnostics, &report);
  *   ...
@@ -41,8 +41,14 @@ void ddpRegisterAll(void);
    the three pointers may be NULL; those given are set (possibly to an empty
    string) and must be freed with ddpFree. Thread-safe: every call has its
    own MLIRContext. */
+int ddpRunPipelineWithReport(const char *pipeline, const char *module,
+                             char **output, char **diagnostics,
+                             char **report);
+
+/* ddpRunPipelineWithReport without the report (it is dropped, not
+   printed). */
 int ddpRunPipeline(const char *pipeline, const char *module, char **output,
-                   char **diagnostics, char **report);
+                   char **diagnostics);
 
 /* Frees a string returned by this API (NULL is fine). */
 void ddpFree(char *text);

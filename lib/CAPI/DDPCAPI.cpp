@@ -64,7 +64,13 @@ void ddpContextSetCompressionReportCallback(MlirContext context,
 }
 
 int ddpRunPipeline(const char *pipeline, const char *module, char **output,
-                   char **diagnostics, char **report) {
+                   char **diagnostics) {
+  return ddpRunPipelineWithReport(pipeline, module, output, diagnostics,
+                                  nullptr);
+}
+
+int ddpRunPipelineWithReport(const char *pipeline, const char *module,
+                             char **output, char **diagnostics, char **report) {
   std::string printed, messages, reports;
   auto finish = [&](int ok) {
     if (output)

@@ -457,6 +457,12 @@ bool Archive::open(const std::string &path, std::string &error) {
     // np.savez stores array `x` as member "x.npy".
     if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0)
       name.resize(name.size() - 4);
+    for (const auto &[other, otherMember] : members)
+      if (other == name) {
+        error = "cannot read '" + path + "': it holds two arrays named '" +
+                name + "' (members '" + otherMember + "' and '" + member + "')";
+        return false;
+      }
     members.emplace_back(std::move(name), member);
   }
   return true;

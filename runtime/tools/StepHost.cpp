@@ -475,8 +475,8 @@ bool readStepJson(const std::string &path, StepSignature &signature,
                  " is not {\"name\", \"dtype\", \"shape\"}");
     state.name = name->text;
     if (const Json *start = item.get("start_iter")) {
-      if (start->kind != Json::Number || start->number < 0 ||
-          start->number != double(int64_t(start->number)))
+      if (start->kind != Json::Number || !(start->number >= 0) ||
+          start->number > 9.0e15 || start->number != std::floor(start->number))
         return bad("state " + std::to_string(i) +
                    ": \"start_iter\" is not a step number");
       state.startIter = int64_t(start->number);
@@ -673,6 +673,10 @@ bool isHostFunction(std::string_view name) {
 Line::~Line() {
   if (!live)
     return;
+  if (sink) {
+    *sink += os.str();
+    return;
+  }
   std::fflush(stdout);
   std::fflush(stderr);
   std::string text = os.str();
@@ -686,7 +690,10 @@ Line::~Line() {
 
 Line Job::error() const {
   if (rankIndependent)
-    return rank == 0 ? Line(tool + ": error: ") : Line::discarded();
+    return rank == 0
+               ? Line(tool + ": error: ")
+               : Line::into(&deferred, tool + ": rank " + std::to_string(rank) +
+                                           ": error: ");
   return Line(tool + ": rank " + std::to_string(rank) + ": error: ");
 }
 
@@ -973,6 +980,24 @@ double Job::maxOverRanks(double value) {
 }
 
 void Job::agreeOrStop(bool succeeded, const std::string &what) {
+  if (rankIndependent) {
+    // One MAX over (this rank failed, rank 0 failed): whether to stop, and
+    // whether rank 0 already said why for everyone.
+    double failed[2] = {succeeded ? 0.0 : 1.0,
+                        rank == 0 && !succeeded ? 1.0 : 0.0};
+    maxOverRanksBounded(failed, 2, "after trying " + what);
+    if (failed[0] == 0.0) {
+      deferred.clear();
+      return;
+    }
+    if (!succeeded && failed[1] == 0.0 && !deferred.empty())
+      Line("") << deferred;
+    if (succeeded)
+      note() << "stopping: another rank failed " << what << "\n";
+    std::fflush(stdout);
+    finish();
+    std::exit(1);
+  }
   if (everyRankSucceeded(succeeded, what))
     return;
   if (succeeded)
@@ -1548,8 +1573,9 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
   for (unsigned r : options.outputResults)
     writeResult[r] = true;
   // What each step did, for the summary's series; the progress lines.
+  // (kept only for --summary-json: a long run must not pay for it)
   std::vector<StepRecord> series;
-  series.reserve(options.steps);
+  bool keepSeries = !options.summaryJson.empty();
   unsigned warmupSteps = 0, powersgdSteps = 0;
   auto lastLine = std::chrono::steady_clock::now();
   ddprt_state *counterState = nullptr;
@@ -1665,7 +1691,7 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
         0;
     warmupSteps += warmup;
     powersgdSteps += powersgd && !warmup;
-    {
+    if (keepSeries) {
       StepRecord record;
       record.step = stepNumber;
       record.seconds = seconds;

@@ -169,8 +169,15 @@ public:
     line.live = false;
     return line;
   }
+  /// A line appended to `*sink` instead of written.
+  static Line into(std::string *sink, const std::string &prefix) {
+    Line line(prefix);
+    line.sink = sink;
+    return line;
+  }
   Line(const Line &) = delete;
-  Line(Line &&other) : os(std::move(other.os)), live(other.live) {
+  Line(Line &&other)
+      : os(std::move(other.os)), live(other.live), sink(other.sink) {
     other.live = false;
   }
   ~Line();
@@ -182,6 +189,7 @@ public:
 private:
   std::ostringstream os;
   bool live = true;
+  std::string *sink = nullptr;
 };
 
 /// Ends the process with an error if it has not been disarmed before a
@@ -222,7 +230,10 @@ public:
 
   /// "TOOL: rank R: error: ..." and "TOOL: rank R: ...". While
   /// `rankIndependent` is set, error() writes "TOOL: error: ..." on rank 0
-  /// only (a message every rank would print the same, e.g. a parse error).
+  /// (a message every rank would print the same, e.g. a parse error); the
+  /// other ranks keep theirs in `deferred`, and agreeOrStop prints them
+  /// only if rank 0 succeeded (then the failure was not the same on every
+  /// rank: a file missing on one node).
   Line error() const;
   /// "TOOL: rank R: error: ...", also while `rankIndependent` is set.
   Line localError() const;
@@ -258,6 +269,8 @@ public:
   /// Whether the failures being checked are the same on every rank (see
   /// error()).
   bool rankIndependent = false;
+  /// What ranks other than 0 said while `rankIndependent` was set.
+  mutable std::string deferred;
   /// The step being run (for messages from inside it), -1 outside steps.
   int64_t currentStep = -1;
 

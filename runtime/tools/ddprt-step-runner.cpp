@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,7 +64,7 @@ const char *kUsage =
     "                         P or Q: skip its error feedback for the step\n"
     "                         with a warning (skip), or stop the job (fail)\n"
     "  --quiet                print only the summary\n"
-    "  --version              the version, and what the runtime has\n"
+    "  --version              the version\n"
     "  --log-every=N          print every N-th step (0: the first, the last\n"
     "                         and a line every 5 seconds; the default)\n";
 
@@ -100,6 +101,7 @@ bool parseCommandLine(int argc, char **argv, RunOptions &options,
                           "checkpoint-save", "set-state",    "dump-state",
                           "summary-json",    "backend",      "timeout",
                           "on-nonfinite",    "log-every"};
+  std::set<std::string> seen;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-help" || arg == "-h") {
@@ -134,6 +136,11 @@ bool parseCommandLine(int argc, char **argv, RunOptions &options,
         return usageError("--" + name + " needs a value");
       value = argv[++i];
     }
+    // As ddp-run: an option that takes one value takes it once.
+    bool repeatable = name == "input" || name == "carry" ||
+                      name == "output-results" || name == "set-state";
+    if (!repeatable && !seen.insert(name).second)
+      return usageError("--" + name + " given more than once");
     if (name == "steps" || name == "first-step" || name == "log-every") {
       unsigned &target = name == "steps"        ? options.steps
                          : name == "first-step" ? options.firstStep

@@ -12,7 +12,8 @@ static const char *kModule =
 
 static int run(const char *pipeline, const char *module) {
   char *output = NULL, *diagnostics = NULL, *report = NULL;
-  int ok = ddpRunPipeline(pipeline, module, &output, &diagnostics, &report);
+  int ok = ddpRunPipelineWithReport(pipeline, module, &output, &diagnostics,
+                                    &report);
   printf("ok=%d\n--- output\n%s\n--- diagnostics\n%s\n--- report\n%s\n", ok,
          output, diagnostics, report);
   ddpFree(output);
@@ -28,5 +29,13 @@ int main(void) {
   int badModule = run("builtin.module(insert-powersgd)", "func.func @f(");
   int badPipeline = run("builtin.module(insert-powersgd{rank=0})", kModule);
   int unknownPass = run("builtin.module(no-such-pass)", kModule);
-  return good && !badModule && !badPipeline && !unknownPass ? 0 : 1;
+  /* The function without the report: the report is dropped, not printed. */
+  char *output = NULL, *diagnostics = NULL;
+  int legacy = ddpRunPipeline("builtin.module(insert-powersgd{rank=2 "
+                              "start-iter=0},ddp-compression-report)",
+                              kModule, &output, &diagnostics);
+  printf("legacy ok=%d\n", legacy);
+  ddpFree(output);
+  ddpFree(diagnostics);
+  return good && !badModule && !badPipeline && !unknownPass && legacy ? 0 : 1;
 }

@@ -30,8 +30,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ddp/Version.h"
 #include "StepHost.h"
+#include "ddp/Version.h"
 
 #include "ddp/Dialect/DDP/IR/DDP.h"
 #include "ddp/InitAll.h"
@@ -770,7 +770,18 @@ int main(int argc, char **argv) {
   if (job.rank == 0)
     diagnostics.emplace(sourceMgr, &mlirContext);
   else
-    silence.emplace(&mlirContext, [](Diagnostic &) { return success(); });
+    // Kept with this rank's deferred messages: printed only if rank 0,
+    // which says the same for everyone, did not fail.
+    silence.emplace(&mlirContext, [&job](Diagnostic &diagnostic) {
+      llvm::raw_string_ostream os(job.deferred);
+      os << diagnostic.getLocation() << ": "
+         << (diagnostic.getSeverity() == DiagnosticSeverity::Error ? "error"
+             : diagnostic.getSeverity() == DiagnosticSeverity::Warning
+                 ? "warning"
+                 : "note")
+         << ": " << diagnostic << "\n";
+      return success();
+    });
   StepSignature signature;
   OwningOpRef<ModuleOp> module =
       loadStep(mlirContext, sourceMgr, signature, error);

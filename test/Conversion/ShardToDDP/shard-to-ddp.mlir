@@ -20,6 +20,7 @@ func.func @whole_grid(%x: tensor<64x32xf32>, %y: tensor<8xi32>) -> (tensor<64x32
 
 // Axes of size 1 do not split the world. A grid nothing used stays (only
 // complete=true erases it).
+// CHECK-NOT: shard.grid @grid2d
 // CHECK: shard.grid @unused
 // CHECK-NOT: shard.grid
 shard.grid @grid2d(shape = 4x1)

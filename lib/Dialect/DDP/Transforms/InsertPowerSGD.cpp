@@ -26,6 +26,7 @@
 
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
 
@@ -187,11 +188,16 @@ private:
   SmallVector<Value> emitBatched(OpBuilder &b, AllReduceOp op,
                                  FunctionOpInterface function);
   Value getStep(FunctionOpInterface function);
-  /// A state named ddp.<kind>.<gradient name> for a gradient with a name
-  /// location, else ddp.<kind>.<function>[.<id>].
+  /// A state named ddp.<kind>.<gradientName> when it is given, else
+  /// ddp.<kind>.<function>[.<id>].
   StateOp createState(FunctionOpInterface function, StringRef kind, Type type,
                       std::optional<unsigned> id = std::nullopt,
-                      std::optional<Location> gradient = std::nullopt);
+                      StringRef gradientName = "");
+  /// The name the states of the gradient at `loc` take: its name location
+  /// made a symbol's, with ".<k>" for the k-th repetition in the module
+  /// (with a warning: such states are told apart by order only); empty
+  /// if it has no name.
+  std::string stateNameOf(Location loc);
   Value constantI64(OpBuilder &b, Location loc, int64_t value) {
     return arith::ConstantIntOp::create(b, loc, value, 64);
   }
@@ -208,6 +214,9 @@ private:
     llvm::DenseMap<Operation *, unsigned> matricesPerFunction;
     /// The next ddp.random_normal stream; unique in the module.
     int64_t nextStream = 0;
+    /// How many compressed gradients so far were named N (after the
+    /// characters a symbol cannot hold were replaced).
+    llvm::StringMap<unsigned> gradientNames;
   };
   RunState *run = nullptr;
 };
@@ -323,18 +332,37 @@ static std::string symbolNameOf(Location loc) {
   return name;
 }
 
+std::string InsertPowerSGDPass::stateNameOf(Location loc) {
+  std::string name = symbolNameOf(loc);
+  if (name.empty())
+    return name;
+  unsigned &seen = run->gradientNames[name];
+  if (seen > 0) {
+    emitWarning(loc) << getArgument() << ": another compressed gradient is "
+                     << "also named '" << name << "' (after replacing the "
+                     << "characters a symbol cannot hold): its states are "
+                     << "ddp.q." << name << "." << seen << " and ddp.error."
+                     << name << "." << seen
+                     << ", told apart by order only; give the gradients "
+                        "distinct names so that checkpoints follow them";
+    name += "." + std::to_string(seen);
+  }
+  ++seen;
+  return name;
+}
+
 StateOp InsertPowerSGDPass::createState(FunctionOpInterface function,
                                         StringRef kind, Type type,
                                         std::optional<unsigned> id,
-                                        std::optional<Location> gradient) {
+                                        StringRef gradientName) {
   // Named after the gradient when it has a name (the state then survives a
   // reordering of the tensors: checkpoints, --dump-state, --set-state),
-  // else after the function and the tensor's number in it. The symbol
-  // table makes a repeated name unique (_1, _2, ... in program order).
+  // else after the function and the tensor's number in it. A symbol that
+  // exists already (a module compressed twice) is made unique by the
+  // symbol table.
   std::string name = ("ddp." + kind + ".").str();
-  std::string gradientName = gradient ? symbolNameOf(*gradient) : "";
   if (!gradientName.empty())
-    name += gradientName;
+    name += gradientName.str();
   else {
     name += function.getName().str();
     if (id)
@@ -542,10 +570,14 @@ InsertPowerSGDPass::emitPowerSGD(OpBuilder &b, Location loc,
                                  ArrayRef<Compressed> matrices) {
   Value step = run->steps[function];
   // Per-tensor ops carry their tensor's location, collectives all of them.
-  SmallVector<Location> locs, nameLocs;
+  SmallVector<Location> locs;
+  SmallVector<std::string> names;
   for (const Compressed &c : matrices) {
     locs.push_back(c.loc);
-    nameLocs.push_back(c.nameLoc);
+    // Only when there are states to name (no warnings about names that
+    // name nothing).
+    names.push_back(warmStart || errorFeedback ? stateNameOf(c.nameLoc)
+                                               : std::string());
   }
   Location bucketLoc = FusedLoc::get(b.getContext(), locs);
   SmallVector<Type> qTypes;
@@ -585,8 +617,8 @@ InsertPowerSGDPass::emitPowerSGD(OpBuilder &b, Location loc,
   SmallVector<Value> initialQs;
   SmallVector<StateOp> qStates;
   if (warmStart) {
-    for (auto [type, id, named] : llvm::zip(qTypes, ids, nameLocs))
-      qStates.push_back(createState(function, "q", type, id, named));
+    for (auto [type, id, name] : llvm::zip(qTypes, ids, names))
+      qStates.push_back(createState(function, "q", type, id, name));
     Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, step,
                                         run->startIters[function]);
     auto ifOp = scf::IfOp::create(b, loc, qTypes, first, /*withElse=*/true);
@@ -623,13 +655,13 @@ InsertPowerSGDPass::emitPowerSGD(OpBuilder &b, Location loc,
   // M = G + E.
   SmallVector<Value> ms;
   SmallVector<StateOp> errorStates;
-  for (auto [c, id] : llvm::zip(matrices, ids)) {
+  for (auto [c, id, name] : llvm::zip(matrices, ids, names)) {
     if (!errorFeedback) {
       ms.push_back(c.matrix);
       continue;
     }
     StateOp state =
-        createState(function, "error", c.matrix.getType(), id, c.nameLoc);
+        createState(function, "error", c.matrix.getType(), id, name);
     errorStates.push_back(state);
     Value residual =
         StateLoadOp::create(b, c.loc, state.getType(), state.getSymName());
