@@ -68,6 +68,16 @@ config.substitutions.append(
     ("%ddp_plugin", os.path.join(config.ddp_lib_dir, "DDPPlugin.so")))
 config.substitutions.append(
     ("%mlir_opt", os.path.join(config.llvm_tools_dir, "mlir-opt")))
+# Upstream's mlir-runner, its utility libraries, and the runtime with the
+# support library that lets it run compiled steps.
+llvm_lib_dir = os.path.join(os.path.dirname(config.llvm_tools_dir), "lib")
+config.substitutions.append(
+    ("%mlir_runner", os.path.join(config.llvm_tools_dir, "mlir-runner")))
+config.substitutions.append(("%runner_libs", ",".join([
+    os.path.join(llvm_lib_dir, "libmlir_runner_utils.so"),
+    os.path.join(llvm_lib_dir, "libmlir_c_runner_utils.so"),
+    os.path.join(config.ddp_lib_dir, "libddprt.so"),
+    os.path.join(config.ddp_lib_dir, "libddprt-mlir-runner.so")])))
 
 # Integration tests run compiled steps on several ranks with OpenMPI's
 # mpirun (as root it needs --allow-run-as-root; 2-core machines need

@@ -1,0 +1,68 @@
+//===- MlirRunnerSupport.cpp - run compiled steps under mlir-runner -------===//
+//
+// A step lowered by ddp-lower-to-llvm calls the runtime's C ABI through
+// `ddprt_current_context()` and allocates with the memref functions that
+// finalize-memref-to-llvm's `use-generic-functions` names, which ddp-run and
+// ddprt-step-runner define. Upstream's `mlir-runner` defines neither: load
+// this library after libddprt.so,
+//
+//   mlir-runner step.llvm.mlir -e main -entry-point-result=void \
+//     -shared-libs=libmlir_runner_utils.so,libmlir_c_runner_utils.so,\
+//                  libddprt.so,libddprt-mlir-runner.so
+//
+// and it starts a runtime context when it is loaded (the CPU backend; a
+// job of one rank, or of every rank under mpirun), makes it current, and
+// finalizes it when the process ends. Allocations are host memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddprt/ddprt.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace {
+ddprt_context *context = nullptr;
+
+__attribute__((constructor)) void startRuntime() {
+  ddprt_options options;
+  ddprt_default_options(&options);
+  ddprt_status status = ddprt_init(&options, &context);
+  if (status != DDPRT_OK) {
+    std::fprintf(stderr,
+                 "libddprt-mlir-runner: error: cannot start the runtime: "
+                 "%s: %s\n",
+                 ddprt_status_string(status), ddprt_last_error(context));
+    std::exit(1);
+  }
+  ddprt_set_current_context(context);
+}
+
+__attribute__((destructor)) void stopRuntime() {
+  ddprt_set_current_context(nullptr);
+  if (context)
+    ddprt_finalize(context);
+  context = nullptr;
+}
+} // namespace
+
+extern "C" {
+__attribute__((visibility("default"))) void *
+_mlir_memref_to_llvm_alloc(size_t bytes) {
+  return std::malloc(bytes ? bytes : 1);
+}
+
+__attribute__((visibility("default"))) void *
+_mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t bytes) {
+  if (alignment < sizeof(void *))
+    alignment = sizeof(void *);
+  // aligned_alloc wants a multiple of the alignment.
+  size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  return std::aligned_alloc(alignment, rounded ? rounded : alignment);
+}
+
+__attribute__((visibility("default"))) void
+_mlir_memref_to_llvm_free(void *pointer) {
+  std::free(pointer);
+}
+}
