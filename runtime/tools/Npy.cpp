@@ -259,36 +259,46 @@ class Source {
 public:
   virtual ~Source() = default;
   /// Reads up to `size` bytes (fewer only at the end); on failure says why.
-  virtual bool readUpTo(char *data, size_t size, size_t &got,
-                        std::string &why) = 0;
-  /// The size in bytes, when it is known before reading (a regular file).
-  std::optional<uint64_t> size;
-  /// Whether it might never end (a pipe, /dev/zero), for the message.
-  bool stream = false;
-};
-
-class FileSource : public Source {
-public:
-  explicit FileSource(int fd) : fd(fd) {}
-  bool readUpTo(char *data, size_t size, size_t &got,
-                std::string &why) override {
+  bool readUpTo(char *data, size_t size, size_t &got, std::string &why) {
     got = 0;
     while (got < size) {
-      ssize_t n = ::read(fd, data + got, size - got);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0) {
-        why = std::strerror(errno);
+      int64_t n = readSome(data + got, size - got, why);
+      if (n < 0)
         return false;
-      }
       if (n == 0)
         break;
       got += size_t(n);
     }
     return true;
   }
+  /// The size in bytes, when it is known before reading (a regular file).
+  std::optional<uint64_t> size;
+  /// Whether it might never end (a pipe, /dev/zero), for the message.
+  bool stream = false;
 
 private:
+  /// One read of at most `size` bytes: how many came (0 at the end), or -1
+  /// with the reason in `why`.
+  virtual int64_t readSome(char *data, size_t size, std::string &why) = 0;
+};
+
+class FileSource : public Source {
+public:
+  explicit FileSource(int fd) : fd(fd) {}
+
+private:
+  int64_t readSome(char *data, size_t size, std::string &why) override {
+    for (;;) {
+      ssize_t n = ::read(fd, data, size);
+      if (n >= 0)
+        return n;
+      if (errno != EINTR) {
+        why = std::strerror(errno);
+        return -1;
+      }
+    }
+  }
+
   int fd;
 };
 
@@ -400,23 +410,15 @@ std::string zipErrorText(int code) {
 class ZipMemberSource : public Source {
 public:
   explicit ZipMemberSource(zip_file_t *file) : file(file) {}
-  bool readUpTo(char *data, size_t size, size_t &got,
-                std::string &why) override {
-    got = 0;
-    while (got < size) {
-      zip_int64_t n = zip_fread(file, data + got, size - got);
-      if (n < 0) {
-        why = zip_file_strerror(file);
-        return false;
-      }
-      if (n == 0)
-        break;
-      got += size_t(n);
-    }
-    return true;
-  }
 
 private:
+  int64_t readSome(char *data, size_t size, std::string &why) override {
+    zip_int64_t n = zip_fread(file, data, size);
+    if (n < 0)
+      why = zip_file_strerror(file);
+    return n < 0 ? -1 : int64_t(n);
+  }
+
   zip_file_t *file;
 };
 } // namespace

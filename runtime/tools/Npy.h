@@ -59,7 +59,6 @@ public:
   bool contains(const std::string &name) const;
   /// Reads array `name` ("'PATH' has no array 'NAME'" if absent).
   bool read(const std::string &name, Array &array, std::string &error);
-  const std::string &filePath() const { return path; }
 
 private:
   std::string path;

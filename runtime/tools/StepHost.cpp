@@ -1704,11 +1704,11 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
       series.push_back(record);
     }
     auto now = std::chrono::steady_clock::now();
-    bool lastStep = i + 1 == options.steps;
+    bool last = i + 1 == options.steps;
     bool logThis =
         options.logEvery
-            ? (i % options.logEvery == 0 || lastStep)
-            : (i == 0 || lastStep ||
+            ? (i % options.logEvery == 0 || last)
+            : (i == 0 || last ||
                std::chrono::duration<double>(now - lastLine).count() >=
                    kLogSeconds);
     if (verbose && logThis) {
@@ -1747,7 +1747,6 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
                        offset * int64_t(elementBytes(resultTypes[r].dtype));
       at += 3 + 2 * rankOf;
     }
-    bool last = i + 1 == options.steps;
     bool writeOk = true;
     for (size_t r = 0; r < results.size(); ++r) {
       std::vector<std::string> paths;

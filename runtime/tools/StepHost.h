@@ -163,12 +163,6 @@ inline constexpr double kLogSeconds = 5.0;
 class Line {
 public:
   explicit Line(const std::string &prefix) { os << prefix; }
-  /// A line that writes nothing.
-  static Line discarded() {
-    Line line("");
-    line.live = false;
-    return line;
-  }
   /// A line appended to `*sink` instead of written.
   static Line into(std::string *sink, const std::string &prefix) {
     Line line(prefix);
