@@ -66,21 +66,25 @@ template <typename Enum> int asInt(const Enum &value) {
 /// ddprt_dtype_size of a dtype read as an int: 0 if it is none.
 size_t dtypeSize(int dtype) {
   switch (dtype) {
-  case DDPRT_F32:
-    return 4;
-  case DDPRT_F64:
-  case DDPRT_I64:
-    return 8;
-  case DDPRT_F16:
-  case DDPRT_BF16:
-    return 2;
+#define DDPRT_DTYPE_SIZE(NAME, value, bytes, kind, compute)                    \
+  case DDPRT_##NAME:                                                           \
+    return bytes;
+    DDPRT_FOR_EACH_DTYPE(DDPRT_DTYPE_SIZE)
+#undef DDPRT_DTYPE_SIZE
   }
   return 0;
 }
 
 /// The element types compute and collectives take (I64 is for state only).
 bool knownDtype(int dtype) {
-  return dtype != DDPRT_I64 && dtypeSize(dtype) != 0;
+  switch (dtype) {
+#define DDPRT_DTYPE_COMPUTE(NAME, value, bytes, kind, compute)                 \
+  case DDPRT_##NAME:                                                           \
+    return compute;
+    DDPRT_FOR_EACH_DTYPE(DDPRT_DTYPE_COMPUTE)
+#undef DDPRT_DTYPE_COMPUTE
+  }
+  return false;
 }
 
 std::string dtypeProblem(int dtype) {

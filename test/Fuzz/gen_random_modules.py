@@ -132,6 +132,17 @@ class FuncBuilder(object):
         return "sum"
 
     def emit_allreduce(self, values, depth):
+        # ddp.allreduce takes the runtime's float types only (ddprt.h's list);
+        # integer tensors go through shard.all_reduce, which
+        # convert-shard-to-ddp leaves as it is, saying why.
+        floats = [v for v in values if v.type.is_float]
+        if len(floats) != len(values):
+            reduced = iter(self.emit_float_allreduce(floats, depth) if floats else [])
+            return [next(reduced) if v.type.is_float else self.emit_shard(v, depth)
+                    for v in values]
+        return self.emit_float_allreduce(values, depth)
+
+    def emit_float_allreduce(self, values, depth):
         kind = self.reduce_kind(values)
         name = self.fresh("r")
         operands = list(values)

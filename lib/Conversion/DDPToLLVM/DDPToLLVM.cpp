@@ -13,6 +13,7 @@
 
 #include "ddp/Conversion/Passes.h"
 #include "ddp/Dialect/DDP/IR/DDP.h"
+#include "ddp/Dialect/DDP/IR/RuntimeABI.h"
 
 #include "mlir/Conversion/LLVMCommon/ConversionTarget.h"
 #include "mlir/Conversion/LLVMCommon/MemRefBuilder.h"
@@ -24,6 +25,8 @@
 #include "mlir/Transforms/DialectConversion.h"
 
 #include "llvm/Support/xxhash.h"
+
+#include <cstddef>
 
 namespace mlir::ddp {
 #define GEN_PASS_DEF_CONVERTDDPTOLLVM
@@ -39,46 +42,27 @@ namespace {
 // The runtime's ABI, as the LLVM dialect sees it
 //===----------------------------------------------------------------------===//
 
-/// ddprt_dtype of an element type, or nothing for types the runtime lacks.
-std::optional<int32_t> runtimeDtype(Type type) {
-  if (type.isF32())
-    return 0;
-  if (type.isF16())
-    return 1;
-  if (type.isBF16())
-    return 2;
-  if (type.isF64())
-    return 3;
-  if (type.isSignlessInteger(64))
-    return 4;
-  return std::nullopt;
-}
-
-int32_t runtimeScale(std::optional<WorldScale> scale) {
-  if (!scale)
-    return 0;
-  return *scale == WorldScale::inverse_world_size ? 1 : 2;
-}
-
-int32_t runtimeReduction(ReductionKind kind) {
-  return kind == ReductionKind::sum ? 0 : 1;
-}
-
-int32_t runtimeRole(CommRole role) {
-  switch (role) {
-  case CommRole::gradient:
-    return 0;
-  case CommRole::uncompressed:
-    return 1;
-  case CommRole::warmup:
-    return 2;
-  case CommRole::powersgd_p:
-    return 3;
-  case CommRole::powersgd_q:
-    return 4;
-  }
-  llvm_unreachable("unknown role");
-}
+// Compiled code builds ddprt_buffer and ddprt_matrix as the LLVM structs
+// {ptr, i32, i64} and {ptr, i32, i64, i64} with the target's natural
+// alignment; ddprt.h defines them. The lowering assumes a 64-bit target, as
+// the runtime does.
+static_assert(sizeof(void *) == 8, "the runtime's ABI is 64-bit");
+static_assert(sizeof(ddprt_dtype) == sizeof(int32_t) &&
+                  sizeof(ddprt_reduction) == sizeof(int32_t) &&
+                  sizeof(ddprt_role) == sizeof(int32_t) &&
+                  sizeof(ddprt_world_scale) == sizeof(int32_t),
+              "the lowering passes the runtime's enums as i32");
+static_assert(offsetof(ddprt_buffer, data) == 0 &&
+                  offsetof(ddprt_buffer, dtype) == 8 &&
+                  offsetof(ddprt_buffer, numel) == 16 &&
+                  sizeof(ddprt_buffer) == 24,
+              "ddprt_buffer is not the LLVM struct {ptr, i32, i64}");
+static_assert(offsetof(ddprt_matrix, data) == 0 &&
+                  offsetof(ddprt_matrix, dtype) == 8 &&
+                  offsetof(ddprt_matrix, rows) == 16 &&
+                  offsetof(ddprt_matrix, cols) == 24 &&
+                  sizeof(ddprt_matrix) == 32,
+              "ddprt_matrix is not the LLVM struct {ptr, i32, i64, i64}");
 
 /// Builds runtime calls for one op.
 class RuntimeCall {
@@ -252,7 +236,7 @@ private:
     for (auto [i, pair] : llvm::enumerate(llvm::zip(converted, memrefs))) {
       auto [descriptor, type] = pair;
       auto memref = cast<MemRefType>(type);
-      int32_t dtype = *runtimeDtype(memref.getElementType());
+      ddprt_dtype dtype = *getRuntimeDtype(memref.getElementType());
       Value element = LLVM::PoisonOp::create(b, loc, structType);
       SmallVector<Value> fields{dataPointer(descriptor, memref),
                                 constantI32(dtype)};
@@ -292,13 +276,16 @@ struct RuntimePattern : public ConvertOpToLLVMPattern<OpTy> {
   LogicalResult
   matchAndRewrite(OpTy op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const final {
+    // The verifiers admit only element types the runtime has; this catches
+    // IR built without verification.
     for (Type type :
          llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes()))
       if (auto memref = dyn_cast<MemRefType>(type);
-          memref && !runtimeDtype(memref.getElementType()))
+          memref && !getRuntimeDtype(memref.getElementType()))
         return op->emitOpError()
                << "the runtime has no element type " << memref.getElementType()
-               << " (it takes f32, f16, bf16 and f64)";
+               << " (it takes " << computeElementTypeNames(op->getContext())
+               << ")";
     RuntimeCall rt(rewriter, op, *this->getTypeConverter(), symbolTables);
     return lower(op, adaptor, rt);
   }
@@ -325,8 +312,8 @@ struct AllReduceLowering : RuntimePattern<BufferAllReduceOp> {
                       RuntimeCall &rt) const override {
     return replaceWithCall(
         op, rt, "ddprt_allreduce",
-        {rt.constantI32(runtimeReduction(op.getKind())),
-         rt.constantI32(runtimeRole(op.getRole())),
+        {rt.constantI32(getRuntimeReduction(op.getKind())),
+         rt.constantI32(getRuntimeRole(op.getRole())),
          rt.buffers(adaptor.getBuffers(), op.getBuffers().getTypes()),
          rt.constantI32(op.getBuffers().size())});
   }
@@ -340,11 +327,11 @@ struct AllReduceStartLowering : RuntimePattern<BufferAllReduceStartOp> {
         rt.buffers(adaptor.getBuffers(), op.getBuffers().getTypes());
     Value slot = rt.entryAlloca(rt.ptr, 1);
     LLVM::StoreOp::create(rt.b, rt.loc, rt.nullPointer(), slot);
-    if (failed(
-            rt.checkedCall("ddprt_allreduce_start",
-                           {rt.constantI32(runtimeReduction(op.getKind())),
-                            rt.constantI32(runtimeRole(op.getRole())), buffers,
-                            rt.constantI32(op.getBuffers().size()), slot})))
+    if (failed(rt.checkedCall(
+            "ddprt_allreduce_start",
+            {rt.constantI32(getRuntimeReduction(op.getKind())),
+             rt.constantI32(getRuntimeRole(op.getRole())), buffers,
+             rt.constantI32(op.getBuffers().size()), slot})))
       return failure();
     rt.b.replaceOp(op, LLVM::LoadOp::create(rt.b, rt.loc, rt.ptr, slot));
     return success();
@@ -369,7 +356,7 @@ struct ScaleLowering : RuntimePattern<BufferScaleOp> {
                       RuntimeCall &rt) const override {
     return replaceWithCall(
         op, rt, "ddprt_scale",
-        {rt.constantI32(runtimeScale(op.getFactor())),
+        {rt.constantI32(getRuntimeScale(op.getFactor())),
          rt.buffers(adaptor.getBuffers(), op.getBuffers().getTypes()),
          rt.constantI32(op.getBuffers().size())});
   }
@@ -381,7 +368,7 @@ struct CastLowering : RuntimePattern<BufferCastOp> {
                       RuntimeCall &rt) const override {
     return replaceWithCall(
         op, rt, "ddprt_cast",
-        {rt.constantI32(runtimeScale(op.getFactor())),
+        {rt.constantI32(getRuntimeScale(op.getFactor())),
          rt.buffers(adaptor.getInputs(), op.getInputs().getTypes()),
          rt.buffers(adaptor.getOutputs(), op.getOutputs().getTypes()),
          rt.constantI32(op.getInputs().size())});
@@ -465,7 +452,7 @@ struct ReconstructLowering : RuntimePattern<BufferReconstructOp> {
 /// The data pointer of state `name` holding `numel` elements of `type`.
 FailureOr<Value> stateData(RuntimeCall &rt, StringRef name, Type element,
                            int64_t numel) {
-  std::optional<int32_t> dtype = runtimeDtype(element);
+  std::optional<ddprt_dtype> dtype = getRuntimeDtype(element);
   if (!dtype)
     return rt.op->emitOpError()
            << "the runtime cannot hold state of element type " << element;

@@ -35,11 +35,13 @@ static std::string whyNotDDP(shard::AllReduceOp op,
     return "only ranked tensors are handled (memrefs are left as they are)";
   if (type != op.getResult().getType())
     return "the result type differs from the input type";
-  if (!type.getElementType().isIntOrFloat())
-    return "the element type is not an integer or float";
-  if (kind == shard::ReductionKind::Average &&
-      !isa<FloatType>(type.getElementType()))
-    return "an average of integers is not a gradient average";
+  if (!isComputeElementType(type.getElementType())) {
+    std::string reason;
+    llvm::raw_string_ostream(reason)
+        << "the runtime does not communicate " << type.getElementType()
+        << " (it takes " << computeElementTypeNames(op.getContext()) << ")";
+    return reason;
+  }
   // The ddp world is every rank; the reduction must cover every grid axis
   // with more than one device (a dynamic size counts as more than one).
   shard::GridOp grid = shard::getGridOrNull(op, op.getGridAttr(), symbols);

@@ -58,14 +58,26 @@ typedef enum ddprt_backend_kind {
   DDPRT_BACKEND_CUDA = 1
 } ddprt_backend_kind;
 
+/* Every element type the runtime knows, listed once for the runtime and for
+   the compiler that targets it: the ddp dialect's verifiers and its lowering
+   derive the types they accept from this list (ddp/Dialect/DDP/IR/
+   RuntimeABI.h), so a type the runtime lacks fails at verification.
+     X(NAME, value, bytes, kind, compute)
+   kind: FLOAT (IEEE 754 binary), BFLOAT (bfloat16) or INT (signless two's
+   complement). compute: 1 if collectives and kernels take the type; 0 if
+   only state buffers hold it (the step counter). */
+#define DDPRT_FOR_EACH_DTYPE(X)                                                \
+  X(F32, 0, 4, FLOAT, 1)                                                       \
+  X(F16, 1, 2, FLOAT, 1)                                                       \
+  X(BF16, 2, 2, BFLOAT, 1)                                                     \
+  X(F64, 3, 8, FLOAT, 1)                                                       \
+  X(I64, 4, 8, INT, 0)
+
 typedef enum ddprt_dtype {
-  DDPRT_F32 = 0,
-  DDPRT_F16 = 1,
-  DDPRT_BF16 = 2,
-  DDPRT_F64 = 3,
-  /* Only for state buffers (the step counter); compute and collectives
-     take the float types. */
-  DDPRT_I64 = 4
+#define DDPRT_DTYPE_ENUMERATOR(NAME, value, bytes, kind, compute)              \
+  DDPRT_##NAME = value,
+  DDPRT_FOR_EACH_DTYPE(DDPRT_DTYPE_ENUMERATOR)
+#undef DDPRT_DTYPE_ENUMERATOR
 } ddprt_dtype;
 
 typedef enum ddprt_reduction {
@@ -90,7 +102,9 @@ typedef enum ddprt_role {
   DDPRT_ROLE_COUNT = 5
 } ddprt_role;
 
-/* A dense tensor: `numel` elements of `dtype` at `data`. */
+/* A dense tensor: `numel` elements of `dtype` at `data`. Compiled code
+   builds these (and ddprt_matrix) field by field: the lowering checks its
+   layout against this one with static_asserts. */
 typedef struct ddprt_buffer {
   void *data;
   ddprt_dtype dtype;

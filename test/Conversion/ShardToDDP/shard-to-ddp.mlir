@@ -6,14 +6,14 @@
 shard.grid @dp(shape = 4)
 
 // CHECK-LABEL: func.func @whole_grid(
-// CHECK-SAME: %[[X:[^:]*]]: tensor<64x32xf32>, %[[Y:[^:]*]]: tensor<8xi32>
+// CHECK-SAME: %[[X:[^:]*]]: tensor<64x32xf32>, %[[Y:[^:]*]]: tensor<8xf64>
 // CHECK: %[[A:.*]] = ddp.allreduce mean %[[X]] : tensor<64x32xf32>
-// CHECK: %[[S:.*]] = ddp.allreduce sum %[[Y]] : tensor<8xi32>
+// CHECK: %[[S:.*]] = ddp.allreduce sum %[[Y]] : tensor<8xf64>
 // CHECK: return %[[A]], %[[S]]
-func.func @whole_grid(%x: tensor<64x32xf32>, %y: tensor<8xi32>) -> (tensor<64x32xf32>, tensor<8xi32>) {
+func.func @whole_grid(%x: tensor<64x32xf32>, %y: tensor<8xf64>) -> (tensor<64x32xf32>, tensor<8xf64>) {
   %a = shard.all_reduce %x on @dp grid_axes = [0] reduction = average : tensor<64x32xf32> -> tensor<64x32xf32>
-  %s = shard.all_reduce %y on @dp grid_axes = [0] : tensor<8xi32> -> tensor<8xi32>
-  return %a, %s : tensor<64x32xf32>, tensor<8xi32>
+  %s = shard.all_reduce %y on @dp grid_axes = [0] : tensor<8xf64> -> tensor<8xf64>
+  return %a, %s : tensor<64x32xf32>, tensor<8xf64>
 }
 
 // -----
@@ -41,9 +41,9 @@ shard.grid @grid2d(shape = 2x4)
 
 // What is not a whole-world gradient sum or average stays, with a remark.
 // CHECK-LABEL: func.func @left_alone(
-// CHECK-COUNT-5: shard.all_reduce
+// CHECK-COUNT-6: shard.all_reduce
 // CHECK-NOT: ddp.allreduce
-func.func @left_alone(%x: tensor<4xf32>, %m: memref<4xf32>, %i: tensor<4xi32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf64>, memref<4xf32>, tensor<4xi32>) {
+func.func @left_alone(%x: tensor<4xf32>, %m: memref<4xf32>, %i: tensor<4xi32>, %h: tensor<4xf8E4M3FN>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf64>, memref<4xf32>, tensor<4xi32>, tensor<4xf8E4M3FN>) {
   // expected-remark @+1 {{shard.all_reduce left unchanged: it reduces over part of grid 'grid2d' only (axis 0 is not reduced), not over all ranks}}
   %a = shard.all_reduce %x on @grid2d grid_axes = [1] : tensor<4xf32> -> tensor<4xf32>
   // expected-remark @+1 {{shard.all_reduce left unchanged: reduction 'max' is not a gradient sum or average}}
@@ -52,9 +52,12 @@ func.func @left_alone(%x: tensor<4xf32>, %m: memref<4xf32>, %i: tensor<4xi32>) -
   %c = shard.all_reduce %x on @grid2d grid_axes = [0, 1] : tensor<4xf32> -> tensor<4xf64>
   // expected-remark @+1 {{shard.all_reduce left unchanged: only ranked tensors are handled (memrefs are left as they are)}}
   %d = shard.all_reduce %m on @grid2d grid_axes = [0, 1] : memref<4xf32> -> memref<4xf32>
-  // expected-remark @+1 {{shard.all_reduce left unchanged: an average of integers is not a gradient average}}
-  %e = shard.all_reduce %i on @grid2d grid_axes = [0, 1] reduction = average : tensor<4xi32> -> tensor<4xi32>
-  return %a, %b, %c, %d, %e : tensor<4xf32>, tensor<4xf32>, tensor<4xf64>, memref<4xf32>, tensor<4xi32>
+  // The element types are the runtime's (ddprt.h's list): no integers, no f8.
+  // expected-remark @+1 {{shard.all_reduce left unchanged: the runtime does not communicate i32 (it takes f32, f16, bf16 or f64)}}
+  %e = shard.all_reduce %i on @grid2d grid_axes = [0, 1] : tensor<4xi32> -> tensor<4xi32>
+  // expected-remark @+1 {{shard.all_reduce left unchanged: the runtime does not communicate f8E4M3FN (it takes f32, f16, bf16 or f64)}}
+  %f = shard.all_reduce %h on @grid2d grid_axes = [0, 1] : tensor<4xf8E4M3FN> -> tensor<4xf8E4M3FN>
+  return %a, %b, %c, %d, %e, %f : tensor<4xf32>, tensor<4xf32>, tensor<4xf64>, memref<4xf32>, tensor<4xi32>, tensor<4xf8E4M3FN>
 }
 
 // -----

@@ -8,23 +8,6 @@ func.func @allreduce_empty() {
 
 // -----
 
-func.func @allreduce_mean_of_ints(%x: tensor<4xi32>) -> tensor<4xi32> {
-  // expected-error @+1 {{'mean' needs float tensors, got 'tensor<4xi32>'}}
-  %r = ddp.allreduce mean %x : tensor<4xi32>
-  return %r : tensor<4xi32>
-}
-
-// -----
-
-func.func @allreduce_start_mean_of_ints(%x: tensor<4xi32>) -> tensor<4xi32> {
-  // expected-error @+1 {{'mean' needs float tensors}}
-  %h = ddp.allreduce_start mean %x : tensor<4xi32>
-  %r = ddp.wait %h : !ddp.request<tensor<4xi32>>
-  return %r : tensor<4xi32>
-}
-
-// -----
-
 func.func @allreduce_start_never_waited(%x: tensor<4xf32>) {
   // expected-error @+1 {{request must have exactly one use, a 'ddp.wait'}}
   %h = ddp.allreduce_start mean %x : tensor<4xf32>
@@ -43,7 +26,7 @@ func.func @allreduce_start_waited_twice(%x: tensor<4xf32>) -> (tensor<4xf32>, te
 
 // -----
 
-// expected-error @+1 {{a request carries ranked int or float tensors (or, after bufferization, contiguous buffers), got 'memref<4xf32, strided<[2]>>'}}
+// expected-error @+1 {{a request carries ranked tensors of f32, f16, bf16 or f64 (or, after bufferization, contiguous buffers), got 'memref<4xf32, strided<[2]>>'}}
 func.func private @request_of_strided_memref(!ddp.request<memref<4xf32, strided<[2]>>>)
 
 // -----
@@ -115,7 +98,7 @@ func.func @add_residual_type(%g: tensor<4x4xf32>, %e: tensor<4x2xf32>) {
 // -----
 
 func.func @project_not_matrix(%m: tensor<4x4x4xf32>, %q: tensor<4x2xf32>) {
-  // expected-error @+1 {{'ddp.project' op expects statically shaped 2-D float tensors, got 'tensor<4x4x4xf32>'}}
+  // expected-error @+1 {{'ddp.project' op expects statically shaped 2-D tensors of f32, f16, bf16 or f64, got 'tensor<4x4x4xf32>'}}
   %p = ddp.project %m times %q : tensor<4x4x4xf32> times tensor<4x2xf32>
   return
 }
@@ -123,7 +106,7 @@ func.func @project_not_matrix(%m: tensor<4x4x4xf32>, %q: tensor<4x2xf32>) {
 // -----
 
 func.func @project_dynamic(%m: tensor<?x4xf32>, %q: tensor<4x2xf32>) {
-  // expected-error @+1 {{'ddp.project' op expects statically shaped 2-D float tensors, got 'tensor<?x4xf32>'}}
+  // expected-error @+1 {{'ddp.project' op expects statically shaped 2-D tensors of f32, f16, bf16 or f64, got 'tensor<?x4xf32>'}}
   %p = ddp.project %m times %q : tensor<?x4xf32> times tensor<4x2xf32>
   return
 }
@@ -259,12 +242,12 @@ func.func @reconstruct_residual_count(%p: tensor<4x1xf32>, %q: tensor<4x1xf32>, 
 
 // -----
 
-// expected-error @+1 {{state must be an i64 counter or a statically shaped int or float tensor, got 'tensor<?x4xf32>'}}
+// expected-error @+1 {{state must be an i64 counter or a statically shaped tensor of f32, f16, bf16 or f64, got 'tensor<?x4xf32>'}}
 ddp.state @dynamic : tensor<?x4xf32>
 
 // -----
 
-// expected-error @+1 {{state must be an i64 counter or a statically shaped int or float tensor, got 'f32'}}
+// expected-error @+1 {{state must be an i64 counter or a statically shaped tensor of f32, f16, bf16 or f64, got 'f32'}}
 ddp.state @scalar_float : f32
 
 // -----
@@ -316,7 +299,7 @@ func.func @store_wrong_type(%x: i32) {
 // -----
 
 func.func @random_normal_dynamic(%step: i64) {
-  // expected-error @+1 {{'ddp.random_normal' op result #0 must be statically shaped tensor of floating-point values}}
+  // expected-error @+1 {{'ddp.random_normal' op result #0 must be statically shaped tensor of f32, f16, bf16 or f64 (the runtime's float types) values}}
   %q = ddp.random_normal %step seed 0 stream 0 : tensor<?x2xf32>
   return
 }
@@ -324,7 +307,7 @@ func.func @random_normal_dynamic(%step: i64) {
 // -----
 
 func.func @inspect_dynamic(%q: tensor<?x2xf32>) {
-  // expected-error @+1 {{'ddp.inspect' op operand #0 must be statically shaped tensor of floating-point values}}
+  // expected-error @+1 {{'ddp.inspect' op operand #0 must be statically shaped tensor of f32, f16, bf16 or f64 (the runtime's float types) values}}
   %f, %nz = ddp.inspect %q : tensor<?x2xf32>
   return
 }
@@ -332,7 +315,7 @@ func.func @inspect_dynamic(%q: tensor<?x2xf32>) {
 // -----
 
 func.func @inspect_integers(%q: tensor<4xi32>) {
-  // expected-error @+1 {{'ddp.inspect' op operand #0 must be statically shaped tensor of floating-point values}}
+  // expected-error @+1 {{'ddp.inspect' op operand #0 must be statically shaped tensor of f32, f16, bf16 or f64 (the runtime's float types) values}}
   %f, %nz = ddp.inspect %q : tensor<4xi32>
   return
 }

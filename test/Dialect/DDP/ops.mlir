@@ -9,19 +9,19 @@ ddp.state @q : tensor<32x2xf32>
 ddp.state @err : tensor<64x32xf32>
 
 // CHECK-LABEL: func @communication
-// CHECK-SAME: (%[[W:.*]]: tensor<64x32xf32>, %[[B:.*]]: tensor<64xf32>, %[[I:.*]]: tensor<4xi32>)
-func.func @communication(%w: tensor<64x32xf32>, %b: tensor<64xf32>, %i: tensor<4xi32>)
-    -> (tensor<64x32xf32>, tensor<64xf32>, tensor<4xi32>, tensor<64xf32>) {
+// CHECK-SAME: (%[[W:.*]]: tensor<64x32xf32>, %[[B:.*]]: tensor<64xf32>, %[[I:.*]]: tensor<4xf64>)
+func.func @communication(%w: tensor<64x32xf32>, %b: tensor<64xf32>, %i: tensor<4xf64>)
+    -> (tensor<64x32xf32>, tensor<64xf32>, tensor<4xf64>, tensor<64xf32>) {
   // CHECK: %[[R:.*]]:2 = ddp.allreduce mean %[[W]], %[[B]] : tensor<64x32xf32>, tensor<64xf32>
   %r:2 = ddp.allreduce mean %w, %b : tensor<64x32xf32>, tensor<64xf32>
-  // CHECK: %[[S:.*]] = ddp.allreduce sum %[[I]] role warmup : tensor<4xi32>
-  %s = ddp.allreduce sum %i role warmup : tensor<4xi32>
+  // CHECK: %[[S:.*]] = ddp.allreduce sum %[[I]] role warmup : tensor<4xf64>
+  %s = ddp.allreduce sum %i role warmup : tensor<4xf64>
   // CHECK: %[[H:.*]] = ddp.allreduce_start mean %[[B]] role uncompressed : tensor<64xf32>
   %h = ddp.allreduce_start mean %b role uncompressed : tensor<64xf32>
   // CHECK: %[[U:.*]] = ddp.wait %[[H]] : !ddp.request<tensor<64xf32>>
   %u = ddp.wait %h : !ddp.request<tensor<64xf32>>
   // CHECK: return %[[R]]#0, %[[R]]#1, %[[S]], %[[U]]
-  return %r#0, %r#1, %s, %u : tensor<64x32xf32>, tensor<64xf32>, tensor<4xi32>, tensor<64xf32>
+  return %r#0, %r#1, %s, %u : tensor<64x32xf32>, tensor<64xf32>, tensor<4xf64>, tensor<64xf32>
 }
 
 // CHECK-LABEL: func @scale_and_cast

@@ -92,11 +92,10 @@ static LogicalResult checkMatrices(std::optional<Location> loc,
   for (Type type : types) {
     auto tensor = dyn_cast<RankedTensorType>(type);
     if (!tensor || tensor.getRank() != 2 || !tensor.hasStaticShape() ||
-        !isa<FloatType>(tensor.getElementType()))
-      return emitOptionalError(loc, "'", opName,
-                               "' op expects statically shaped 2-D float "
-                               "tensors, got ",
-                               type);
+        !isComputeElementType(tensor.getElementType()))
+      return emitOptionalError(
+          loc, "'", opName, "' op expects statically shaped 2-D tensors of ",
+          computeElementTypeNames(type.getContext()), ", got ", type);
   }
   return success();
 }
@@ -218,16 +217,12 @@ static LogicalResult verifyCountable(Operation *op, TypeRange types) {
   return success();
 }
 
-static LogicalResult verifyAllReduceInputs(Operation *op, ReductionKind kind,
-                                           TypeRange inputs) {
+/// The element types are the runtime's float types (ODS), so both
+/// reductions apply to every input.
+static LogicalResult verifyAllReduceInputs(Operation *op, TypeRange inputs) {
   if (failed(verifyNonEmpty(op, inputs.size())) ||
       failed(verifyCountable(op, inputs)))
     return failure();
-  if (kind != ReductionKind::mean)
-    return success();
-  for (Type type : inputs)
-    if (!isa<FloatType>(cast<ShapedType>(type).getElementType()))
-      return op->emitOpError() << "'mean' needs float tensors, got " << type;
   return success();
 }
 
@@ -240,7 +235,7 @@ LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *,
 }
 
 LogicalResult AllReduceOp::verify() {
-  return verifyAllReduceInputs(*this, getKind(), getInputs().getTypes());
+  return verifyAllReduceInputs(*this, getInputs().getTypes());
 }
 
 LogicalResult
@@ -253,7 +248,7 @@ AllReduceStartOp::inferReturnTypes(MLIRContext *context,
 }
 
 LogicalResult AllReduceStartOp::verify() {
-  if (failed(verifyAllReduceInputs(*this, getKind(), getInputs().getTypes())))
+  if (failed(verifyAllReduceInputs(*this, getInputs().getTypes())))
     return failure();
   Value request = getRequest();
   if (!request.hasOneUse() || !isa<WaitOp>(*request.getUsers().begin()))
@@ -281,9 +276,10 @@ LogicalResult RequestType::verify(function_ref<InFlightDiagnostic()> emitError,
     bool tensor = isa<RankedTensorType>(type);
     bool buffer =
         isa<MemRefType>(type) && isContiguousBuffer(cast<MemRefType>(type));
-    if (!(tensor || buffer) || !shaped.getElementType().isIntOrFloat())
-      return emitError() << "a request carries ranked int or float tensors "
-                            "(or, after bufferization, contiguous buffers), "
+    if (!(tensor || buffer) || !isComputeElementType(shaped.getElementType()))
+      return emitError() << "a request carries ranked tensors of "
+                         << computeElementTypeNames(type.getContext())
+                         << " (or, after bufferization, contiguous buffers), "
                             "got "
                          << type;
   }
@@ -493,14 +489,16 @@ LogicalResult ReconstructResidualOp::verify() {
 
 LogicalResult StateOp::verify() {
   Type type = getType();
+  // The runtime holds integer state only as scalar step counters.
   if (type.isSignlessInteger(64))
     return success();
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (tensor && tensor.hasStaticShape() &&
-      tensor.getElementType().isIntOrFloat())
+      isComputeElementType(tensor.getElementType()))
     return verifyCountable(*this, tensor);
   return emitOpError() << "state must be an i64 counter or a statically "
-                          "shaped int or float tensor, got "
+                          "shaped tensor of "
+                       << computeElementTypeNames(getContext()) << ", got "
                        << type;
 }
 
@@ -589,11 +587,11 @@ static LogicalResult verifyOutputs(Operation *op, ArrayRef<Type> expected,
 }
 
 LogicalResult BufferAllReduceOp::verify() {
-  return verifyAllReduceInputs(*this, getKind(), getBuffers().getTypes());
+  return verifyAllReduceInputs(*this, getBuffers().getTypes());
 }
 
 LogicalResult BufferAllReduceStartOp::verify() {
-  if (failed(verifyAllReduceInputs(*this, getKind(), getBuffers().getTypes())))
+  if (failed(verifyAllReduceInputs(*this, getBuffers().getTypes())))
     return failure();
   ArrayRef<Type> carried = getRequest().getType().getTypes();
   if (TypeRange(carried) != getBuffers().getTypes())

@@ -42,6 +42,15 @@ inline constexpr llvm::StringLiteral kStartIterAttrName = "ddp.start_iter";
 /// Whether `type` is laid out row-major without gaps (any offset): what the
 /// runtime can take as a pointer and a size.
 bool isContiguousBuffer(MemRefType type);
+/// Whether the runtime computes with and communicates `type` (collectives,
+/// compression kernels): its float types, from ddprt.h's list.
+bool isComputeElementType(Type type);
+/// Whether a ddp.state may hold `type`: the compute types, and the i64 of
+/// step counters.
+bool isStateElementType(Type type);
+/// The compute element types, as a message lists them ("f32, f16, bf16 or
+/// f64").
+std::string computeElementTypeNames(MLIRContext *context);
 } // namespace mlir::ddp
 
 #define GET_OP_CLASSES

@@ -17,20 +17,24 @@
 def DDP_CommBuffer : Type<
     And<[IsMemRefTypePred,
          CPred<"::mlir::ddp::isContiguousBuffer(::llvm::cast<::mlir::MemRefType>($_self))">,
-         CPred<"::llvm::cast<::mlir::MemRefType>($_self).getElementType().isIntOrFloat()">]>,
-    "contiguous row-major memref of ints or floats", "::mlir::MemRefType">;
-def DDP_FloatBuffer : Type<
+         SubstLeaves<"$_self", "::llvm::cast<::mlir::MemRefType>($_self).getElementType()",
+                     DDP_ComputeElement.predicate>]>,
+    "contiguous row-major memref of f32, f16, bf16 or f64", "::mlir::MemRefType">;
+// What a ddp.state holds (the compute types, and the step counter's i64).
+def DDP_StateBuffer : Type<
     And<[IsMemRefTypePred,
          CPred<"::mlir::ddp::isContiguousBuffer(::llvm::cast<::mlir::MemRefType>($_self))">,
-         CPred<"::llvm::isa<::mlir::FloatType>(::llvm::cast<::mlir::MemRefType>($_self).getElementType())">]>,
-    "contiguous row-major memref of floats", "::mlir::MemRefType">;
+         CPred<"::mlir::ddp::isStateElementType(::llvm::cast<::mlir::MemRefType>($_self).getElementType())">]>,
+    "contiguous row-major memref of a state's type (f32, f16, bf16, f64 or i64)",
+    "::mlir::MemRefType">;
 def DDP_MatrixBuffer : Type<
     And<[IsMemRefTypePred,
          CPred<"::mlir::ddp::isContiguousBuffer(::llvm::cast<::mlir::MemRefType>($_self))">,
          CPred<"::llvm::cast<::mlir::MemRefType>($_self).getRank() == 2">,
          CPred<"::llvm::cast<::mlir::MemRefType>($_self).hasStaticShape()">,
-         CPred<"::llvm::isa<::mlir::FloatType>(::llvm::cast<::mlir::MemRefType>($_self).getElementType())">]>,
-    "contiguous statically shaped 2-D memref of floats", "::mlir::MemRefType">;
+         SubstLeaves<"$_self", "::llvm::cast<::mlir::MemRefType>($_self).getElementType()",
+                     DDP_ComputeElement.predicate>]>,
+    "contiguous statically shaped 2-D memref of f32, f16, bf16 or f64", "::mlir::MemRefType">;
 
 class DDP_BufferOp<string mnemonic, list<Trait> traits = []>
     : DDP_Op<"buffer." # mnemonic, traits>;
@@ -83,7 +87,7 @@ def DDP_BufferWaitOp : DDP_BufferOp<"wait"> {
 
 def DDP_BufferScaleOp : DDP_BufferOp<"scale"> {
   let summary = "ddp.scale in place on buffers";
-  let arguments = (ins Arg<Variadic<DDP_FloatBuffer>, "", [MemRead, MemWrite]>:$buffers,
+  let arguments = (ins Arg<Variadic<DDP_CommBuffer>, "", [MemRead, MemWrite]>:$buffers,
                        DDP_WorldScale:$factor);
   let assemblyFormat = "$buffers `by` $factor attr-dict `:` type($buffers)";
   let hasVerifier = 1;
@@ -91,8 +95,8 @@ def DDP_BufferScaleOp : DDP_BufferOp<"scale"> {
 
 def DDP_BufferCastOp : DDP_BufferOp<"cast", [AttrSizedOperandSegments]> {
   let summary = "ddp.cast from buffers into buffers";
-  let arguments = (ins Arg<Variadic<DDP_FloatBuffer>, "", [MemRead]>:$inputs,
-                       Arg<Variadic<DDP_FloatBuffer>, "", [MemWrite]>:$outputs,
+  let arguments = (ins Arg<Variadic<DDP_CommBuffer>, "", [MemRead]>:$inputs,
+                       Arg<Variadic<DDP_CommBuffer>, "", [MemWrite]>:$outputs,
                        OptionalAttr<DDP_WorldScale>:$factor);
   let assemblyFormat = [{
     $inputs (`scaled` `by` $factor^)? `into` $outputs attr-dict
@@ -164,7 +168,7 @@ def DDP_BufferReconstructOp : DDP_BufferOp<"reconstruct", [AttrSizedOperandSegme
 def DDP_BufferRandomNormalOp : DDP_BufferOp<"random_normal"> {
   let summary = "ddp.random_normal into a buffer";
   let arguments = (ins I64:$step, I64Attr:$seed, I64Attr:$stream,
-                       Arg<DDP_FloatBuffer, "", [MemWrite]>:$output);
+                       Arg<DDP_CommBuffer, "", [MemWrite]>:$output);
   let assemblyFormat = [{
     $step `seed` $seed `stream` $stream `into` $output attr-dict `:` type($output)
   }];
@@ -172,7 +176,7 @@ def DDP_BufferRandomNormalOp : DDP_BufferOp<"random_normal"> {
 
 def DDP_BufferInspectOp : DDP_BufferOp<"inspect"> {
   let summary = "ddp.inspect of a buffer";
-  let arguments = (ins Arg<DDP_FloatBuffer, "", [MemRead]>:$input);
+  let arguments = (ins Arg<DDP_CommBuffer, "", [MemRead]>:$input);
   let results = (outs I1:$finite, I1:$nonzero);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
@@ -191,7 +195,7 @@ def DDP_BufferStateOp : DDP_BufferOp<"state", [
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$state);
-  let results = (outs DDP_CommBuffer:$buffer);
+  let results = (outs DDP_StateBuffer:$buffer);
   let assemblyFormat = "$state attr-dict `:` type($buffer)";
 }
 

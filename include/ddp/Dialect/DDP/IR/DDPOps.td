@@ -21,10 +21,16 @@ include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
-def DDP_CommTensor : RankedTensorOf<[AnyFloat, AnySignlessInteger]>;
-def DDP_FloatTensor : RankedTensorOf<[AnyFloat]>;
-def DDP_Matrix : ConfinedType<2DTensorOf<[AnyFloat]>, [HasStaticShapePred],
-    "statically shaped 2-D float tensor">;
+// The element types the runtime computes with and communicates: the compute
+// rows of ddprt.h's DDPRT_FOR_EACH_DTYPE, through isComputeElementType (the
+// summary repeats them for messages; test/Dialect/DDP/runtime-types.mlir
+// checks both against the runtime's list).
+def DDP_ComputeElement : Type<
+    CPred<"::mlir::ddp::isComputeElementType($_self)">,
+    "f32, f16, bf16 or f64 (the runtime's float types)">;
+def DDP_CommTensor : RankedTensorOf<[DDP_ComputeElement]>;
+def DDP_Matrix : ConfinedType<2DTensorOf<[DDP_ComputeElement]>,
+    [HasStaticShapePred], "statically shaped 2-D tensor">;
 
 def DDP_StateResource : Resource<"::mlir::ddp::StateResource">;
 
@@ -114,9 +120,9 @@ def DDP_ScaleOp : DDP_SameTypesOp<"scale", [Pure]> {
     %s = ddp.scale %g by inverse_world_size : tensor<64xf32>
     ```
   }];
-  let arguments = (ins Variadic<DDP_FloatTensor>:$inputs,
+  let arguments = (ins Variadic<DDP_CommTensor>:$inputs,
                        DDP_WorldScale:$factor);
-  let results = (outs Variadic<DDP_FloatTensor>:$results);
+  let results = (outs Variadic<DDP_CommTensor>:$results);
   let assemblyFormat = "$inputs `by` $factor attr-dict `:` type($inputs)";
   let hasVerifier = 1;
 }
@@ -134,9 +140,9 @@ def DDP_CastOp : DDP_Op<"cast", [Pure]> {
     %f = ddp.cast %h : tensor<64xf16> to tensor<64xf32>
     ```
   }];
-  let arguments = (ins Variadic<DDP_FloatTensor>:$inputs,
+  let arguments = (ins Variadic<DDP_CommTensor>:$inputs,
                        OptionalAttr<DDP_WorldScale>:$factor);
-  let results = (outs Variadic<DDP_FloatTensor>:$results);
+  let results = (outs Variadic<DDP_CommTensor>:$results);
   let assemblyFormat = [{
     $inputs (`scaled` `by` $factor^)? attr-dict `:` type($inputs) `to` type($results)
   }];
@@ -405,7 +411,7 @@ def DDP_RandomNormalOp : DDP_Op<"random_normal", [Pure]> {
     ```
   }];
   let arguments = (ins I64:$step, I64Attr:$seed, I64Attr:$stream);
-  let results = (outs StaticShapeTensorOf<[AnyFloat]>:$result);
+  let results = (outs StaticShapeTensorOf<[DDP_ComputeElement]>:$result);
   let assemblyFormat = [{
     $step `seed` $seed `stream` $stream attr-dict `:` type($result)
   }];
@@ -425,7 +431,7 @@ def DDP_InspectOp : DDP_Op<"inspect", [Pure]> {
     %finite, %nonzero = ddp.inspect %q : tensor<32x2xf32>
     ```
   }];
-  let arguments = (ins StaticShapeTensorOf<[AnyFloat]>:$input);
+  let arguments = (ins StaticShapeTensorOf<[DDP_ComputeElement]>:$input);
   let results = (outs I1:$finite, I1:$nonzero);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }

@@ -1,0 +1,129 @@
+//===- RuntimeABI.cpp - the runtime's ABI as the compiler sees it ---------===//
+
+#include "ddp/Dialect/DDP/IR/RuntimeABI.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::ddp;
+
+namespace {
+/// Whether an MLIR element type is the runtime's type of `bytes` bytes of
+/// `kind` (DDPRT_FOR_EACH_DTYPE's columns).
+enum class Kind { FLOAT, BFLOAT, INT };
+
+bool matches(Type type, Kind kind, unsigned bytes) {
+  switch (kind) {
+  case Kind::FLOAT:
+    // The IEEE 754 binary formats (not tf32, not the f8 variants).
+    return (bytes == 2 && type.isF16()) || (bytes == 4 && type.isF32()) ||
+           (bytes == 8 && type.isF64());
+  case Kind::BFLOAT:
+    return bytes == 2 && type.isBF16();
+  case Kind::INT:
+    return type.isSignlessInteger(8 * bytes);
+  }
+  return false;
+}
+
+/// The type a row of the list names, for messages.
+Type typeOf(MLIRContext *context, Kind kind, unsigned bytes) {
+  Builder b(context);
+  switch (kind) {
+  case Kind::FLOAT:
+    return bytes == 2   ? Type(b.getF16Type())
+           : bytes == 4 ? Type(b.getF32Type())
+                        : b.getF64Type();
+  case Kind::BFLOAT:
+    return b.getBF16Type();
+  case Kind::INT:
+    return b.getIntegerType(8 * bytes);
+  }
+  return {};
+}
+
+struct Row {
+  ddprt_dtype dtype;
+  Kind kind;
+  unsigned bytes;
+  bool compute;
+};
+
+constexpr Row kRows[] = {
+#define DDP_RUNTIME_ROW(NAME, value, bytes, kind, compute)                     \
+  {DDPRT_##NAME, Kind::kind, bytes, compute},
+    DDPRT_FOR_EACH_DTYPE(DDP_RUNTIME_ROW)
+#undef DDP_RUNTIME_ROW
+};
+} // namespace
+
+std::optional<ddprt_dtype> mlir::ddp::getRuntimeDtype(Type type) {
+  for (const Row &row : kRows)
+    if (matches(type, row.kind, row.bytes))
+      return row.dtype;
+  return std::nullopt;
+}
+
+bool mlir::ddp::isComputeElementType(Type type) {
+  for (const Row &row : kRows)
+    if (row.compute && matches(type, row.kind, row.bytes))
+      return true;
+  return false;
+}
+
+bool mlir::ddp::isStateElementType(Type type) {
+  return getRuntimeDtype(type).has_value();
+}
+
+std::string mlir::ddp::computeElementTypeNames(MLIRContext *context) {
+  SmallVector<Type> types;
+  for (const Row &row : kRows)
+    if (row.compute)
+      types.push_back(typeOf(context, row.kind, row.bytes));
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  for (auto [i, type] : llvm::enumerate(types)) {
+    if (i > 0)
+      os << (i + 1 == types.size() ? " or " : ", ");
+    os << type;
+  }
+  return text;
+}
+
+ddprt_reduction mlir::ddp::getRuntimeReduction(ReductionKind kind) {
+  switch (kind) {
+  case ReductionKind::sum:
+    return DDPRT_SUM;
+  case ReductionKind::mean:
+    return DDPRT_MEAN;
+  }
+  llvm_unreachable("unknown reduction");
+}
+
+ddprt_world_scale mlir::ddp::getRuntimeScale(std::optional<WorldScale> scale) {
+  if (!scale)
+    return DDPRT_SCALE_NONE;
+  switch (*scale) {
+  case WorldScale::inverse_world_size:
+    return DDPRT_SCALE_INVERSE_WORLD_SIZE;
+  case WorldScale::world_size:
+    return DDPRT_SCALE_WORLD_SIZE;
+  }
+  llvm_unreachable("unknown scale");
+}
+
+ddprt_role mlir::ddp::getRuntimeRole(CommRole role) {
+  switch (role) {
+  case CommRole::gradient:
+    return DDPRT_ROLE_GRADIENT;
+  case CommRole::uncompressed:
+    return DDPRT_ROLE_UNCOMPRESSED;
+  case CommRole::warmup:
+    return DDPRT_ROLE_WARMUP;
+  case CommRole::powersgd_p:
+    return DDPRT_ROLE_POWERSGD_P;
+  case CommRole::powersgd_q:
+    return DDPRT_ROLE_POWERSGD_Q;
+  }
+  llvm_unreachable("unknown role");
+}
