@@ -2,6 +2,7 @@
 
 #include "ddp/InitAll.h"
 
+#include "ddp/Conversion/DDPToLLVM/DDPToLLVM.h"
 #include "ddp/Conversion/Passes.h"
 #include "ddp/Dialect/DDP/IR/DDP.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
@@ -9,6 +10,14 @@
 
 #include "ddp/Dialect/DDP/Transforms/BufferizableOpInterfaceImpl.h"
 
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/ConvertToLLVM/ToLLVMPass.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
 #include "mlir/Dialect/Arith/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
@@ -47,6 +56,16 @@ void mlir::ddp::registerAllDialects(DialectRegistry &registry) {
   scf::registerBufferizableOpInterfaceExternalModels(registry);
   tensor::registerBufferizableOpInterfaceExternalModels(registry);
   memref::registerAllocationOpInterfaceExternalModels(registry);
+  // What convert-to-llvm needs to lower a bufferized step in one pass: each
+  // dialect's patterns, ddp's included.
+  ddp::registerConvertDDPToLLVMInterface(registry);
+  arith::registerConvertArithToLLVMInterface(registry);
+  cf::registerConvertControlFlowToLLVMInterface(registry);
+  registerConvertFuncToLLVMInterface(registry);
+  registerConvertMathToLLVMInterface(registry);
+  registerConvertMemRefToLLVMInterface(registry);
+  ub::registerConvertUBToLLVMInterface(registry);
+  registerConvertToLLVMDependentDialectLoading(registry);
 }
 
 void mlir::ddp::registerAllPasses() {
@@ -57,4 +76,7 @@ void mlir::ddp::registerAllPasses() {
   // One-shot-bufferize and the deallocation pipeline, for lowering by hand.
   bufferization::registerBufferizationPasses();
   bufferization::registerBufferizationPipelines();
+  // Upstream's generic lowering, which picks ddp ops up through the
+  // dialect's ConvertToLLVMPatternInterface.
+  registerConvertToLLVMPass();
 }

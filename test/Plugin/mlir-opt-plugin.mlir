@@ -36,3 +36,15 @@ func.func @step(%w: tensor<64x32xf32>, %b: tensor<64xf32>) -> (tensor<64x32xf32>
 // LLVM-DAG: llvm.func @step(
 // LLVM-DAG: llvm.call @ddprt_project(
 // LLVM-DAG: llvm.call @ddprt_allreduce(
+
+// The plugin registers ddp's ConvertToLLVMPatternInterface too: upstream's
+// generic convert-to-llvm lowers a bufferized step, ddp ops included, in
+// one pass (after upstream's own bufferization and deallocation).
+// RUN: %mlir_opt --load-dialect-plugin=%ddp_plugin --load-pass-plugin=%ddp_plugin \
+// RUN:   --one-shot-bufferize=bufferize-function-boundaries \
+// RUN:   --ownership-based-buffer-deallocation --buffer-deallocation-simplification \
+// RUN:   --bufferization-lower-deallocations --convert-to-llvm %s \
+// RUN:   | FileCheck %s --check-prefix=GENERIC
+// GENERIC-NOT: {{ ddp\.[a-z_]+ }}
+// GENERIC-LABEL: llvm.func @step(
+// GENERIC-COUNT-2: llvm.call @ddprt_allreduce(

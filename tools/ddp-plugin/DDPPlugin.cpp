@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ddp/Conversion/DDPToLLVM/DDPToLLVM.h"
 #include "ddp/Conversion/Passes.h"
 #include "ddp/Dialect/DDP/IR/DDP.h"
 #include "ddp/Dialect/DDP/Transforms/BufferizableOpInterfaceImpl.h"
@@ -28,11 +29,13 @@ extern "C" LLVM_ATTRIBUTE_WEAK DialectPluginLibraryInfo
 mlirGetDialectPluginInfo() {
   return {MLIR_PLUGIN_API_VERSION, "DDP", LLVM_VERSION_STRING,
           [](DialectRegistry *registry) {
-            // The dialect and its bufferization models (mlir-opt registers the
-            // upstream dialects' own), so that one-shot-bufferize and
+            // The dialect, its bufferization models and its lowering for
+            // convert-to-llvm (mlir-opt registers the upstream dialects'
+            // own), so that one-shot-bufferize, convert-to-llvm and
             // ddp-lower-to-llvm work as they do in ddp-opt.
             registry->insert<ddp::DDPDialect>();
             ddp::registerBufferizableOpInterfaceExternalModels(*registry);
+            ddp::registerConvertDDPToLLVMInterface(*registry);
           }};
 }
 

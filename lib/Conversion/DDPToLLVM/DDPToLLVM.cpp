@@ -11,10 +11,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ddp/Conversion/DDPToLLVM/DDPToLLVM.h"
 #include "ddp/Conversion/Passes.h"
 #include "ddp/Dialect/DDP/IR/DDP.h"
 #include "ddp/Dialect/DDP/IR/RuntimeABI.h"
 
+#include "mlir/Conversion/ConvertToLLVM/ToLLVMInterface.h"
 #include "mlir/Conversion/LLVMCommon/ConversionTarget.h"
 #include "mlir/Conversion/LLVMCommon/MemRefBuilder.h"
 #include "mlir/Conversion/LLVMCommon/Pattern.h"
@@ -69,7 +71,7 @@ class RuntimeCall {
 public:
   RuntimeCall(ConversionPatternRewriter &rewriter, Operation *op,
               const LLVMTypeConverter &converter,
-              SymbolTableCollection &symbolTables)
+              SymbolTableCollection *symbolTables)
       : b(rewriter), op(op), loc(op->getLoc()), converter(converter),
         ptr(LLVM::LLVMPointerType::get(op->getContext())), i32(b.getI32Type()),
         i64(b.getI64Type()), symbolTables(symbolTables) {
@@ -96,7 +98,7 @@ public:
     SmallVector<Type> types(args.getTypes());
     FailureOr<LLVM::LLVMFuncOp> function = LLVM::lookupOrCreateFn(
         b, module, name, types, result,
-        /*isVarArg=*/false, /*isReserved=*/false, &symbolTables);
+        /*isVarArg=*/false, /*isReserved=*/false, symbolTables);
     if (failed(function))
       return {};
     auto called = LLVM::CallOp::create(b, loc, *function, args);
@@ -120,8 +122,10 @@ public:
   /// A pointer to a NUL-terminated constant string, one global per text.
   Value string(StringRef text) {
     std::string name = "__ddp_str_" + llvm::utohexstr(llvm::xxh3_64bits(text));
-    SymbolTable &symbols = symbolTables.getSymbolTable(module);
-    auto global = symbols.lookup<LLVM::GlobalOp>(name);
+    auto global =
+        symbolTables
+            ? symbolTables->getSymbolTable(module).lookup<LLVM::GlobalOp>(name)
+            : module.lookupSymbol<LLVM::GlobalOp>(name);
     if (!global) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(module.getBody());
@@ -131,7 +135,8 @@ public:
       global = LLVM::GlobalOp::create(b, loc, type, /*isConstant=*/true,
                                       LLVM::Linkage::Internal, name,
                                       b.getStringAttr(data));
-      symbols.insert(global);
+      if (symbolTables)
+        symbolTables->getSymbolTable(module).insert(global);
     }
     return LLVM::AddressOfOp::create(b, loc, global);
   }
@@ -253,21 +258,21 @@ private:
 
   ModuleOp module;
   Value contextValue;
-  SymbolTableCollection &symbolTables;
+  SymbolTableCollection *symbolTables;
 };
 
 /// Lowers an op to runtime calls. Before any IR is built it checks that the
 /// runtime has every buffer's element type.
-/// Every call looks its function and strings up in one symbol table of the
-/// module, kept up to date as they are added: a lookup by name in the module
-/// is a scan of its body, and a large step has thousands of runtime calls
-/// and strings.
+/// With a SymbolTableCollection, every call looks its function and strings
+/// up in one symbol table of the module, kept up to date as they are added:
+/// a lookup by name in the module is a scan of its body, and a large step
+/// has thousands of runtime calls and strings.
 template <typename OpTy>
 struct RuntimePattern : public ConvertOpToLLVMPattern<OpTy> {
   using OpAdaptor = typename OpTy::Adaptor;
 
   RuntimePattern(const LLVMTypeConverter &converter,
-                 SymbolTableCollection &symbolTables)
+                 SymbolTableCollection *symbolTables)
       : ConvertOpToLLVMPattern<OpTy>(converter), symbolTables(symbolTables) {}
 
   virtual LogicalResult lower(OpTy op, OpAdaptor adaptor,
@@ -299,7 +304,7 @@ struct RuntimePattern : public ConvertOpToLLVMPattern<OpTy> {
     return success();
   }
 
-  SymbolTableCollection &symbolTables;
+  SymbolTableCollection *symbolTables;
 };
 
 //===----------------------------------------------------------------------===//
@@ -541,33 +546,71 @@ struct InspectLowering : RuntimePattern<BufferInspectOp> {
   }
 };
 
+/// ddp.state declarations disappear: the runtime creates a state on first
+/// use (and ddp-run before it loads a checkpoint).
+struct StateLowering : ConvertOpToLLVMPattern<StateOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult
+  matchAndRewrite(StateOp op, OpAdaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 struct ConvertDDPToLLVM
     : public ddp::impl::ConvertDDPToLLVMBase<ConvertDDPToLLVM> {
   void runOnOperation() override {
-    ModuleOp module = getOperation();
     MLIRContext *context = &getContext();
     LLVMTypeConverter converter(context);
-    converter.addConversion(
-        [context](RequestType) { return LLVM::LLVMPointerType::get(context); });
-
     LLVMConversionTarget target(*context);
     target.addIllegalDialect<DDPDialect>();
-    target.addLegalOp<StateOp>();
     SymbolTableCollection symbolTables;
     RewritePatternSet patterns(context);
-    patterns
-        .add<AllReduceLowering, AllReduceStartLowering, WaitLowering,
-             ScaleLowering, CastLowering, CopyLowering, RandomNormalLowering,
-             InspectLowering, ProjectLowering, OrthogonalizeLowering,
-             ReconstructLowering, BufferStateLowering, ScalarStateLoadLowering,
-             ScalarStateStoreLowering>(converter, symbolTables);
-    if (failed(applyPartialConversion(module, target, std::move(patterns))))
-      return signalPassFailure();
-    // The runtime creates states on first use (and ddp-run before a
-    // checkpoint is loaded); the declarations have done their job.
-    for (StateOp state : llvm::make_early_inc_range(module.getOps<StateOp>()))
-      state.erase();
+    populateDDPToLLVMConversionPatterns(converter, patterns, &symbolTables);
+    if (failed(applyPartialConversion(getOperation(), target,
+                                      std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+/// What convert-to-llvm asks of the dialect.
+struct DDPToLLVMDialectInterface : public ConvertToLLVMPatternInterface {
+  using ConvertToLLVMPatternInterface::ConvertToLLVMPatternInterface;
+  void loadDependentDialects(MLIRContext *context) const final {
+    context->loadDialect<LLVM::LLVMDialect>();
+  }
+  void populateConvertToLLVMConversionPatterns(
+      ConversionTarget &target, LLVMTypeConverter &typeConverter,
+      RewritePatternSet &patterns) const final {
+    target.addIllegalDialect<DDPDialect>();
+    populateDDPToLLVMConversionPatterns(typeConverter, patterns);
   }
 };
 
 } // namespace
+
+void mlir::ddp::populateDDPToLLVMTypeConversions(LLVMTypeConverter &converter) {
+  converter.addConversion([](RequestType type) {
+    return LLVM::LLVMPointerType::get(type.getContext());
+  });
+}
+
+void mlir::ddp::populateDDPToLLVMConversionPatterns(
+    LLVMTypeConverter &converter, RewritePatternSet &patterns,
+    SymbolTableCollection *symbolTables) {
+  populateDDPToLLVMTypeConversions(converter);
+  patterns.add<AllReduceLowering, AllReduceStartLowering, WaitLowering,
+               ScaleLowering, CastLowering, CopyLowering, RandomNormalLowering,
+               InspectLowering, ProjectLowering, OrthogonalizeLowering,
+               ReconstructLowering, BufferStateLowering,
+               ScalarStateLoadLowering, ScalarStateStoreLowering>(converter,
+                                                                  symbolTables);
+  patterns.add<StateLowering>(converter);
+}
+
+void mlir::ddp::registerConvertDDPToLLVMInterface(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *, DDPDialect *dialect) {
+    dialect->addInterfaces<DDPToLLVMDialectInterface>();
+  });
+}

@@ -2,6 +2,8 @@
 
 #include "ddp/Dialect/DDP/IR/DDP.h"
 
+#include "mlir/Conversion/ConvertToLLVM/ToLLVMInterface.h"
+
 #include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMTypes.h"
@@ -62,4 +64,6 @@ void DDPDialect::initialize() {
       BackprojectResidualOp, OrthogonalizeOp, ReconstructOp,
       ReconstructResidualOp, RandomNormalOp, InspectOp, StateLoadOp,
       StateStoreOp, AddResidualOp, UpdateResidualOp>();
+  // The lowering registers it (registerConvertDDPToLLVMInterface).
+  declarePromisedInterface<ConvertToLLVMPatternInterface, DDPDialect>();
 }

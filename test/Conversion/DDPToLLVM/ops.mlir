@@ -1,0 +1,335 @@
+// RUN: ddp-opt %s --convert-ddp-to-llvm -split-input-file | FileCheck %s
+// The same patterns through upstream's convert-to-llvm, which finds them
+// with the dialect's ConvertToLLVMPatternInterface (func, memref and arith
+// are lowered in the same pass).
+// RUN: ddp-opt %s --convert-to-llvm -split-input-file | FileCheck %s --check-prefix=GENERIC
+// RUN: ddp-opt %s --convert-to-llvm -split-input-file | FileCheck %s --check-prefix=LEFT
+
+// One test per pattern of the lowering. Each checks the runtime function's
+// signature and the ABI values the call passes: ddprt.h's enumerators
+// (dtype, reduction, role, scale), the ddprt_buffer {ptr, i32, i64} and
+// ddprt_matrix {ptr, i32, i64, i64} structs, the count, the current context
+// and the checked status.
+
+// Nothing is left of ddp, func or memref.
+// LEFT-NOT: {{^ *(%[^ ]* = )?ddp\.}}
+// LEFT-NOT: builtin.unrealized_conversion_cast
+// LEFT-NOT: func.func
+// LEFT-NOT: memref
+
+// CHECK-DAG: llvm.func @ddprt_current_context() -> !llvm.ptr
+// CHECK-DAG: llvm.func @ddprt_check(!llvm.ptr, i32, !llvm.ptr)
+// CHECK-DAG: llvm.func @ddprt_allreduce(!llvm.ptr, i32, i32, !llvm.ptr, i32) -> i32
+// CHECK-DAG: llvm.mlir.global internal constant @[[WHERE:__ddp_str_[0-9A-F]+]]("ddp.allreduce at {{.*}}ops.mlir:[[# @LINE + 22]]:3\00")
+
+// ddp.buffer.allreduce: sum = DDPRT_SUM 0, role powersgd_q = DDPRT_ROLE_POWERSGD_Q 4,
+// bf16 = DDPRT_BF16 2, 12 elements.
+// CHECK-LABEL: func.func @allreduce(
+// CHECK: %[[ARRAY:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// CHECK: %[[SUM:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK: %[[ROLE:.*]] = llvm.mlir.constant(4 : i32) : i32
+// CHECK: %[[DATA:.*]] = llvm.extractvalue %{{.*}}[1]
+// CHECK: %[[BF16:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK: %[[NUMEL:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK: %[[B0:.*]] = llvm.insertvalue %[[DATA]], %{{.*}}[0] : !llvm.struct<(ptr, i32, i64)>
+// CHECK: %[[B1:.*]] = llvm.insertvalue %[[BF16]], %[[B0]][1]
+// CHECK: %[[B2:.*]] = llvm.insertvalue %[[NUMEL]], %[[B1]][2]
+// CHECK: %[[SLOT:.*]] = llvm.getelementptr %[[ARRAY]][0]
+// CHECK: llvm.store %[[B2]], %[[SLOT]]
+// CHECK: %[[COUNT:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK: %[[CTX:.*]] = llvm.call @ddprt_current_context()
+// CHECK: %[[STATUS:.*]] = llvm.call @ddprt_allreduce(%[[CTX]], %[[SUM]], %[[ROLE]], %[[ARRAY]], %[[COUNT]])
+// CHECK: %[[TEXT:.*]] = llvm.mlir.addressof @[[WHERE]]
+// CHECK: llvm.call @ddprt_check(%[[CTX]], %[[STATUS]], %[[TEXT]])
+func.func @allreduce(%a: memref<3x4xbf16>) {
+  ddp.buffer.allreduce sum %a role powersgd_q : memref<3x4xbf16>
+  return
+}
+
+// -----
+
+// ddp.buffer.allreduce_start / wait: the request comes back through a stack
+// slot (preset to null) and goes to ddprt_wait. mean = 1, powersgd_p = 3,
+// f64 = 3, f32 = 0; a dynamic size is read from the descriptor.
+// CHECK-DAG: llvm.func @ddprt_allreduce_start(!llvm.ptr, i32, i32, !llvm.ptr, i32, !llvm.ptr) -> i32
+// CHECK-DAG: llvm.func @ddprt_wait(!llvm.ptr, !llvm.ptr) -> i32
+// CHECK-LABEL: func.func @allreduce_start_wait(
+// CHECK: %[[REQ:.*]] = llvm.alloca %{{.*}} x !llvm.ptr
+// CHECK: %[[ARRAY:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// CHECK: %[[F64:.*]] = llvm.mlir.constant(3 : i32) : i32
+// CHECK: %[[EIGHT:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK: llvm.insertvalue %[[F64]], %{{.*}}[1]
+// CHECK: llvm.insertvalue %[[EIGHT]], %{{.*}}[2]
+// CHECK: llvm.getelementptr %[[ARRAY]][0]
+// CHECK: %[[F32:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK: %[[SIZE:.*]] = llvm.extractvalue %{{.*}}[3, 0]
+// CHECK: %[[DYN:.*]] = llvm.mul %[[SIZE]], %{{.*}} : i64
+// CHECK: llvm.insertvalue %[[F32]], %{{.*}}[1]
+// CHECK: llvm.insertvalue %[[DYN]], %{{.*}}[2]
+// CHECK: llvm.getelementptr %[[ARRAY]][1]
+// CHECK: %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK: llvm.store %[[NULL]], %[[REQ]]
+// CHECK: %[[MEAN:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK: %[[ROLE:.*]] = llvm.mlir.constant(3 : i32) : i32
+// CHECK: %[[COUNT:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK: %[[CTX:.*]] = llvm.call @ddprt_current_context()
+// CHECK: %[[STATUS:.*]] = llvm.call @ddprt_allreduce_start(%[[CTX]], %[[MEAN]], %[[ROLE]], %[[ARRAY]], %[[COUNT]], %[[REQ]])
+// CHECK: llvm.call @ddprt_check(%[[CTX]], %[[STATUS]], %{{.*}})
+// CHECK: %[[HANDLE:.*]] = llvm.load %[[REQ]] : !llvm.ptr -> !llvm.ptr
+// CHECK: %[[CTX2:.*]] = llvm.call @ddprt_current_context()
+// CHECK: %[[WAITED:.*]] = llvm.call @ddprt_wait(%[[CTX2]], %[[HANDLE]])
+// CHECK: llvm.call @ddprt_check(%[[CTX2]], %[[WAITED]], %{{.*}})
+func.func @allreduce_start_wait(%a: memref<8xf64>, %b: memref<?xf32>) {
+  %r = ddp.buffer.allreduce_start mean %a, %b role powersgd_p : memref<8xf64>, memref<?xf32> -> !ddp.request<memref<8xf64>, memref<?xf32>>
+  ddp.buffer.wait %r : !ddp.request<memref<8xf64>, memref<?xf32>>
+  return
+}
+
+// -----
+
+// ddp.buffer.scale: world_size = DDPRT_SCALE_WORLD_SIZE 2, f16 = 1.
+// CHECK-DAG: llvm.func @ddprt_scale(!llvm.ptr, i32, !llvm.ptr, i32) -> i32
+// CHECK-LABEL: func.func @scale(
+// CHECK: %[[ARRAY:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// CHECK: %[[FACTOR:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK: %[[F16:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK: llvm.insertvalue %[[F16]], %{{.*}}[1]
+// CHECK: %[[COUNT:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK: %[[CTX:.*]] = llvm.call @ddprt_current_context()
+// CHECK: llvm.call @ddprt_scale(%[[CTX]], %[[FACTOR]], %[[ARRAY]], %[[COUNT]])
+func.func @scale(%b: memref<32xf16>) {
+  ddp.buffer.scale %b by world_size : memref<32xf16>
+  return
+}
+
+// -----
+
+// ddp.buffer.cast: inverse_world_size = DDPRT_SCALE_INVERSE_WORLD_SIZE 1;
+// inputs f32 (0), outputs f16 (1); without a factor, DDPRT_SCALE_NONE 0.
+// CHECK-DAG: llvm.func @ddprt_cast(!llvm.ptr, i32, !llvm.ptr, !llvm.ptr, i32) -> i32
+// CHECK-LABEL: func.func @cast(
+// CHECK: %[[OUT:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// CHECK: %[[IN:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// CHECK: %[[INVERSE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK: %[[F32:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK: llvm.insertvalue %[[F32]], %{{.*}}[1]
+// CHECK: llvm.getelementptr %[[IN]][0]
+// CHECK: %[[F16:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK: llvm.insertvalue %[[F16]], %{{.*}}[1]
+// CHECK: llvm.getelementptr %[[OUT]][0]
+// CHECK: %[[COUNT:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK: llvm.call @ddprt_cast(%{{.*}}, %[[INVERSE]], %[[IN]], %[[OUT]], %[[COUNT]])
+func.func @cast(%b: memref<32xf32>, %h: memref<32xf16>) {
+  ddp.buffer.cast %b scaled by inverse_world_size into %h : memref<32xf32> into memref<32xf16>
+  return
+}
+
+// CHECK-LABEL: func.func @cast_unscaled(
+// CHECK: %[[NONE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK: llvm.call @ddprt_cast(%{{.*}}, %[[NONE]], %{{.*}}, %{{.*}}, %{{.*}})
+func.func @cast_unscaled(%b: memref<32xf32>, %h: memref<32xf16>) {
+  ddp.buffer.cast %h into %b : memref<32xf16> into memref<32xf32>
+  return
+}
+
+// -----
+
+// ddp.buffer.copy: sources, then destinations, then the count.
+// CHECK-DAG: llvm.func @ddprt_copy(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32) -> i32
+// CHECK-LABEL: func.func @copy(
+// CHECK: %[[DST:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// CHECK: %[[SRC:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// CHECK: llvm.getelementptr %[[SRC]][1]
+// CHECK: llvm.getelementptr %[[DST]][1]
+// CHECK: %[[COUNT:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK: llvm.call @ddprt_copy(%{{.*}}, %[[SRC]], %[[DST]], %[[COUNT]])
+func.func @copy(%a: memref<4xf32>, %b: memref<4xf32>, %c: memref<2x3xbf16>, %d: memref<2x3xbf16>) {
+  ddp.buffer.copy %a, %c into %b, %d : memref<4xf32>, memref<2x3xbf16>
+  return
+}
+
+// -----
+
+// ddp.buffer.random_normal: one buffer, then seed, stream and the step.
+// CHECK-DAG: llvm.func @ddprt_random_normal(!llvm.ptr, !llvm.ptr, i64, i64, i64) -> i32
+// CHECK-LABEL: func.func @random_normal(
+// CHECK-SAME: %[[STEP:[^:]*]]: i64
+// CHECK: %[[OUT:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// CHECK: %[[NUMEL:.*]] = llvm.mlir.constant(64 : i64) : i64
+// CHECK: llvm.insertvalue %[[NUMEL]], %{{.*}}[2]
+// CHECK: %[[SEED:.*]] = llvm.mlir.constant(7 : i64) : i64
+// CHECK: %[[STREAM:.*]] = llvm.mlir.constant(3 : i64) : i64
+// CHECK: llvm.call @ddprt_random_normal(%{{.*}}, %[[OUT]], %[[SEED]], %[[STREAM]], %[[STEP]])
+func.func @random_normal(%step: i64, %q: memref<32x2xf32>) {
+  ddp.buffer.random_normal %step seed 7 stream 3 into %q : memref<32x2xf32>
+  return
+}
+
+// -----
+
+// ddp.buffer.project: matrices, residuals, factors, outputs as arrays of
+// ddprt_matrix {data, dtype, rows, cols}; transposed is ddprt_backproject,
+// and an empty residual group is a null pointer.
+// CHECK-DAG: llvm.func @ddprt_project(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32) -> i32
+// CHECK-DAG: llvm.func @ddprt_backproject(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32) -> i32
+// CHECK-LABEL: func.func @project(
+// CHECK: %[[P:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK: %[[Q:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK: %[[E:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK: %[[G:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK: %[[ROWS:.*]] = llvm.mlir.constant(64 : i64) : i64
+// CHECK: %[[COLS:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK: llvm.insertvalue %[[ROWS]], %{{.*}}[2] : !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK: llvm.insertvalue %[[COLS]], %{{.*}}[3] : !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK: llvm.getelementptr %[[G]][0]
+// CHECK: %[[COUNT:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK: llvm.call @ddprt_project(%{{.*}}, %[[G]], %[[E]], %[[Q]], %[[P]], %[[COUNT]])
+func.func @project(%g: memref<64x32xf32>, %e: memref<64x32xf32>, %q: memref<32x2xf32>, %p: memref<64x2xf32>) {
+  ddp.buffer.project %g plus %e times %q into %p : memref<64x32xf32> plus memref<64x32xf32> times memref<32x2xf32> into memref<64x2xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @backproject(
+// CHECK: %[[Q:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK: %[[P:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK: %[[G:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK: %[[NONE:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK: llvm.call @ddprt_backproject(%{{.*}}, %[[G]], %[[NONE]], %[[P]], %[[Q]], %{{.*}})
+func.func @backproject(%g: memref<64x32xf32>, %q: memref<32x2xf32>, %p: memref<64x2xf32>) {
+  ddp.buffer.project transposed %g times %p into %q : memref<64x32xf32> times memref<64x2xf32> into memref<32x2xf32>
+  return
+}
+
+// -----
+
+// ddp.buffer.orthogonalize: the matrices, the count, then epsilon as f64.
+// CHECK-DAG: llvm.func @ddprt_orthogonalize(!llvm.ptr, !llvm.ptr, i32, f64) -> i32
+// CHECK-LABEL: func.func @orthogonalize(
+// CHECK: %[[P:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK: %[[COUNT:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK: %[[EPS:.*]] = llvm.mlir.constant(1.000000e-08 : f64) : f64
+// CHECK: llvm.call @ddprt_orthogonalize(%{{.*}}, %[[P]], %[[COUNT]], %[[EPS]])
+func.func @orthogonalize(%p: memref<64x2xf32>) {
+  ddp.buffer.orthogonalize %p {epsilon = 1.0e-8 : f64} : memref<64x2xf32>
+  return
+}
+
+// -----
+
+// ddp.buffer.reconstruct: ps, qs, matrices, residuals, outputs; without
+// error feedback the matrices and residuals are null.
+// CHECK-DAG: llvm.func @ddprt_reconstruct(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32) -> i32
+// CHECK-LABEL: func.func @reconstruct(
+// CHECK: %[[OUT:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK: %[[E:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK: %[[G:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK: %[[Q:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK: %[[P:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK: llvm.call @ddprt_reconstruct(%{{.*}}, %[[P]], %[[Q]], %[[G]], %[[E]], %[[OUT]], %{{.*}})
+func.func @reconstruct(%g: memref<64x32xf32>, %e: memref<64x32xf32>, %q: memref<32x2xf32>, %p: memref<64x2xf32>) {
+  ddp.buffer.reconstruct %p times %q from %g plus %e into %g : memref<64x2xf32> times memref<32x2xf32> from memref<64x32xf32> plus memref<64x32xf32> into memref<64x32xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @reconstruct_plain(
+// CHECK: %[[OUT:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK: %[[Q:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK: %[[P:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK: %[[NONE:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK: %[[NONE2:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK: llvm.call @ddprt_reconstruct(%{{.*}}, %[[P]], %[[Q]], %[[NONE]], %[[NONE2]], %[[OUT]], %{{.*}})
+func.func @reconstruct_plain(%e: memref<64x32xf32>, %q: memref<32x2xf32>, %p: memref<64x2xf32>) {
+  ddp.buffer.reconstruct %p times %q into %e : memref<64x2xf32> times memref<32x2xf32> into memref<64x32xf32>
+  return
+}
+
+// -----
+
+// ddp.buffer.inspect: one buffer into two stack words (preset to "finite,
+// nonzero"), compared with 0.
+// CHECK-DAG: llvm.func @ddprt_inspect(!llvm.ptr, !llvm.ptr, i32, !llvm.ptr, !llvm.ptr) -> i32
+// CHECK-LABEL: func.func @inspect(
+// CHECK: %[[FLAGS:.*]] = llvm.alloca %{{.*}} x i32
+// CHECK: %[[NONZERO:.*]] = llvm.getelementptr %[[FLAGS]][1]
+// CHECK: llvm.store %{{.*}}, %[[FLAGS]] : i32, !llvm.ptr
+// CHECK: llvm.store %{{.*}}, %[[NONZERO]] : i32, !llvm.ptr
+// CHECK: %[[STATUS:.*]] = llvm.call @ddprt_inspect(%{{.*}}, %{{.*}}, %{{.*}}, %[[FLAGS]], %[[NONZERO]])
+// CHECK: llvm.call @ddprt_check(%{{.*}}, %[[STATUS]], %{{.*}})
+// CHECK: %[[F:.*]] = llvm.load %[[FLAGS]] : !llvm.ptr -> i32
+// CHECK: %[[FINITE:.*]] = llvm.icmp "ne" %[[F]], %{{.*}} : i32
+// CHECK: %[[N:.*]] = llvm.load %[[NONZERO]] : !llvm.ptr -> i32
+// CHECK: %[[ANY:.*]] = llvm.icmp "ne" %[[N]], %{{.*}} : i32
+// CHECK: return %[[FINITE]], %[[ANY]]
+func.func @inspect(%q: memref<32x2xf32>) -> (i1, i1) {
+  %finite, %nonzero = ddp.buffer.inspect %q : memref<32x2xf32>
+  return %finite, %nonzero : i1, i1
+}
+
+// -----
+
+// ddp.state disappears; ddp.buffer.state is ddprt_state_get by name (dtype,
+// element count) and its data pointer, wrapped in a static descriptor.
+// CHECK-NOT: ddp.state
+// CHECK-DAG: llvm.func @ddprt_state_get(!llvm.ptr, !llvm.ptr, i32, i64, !llvm.ptr) -> i32
+// CHECK-DAG: llvm.func @ddprt_state_data(!llvm.ptr) -> !llvm.ptr
+// CHECK-DAG: llvm.mlir.global internal constant @[[NAME:.*]]("ddp.q.fc1\00")
+// CHECK-LABEL: func.func @buffer_state(
+// CHECK: %[[SLOT:.*]] = llvm.alloca %{{.*}} x !llvm.ptr
+// CHECK: llvm.store %{{.*}}, %[[SLOT]]
+// CHECK: %[[TEXT:.*]] = llvm.mlir.addressof @[[NAME]]
+// CHECK: %[[BF16:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK: %[[NUMEL:.*]] = llvm.mlir.constant(64 : i64) : i64
+// CHECK: llvm.call @ddprt_state_get(%{{.*}}, %[[TEXT]], %[[BF16]], %[[NUMEL]], %[[SLOT]])
+// CHECK: %[[STATE:.*]] = llvm.load %[[SLOT]] : !llvm.ptr -> !llvm.ptr
+// CHECK: %[[DATA:.*]] = llvm.call @ddprt_state_data(%[[STATE]])
+// CHECK: llvm.insertvalue %[[DATA]], %{{.*}}[1] : !llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)>
+ddp.state @ddp.q.fc1 : tensor<32x2xbf16>
+func.func @buffer_state() -> memref<32x2xbf16> {
+  %q = ddp.buffer.state @ddp.q.fc1 : memref<32x2xbf16>
+  return %q : memref<32x2xbf16>
+}
+
+// -----
+
+// The i64 step counter: ddp.state_load and ddp.state_store read and write
+// the state's host memory (DDPRT_I64 4, one element).
+// CHECK-LABEL: func.func @counter(
+// CHECK: %[[I64:.*]] = llvm.mlir.constant(4 : i32) : i32
+// CHECK: %[[ONE:.*]] = llvm.mlir.constant(1 : i64) : i64
+// CHECK: llvm.call @ddprt_state_get(%{{.*}}, %{{.*}}, %[[I64]], %[[ONE]], %{{.*}})
+// CHECK: %[[DATA:.*]] = llvm.call @ddprt_state_data
+// CHECK: %[[OLD:.*]] = llvm.load %[[DATA]] : !llvm.ptr -> i64
+// CHECK: %[[NEW:.*]] = arith.addi %[[OLD]]
+// CHECK: llvm.call @ddprt_state_get
+// CHECK: %[[DATA2:.*]] = llvm.call @ddprt_state_data
+// CHECK: llvm.store %[[NEW]], %[[DATA2]] : i64, !llvm.ptr
+// CHECK: return %[[OLD]]
+ddp.state @ddp.step.train : i64
+func.func @counter() -> i64 {
+  %s = ddp.state_load @ddp.step.train : i64
+  %c1 = arith.constant 1 : i64
+  %n = arith.addi %s, %c1 : i64
+  ddp.state_store %n, @ddp.step.train : i64
+  return %s : i64
+}
+
+// GENERIC-LABEL: llvm.func @allreduce(
+// GENERIC: llvm.call @ddprt_allreduce(
+// GENERIC-LABEL: llvm.func @allreduce_start_wait(
+// GENERIC: llvm.call @ddprt_allreduce_start(
+// GENERIC: llvm.call @ddprt_wait(
+// GENERIC-LABEL: llvm.func @scale(
+// GENERIC-LABEL: llvm.func @cast(
+// GENERIC-LABEL: llvm.func @cast_unscaled(
+// GENERIC-LABEL: llvm.func @copy(
+// GENERIC-LABEL: llvm.func @random_normal(
+// GENERIC-LABEL: llvm.func @project(
+// GENERIC-LABEL: llvm.func @backproject(
+// GENERIC-LABEL: llvm.func @orthogonalize(
+// GENERIC-LABEL: llvm.func @reconstruct(
+// GENERIC-LABEL: llvm.func @reconstruct_plain(
+// GENERIC-LABEL: llvm.func @inspect(
+// GENERIC-LABEL: llvm.func @buffer_state(
+// GENERIC: llvm.call @ddprt_state_get(
+// GENERIC-LABEL: llvm.func @counter(
+// GENERIC: llvm.add
