@@ -320,7 +320,7 @@ struct AllReduceLowering : RuntimePattern<BufferAllReduceOp> {
         {rt.constantI32(getRuntimeReduction(op.getKind())),
          rt.constantI32(getRuntimeRole(op.getRole())),
          rt.buffers(adaptor.getBuffers(), op.getBuffers().getTypes()),
-         rt.constantI32(op.getBuffers().size())});
+         rt.constantI32(op.getNumTensors())});
   }
 };
 
@@ -363,7 +363,7 @@ struct ScaleLowering : RuntimePattern<BufferScaleOp> {
         op, rt, "ddprt_scale",
         {rt.constantI32(getRuntimeScale(op.getFactor())),
          rt.buffers(adaptor.getBuffers(), op.getBuffers().getTypes()),
-         rt.constantI32(op.getBuffers().size())});
+         rt.constantI32(op.getNumTensors())});
   }
 };
 
@@ -376,7 +376,7 @@ struct CastLowering : RuntimePattern<BufferCastOp> {
         {rt.constantI32(getRuntimeScale(op.getFactor())),
          rt.buffers(adaptor.getInputs(), op.getInputs().getTypes()),
          rt.buffers(adaptor.getOutputs(), op.getOutputs().getTypes()),
-         rt.constantI32(op.getInputs().size())});
+         rt.constantI32(op.getNumTensors())});
   }
 };
 
@@ -388,7 +388,7 @@ struct CopyLowering : RuntimePattern<BufferCopyOp> {
         op, rt, "ddprt_copy",
         {rt.buffers(adaptor.getSources(), op.getSources().getTypes()),
          rt.buffers(adaptor.getDestinations(), op.getDestinations().getTypes()),
-         rt.constantI32(op.getSources().size())});
+         rt.constantI32(op.getNumTensors())});
   }
 };
 
@@ -418,7 +418,7 @@ struct ProjectLowering : RuntimePattern<BufferProjectOp> {
          rt.matrices(adaptor.getResiduals(), op.getResiduals().getTypes()),
          rt.matrices(adaptor.getFactors(), op.getFactors().getTypes()),
          rt.matrices(adaptor.getOutputs(), op.getOutputs().getTypes()),
-         rt.constantI32(op.getMatrices().size())});
+         rt.constantI32(op.getNumTensors())});
   }
 };
 
@@ -429,7 +429,7 @@ struct OrthogonalizeLowering : RuntimePattern<BufferOrthogonalizeOp> {
     return replaceWithCall(
         op, rt, "ddprt_orthogonalize",
         {rt.matrices(adaptor.getBuffers(), op.getBuffers().getTypes()),
-         rt.constantI32(op.getBuffers().size()),
+         rt.constantI32(op.getNumTensors()),
          LLVM::ConstantOp::create(rt.b, rt.loc, rt.b.getF64Type(),
                                   op.getEpsilonAttr())});
   }
@@ -446,7 +446,7 @@ struct ReconstructLowering : RuntimePattern<BufferReconstructOp> {
          rt.matrices(adaptor.getMatrices(), op.getMatrices().getTypes()),
          rt.matrices(adaptor.getResiduals(), op.getResiduals().getTypes()),
          rt.matrices(adaptor.getOutputs(), op.getOutputs().getTypes()),
-         rt.constantI32(op.getPs().size())});
+         rt.constantI32(op.getNumTensors())});
   }
 };
 

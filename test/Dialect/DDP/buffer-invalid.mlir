@@ -79,3 +79,12 @@ func.func @state_layout() {
   %q = ddp.buffer.state @offset : memref<4xf32, strided<[1], offset: 4>>
   return
 }
+
+// -----
+
+// MultiTensorOpInterface's verifier: every operand group holds N buffers.
+func.func @cast_groups(%a: memref<4xf32>, %b: memref<4xf16>, %c: memref<4xf16>) {
+  // expected-error @+1 {{'ddp.buffer.cast' op operand group #1 has 2 values, but the op works on 1 tensors}}
+  "ddp.buffer.cast"(%a, %b, %c) <{operandSegmentSizes = array<i32: 1, 2>}> : (memref<4xf32>, memref<4xf16>, memref<4xf16>) -> ()
+  return
+}

@@ -57,8 +57,9 @@ func.func @cast_empty() {
 
 // -----
 
+// MultiTensorOpInterface's verifier: results come in whole groups of N.
 func.func @cast_count(%x: tensor<4xf32>) {
-  // expected-error @+1 {{'ddp.cast' op has 1 inputs but 2 results; each tensor needs one of each}}
+  // expected-error @+1 {{'ddp.cast' op has 2 results for its 1 tensors (1 per tensor)}}
   %a, %b = "ddp.cast"(%x) : (tensor<4xf32>) -> (tensor<4xf16>, tensor<4xf16>)
   return
 }

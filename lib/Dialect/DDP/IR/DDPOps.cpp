@@ -692,5 +692,34 @@ LogicalResult BufferCopyOp::verify() {
                        getDestinations().getTypes());
 }
 
+//===----------------------------------------------------------------------===//
+// MultiTensorOpInterface
+//===----------------------------------------------------------------------===//
+
+#include "ddp/Dialect/DDP/IR/DDPInterfaces.cpp.inc"
+
+LogicalResult mlir::ddp::detail::verifyMultiTensorOp(Operation *op) {
+  auto multi = cast<MultiTensorOpInterface>(op);
+  unsigned count = multi.getNumTensors();
+  for (unsigned g = 0, e = multi.getNumOperandGroups(); g < e; ++g) {
+    unsigned size = multi.getOperandGroup(g).size();
+    if (size != count && size != 0)
+      return op->emitOpError()
+             << "operand group #" << g << " has " << size
+             << " values, but the op works on " << count << " tensors";
+  }
+  unsigned groups = multi.getNumResultGroups();
+  if (op->getNumResults() != groups * count)
+    return op->emitOpError()
+           << "has " << op->getNumResults() << " results for its " << count
+           << " tensors (" << groups << " per tensor)";
+  return success();
+}
+
+unsigned ReconstructResidualOp::getNumResultGroups() {
+  // The reconstructions, then the new residuals.
+  return 2;
+}
+
 #define GET_OP_CLASSES
 #include "ddp/Dialect/DDP/IR/DDPOps.cpp.inc"

@@ -78,16 +78,11 @@ static int64_t numBytes(RankedTensorType type) {
 static tensor::ConcatOp traceSource(Value &value) {
   while (Operation *op = value.getDefiningOp()) {
     unsigned index = cast<OpResult>(value).getResultNumber();
-    if (isa<CastOp, ScaleOp, AddResidualOp, OrthogonalizeOp>(op))
-      value = op->getOperand(index);
-    else if (auto project = dyn_cast<ProjectOp>(op))
-      value = project.getMatrices()[index];
-    else if (auto project = dyn_cast<ProjectResidualOp>(op))
-      value = project.getMatrices()[index];
-    else if (auto back = dyn_cast<BackprojectOp>(op))
-      value = back.getMatrices()[index];
-    else if (auto back = dyn_cast<BackprojectResidualOp>(op))
-      value = back.getMatrices()[index];
+    // A compression step computes tensor i from tensor i of its first
+    // operand group (the gradient, or a matrix made from it).
+    auto step = dyn_cast<MultiTensorOpInterface>(op);
+    if (step && isPure(op))
+      value = step.getOperandGroup(0)[index % step.getNumTensors()];
     else if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op))
       value = op->getOperand(0);
     else if (auto concat = dyn_cast<tensor::ConcatOp>(op))

@@ -64,26 +64,44 @@ splitResidualSums(ValueRange matrices) {
   return std::make_pair(inputs, residuals);
 }
 
+/// A producer the fusion left without uses (its values now come from the
+/// fused op) goes; one that still has other users stays.
+static void eraseIfDead(RewriterBase &rewriter, Operation *producer) {
+  if (producer && producer->use_empty())
+    rewriter.eraseOp(producer);
+}
+
 namespace {
+/// A fusion pattern; each rewrite counts one fused producer/consumer pair.
+template <typename OpTy> struct FusionPattern : OpRewritePattern<OpTy> {
+  FusionPattern(MLIRContext *context, unsigned &fused)
+      : OpRewritePattern<OpTy>(context), fused(fused) {}
+  unsigned &fused;
+};
+
 /// project / backproject of G + E -> the *_residual form.
 template <typename OpTy, typename FusedOpTy>
-struct FuseResidualIntoProjection : OpRewritePattern<OpTy> {
-  using OpRewritePattern<OpTy>::OpRewritePattern;
+struct FuseResidualIntoProjection : FusionPattern<OpTy> {
+  using FusionPattern<OpTy>::FusionPattern;
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
     auto split = splitResidualSums(op.getMatrices());
     if (!split)
       return failure();
+    Operation *sum = op.getMatrices().front().getDefiningOp();
     rewriter.replaceOpWithNewOp<FusedOpTy>(op, split->first, split->second,
                                            op.getFactors());
+    eraseIfDead(rewriter, sum);
+    ++this->fused;
     return success();
   }
 };
 
 /// update_residual(G + E, reconstruct(P, Q)) -> reconstruct_residual.
-struct FuseReconstructResidual : OpRewritePattern<UpdateResidualOp> {
-  FuseReconstructResidual(MLIRContext *context, DominanceInfo &dominance)
-      : OpRewritePattern(context), dominance(dominance) {}
+struct FuseReconstructResidual : FusionPattern<UpdateResidualOp> {
+  FuseReconstructResidual(MLIRContext *context, unsigned &fused,
+                          DominanceInfo &dominance)
+      : FusionPattern(context, fused), dominance(dominance) {}
 
   LogicalResult matchAndRewrite(UpdateResidualOp op,
                                 PatternRewriter &rewriter) const override {
@@ -104,8 +122,11 @@ struct FuseReconstructResidual : OpRewritePattern<UpdateResidualOp> {
     auto fused = ReconstructResidualOp::create(
         rewriter, reconstruct.getLoc(), reconstruct.getPs(),
         reconstruct.getQs(), split->first, split->second);
+    Operation *sum = op.getInputs().front().getDefiningOp();
     rewriter.replaceOp(reconstruct, fused.getReconstructions());
     rewriter.replaceOp(op, fused.getNewResiduals());
+    eraseIfDead(rewriter, sum);
+    ++this->fused;
     return success();
   }
 
@@ -113,8 +134,8 @@ struct FuseReconstructResidual : OpRewritePattern<UpdateResidualOp> {
 };
 
 /// cast(scale(X)) -> cast X scaled by.
-struct FuseScaleIntoCast : OpRewritePattern<CastOp> {
-  using OpRewritePattern::OpRewritePattern;
+struct FuseScaleIntoCast : FusionPattern<CastOp> {
+  using FusionPattern::FusionPattern;
   LogicalResult matchAndRewrite(CastOp op,
                                 PatternRewriter &rewriter) const override {
     if (op.getFactor())
@@ -128,13 +149,15 @@ struct FuseScaleIntoCast : OpRewritePattern<CastOp> {
       inputs.push_back(scale.getInputs()[i]);
     rewriter.replaceOpWithNewOp<CastOp>(op, op.getResultTypes(), inputs,
                                         scale.getFactorAttr());
+    eraseIfDead(rewriter, scale);
+    ++fused;
     return success();
   }
 };
 
 /// scale(cast(X)) -> cast X scaled by.
-struct FuseCastIntoScale : OpRewritePattern<ScaleOp> {
-  using OpRewritePattern::OpRewritePattern;
+struct FuseCastIntoScale : FusionPattern<ScaleOp> {
+  using FusionPattern::FusionPattern;
   LogicalResult matchAndRewrite(ScaleOp op,
                                 PatternRewriter &rewriter) const override {
     auto producer = commonProducer<CastOp>(op.getInputs());
@@ -146,6 +169,8 @@ struct FuseCastIntoScale : OpRewritePattern<ScaleOp> {
       inputs.push_back(cast.getInputs()[i]);
     rewriter.replaceOpWithNewOp<CastOp>(op, op.getResultTypes(), inputs,
                                         op.getFactorAttr());
+    eraseIfDead(rewriter, cast);
+    ++fused;
     return success();
   }
 };
@@ -156,43 +181,14 @@ struct DDPFuseKernelsPass
 };
 } // namespace
 
-/// Ops the fusion left without uses (the add_residual and reconstruct ops
-/// that were folded into fused ops). Only ddp compute ops are touched.
-static void eraseDeadComputeOps(Operation *root) {
-  SmallVector<Operation *> worklist;
-  root->walk([&](Operation *op) {
-    if (isa_and_nonnull<DDPDialect>(op->getDialect()) && isPure(op) &&
-        op->use_empty())
-      worklist.push_back(op);
-  });
-  while (!worklist.empty()) {
-    Operation *op = worklist.pop_back_val();
-    SmallVector<Operation *> producers;
-    for (Value operand : op->getOperands())
-      if (Operation *producer = operand.getDefiningOp())
-        producers.push_back(producer);
-    op->erase();
-    for (Operation *producer : producers)
-      if (isa_and_nonnull<DDPDialect>(producer->getDialect()) &&
-          isPure(producer) && producer->use_empty() &&
-          !llvm::is_contained(worklist, producer))
-        worklist.push_back(producer);
-  }
-}
-
-/// Which ops may merge: the same op with the same configuration (inherent
-/// attributes other than the operand segment sizes).
+/// Which ops may merge: compute ops (pure multi-tensor ops; collectives are
+/// bucketize's business) of one kind with the same configuration.
 static std::optional<Attribute> mergeKey(Operation *op) {
-  if (!isa<ScaleOp, CastOp, AddResidualOp, ProjectOp, BackprojectOp,
-           OrthogonalizeOp, ReconstructOp, UpdateResidualOp, ProjectResidualOp,
-           BackprojectResidualOp, ReconstructResidualOp>(op))
+  auto multi = dyn_cast<MultiTensorOpInterface>(op);
+  if (!multi || !isPure(op))
     return std::nullopt;
-  auto props = dyn_cast_or_null<DictionaryAttr>(op->getPropertiesAsAttribute());
-  if (!props)
-    return UnitAttr::get(op->getContext());
-  NamedAttrList config(props);
-  config.erase("operandSegmentSizes");
-  return config.getDictionary(op->getContext());
+  Attribute configuration = multi.getConfiguration();
+  return configuration ? configuration : UnitAttr::get(op->getContext());
 }
 
 void DDPFuseKernelsPass::runOnOperation() {
@@ -201,23 +197,13 @@ void DDPFuseKernelsPass::runOnOperation() {
   DominanceInfo dominance(root);
 
   RewritePatternSet patterns(context);
+  unsigned fused = 0;
   patterns.add<FuseResidualIntoProjection<ProjectOp, ProjectResidualOp>,
                FuseResidualIntoProjection<BackprojectOp, BackprojectResidualOp>,
-               FuseScaleIntoCast, FuseCastIntoScale>(context);
-  patterns.add<FuseReconstructResidual>(context, dominance);
-  unsigned before = 0;
-  root->walk([&](Operation *op) {
-    if (isa<AddResidualOp, ScaleOp, ReconstructOp>(op))
-      ++before;
-  });
+               FuseScaleIntoCast, FuseCastIntoScale>(context, fused);
+  patterns.add<FuseReconstructResidual>(context, fused, dominance);
   walkAndApplyPatterns(root, std::move(patterns));
-  eraseDeadComputeOps(root);
-  unsigned after = 0;
-  root->walk([&](Operation *op) {
-    if (isa<AddResidualOp, ScaleOp, ReconstructOp>(op))
-      ++after;
-  });
-  numFused += before - after;
+  numFused += fused;
 
   SmallVector<Block *> blocks;
   root->walk([&](Block *block) { blocks.push_back(block); });
@@ -226,8 +212,9 @@ void DDPFuseKernelsPass::runOnOperation() {
     for (auto &group : findMergeableGroups(*block, mergeKey))
       if (group.size() > 1)
         groups.push_back(std::move(group));
+  IRRewriter rewriter(context);
   for (auto &group : groups) {
     numMerged += group.size();
-    mergeMultiTensorOps(group);
+    mergeMultiTensorOps(rewriter, group);
   }
 }

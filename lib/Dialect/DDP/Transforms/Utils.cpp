@@ -127,72 +127,50 @@ mlir::ddp::findMergeableGroups(Block &block, MergeKeyFn keyOf,
   return groups;
 }
 
-/// Number of result groups of a multi-tensor op: reconstruct_residual
-/// returns the reconstructions and then the new residuals.
-static unsigned numResultGroups(Operation *op) {
-  return isa<ReconstructResidualOp>(op) ? 2 : 1;
-}
-
-/// Number of tensors a multi-tensor op works on.
-static unsigned numTensors(Operation *op) {
-  if (auto start = dyn_cast<AllReduceStartOp>(op))
-    return start.getInputs().size();
-  return op->getNumResults() / numResultGroups(op);
-}
-
-Operation *mlir::ddp::mergeMultiTensorOps(ArrayRef<Operation *> group) {
+Operation *mlir::ddp::mergeMultiTensorOps(RewriterBase &rewriter,
+                                          ArrayRef<Operation *> group) {
   assert(!group.empty() && "nothing to merge");
-  Operation *first = group.front();
-  if (group.size() == 1)
+  auto members = llvm::map_to_vector(
+      group, [](Operation *op) { return cast<MultiTensorOpInterface>(op); });
+  MultiTensorOpInterface first = members.front();
+  if (members.size() == 1)
     return first;
-  unsigned numOperandGroups = first->getNumOperands() / numTensors(first);
-  unsigned numGroupsOfResults = numResultGroups(first);
   unsigned total = 0;
-  for (Operation *op : group)
-    total += numTensors(op);
+  for (MultiTensorOpInterface op : members)
+    total += op.getNumTensors();
+  SmallVector<Value> operands;
+  for (unsigned g = 0, e = first.getNumOperandGroups(); g < e; ++g)
+    for (MultiTensorOpInterface op : members)
+      llvm::append_range(operands, op.getOperandGroup(g));
+  unsigned numResultGroups = first.getNumResultGroups();
+  SmallVector<Type> types;
+  for (unsigned g = 0; g < numResultGroups; ++g)
+    for (MultiTensorOpInterface op : members)
+      llvm::append_range(types, op.getResultGroup(g).getTypes());
 
-  OperationState state(
-      FusedLoc::get(first->getContext(),
+  // The configuration (inherent attributes) comes from the first member,
+  // then the group sizes become those of the merged op.
+  rewriter.setInsertionPoint(group.back());
+  Operation *merged = Operation::create(
+      FusedLoc::get(rewriter.getContext(),
                     llvm::map_to_vector(
                         group, [](Operation *op) { return op->getLoc(); })),
-      first->getName());
-  for (unsigned g = 0; g < numOperandGroups; ++g)
-    for (Operation *op : group) {
-      unsigned n = numTensors(op);
-      state.addOperands(op->getOperands().slice(g * n, n));
-    }
-  for (unsigned g = 0; g < numGroupsOfResults; ++g)
-    for (Operation *op : group) {
-      unsigned n = numTensors(op);
-      state.addTypes(TypeRange(op->getResultTypes()).slice(g * n, n));
-    }
-  // Inherent attributes (the configuration) come from the first member; the
-  // operand segment sizes are those of the merged op.
-  if (auto props =
-          dyn_cast_or_null<DictionaryAttr>(first->getPropertiesAsAttribute())) {
-    NamedAttrList attrs(props);
-    if (attrs.get("operandSegmentSizes"))
-      attrs.set("operandSegmentSizes",
-                DenseI32ArrayAttr::get(
-                    first->getContext(),
-                    SmallVector<int32_t>(numOperandGroups, int32_t(total))));
-    state.propertiesAttr = attrs.getDictionary(first->getContext());
-  }
-  state.addAttributes(llvm::to_vector(first->getDiscardableAttrs()));
+      first->getName(), types, operands,
+      NamedAttrList(first->getDiscardableAttrDictionary()),
+      first->getPropertiesStorage());
+  rewriter.insert(merged);
+  cast<MultiTensorOpInterface>(merged).setNumTensors(total);
 
-  OpBuilder builder(group.back());
-  Operation *merged = builder.create(state);
   unsigned offset = 0;
-  for (Operation *op : group) {
-    unsigned n = numTensors(op);
-    for (unsigned g = 0; g < numGroupsOfResults; ++g)
-      for (unsigned k = 0; k < n; ++k)
-        op->getResult(g * n + k).replaceAllUsesWith(
-            merged->getResult(g * total + offset + k));
+  for (MultiTensorOpInterface op : members) {
+    unsigned n = op.getNumTensors();
+    SmallVector<Value> replacements;
+    for (unsigned g = 0; g < numResultGroups; ++g)
+      llvm::append_range(replacements,
+                         merged->getResults().slice(g * total + offset, n));
+    rewriter.replaceOp(op, replacements);
     offset += n;
   }
-  for (Operation *op : group)
-    op->erase();
   return merged;
 }
 
@@ -225,8 +203,9 @@ unsigned mlir::ddp::bucketizeAllReduces(Operation *root, uint64_t capBytes) {
     for (auto &group : findMergeableGroups(*block, keyOf, bytesOf, capBytes))
       if (group.size() > 1)
         buckets.push_back(std::move(group));
+  IRRewriter rewriter(root->getContext());
   for (auto &bucket : buckets)
-    mergeMultiTensorOps(bucket);
+    mergeMultiTensorOps(rewriter, bucket);
   return buckets.size();
 }
 

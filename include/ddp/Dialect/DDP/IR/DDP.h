@@ -53,6 +53,14 @@ bool isStateElementType(Type type);
 std::string computeElementTypeNames(MLIRContext *context);
 } // namespace mlir::ddp
 
+namespace mlir::ddp::detail {
+/// MultiTensorOpInterface's verifier: every operand group holds N values
+/// (an optional one none) and the results are whole groups of N.
+LogicalResult verifyMultiTensorOp(Operation *op);
+} // namespace mlir::ddp::detail
+
+#include "ddp/Dialect/DDP/IR/DDPInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "ddp/Dialect/DDP/IR/DDPOps.h.inc"
 

@@ -39,7 +39,7 @@ def DDP_MatrixBuffer : Type<
 class DDP_BufferOp<string mnemonic, list<Trait> traits = []>
     : DDP_Op<"buffer." # mnemonic, traits>;
 
-def DDP_BufferAllReduceOp : DDP_BufferOp<"allreduce"> {
+def DDP_BufferAllReduceOp : DDP_BufferOp<"allreduce", [DDP_MultiTensorOpInterface]> {
   let summary = "ddp.allreduce in place on buffers";
   let description = [{
     `ddp.allreduce` after bufferization: one collective over all ranks for
@@ -85,7 +85,7 @@ def DDP_BufferWaitOp : DDP_BufferOp<"wait"> {
   let assemblyFormat = "$request attr-dict `:` qualified(type($request))";
 }
 
-def DDP_BufferScaleOp : DDP_BufferOp<"scale"> {
+def DDP_BufferScaleOp : DDP_BufferOp<"scale", [DDP_MultiTensorOpInterface]> {
   let summary = "ddp.scale in place on buffers";
   let arguments = (ins Arg<Variadic<DDP_CommBuffer>, "", [MemRead, MemWrite]>:$buffers,
                        DDP_WorldScale:$factor);
@@ -93,7 +93,7 @@ def DDP_BufferScaleOp : DDP_BufferOp<"scale"> {
   let hasVerifier = 1;
 }
 
-def DDP_BufferCastOp : DDP_BufferOp<"cast", [AttrSizedOperandSegments]> {
+def DDP_BufferCastOp : DDP_BufferOp<"cast", [DDP_MultiTensorOpInterface, AttrSizedOperandSegments]> {
   let summary = "ddp.cast from buffers into buffers";
   let arguments = (ins Arg<Variadic<DDP_CommBuffer>, "", [MemRead]>:$inputs,
                        Arg<Variadic<DDP_CommBuffer>, "", [MemWrite]>:$outputs,
@@ -105,7 +105,7 @@ def DDP_BufferCastOp : DDP_BufferOp<"cast", [AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
-def DDP_BufferProjectOp : DDP_BufferOp<"project", [AttrSizedOperandSegments]> {
+def DDP_BufferProjectOp : DDP_BufferOp<"project", [DDP_MultiTensorOpInterface, AttrSizedOperandSegments]> {
   let summary = "P = (M [+ E]) Q, or with `transposed`, Q = (M [+ E])^T P";
   let description = [{
     `ddp.project`, `ddp.project_residual` and (with `transposed`)
@@ -131,7 +131,7 @@ def DDP_BufferProjectOp : DDP_BufferOp<"project", [AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
-def DDP_BufferOrthogonalizeOp : DDP_BufferOp<"orthogonalize"> {
+def DDP_BufferOrthogonalizeOp : DDP_BufferOp<"orthogonalize", [DDP_MultiTensorOpInterface]> {
   let summary = "ddp.orthogonalize in place on buffers";
   let arguments = (ins Arg<Variadic<DDP_MatrixBuffer>, "", [MemRead, MemWrite]>:$buffers,
                        DefaultValuedAttr<F64Attr, "0.0">:$epsilon);
@@ -139,7 +139,7 @@ def DDP_BufferOrthogonalizeOp : DDP_BufferOp<"orthogonalize"> {
   let hasVerifier = 1;
 }
 
-def DDP_BufferReconstructOp : DDP_BufferOp<"reconstruct", [AttrSizedOperandSegments]> {
+def DDP_BufferReconstructOp : DDP_BufferOp<"reconstruct", [DDP_MultiTensorOpInterface, AttrSizedOperandSegments]> {
   let summary = "M_hat = P Q^T; with matrices and residuals also E = G + E - M_hat";
   let description = [{
     `ddp.reconstruct` and `ddp.reconstruct_residual` on buffers: the
@@ -199,7 +199,7 @@ def DDP_BufferStateOp : DDP_BufferOp<"state", [
   let assemblyFormat = "$state attr-dict `:` type($buffer)";
 }
 
-def DDP_BufferCopyOp : DDP_BufferOp<"copy", [AttrSizedOperandSegments]> {
+def DDP_BufferCopyOp : DDP_BufferOp<"copy", [DDP_MultiTensorOpInterface, AttrSizedOperandSegments]> {
   let summary = "copy buffers through the runtime (host or device memory)";
   let description = [{
     Unlike `memref.copy`, this works on device buffers too: it stores

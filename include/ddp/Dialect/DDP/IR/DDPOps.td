@@ -17,6 +17,7 @@
 include "ddp/Dialect/DDP/IR/DDPDialect.td"
 include "ddp/Dialect/DDP/IR/DDPAttrs.td"
 include "ddp/Dialect/DDP/IR/DDPTypes.td"
+include "ddp/Dialect/DDP/IR/DDPInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -43,7 +44,7 @@ class DDP_SameTypesOp<string mnemonic, list<Trait> traits = []>
 // Communication
 //===----------------------------------------------------------------------===//
 
-def DDP_AllReduceOp : DDP_SameTypesOp<"allreduce"> {
+def DDP_AllReduceOp : DDP_SameTypesOp<"allreduce", [DDP_MultiTensorOpInterface]> {
   let summary = "reduce tensors over all ranks; every rank gets the result";
   let description = [{
     One collective over all ranks of the job for all `inputs` together (a
@@ -110,7 +111,7 @@ def DDP_WaitOp : DDP_Op<"wait", [InferTypeOpAdaptor]> {
 // Scaling and casting (FP16/BF16 compression)
 //===----------------------------------------------------------------------===//
 
-def DDP_ScaleOp : DDP_SameTypesOp<"scale", [Pure]> {
+def DDP_ScaleOp : DDP_SameTypesOp<"scale", [DDP_MultiTensorOpInterface, Pure]> {
   let summary = "multiply tensors by a factor derived from the world size";
   let description = [{
     `inverse_world_size` multiplies by 1/W, `world_size` by W, where W is the
@@ -127,7 +128,7 @@ def DDP_ScaleOp : DDP_SameTypesOp<"scale", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DDP_CastOp : DDP_Op<"cast", [Pure]> {
+def DDP_CastOp : DDP_Op<"cast", [DDP_MultiTensorOpInterface, Pure]> {
   let summary = "convert float tensors to another float type, optionally scaled";
   let description = [{
     Converts each input element-wise to the element type of the matching
@@ -153,7 +154,7 @@ def DDP_CastOp : DDP_Op<"cast", [Pure]> {
 // PowerSGD steps, fine-grained
 //===----------------------------------------------------------------------===//
 
-def DDP_AddResidualOp : DDP_SameTypesOp<"add_residual", [Pure, AttrSizedOperandSegments]> {
+def DDP_AddResidualOp : DDP_SameTypesOp<"add_residual", [DDP_MultiTensorOpInterface, Pure, AttrSizedOperandSegments]> {
   let summary = "error feedback: M = G + E";
   let description = [{
     Adds each gradient matrix its error-feedback residual.
@@ -173,7 +174,7 @@ def DDP_AddResidualOp : DDP_SameTypesOp<"add_residual", [Pure, AttrSizedOperandS
 }
 
 def DDP_ProjectOp : DDP_Op<"project",
-    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+    [DDP_MultiTensorOpInterface, Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
   let summary = "PowerSGD's projection P = M * Q";
   let description = [{
     For each i, `M_i` is n x m and `Q_i` is m x r; the result `P_i = M_i Q_i`
@@ -193,7 +194,7 @@ def DDP_ProjectOp : DDP_Op<"project",
 }
 
 def DDP_BackprojectOp : DDP_Op<"backproject",
-    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+    [DDP_MultiTensorOpInterface, Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
   let summary = "PowerSGD's second projection Q = M^T * P";
   let description = [{
     For each i, `M_i` is n x m and `P_i` is n x r; the result `Q_i = M_i^T P_i`
@@ -212,7 +213,7 @@ def DDP_BackprojectOp : DDP_Op<"backproject",
   let hasVerifier = 1;
 }
 
-def DDP_OrthogonalizeOp : DDP_SameTypesOp<"orthogonalize", [Pure]> {
+def DDP_OrthogonalizeOp : DDP_SameTypesOp<"orthogonalize", [DDP_MultiTensorOpInterface, Pure]> {
   let summary = "make the columns of each matrix orthonormal (Gram-Schmidt)";
   let description = [{
     Modified Gram-Schmidt over the columns of each n x r input, left to
@@ -233,7 +234,7 @@ def DDP_OrthogonalizeOp : DDP_SameTypesOp<"orthogonalize", [Pure]> {
 }
 
 def DDP_ReconstructOp : DDP_Op<"reconstruct",
-    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+    [DDP_MultiTensorOpInterface, Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
   let summary = "PowerSGD's decompression M_hat = P * Q^T";
   let description = [{
     For each i, `P_i` is n x r and `Q_i` is m x r; the result is n x m.
@@ -248,7 +249,7 @@ def DDP_ReconstructOp : DDP_Op<"reconstruct",
   let hasVerifier = 1;
 }
 
-def DDP_UpdateResidualOp : DDP_SameTypesOp<"update_residual", [Pure, AttrSizedOperandSegments]> {
+def DDP_UpdateResidualOp : DDP_SameTypesOp<"update_residual", [DDP_MultiTensorOpInterface, Pure, AttrSizedOperandSegments]> {
   let summary = "error feedback: E' = M - M_hat";
   let description = [{
     The part of each (residual-corrected) gradient that compression lost,
@@ -273,7 +274,7 @@ def DDP_UpdateResidualOp : DDP_SameTypesOp<"update_residual", [Pure, AttrSizedOp
 //===----------------------------------------------------------------------===//
 
 def DDP_ProjectResidualOp : DDP_Op<"project_residual",
-    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+    [DDP_MultiTensorOpInterface, Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
   let summary = "fused P = (G + E) * Q, reading G and E once";
   let description = [{
     `ddp.add_residual` fused into `ddp.project`: the sum G + E is never
@@ -297,7 +298,7 @@ def DDP_ProjectResidualOp : DDP_Op<"project_residual",
 }
 
 def DDP_BackprojectResidualOp : DDP_Op<"backproject_residual",
-    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+    [DDP_MultiTensorOpInterface, Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
   let summary = "fused Q = (G + E)^T * P";
   let description = [{
     `ddp.add_residual` fused into `ddp.backproject`.
@@ -320,7 +321,7 @@ def DDP_BackprojectResidualOp : DDP_Op<"backproject_residual",
 }
 
 def DDP_ReconstructResidualOp : DDP_Op<"reconstruct_residual",
-    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+    [DeclareOpInterfaceMethods<DDP_MultiTensorOpInterface, ["getNumResultGroups"]>, Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
   let summary = "fused M_hat = P * Q^T and E' = G + E - M_hat in one pass";
   let description = [{
     Reads G, E, P and Q once and writes the reconstruction and the new

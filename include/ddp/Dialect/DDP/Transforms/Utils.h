@@ -4,6 +4,7 @@
 #define DDP_DIALECT_DDP_TRANSFORMS_UTILS_H
 
 #include "ddp/Dialect/DDP/IR/DDP.h"
+#include "mlir/IR/PatternMatch.h"
 
 #include <optional>
 #include <string>
@@ -39,11 +40,12 @@ findMergeableGroups(Block &block, MergeKeyFn keyOf,
                     function_ref<uint64_t(Operation *)> bytesOf = nullptr,
                     uint64_t capBytes = 0);
 
-/// Replaces a group found by findMergeableGroups with one multi-tensor op
-/// of the same kind at the position of its last member. Every ddp multi-
-/// tensor op has operand groups of N tensors each and 1 or 2 result groups
-/// of N; the merged op concatenates each group. Returns the new op.
-Operation *mergeMultiTensorOps(ArrayRef<Operation *> group);
+/// Replaces a group found by findMergeableGroups (ops of one kind that
+/// implement MultiTensorOpInterface) with one op of that kind at the
+/// position of its last member, whose every operand and result group is the
+/// members' groups one after the other. Returns the new op.
+Operation *mergeMultiTensorOps(RewriterBase &rewriter,
+                               ArrayRef<Operation *> group);
 
 /// Merges consecutive gradient ddp.allreduce ops of the same reduction kind
 /// and element type under `root` into buckets of at most `capBytes`.
