@@ -31,7 +31,10 @@ using namespace mlir::ddp;
 
 void mlir::ddp::buildCompressionPipeline(
     OpPassManager &pm, const CompressionPipelineOptions &options) {
-  pm.addPass(createDDPBucketize(DDPBucketizeOptions{options.bucketCapMb}));
+  // Upstream shard modules first; then every pass sees ddp.allreduce.
+  pm.addPass(createConvertShardToDDP());
+  pm.addNestedPass<func::FuncOp>(
+      createDDPBucketize(DDPBucketizeOptions{options.bucketCapMb}));
   if (options.powersgdRank > 0) {
     InsertPowerSGDOptions powersgd;
     powersgd.rank = options.powersgdRank;
@@ -43,15 +46,16 @@ void mlir::ddp::buildCompressionPipeline(
     powersgd.seed = options.seed;
     powersgd.batchSameShape = options.batchSameShape;
     powersgd.mode = options.mode;
-    powersgd.bucketCapMb = options.bucketCapMb;
+    // Bucketed above (cap-mb 0 there leaves every allreduce its own bucket).
+    powersgd.bucketCapMb = 0.0;
     pm.addPass(createInsertPowerSGD(powersgd));
   }
   if (options.narrow == NarrowType::fp16)
-    pm.addPass(createInsertFP16Compression());
+    pm.addNestedPass<func::FuncOp>(createInsertFP16Compression());
   else if (options.narrow == NarrowType::bf16)
-    pm.addPass(createInsertBF16Compression());
+    pm.addNestedPass<func::FuncOp>(createInsertBF16Compression());
   if (options.fuse)
-    pm.addPass(createDDPFuseKernels());
+    pm.addNestedPass<func::FuncOp>(createDDPFuseKernels());
 }
 
 void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
@@ -61,7 +65,7 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   // rather than in the LLVM translation.
   pm.addPass(createConvertShardToDDP(ConvertShardToDDPOptions{true}));
   // Only the fused PowerSGD ops have runtime calls.
-  pm.addPass(createDDPFuseKernels());
+  pm.addNestedPass<func::FuncOp>(createDDPFuseKernels());
   // Element-wise arith/math on tensors bufferize as linalg.generic.
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
   // Every tensor op has a bufferization model (the host registers them):

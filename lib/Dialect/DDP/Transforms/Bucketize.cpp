@@ -1,6 +1,5 @@
 //===- Bucketize.cpp - group gradient allreduces into buckets -------------===//
 
-#include "ddp/Conversion/ShardToDDP/ShardToDDP.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
 
@@ -22,7 +21,6 @@ struct DDPBucketizePass : public ddp::impl::DDPBucketizeBase<DDPBucketizePass> {
           << "cap-mb must be a finite number >= 0, got " << formatNumber(capMb);
       return signalPassFailure();
     }
-    (void)convertShardAllReduces(getOperation());
     uint64_t bucketed = 0;
     numBuckets +=
         bucketizeAllReduces(getOperation(), uint64_t(capMb * 1024.0 * 1024.0));

@@ -10,7 +10,11 @@
 
 #include "ddp/Conversion/ShardToDDP/ShardToDDP.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
+#include "ddp/Dialect/DDP/Transforms/Transforms.h"
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Transforms/WalkPatternRewriteDriver.h"
 
 namespace mlir::ddp {
 #define GEN_PASS_DEF_INSERTFP16COMPRESSION
@@ -59,9 +63,8 @@ static SmallVector<Value> castUp(OpBuilder &builder, Location loc,
       .getResults();
 }
 
-/// Rewrites one allreduce (sync or start/wait) into its narrow form.
 /// True if some input is a float wider than `narrow`: only then is there
-/// anything to do (narrow and integer-only allreduces stay quietly).
+/// anything to do (narrow allreduces stay quietly).
 static bool hasWideFloat(TypeRange types, FloatType narrow) {
   return llvm::any_of(types, [&](Type type) {
     auto element = dyn_cast<FloatType>(cast<ShapedType>(type).getElementType());
@@ -69,77 +72,108 @@ static bool hasWideFloat(TypeRange types, FloatType narrow) {
   });
 }
 
-static unsigned narrowAllReduce(AllReduceOp op, FloatType narrow,
-                                StringRef passName) {
-  if (!hasWideFloat(op.getInputs().getTypes(), narrow))
-    return 0;
-  op = splitOffRejected(
-      op, passName, [&](Type type) { return whyNotNarrowable(type, narrow); });
-  if (!op)
-    return 0;
-  OpBuilder builder(op);
-  Location loc = op.getLoc();
-  SmallVector<Value> down = castDown(builder, loc, op.getInputs(), narrow);
-  auto reduced =
-      AllReduceOp::create(builder, loc, ReductionKind::sum, down, op.getRole());
-  SmallVector<Value> up = castUp(builder, loc, reduced.getResults(),
-                                 op.getResultTypes(), op.getKind());
-  op->replaceAllUsesWith(up);
-  unsigned count = op.getInputs().size();
-  op.erase();
-  return count;
-}
-
-static unsigned narrowAllReduceStart(AllReduceStartOp op, FloatType narrow,
-                                     StringRef passName) {
-  if (!hasWideFloat(op.getInputs().getTypes(), narrow))
-    return 0;
-  for (auto [i, type] : llvm::enumerate(op.getInputs().getTypes())) {
-    std::string reason = whyNotNarrowable(type, narrow);
-    if (reason.empty())
-      continue;
-    // A started allreduce is split only by its producer; leave it whole.
-    op.emitRemark() << passName << " leaves this allreduce_start as it is: "
-                    << "tensor #" << i << " (" << type << ") " << reason;
-    return 0;
-  }
-  auto wait = cast<WaitOp>(*op.getRequest().getUsers().begin());
-  OpBuilder builder(op);
-  Location loc = op.getLoc();
-  SmallVector<Value> down = castDown(builder, loc, op.getInputs(), narrow);
-  auto start = AllReduceStartOp::create(builder, loc, ReductionKind::sum, down,
-                                        op.getRole());
-  builder.setInsertionPoint(wait);
-  auto newWait = WaitOp::create(builder, wait.getLoc(), start.getRequest());
-  SmallVector<Value> up = castUp(builder, wait.getLoc(), newWait.getResults(),
-                                 wait.getResultTypes(), op.getKind());
-  wait->replaceAllUsesWith(up);
-  unsigned count = op.getInputs().size();
-  wait.erase();
-  op.erase();
-  return count;
-}
-
-static unsigned narrowAllReduces(ModuleOp module, FloatType narrow,
-                                 StringRef passName) {
-  (void)convertShardAllReduces(module);
-  SmallVector<Operation *> targets;
-  module.walk([&](Operation *op) {
-    if (isa<AllReduceOp, AllReduceStartOp>(op))
-      targets.push_back(op);
-  });
-  unsigned count = 0;
-  for (Operation *op : targets) {
-    if (auto allreduce = dyn_cast<AllReduceOp>(op))
-      count += narrowAllReduce(allreduce, narrow, passName);
-    else
-      count +=
-          narrowAllReduceStart(cast<AllReduceStartOp>(op), narrow, passName);
-  }
-  return count;
-}
-
 namespace {
+/// What the narrowing patterns share: the narrow type, the pass name for
+/// remarks, and the count of tensors narrowed.
+struct NarrowConfig {
+  FloatType narrow;
+  std::string passName;
+  unsigned *count;
+};
+
+/// A synchronous allreduce: its narrowable tensors are split off (the
+/// others stay a plain allreduce, with a remark) and sent narrow.
+struct NarrowAllReduce : OpRewritePattern<AllReduceOp> {
+  NarrowAllReduce(MLIRContext *context, const NarrowConfig &config)
+      : OpRewritePattern(context), config(config) {}
+
+  LogicalResult matchAndRewrite(AllReduceOp op,
+                                PatternRewriter &rewriter) const override {
+    FloatType narrow = config.narrow;
+    if (!hasWideFloat(op.getInputs().getTypes(), narrow))
+      return failure();
+    op = splitOffRejected(rewriter, op, config.passName, [&](Type type) {
+      return whyNotNarrowable(type, narrow);
+    });
+    if (!op)
+      return failure(); // nothing is narrowable; the op is as it was
+    rewriter.setInsertionPoint(op);
+    Location loc = op.getLoc();
+    SmallVector<Value> down = castDown(rewriter, loc, op.getInputs(), narrow);
+    auto reduced = AllReduceOp::create(rewriter, loc, ReductionKind::sum, down,
+                                       op.getRole());
+    SmallVector<Value> up = castUp(rewriter, loc, reduced.getResults(),
+                                   op.getResultTypes(), op.getKind());
+    if (config.count)
+      *config.count += op.getInputs().size();
+    rewriter.replaceOp(op, up);
+    return success();
+  }
+
+  NarrowConfig config;
+};
+
+/// A started allreduce and its wait: sent narrow as a whole, or left as it
+/// is (with a remark) if one tensor cannot be. The pattern is rooted at the
+/// wait, which comes last, so that a driver walking forward has visited
+/// everything it changes.
+struct NarrowAllReduceStart : OpRewritePattern<WaitOp> {
+  NarrowAllReduceStart(MLIRContext *context, const NarrowConfig &config)
+      : OpRewritePattern(context), config(config) {}
+
+  LogicalResult matchAndRewrite(WaitOp wait,
+                                PatternRewriter &rewriter) const override {
+    auto op = wait.getRequest().getDefiningOp<AllReduceStartOp>();
+    FloatType narrow = config.narrow;
+    if (!op || !hasWideFloat(op.getInputs().getTypes(), narrow))
+      return failure();
+    for (auto [i, type] : llvm::enumerate(op.getInputs().getTypes())) {
+      std::string reason = whyNotNarrowable(type, narrow);
+      if (reason.empty())
+        continue;
+      // A started allreduce is split only by its producer; leave it whole.
+      op.emitRemark() << config.passName
+                      << " leaves this allreduce_start as it is: "
+                      << "tensor #" << i << " (" << type << ") " << reason;
+      return failure();
+    }
+    rewriter.setInsertionPoint(op);
+    Location loc = op.getLoc();
+    SmallVector<Value> down = castDown(rewriter, loc, op.getInputs(), narrow);
+    auto start = AllReduceStartOp::create(rewriter, loc, ReductionKind::sum,
+                                          down, op.getRole());
+    rewriter.setInsertionPoint(wait);
+    auto newWait = WaitOp::create(rewriter, wait.getLoc(), start.getRequest());
+    SmallVector<Value> up =
+        castUp(rewriter, wait.getLoc(), newWait.getResults(),
+               wait.getResultTypes(), op.getKind());
+    if (config.count)
+      *config.count += op.getInputs().size();
+    rewriter.replaceOp(wait, up);
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+  NarrowConfig config;
+};
+
+/// Runs the patterns on one function: whole-grid shard.all_reduces become
+/// ddp.allreduce first (convert-shard-to-ddp's patterns), so that they are
+/// narrowed too.
+unsigned narrowAllReduces(func::FuncOp function, FloatType narrow,
+                          StringRef passName) {
+  MLIRContext *context = function.getContext();
+  SymbolTableCollection symbols;
+  RewritePatternSet shard(context);
+  populateShardToDDPPatterns(shard, symbols);
+  walkAndApplyPatterns(function, std::move(shard));
+  unsigned count = 0;
+  RewritePatternSet patterns(context);
+  populateNarrowCompressionPatterns(patterns, narrow, passName, &count);
+  walkAndApplyPatterns(function, std::move(patterns));
+  return count;
+}
+
 struct InsertFP16CompressionPass
     : public ddp::impl::InsertFP16CompressionBase<InsertFP16CompressionPass> {
   void runOnOperation() override {
@@ -156,3 +190,12 @@ struct InsertBF16CompressionPass
   }
 };
 } // namespace
+
+void mlir::ddp::populateNarrowCompressionPatterns(RewritePatternSet &patterns,
+                                                  FloatType narrow,
+                                                  StringRef passName,
+                                                  unsigned *count) {
+  NarrowConfig config{narrow, passName.str(), count};
+  patterns.add<NarrowAllReduce, NarrowAllReduceStart>(patterns.getContext(),
+                                                      config);
+}

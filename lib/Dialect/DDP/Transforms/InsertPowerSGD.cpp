@@ -20,11 +20,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ddp/Conversion/ShardToDDP/ShardToDDP.h"
+#include "ddp/Conversion/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -235,9 +237,15 @@ void InsertPowerSGDPass::runOnOperation() {
   if (failed(validateOptions()))
     return signalPassFailure();
 
-  (void)convertShardAllReduces(module);
+  // The rewrite below sees ddp.allreduce buckets only; a module as users
+  // write it gets them from the passes that make them.
+  OpPassManager prepare(ModuleOp::getOperationName());
+  prepare.addPass(createConvertShardToDDP());
   if (bucketCapMb > 0.0)
-    bucketizeAllReduces(module, uint64_t(bucketCapMb * 1024.0 * 1024.0));
+    prepare.addNestedPass<func::FuncOp>(
+        createDDPBucketize(DDPBucketizeOptions{bucketCapMb}));
+  if (failed(runPipeline(prepare, module)))
+    return signalPassFailure();
 
   RunState state(module);
   run = &state;
@@ -376,7 +384,8 @@ StateOp InsertPowerSGDPass::createState(FunctionOpInterface function,
 
 void InsertPowerSGDPass::rewriteBucket(AllReduceOp op,
                                        FunctionOpInterface function) {
-  op = splitOffRejected(op, getArgument(), whyNotCompressible);
+  IRRewriter rewriter(op->getContext());
+  op = splitOffRejected(rewriter, op, getArgument(), whyNotCompressible);
   if (!op)
     return;
 
@@ -418,9 +427,10 @@ void InsertPowerSGDPass::rewriteBucket(AllReduceOp op,
     });
   }
 
-  OpBuilder b(op);
-  Location loc = op.getLoc();
   getStep(function);
+  rewriter.setInsertionPoint(op);
+  OpBuilder &b = rewriter;
+  Location loc = op.getLoc();
   auto emitCompressedPath = [&](OpBuilder &builder) {
     return mode == PowerSGDMode::batched
                ? emitBatched(builder, op, function)
@@ -443,8 +453,7 @@ void InsertPowerSGDPass::rewriteBucket(AllReduceOp op,
   } else {
     results = emitCompressedPath(b);
   }
-  op->replaceAllUsesWith(results);
-  op.erase();
+  rewriter.replaceOp(op, results);
 }
 
 SmallVector<Value> InsertPowerSGDPass::emitLayerwise(

@@ -31,7 +31,8 @@ uint64_t mlir::ddp::tensorBytes(RankedTensorType type) {
 }
 
 AllReduceOp
-mlir::ddp::splitOffRejected(AllReduceOp op, StringRef what,
+mlir::ddp::splitOffRejected(RewriterBase &rewriter, AllReduceOp op,
+                            StringRef what,
                             function_ref<std::string(Type)> whyNot) {
   SmallVector<unsigned> accepted, rejected;
   for (auto [i, input] : llvm::enumerate(op.getInputs())) {
@@ -49,20 +50,21 @@ mlir::ddp::splitOffRejected(AllReduceOp op, StringRef what,
     return nullptr;
   if (rejected.empty())
     return op;
-  OpBuilder builder(op);
+  rewriter.setInsertionPoint(op);
+  SmallVector<Value> replacements(op->getNumResults());
   auto makeAllReduce = [&](ArrayRef<unsigned> indices) {
     SmallVector<Value> inputs;
     for (unsigned i : indices)
       inputs.push_back(op.getInputs()[i]);
-    auto part = AllReduceOp::create(builder, op.getLoc(), op.getKind(), inputs,
+    auto part = AllReduceOp::create(rewriter, op.getLoc(), op.getKind(), inputs,
                                     op.getRole());
     for (auto [j, i] : llvm::enumerate(indices))
-      op.getResult(i).replaceAllUsesWith(part.getResult(j));
+      replacements[i] = part.getResult(j);
     return part;
   };
   makeAllReduce(rejected);
   AllReduceOp kept = makeAllReduce(accepted);
-  op.erase();
+  rewriter.replaceOp(op, replacements);
   return kept;
 }
 

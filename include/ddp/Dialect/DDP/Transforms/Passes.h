@@ -4,6 +4,7 @@
 #define DDP_DIALECT_DDP_TRANSFORMS_PASSES_H
 
 #include "ddp/Dialect/DDP/IR/DDP.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::ddp {

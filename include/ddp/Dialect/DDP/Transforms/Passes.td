@@ -5,7 +5,7 @@
 
 include "mlir/Pass/PassBase.td"
 
-def DDPBucketize : Pass<"ddp-bucketize", "::mlir::ModuleOp"> {
+def DDPBucketize : Pass<"ddp-bucketize", "::mlir::func::FuncOp"> {
   let summary = "Group gradient allreduces into buckets of at most cap-mb";
   let description = [{
     Merges single gradient allreduces (role `gradient`, static shapes) of the
@@ -16,7 +16,9 @@ def DDPBucketize : Pass<"ddp-bucketize", "::mlir::ModuleOp"> {
     next tensor would take it over the cap (a tensor larger than the cap gets
     a bucket of its own). Buckets keep program order, which is the order the
     gradients become ready. An allreduce is not moved past a use of its
-    result. Upstream `shard.all_reduce` ops are converted first.
+    result. It sees only `ddp.allreduce`: run `convert-shard-to-ddp` first on
+    an upstream `shard` module (`ddp-compress` and `insert-powersgd` do).
+    Runs on each function on its own.
   }];
   let options = [
     Option<"capMb", "cap-mb", "double", "25.0",
@@ -32,10 +34,16 @@ def DDPBucketize : Pass<"ddp-bucketize", "::mlir::ModuleOp"> {
 def InsertPowerSGD : Pass<"insert-powersgd", "::mlir::ModuleOp"> {
   let summary = "Rewrite gradient allreduces into PowerSGD low-rank compression";
   let description = [{
-    Rewrites every gradient `ddp.allreduce` (and upstream `shard.all_reduce`
-    with sum or average over the whole grid) into PyTorch's `powerSGD_hook`
-    sequence, with the same options, defaults and per-tensor rule. See
-    docs/ir-design.md for the emitted IR and docs/user-guide.md for options.
+    Rewrites every gradient `ddp.allreduce` bucket into PyTorch's
+    `powerSGD_hook` sequence, with the same options, defaults and per-tensor
+    rule. See docs/ir-design.md for the emitted IR and docs/user-guide.md
+    for options.
+
+    The rewrite works on `ddp.allreduce` buckets only. So that the pass
+    takes a module as users write it, it first runs, through the pass
+    manager, `convert-shard-to-ddp` (upstream `shard.all_reduce` with sum or
+    average over the whole grid) and, unless `bucket-cap-mb=0`,
+    `ddp-bucketize` on every function.
   }];
   let options = [
     Option<"rank", "rank", "unsigned", "1",
@@ -82,12 +90,15 @@ def InsertPowerSGD : Pass<"insert-powersgd", "::mlir::ModuleOp"> {
   ];
 }
 
-def InsertFP16Compression : Pass<"insert-fp16-compression", "::mlir::ModuleOp"> {
+def InsertFP16Compression : Pass<"insert-fp16-compression", "::mlir::func::FuncOp"> {
   let summary = "Communicate float allreduces in fp16 (fp16_compress_hook)";
   let description = [{
     Divides by the world size, casts to f16, allreduces in f16 and casts
     back. Runs on every f32/f64 allreduce, including those PowerSGD emits, so
     `--insert-powersgd --insert-fp16-compression` sends P and Q as f16.
+    Whole-grid `shard.all_reduce`s are converted first (with
+    convert-shard-to-ddp's patterns; their grids stay until the lowering).
+    Runs on each function on its own.
   }];
   let statistics = [
     Statistic<"numCompressed", "num-compressed", "Tensors sent as f16">
@@ -95,7 +106,7 @@ def InsertFP16Compression : Pass<"insert-fp16-compression", "::mlir::ModuleOp"> 
   let dependentDialects = ["::mlir::ddp::DDPDialect"];
 }
 
-def InsertBF16Compression : Pass<"insert-bf16-compression", "::mlir::ModuleOp"> {
+def InsertBF16Compression : Pass<"insert-bf16-compression", "::mlir::func::FuncOp"> {
   let summary = "Communicate float allreduces in bf16 (bf16_compress_hook)";
   let description = [{
     Like insert-fp16-compression, with bf16.
@@ -106,7 +117,7 @@ def InsertBF16Compression : Pass<"insert-bf16-compression", "::mlir::ModuleOp"> 
   let dependentDialects = ["::mlir::ddp::DDPDialect"];
 }
 
-def DDPFuseKernels : Pass<"ddp-fuse-kernels", "::mlir::ModuleOp"> {
+def DDPFuseKernels : Pass<"ddp-fuse-kernels", "::mlir::func::FuncOp"> {
   let summary = "Merge fine-grained ddp steps into the runtime's fused kernels";
   let description = [{
     Rewrites add_residual feeding project/backproject into
@@ -114,6 +125,7 @@ def DDPFuseKernels : Pass<"ddp-fuse-kernels", "::mlir::ModuleOp"> {
     reconstruct_residual; scale next to cast into a scaled cast. Then merges
     ops of the same kind and configuration in a block into one multi-tensor
     op, when no use of an earlier op's result lies before the last one.
+    Runs on each function on its own.
   }];
   let statistics = [
     Statistic<"numFused", "num-fused", "Producer/consumer pairs fused">,

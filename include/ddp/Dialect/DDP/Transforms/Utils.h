@@ -18,8 +18,10 @@ std::string whyNotCompressible(Type type);
 /// Moves the inputs of `op` that `whyNot` rejects into a plain allreduce of
 /// their own (same kind and role), with a remark naming `what` and the
 /// reason. Returns the allreduce of the accepted inputs, or null if none is
-/// accepted (then `op` is left as it was).
-AllReduceOp splitOffRejected(AllReduceOp op, StringRef what,
+/// accepted (then `op` is left as it was). Changes the IR through
+/// `rewriter`.
+AllReduceOp splitOffRejected(RewriterBase &rewriter, AllReduceOp op,
+                             StringRef what,
                              function_ref<std::string(Type)> whyNot);
 
 /// Size in bytes of a statically shaped tensor type.
