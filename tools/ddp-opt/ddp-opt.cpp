@@ -5,8 +5,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ddp/Version.h"
 #include "ddp/InitAll.h"
+#include "ddp/TestPasses.h"
+#include "ddp/Version.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -16,6 +17,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   mlir::ddp::registerAllDialects(registry);
   mlir::ddp::registerAllPasses();
+  mlir::ddp::test::registerTestPasses();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "ddp-opt: gradient communication compiler\n", registry));
 }
