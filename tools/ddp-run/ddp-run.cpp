@@ -377,8 +377,9 @@ bool collectSignature(ModuleOp module, StepSignature &signature,
     }
     std::string dtype = element.isBF16() ? "bf16" : npyDescr(element);
     spec.type.dtype = dtype.empty() ? typeString(element) : dtype;
-    if (auto start =
-            state->getAttrOfType<IntegerAttr>(mlir::ddp::kStartIterAttrName))
+    auto *dialect = state->getContext()->getLoadedDialect<mlir::ddp::DDPDialect>();
+    if (IntegerAttr start =
+            dialect->getStartIterAttrHelper().getAttr(state))
       spec.startIter = start.getInt();
     signature.states.push_back(spec);
   }
@@ -504,8 +505,10 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(std::string &error) {
 /// (ddp-donate-arguments).
 void donateArguments(ModuleOp module) {
   if (auto function = module.lookupSymbol<func::FuncOp>(entryName))
-    function->setAttr("ddp.donate_arguments",
-                      UnitAttr::get(module.getContext()));
+    module.getContext()
+        ->getLoadedDialect<mlir::ddp::DDPDialect>()
+        ->getDonateArgumentsAttrHelper()
+        .setAttr(function, UnitAttr::get(module.getContext()));
 }
 
 int emitStepLibrary() {

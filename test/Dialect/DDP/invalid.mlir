@@ -344,3 +344,29 @@ func.func @allreduce_too_many_bytes(%g: tensor<9223372036854775807xf32>) {
 
 // expected-error @+1 {{'ddp.state' op type 'tensor<3037000500x3037000500xf64>' has more elements or bytes than a 64-bit count holds}}
 ddp.state @huge : tensor<3037000500x3037000500xf64>
+
+// -----
+
+// The dialect's discardable attributes (ddp.donate_arguments,
+// ddp.start_iter) are checked where they appear.
+func.func @donated() attributes {ddp.donate_arguments} {
+  return
+}
+ddp.state @ddp.step.donated : i64 {ddp.start_iter = 10 : i64}
+
+// -----
+
+// expected-error @+1 {{'ddp.donate_arguments' is a unit attribute of functions}}
+ddp.state @not_a_function : i64 {ddp.donate_arguments}
+
+// -----
+
+// expected-error @+1 {{'ddp.start_iter' is an i64 attribute of a 'ddp.state'}}
+ddp.state @wrong_type : i64 {ddp.start_iter = 1.0 : f32}
+
+// -----
+
+// expected-error @+1 {{unknown ddp attribute 'ddp.bogus'}}
+func.func @bogus() attributes {ddp.bogus} {
+  return
+}

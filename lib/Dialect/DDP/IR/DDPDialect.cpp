@@ -8,6 +8,7 @@
 
 #include "mlir/Dialect/LLVMIR/LLVMTypes.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -66,4 +67,24 @@ void DDPDialect::initialize() {
       StateStoreOp, AddResidualOp, UpdateResidualOp>();
   // The lowering registers it (registerConvertDDPToLLVMInterface).
   declarePromisedInterface<ConvertToLLVMPatternInterface, DDPDialect>();
+}
+
+LogicalResult DDPDialect::verifyOperationAttribute(Operation *op,
+                                                   NamedAttribute attribute) {
+  StringAttr name = attribute.getName();
+  if (name == getDonateArgumentsAttrHelper().getName()) {
+    if (!isa<UnitAttr>(attribute.getValue()) || !isa<FunctionOpInterface>(op))
+      return op->emitError()
+             << "'" << name.getValue() << "' is a unit attribute of functions";
+    return success();
+  }
+  if (name == getStartIterAttrHelper().getName()) {
+    auto value = dyn_cast<IntegerAttr>(attribute.getValue());
+    if (!value || !value.getType().isSignlessInteger(64) || !isa<StateOp>(op))
+      return op->emitError() << "'" << name.getValue()
+                             << "' is an i64 attribute of a 'ddp.state'";
+    return success();
+  }
+  return op->emitError() << "unknown ddp attribute '" << name.getValue()
+                         << "'";
 }

@@ -26,8 +26,11 @@ namespace {
 struct DonateArguments
     : public ddp::impl::DDPDonateArgumentsBase<DonateArguments> {
   void runOnOperation() override {
+    auto donated = getContext()
+                       .getLoadedDialect<DDPDialect>()
+                       ->getDonateArgumentsAttrHelper();
     for (auto function : getOperation().getOps<func::FuncOp>()) {
-      if (!function->hasAttr("ddp.donate_arguments") || function.isExternal())
+      if (!donated.isAttrPresent(function) || function.isExternal())
         continue;
       // An argument is returned as itself once; a second result of the same
       // buffer stays a copy, so that no two results share a buffer.

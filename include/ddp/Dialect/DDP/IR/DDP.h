@@ -34,11 +34,6 @@ struct StateResource : public SideEffects::Resource::Base<StateResource> {
   StringRef getName() final { return "ddp.state"; }
 };
 
-/// On PowerSGD's step-counter `ddp.state`: the i64 start-iter of the
-/// insertion pass (the steps whose counter is below it are warm-up, a plain
-/// mean). Informational, for hosts: ddp-run reports the warm-up with it.
-inline constexpr llvm::StringLiteral kStartIterAttrName = "ddp.start_iter";
-
 /// Whether `type` is laid out row-major without gaps (any offset): what the
 /// runtime can take as a pointer and a size.
 bool isContiguousBuffer(MemRefType type);

@@ -26,6 +26,19 @@ def DDP_Dialect : Dialect {
     runtime owns, checkpoints and restores.
   }];
   let useDefaultTypePrinterParser = 1;
+  // Attributes the dialect puts on other ops (named ddp.<name>, verified in
+  // verifyOperationAttribute).
+  let discardableAttrs = (ins
+    // On a func.func: its caller gives it its argument buffers
+    // (ddp-donate-arguments then returns them without copies; ddp-run sets
+    // it on the step it calls).
+    "::mlir::UnitAttr":$donate_arguments,
+    // On PowerSGD's step-counter ddp.state: the i64 start-iter of the
+    // insertion pass (informational, for hosts: ddp-run reports the warm-up
+    // with it).
+    "::mlir::IntegerAttr":$start_iter
+  );
+  let hasOperationAttrVerify = 1;
   let extraClassDeclaration = [{
     /// Where `ddp-compression-report` writes its table when its `output`
     /// option is empty, in this context: a host (the C API) takes the text;
