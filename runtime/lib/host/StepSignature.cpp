@@ -1,10 +1,16 @@
 //===- StepSignature.cpp - a compiled step's signature (step.json) --------===//
+//
+// step.json is read with nlohmann-json; it is written by hand, one tensor
+// per line, as the tests and people read it.
+//
 //===----------------------------------------------------------------------===//
 
 #include "StepSignature.h"
 
 #include "Format.h"
 #include "Npy.h"
+
+#include <nlohmann/json.hpp>
 
 #include <cerrno>
 #include <cmath>
@@ -148,198 +154,7 @@ bool writeStepJson(const std::string &path, const StepSignature &signature,
 
 namespace {
 
-/// A JSON value: just enough of JSON for step.json.
-struct Json {
-  enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
-  bool boolean = false;
-  double number = 0;
-  std::string text;
-  std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> members;
-
-  const Json *get(const std::string &key) const {
-    for (const auto &[k, v] : members)
-      if (k == key)
-        return &v;
-    return nullptr;
-  }
-};
-
-class JsonParser {
-public:
-  explicit JsonParser(std::string_view text) : text(text) {}
-
-  bool parse(Json &value, std::string &error) {
-    if (!parseValue(value, 0) || (skip(), at != text.size())) {
-      if (message.empty())
-        message = "unexpected text";
-      error = message + " at offset " + std::to_string(at);
-      return false;
-    }
-    return true;
-  }
-
-private:
-  void skip() {
-    while (at < text.size() && (text[at] == ' ' || text[at] == '\n' ||
-                                text[at] == '\t' || text[at] == '\r'))
-      ++at;
-  }
-  bool fail(const char *why) {
-    if (message.empty())
-      message = why;
-    return false;
-  }
-  bool literal(std::string_view word) {
-    if (text.substr(at, word.size()) != word)
-      return fail("unexpected text");
-    at += word.size();
-    return true;
-  }
-  bool parseString(std::string &out) {
-    if (at >= text.size() || text[at] != '"')
-      return fail("expected a string");
-    ++at;
-    while (at < text.size() && text[at] != '"') {
-      char c = text[at++];
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (at >= text.size())
-        return fail("unterminated string");
-      char e = text[at++];
-      switch (e) {
-      case 'n':
-        out += '\n';
-        break;
-      case 't':
-        out += '\t';
-        break;
-      case 'r':
-        out += '\r';
-        break;
-      case 'b':
-        out += '\b';
-        break;
-      case 'f':
-        out += '\f';
-        break;
-      case 'u': {
-        if (at + 4 > text.size())
-          return fail("bad escape");
-        unsigned code = 0;
-        for (int i = 0; i < 4; ++i) {
-          char h = text[at++];
-          code = code * 16 + (h >= '0' && h <= '9'   ? unsigned(h - '0')
-                              : h >= 'a' && h <= 'f' ? unsigned(h - 'a' + 10)
-                              : h >= 'A' && h <= 'F' ? unsigned(h - 'A' + 10)
-                                                     : 99u);
-          if (code >= 0x10000u)
-            return fail("bad escape");
-        }
-        if (code >= 0x80)
-          return fail("non-ASCII escapes are not supported");
-        out += char(code);
-        break;
-      }
-      default:
-        out += e;
-        break;
-      }
-    }
-    if (at >= text.size())
-      return fail("unterminated string");
-    ++at;
-    return true;
-  }
-  bool parseValue(Json &value, int depth) {
-    if (depth > 32)
-      return fail("nested too deeply");
-    skip();
-    if (at >= text.size())
-      return fail("unexpected end");
-    char c = text[at];
-    if (c == '{') {
-      value.kind = Json::Object;
-      ++at;
-      skip();
-      if (at < text.size() && text[at] == '}')
-        return ++at, true;
-      for (;;) {
-        skip();
-        std::string key;
-        if (!parseString(key))
-          return false;
-        skip();
-        if (at >= text.size() || text[at] != ':')
-          return fail("expected ':'");
-        ++at;
-        Json member;
-        if (!parseValue(member, depth + 1))
-          return false;
-        value.members.emplace_back(std::move(key), std::move(member));
-        skip();
-        if (at < text.size() && text[at] == ',') {
-          ++at;
-          continue;
-        }
-        if (at < text.size() && text[at] == '}')
-          return ++at, true;
-        return fail("expected ',' or '}'");
-      }
-    }
-    if (c == '[') {
-      value.kind = Json::Array;
-      ++at;
-      skip();
-      if (at < text.size() && text[at] == ']')
-        return ++at, true;
-      for (;;) {
-        Json item;
-        if (!parseValue(item, depth + 1))
-          return false;
-        value.items.push_back(std::move(item));
-        skip();
-        if (at < text.size() && text[at] == ',') {
-          ++at;
-          continue;
-        }
-        if (at < text.size() && text[at] == ']')
-          return ++at, true;
-        return fail("expected ',' or ']'");
-      }
-    }
-    if (c == '"') {
-      value.kind = Json::String;
-      return parseString(value.text);
-    }
-    if (c == 't' || c == 'f') {
-      value.kind = Json::Bool;
-      value.boolean = c == 't';
-      return literal(c == 't' ? "true" : "false");
-    }
-    if (c == 'n')
-      return literal("null");
-    size_t start = at;
-    while (at < text.size() &&
-           std::strchr("+-0123456789.eE", text[at]) != nullptr)
-      ++at;
-    if (start == at)
-      return fail("unexpected text");
-    std::string number(text.substr(start, at - start));
-    char *end = nullptr;
-    value.kind = Json::Number;
-    value.number = std::strtod(number.c_str(), &end);
-    if (end != number.c_str() + number.size())
-      return fail("bad number");
-    return true;
-  }
-
-  std::string_view text;
-  size_t at = 0;
-  std::string message;
-};
+using Json = nlohmann::json;
 
 bool readFile(const std::string &path, std::string &bytes, std::string &error) {
   std::ifstream in(path, std::ios::binary);
@@ -357,31 +172,150 @@ bool readFile(const std::string &path, std::string &bytes, std::string &error) {
   return true;
 }
 
+/// What nlohmann-json says is wrong, without its exception's id and with
+/// the position last: "[json.exception.parse_error.101] parse error at
+/// line 2, column 0: syntax error while parsing value - unexpected end of
+/// input; expected ..." becomes "unexpected end of input; expected ... at
+/// line 2, column 0".
+std::string parseErrorText(const Json::exception &exception) {
+  std::string text = exception.what();
+  if (size_t id = text.find("] ");
+      text.rfind("[json.exception.", 0) == 0 && id != std::string::npos)
+    text.erase(0, id + 2);
+  size_t at = text.find(" at line ");
+  size_t colon = at == std::string::npos ? at : text.find(": ", at);
+  if (colon == std::string::npos)
+    return text;
+  std::string position = text.substr(at + 1, colon - at - 1);
+  size_t dash = text.find(" - ", colon);
+  std::string why =
+      text.substr(dash == std::string::npos ? colon + 2 : dash + 3);
+  return why + " " + position;
+}
+
+/// The member `key` of `object`; null if `object` is no object or has none.
+const Json *member(const Json &object, const char *key) {
+  if (!object.is_object())
+    return nullptr;
+  auto found = object.find(key);
+  return found == object.end() ? nullptr : &*found;
+}
+
+/// Whether `value` is a number equal to a whole number in [low, high].
+bool wholeNumber(const Json *value, double low, double high, double &number) {
+  if (!value || !value->is_number())
+    return false;
+  number = value->get<double>();
+  return number >= low && number <= high && number == std::floor(number);
+}
+
 bool jsonShape(const Json *value, std::vector<int64_t> &shape) {
-  if (!value || value->kind != Json::Array)
+  if (!value || !value->is_array())
     return false;
   shape.clear();
-  for (const Json &d : value->items) {
-    if (d.kind != Json::Number || d.number != std::floor(d.number) ||
-        d.number < -1 || d.number > 9.0e15)
+  for (const Json &d : *value) {
+    double size;
+    if (!wholeNumber(&d, -1, 9.0e15, size))
       return false;
-    shape.push_back(int64_t(d.number));
+    shape.push_back(int64_t(size));
   }
   return true;
 }
 
 bool jsonTensor(const Json &value, TensorSpec &type, bool dynamicAllowed) {
-  if (value.kind != Json::Object)
+  if (!value.is_object())
     return false;
-  const Json *dtype = value.get("dtype");
-  if (!dtype || dtype->kind != Json::String || elementBytes(dtype->text) == 0)
+  const Json *dtype = member(value, "dtype");
+  if (!dtype || !dtype->is_string() ||
+      elementBytes(dtype->get_ref<const std::string &>()) == 0)
     return false;
-  type.dtype = dtype->text;
-  if (!jsonShape(value.get("shape"), type.shape))
+  type.dtype = dtype->get<std::string>();
+  if (!jsonShape(member(value, "shape"), type.shape))
     return false;
   for (int64_t d : type.shape)
     if (d < 0 && !dynamicAllowed)
       return false;
+  return true;
+}
+
+/// The signature in `root`; false with what is wrong in `why`.
+bool signatureFromJson(const Json &root, StepSignature &signature,
+                       std::string &why) {
+  auto bad = [&](const std::string &what) {
+    why = what;
+    return false;
+  };
+  if (!root.is_object())
+    return bad("not an object");
+  const Json *format = member(root, "format");
+  if (!format || !format->is_number() || format->get<double>() != 1)
+    return bad("\"format\" is not 1");
+  signature = StepSignature();
+  const Json *entry = member(root, "entry");
+  if (!entry || !entry->is_string() ||
+      entry->get_ref<const std::string &>().empty())
+    return bad("no \"entry\"");
+  signature.entry = entry->get<std::string>();
+  if (const Json *library = member(root, "library")) {
+    if (!library->is_string() ||
+        library->get_ref<const std::string &>().empty())
+      return bad("\"library\" is not a file name");
+    signature.library = library->get<std::string>();
+  }
+  for (auto [key, list] : {std::pair{"arguments", &signature.arguments},
+                           std::pair{"results", &signature.results}}) {
+    const Json *items = member(root, key);
+    if (!items || !items->is_array())
+      return bad(std::string("no \"") + key + "\" list");
+    for (size_t i = 0; i < items->size(); ++i) {
+      const Json &item = (*items)[i];
+      TensorSpec type;
+      if (!jsonTensor(item, type, /*dynamicAllowed=*/true))
+        return bad(std::string(key) + " " + std::to_string(i) +
+                   " is not {\"dtype\": a .npy type, \"shape\": [sizes]}");
+      list->push_back(type);
+      if (list != &signature.arguments)
+        continue;
+      std::string argumentName;
+      if (const Json *name = member(item, "name")) {
+        if (!name->is_string())
+          return bad("argument " + std::to_string(i) +
+                     ": \"name\" is not a string");
+        argumentName = name->get<std::string>();
+      }
+      signature.argumentNames.push_back(argumentName);
+    }
+  }
+  const Json *states = member(root, "states");
+  if (!states || !states->is_array())
+    return bad("no \"states\" list");
+  for (size_t i = 0; i < states->size(); ++i) {
+    const Json &item = (*states)[i];
+    StateSpec state;
+    const Json *name = member(item, "name");
+    if (!name || !name->is_string() ||
+        !jsonTensor(item, state.type, /*dynamicAllowed=*/false))
+      return bad("state " + std::to_string(i) +
+                 " is not {\"name\", \"dtype\", \"shape\"}");
+    state.name = name->get<std::string>();
+    if (const Json *start = member(item, "start_iter")) {
+      double startIter;
+      if (!wholeNumber(start, 0, 9.0e15, startIter))
+        return bad("state " + std::to_string(i) +
+                   ": \"start_iter\" is not a step number");
+      state.startIter = int64_t(startIter);
+    }
+    signature.states.push_back(state);
+  }
+  if (const Json *functions = member(root, "host_functions")) {
+    if (!functions->is_array())
+      return bad("\"host_functions\" is not a list");
+    for (const Json &name : *functions) {
+      if (!name.is_string())
+        return bad("\"host_functions\" holds a non-string");
+      signature.hostFunctions.push_back(name.get<std::string>());
+    }
+  }
   return true;
 }
 
@@ -393,83 +327,17 @@ bool readStepJson(const std::string &path, StepSignature &signature,
   if (!readFile(path, bytes, error))
     return false;
   Json root;
+  try {
+    root = Json::parse(bytes);
+  } catch (const Json::exception &exception) {
+    error = "'" + path + "' is not valid JSON: " + parseErrorText(exception);
+    return false;
+  }
   std::string why;
-  if (!JsonParser(bytes).parse(root, why)) {
-    error = "'" + path + "' is not valid JSON: " + why;
-    return false;
-  }
-  auto bad = [&](const std::string &what) {
+  if (!signatureFromJson(root, signature, why)) {
     error = "'" + path + "' is not a step description (ddp-run " +
-            "--emit-step writes one): " + what;
+            "--emit-step writes one): " + why;
     return false;
-  };
-  if (root.kind != Json::Object)
-    return bad("not an object");
-  const Json *format = root.get("format");
-  if (!format || format->kind != Json::Number || format->number != 1)
-    return bad("\"format\" is not 1");
-  signature = StepSignature();
-  const Json *entry = root.get("entry");
-  if (!entry || entry->kind != Json::String || entry->text.empty())
-    return bad("no \"entry\"");
-  signature.entry = entry->text;
-  if (const Json *library = root.get("library")) {
-    if (library->kind != Json::String || library->text.empty())
-      return bad("\"library\" is not a file name");
-    signature.library = library->text;
-  }
-  for (auto [key, list] : {std::pair{"arguments", &signature.arguments},
-                           std::pair{"results", &signature.results}}) {
-    const Json *items = root.get(key);
-    if (!items || items->kind != Json::Array)
-      return bad(std::string("no \"") + key + "\" list");
-    for (size_t i = 0; i < items->items.size(); ++i) {
-      TensorSpec type;
-      if (!jsonTensor(items->items[i], type, /*dynamicAllowed=*/true))
-        return bad(std::string(key) + " " + std::to_string(i) +
-                   " is not {\"dtype\": a .npy type, \"shape\": [sizes]}");
-      list->push_back(type);
-      if (list != &signature.arguments)
-        continue;
-      std::string argumentName;
-      if (const Json *name = items->items[i].get("name")) {
-        if (name->kind != Json::String)
-          return bad("argument " + std::to_string(i) +
-                     ": \"name\" is not a string");
-        argumentName = name->text;
-      }
-      signature.argumentNames.push_back(argumentName);
-    }
-  }
-  const Json *states = root.get("states");
-  if (!states || states->kind != Json::Array)
-    return bad("no \"states\" list");
-  for (size_t i = 0; i < states->items.size(); ++i) {
-    const Json &item = states->items[i];
-    StateSpec state;
-    const Json *name = item.get("name");
-    if (item.kind != Json::Object || !name || name->kind != Json::String ||
-        !jsonTensor(item, state.type, /*dynamicAllowed=*/false))
-      return bad("state " + std::to_string(i) +
-                 " is not {\"name\", \"dtype\", \"shape\"}");
-    state.name = name->text;
-    if (const Json *start = item.get("start_iter")) {
-      if (start->kind != Json::Number || !(start->number >= 0) ||
-          start->number > 9.0e15 || start->number != std::floor(start->number))
-        return bad("state " + std::to_string(i) +
-                   ": \"start_iter\" is not a step number");
-      state.startIter = int64_t(start->number);
-    }
-    signature.states.push_back(state);
-  }
-  if (const Json *functions = root.get("host_functions")) {
-    if (functions->kind != Json::Array)
-      return bad("\"host_functions\" is not a list");
-    for (const Json &name : functions->items) {
-      if (name.kind != Json::String)
-        return bad("\"host_functions\" holds a non-string");
-      signature.hostFunctions.push_back(name.text);
-    }
   }
   return true;
 }
