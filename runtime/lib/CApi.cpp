@@ -35,12 +35,11 @@ Error prepareCollective(ddprt_context *context,
 
 extern "C" {
 
-void ddprt_default_options(ddprt_options *options) {
-  if (!options)
-    return;
-  options->backend = DDPRT_BACKEND_CPU;
-  options->timeout_seconds = 300.0;
-  options->check_shapes = 1;
+ddprt_status ddprt_get_version(int *version) {
+  if (!version)
+    return DDPRT_ERROR_INVALID_ARGUMENT;
+  *version = DDPRT_VERSION;
+  return DDPRT_OK;
 }
 
 size_t ddprt_dtype_size(ddprt_dtype dtype) { return dtypeSize(asInt(dtype)); }

@@ -10,9 +10,7 @@
 namespace ddprt {
 
 Error initContext(ddprt_context &context, const ddprt_options *options) {
-  ddprt_default_options(&context.options);
-  if (options)
-    context.options = *options;
+  DDPRT_TRY(readOptions(options, context.options));
   const ddprt_options &opts = context.options;
   DDPRT_TRY(checkOptions(opts));
   DDPRT_TRY(guarded(

@@ -3,6 +3,8 @@
 #include "Validation.h"
 
 #include <cmath>
+#include <cstddef>
+#include <iterator>
 #include <vector>
 
 namespace ddprt {
@@ -111,6 +113,82 @@ Error checkContext(const ddprt_context *context) {
     return invalid("the context is null");
   if (!context->backend)
     return fail(DDPRT_ERROR_STATE, "the context failed to initialize");
+  return Error::success();
+}
+
+namespace {
+
+/// A field of ddprt_options after `size` and `version`, in order. Fields
+/// are only ever appended.
+struct OptionsField {
+  size_t offset, size;
+};
+#define DDPRT_OPTIONS_FIELD(name)                                              \
+  OptionsField { offsetof(ddprt_options, name), sizeof(ddprt_options::name) }
+constexpr OptionsField kOptionsFields[] = {
+    DDPRT_OPTIONS_FIELD(backend),
+    DDPRT_OPTIONS_FIELD(timeout_seconds),
+    DDPRT_OPTIONS_FIELD(check_shapes),
+};
+#undef DDPRT_OPTIONS_FIELD
+
+/// The first version whose ddprt_options had `size` and `version`.
+constexpr unsigned kFirstOptionsVersion = 100; // 0.1.0
+
+/// sizeof of a ddprt_options whose last field is `last`: each older layout
+/// is a prefix of this one, padded to the same alignment (that of size_t).
+constexpr size_t layoutSize(const OptionsField &last) {
+  size_t end = last.offset + last.size, align = alignof(ddprt_options);
+  return (end + align - 1) / align * align;
+}
+static_assert(layoutSize(kOptionsFields[std::size(kOptionsFields) - 1]) ==
+                  sizeof(ddprt_options),
+              "every field of ddprt_options is in kOptionsFields");
+
+std::string versionText(unsigned version) {
+  return std::to_string(version / 10000) + "." +
+         std::to_string(version / 100 % 100) + "." +
+         std::to_string(version % 100);
+}
+
+} // namespace
+
+Error readOptions(const ddprt_options *given, ddprt_options &options) {
+  ddprt_default_options(&options);
+  if (!given)
+    return Error::success();
+  const std::string fill = "fill the options with ddprt_default_options or "
+                           "DDPRT_OPTIONS_INITIALIZER before changing fields";
+  size_t size = given->size;
+  if (size > sizeof(ddprt_options))
+    return invalid("options.size is " + std::to_string(size) +
+                   " bytes, more than this runtime's ddprt_options (" +
+                   std::to_string(sizeof(ddprt_options)) +
+                   "): the caller was built with a newer ddprt.h than this "
+                   "runtime (" +
+                   versionText(DDPRT_VERSION) + ")");
+  bool knownSize = false;
+  for (const OptionsField &field : kOptionsFields)
+    knownSize |= size == layoutSize(field);
+  if (!knownSize)
+    return invalid(
+        "options.size is " + std::to_string(size) +
+        " bytes, which is no ddprt_options this runtime knows: " + fill);
+  unsigned version = given->version;
+  if (version > unsigned(DDPRT_VERSION))
+    return invalid("options.version is " + std::to_string(version) + " (" +
+                   versionText(version) + "), newer than this runtime (" +
+                   versionText(DDPRT_VERSION) +
+                   "): the caller was built with a newer ddprt.h");
+  if (version < kFirstOptionsVersion)
+    return invalid("options.version is " + std::to_string(version) +
+                   ", which is no ddprt version: " + fill);
+  // Only the fields the caller's struct has; the others keep the defaults.
+  for (const OptionsField &field : kOptionsFields)
+    if (field.offset + field.size <= size)
+      std::memcpy(reinterpret_cast<char *>(&options) + field.offset,
+                  reinterpret_cast<const char *>(given) + field.offset,
+                  field.size);
   return Error::success();
 }
 

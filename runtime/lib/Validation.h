@@ -38,6 +38,10 @@ Error invalid(const std::string &message);
 
 /// A context that exists and started.
 Error checkContext(const ddprt_context *context);
+/// Copies the fields of the caller's `given` options (null: none) that lie
+/// within its `size` into `options`, which holds the defaults; refuses a
+/// size or version this runtime does not know (ddprt.h says which).
+Error readOptions(const ddprt_options *given, ddprt_options &options);
 /// The options of ddprt_init: timeout and backend.
 Error checkOptions(const ddprt_options &options);
 

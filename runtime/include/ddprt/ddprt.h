@@ -20,6 +20,11 @@
  *    CUDA backend it is enqueued, and ddprt_synchronize waits for the device
  *    (call it before the host reads device memory).
  *
+ *  - Versions: ddprt_get_version says which runtime is loaded; structs the
+ *    caller fills for the runtime (ddprt_options) carry their size and the
+ *    DDPRT_VERSION they were compiled with, so that later runtimes can add
+ *    fields and still read what older callers pass.
+ *
 \*===----------------------------------------------------------------------===*/
 
 #ifndef DDPRT_DDPRT_H
@@ -27,6 +32,16 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* The runtime's version, the project's (VERSION at the top of the tree; the
+   runtime's CMake refuses to configure when they differ), as
+   MAJOR * 10000 + MINOR * 100 + PATCH (0.1.0 is 100). */
+#define DDPRT_VERSION_MAJOR 0
+#define DDPRT_VERSION_MINOR 1
+#define DDPRT_VERSION_PATCH 0
+#define DDPRT_VERSION                                                          \
+  (DDPRT_VERSION_MAJOR * 10000 + DDPRT_VERSION_MINOR * 100 +                   \
+   DDPRT_VERSION_PATCH)
 
 #ifdef __cplusplus
 extern "C" {
@@ -105,7 +120,22 @@ typedef struct ddprt_matrix {
   int64_t cols;
 } ddprt_matrix;
 
+/* The loaded runtime's DDPRT_VERSION (which may differ from the one the
+   caller was compiled with). */
+ddprt_status ddprt_get_version(int *version);
+
+/* How a context starts. Extensible as NCCL's ncclConfig_t is: fill it with
+   DDPRT_OPTIONS_INITIALIZER or ddprt_default_options, then change the
+   fields you need. `size` and `version` say which ddprt_options the caller
+   was compiled with; later versions only append fields. ddprt_init reads
+   the fields that lie within `size` (the others keep their defaults), so a
+   runtime takes the smaller struct of an older caller; it refuses
+   (DDPRT_ERROR_INVALID_ARGUMENT) a size that is no ddprt_options it knows
+   (0 included: a struct not filled as above) or larger than its own, and a
+   version that is none of its own or older ones. */
 typedef struct ddprt_options {
+  size_t size;          /* sizeof(ddprt_options) */
+  unsigned int version; /* DDPRT_VERSION */
   ddprt_backend_kind backend;
   /* A collective that has not finished after this many seconds fails with
      DDPRT_ERROR_TIMEOUT (a dead rank must not hang the others). 0: wait
@@ -118,7 +148,17 @@ typedef struct ddprt_options {
 } ddprt_options;
 
 /* The defaults: CPU backend, 300 s timeout, shape checks on. */
-void ddprt_default_options(ddprt_options *options);
+#define DDPRT_OPTIONS_INITIALIZER                                              \
+  { sizeof(ddprt_options), DDPRT_VERSION, DDPRT_BACKEND_CPU, 300.0, 1 }
+
+/* Fills `options` with DDPRT_OPTIONS_INITIALIZER. Inline, so that it
+   writes the struct the caller was compiled with: a function in the
+   library would write its own, maybe larger, ddprt_options. */
+static inline void ddprt_default_options(ddprt_options *options) {
+  const ddprt_options defaults = DDPRT_OPTIONS_INITIALIZER;
+  if (options)
+    *options = defaults;
+}
 
 typedef struct ddprt_context ddprt_context;
 typedef struct ddprt_request ddprt_request;
