@@ -2,7 +2,8 @@
 //
 // Code lowered from the ddp dialect takes no context argument: it calls
 // ddprt_current_context() and reports failures through ddprt_check to the
-// host's error handler. Both are kept per process, not per context.
+// host's error handler. Both are kept per process, not per context or per
+// thread, and are safe to set and read from any thread (ddprt.h says why).
 //
 //===----------------------------------------------------------------------===//
 

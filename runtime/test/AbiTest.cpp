@@ -1,9 +1,10 @@
-//===- AbiTest.cpp - the versioned ABI ------------------------------------===//
+//===- AbiTest.cpp - the versioned ABI and its thread semantics -----------===//
 //
 // What ddprt.h promises about versions (ddprt_get_version, the version
 // macros and the project's VERSION file), the extensible ddprt_options
 // (sizes and versions refused and accepted, an older and smaller struct
-// read only as far as its size).
+// read only as far as its size), and the process-wide, thread-safe current
+// context and error handler.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,8 +12,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -158,6 +162,98 @@ TEST(AbiOptions, AnOlderSmallerStructIsReadOnlyAsFarAsItsSize) {
   options = withGarbageAfter(upToTimeout);
   EXPECT_EQ(init(&options, message), DDPRT_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(message.find("timeout_seconds"), std::string::npos) << message;
+}
+
+//===----------------------------------------------------------------------===//
+// The current context and the error handler: process-wide, thread-safe
+//===----------------------------------------------------------------------===//
+
+class AbiThreads : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_EQ(ddprt_init(nullptr, &context), DDPRT_OK)
+        << ddprt_last_error(context);
+  }
+  void TearDown() override {
+    ddprt_set_current_context(nullptr);
+    ddprt_set_error_handler(nullptr, nullptr);
+    if (context) {
+      EXPECT_EQ(ddprt_finalize(context), DDPRT_OK);
+    }
+  }
+
+  ddprt_context *context = nullptr;
+};
+
+TEST_F(AbiThreads, TheContextSetOnOneThreadIsCurrentOnAnother) {
+  ddprt_set_current_context(context);
+  ddprt_context *seen = nullptr;
+  std::thread([&] { seen = ddprt_current_context(); }).join();
+  EXPECT_EQ(seen, context);
+}
+
+TEST_F(AbiThreads, FinalizingOnAnotherThreadClearsItForAll) {
+  ddprt_context *other = nullptr;
+  ASSERT_EQ(ddprt_init(nullptr, &other), DDPRT_OK);
+  ddprt_set_current_context(context);
+  // Finalizing a context that is not current leaves the current one.
+  std::thread([&] { EXPECT_EQ(ddprt_finalize(other), DDPRT_OK); }).join();
+  EXPECT_EQ(ddprt_current_context(), context);
+  std::thread([&] { EXPECT_EQ(ddprt_finalize(context), DDPRT_OK); }).join();
+  context = nullptr;
+  EXPECT_EQ(ddprt_current_context(), nullptr);
+}
+
+struct Seen {
+  int calls = 0;
+  std::thread::id thread;
+  ddprt_status status = DDPRT_OK;
+};
+void recordThread(ddprt_context *, ddprt_status status, const char *,
+                  void *user) {
+  auto *seen = static_cast<Seen *>(user);
+  ++seen->calls;
+  seen->thread = std::this_thread::get_id();
+  seen->status = status;
+}
+
+TEST_F(AbiThreads, TheHandlerRunsOnTheThreadThatChecked) {
+  Seen seen;
+  ddprt_set_error_handler(recordThread, &seen);
+  std::thread::id worker;
+  std::thread([&] {
+    worker = std::this_thread::get_id();
+    ddprt_check(context, DDPRT_ERROR_TIMEOUT, "ddp.allreduce at step.mlir:3");
+  }).join();
+  EXPECT_EQ(seen.calls, 1);
+  EXPECT_EQ(seen.thread, worker);
+  EXPECT_EQ(seen.status, DDPRT_ERROR_TIMEOUT);
+}
+
+TEST_F(AbiThreads, ConcurrentSettersLeaveOneOfTheirContexts) {
+  // Opaque pointers: the runtime stores the current context, it does not
+  // look into it until compiled code calls with it.
+  char tokens[4];
+  std::vector<ddprt_context *> contexts;
+  for (char &token : tokens)
+    contexts.push_back(reinterpret_cast<ddprt_context *>(&token));
+  auto isOneOfThem = [&](ddprt_context *value) {
+    return std::find(contexts.begin(), contexts.end(), value) != contexts.end();
+  };
+  std::vector<std::thread> threads;
+  std::vector<int> strays(contexts.size(), 0);
+  for (size_t t = 0; t < contexts.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 1000; ++i) {
+        ddprt_set_current_context(contexts[t]);
+        strays[t] += !isOneOfThem(ddprt_current_context());
+      }
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  for (int stray : strays)
+    EXPECT_EQ(stray, 0);
+  EXPECT_TRUE(isOneOfThem(ddprt_current_context()));
 }
 
 } // namespace

@@ -20,6 +20,10 @@
  *    CUDA backend it is enqueued, and ddprt_synchronize waits for the device
  *    (call it before the host reads device memory).
  *
+ *  - Threads: a context is used by one thread at a time (calls on one
+ *    context must not overlap). Compiled code finds its context through
+ *    ddprt_current_context(), which is process-wide and thread-safe: see
+ *    "Compiled code" below.
  *  - Versions: ddprt_get_version says which runtime is loaded; structs the
  *    caller fills for the runtime (ddprt_options) carry their size and the
  *    DDPRT_VERSION they were compiled with, so that later runtimes can add
@@ -295,12 +299,23 @@ ddprt_status ddprt_alloc(ddprt_context *context, size_t bytes, void **pointer);
 void ddprt_free(ddprt_context *context, void *pointer);
 /*===--- Compiled code ---------------------------------------------------===*/
 /* Code lowered from the ddp dialect (convert-ddp-to-llvm) calls the runtime
-   with the current context and passes every status to ddprt_check. */
+   with the current context and passes every status to ddprt_check.
+
+   The current context and the error handler are process-wide, not
+   per-thread, and setting and reading them is thread-safe (atomic): a rank
+   of a job is a process with one context, and a host may start the runtime
+   on one thread and run compiled steps on another (mlir-runner's loader,
+   a thread pool); a thread_local context would be null there. Set the
+   context before the first step; ddprt_finalize clears it if it is the
+   context finalized. Two threads that run compiled steps at once must not
+   share one context (calls on a context must not overlap). */
 void ddprt_set_current_context(ddprt_context *context);
 ddprt_context *ddprt_current_context(void);
-/* Called by ddprt_check on a failure; `where` names the op and its source
-   location. A host that cannot continue (ddp-run) stops the job here; if
-   the handler returns, compiled code runs on with unspecified results. */
+/* Called by ddprt_check on a failure, on the thread that checked; `where`
+   names the op and its source location. A host that cannot continue
+   (ddp-run) stops the job here; if the handler returns, compiled code runs
+   on with unspecified results. The handler and its `user` pointer are set
+   together: a failure sees either the old pair or the new one. */
 typedef void (*ddprt_error_handler)(ddprt_context *context, ddprt_status status,
                                     const char *where, void *user);
 void ddprt_set_error_handler(ddprt_error_handler handler, void *user);
