@@ -7,6 +7,19 @@
 
 namespace stephost {
 
+namespace {
+/// Copies between a state and host memory and waits for the copy; says
+/// why not after `flag`.
+bool copyAndWait(const Job &job, const ddprt_buffer &source,
+                 ddprt_buffer &target, const char *flag) {
+  if (ddprt_copy(job.context, &source, &target, 1) == DDPRT_OK &&
+      ddprt_synchronize(job.context) == DDPRT_OK)
+    return true;
+  job.error() << flag << ": " << ddprt_last_error(job.context) << "\n";
+  return false;
+}
+} // namespace
+
 StateHandles createStates(Job &job, const StepSignature &signature) {
   ddprt_context *context = job.context;
   bool stateOk = true;
@@ -50,7 +63,6 @@ void loadCheckpoint(Job &job, const RunOptions &options) {
 
 void setStates(Job &job, const StepSignature &signature,
                const StateHandles &stateHandles, const RunOptions &options) {
-  ddprt_context *context = job.context;
   bool setOk = true;
   for (const std::string &setting : options.setStates) {
     size_t equals = setting.find('=');
@@ -92,11 +104,8 @@ void setStates(Job &job, const StepSignature &signature,
     ddprt_buffer target = ddprt_state_buffer(found->second);
     ddprt_buffer source = target;
     source.data = array.data.data();
-    if (ddprt_copy(context, &source, &target, 1) != DDPRT_OK ||
-        ddprt_synchronize(context) != DDPRT_OK) {
-      job.error() << "--set-state: " << ddprt_last_error(context) << "\n";
+    if (!copyAndWait(job, source, target, "--set-state"))
       setOk = false;
-    }
   }
   job.agreeOrStop(setOk, "to set the states");
 }
@@ -105,7 +114,6 @@ bool dumpStates(const Job &job, const StepSignature &signature,
                 const StateHandles &stateHandles, const RunOptions &options) {
   if (options.dumpState.empty())
     return true;
-  ddprt_context *context = job.context;
   bool ok = true;
   for (const StateSpec &state : signature.states) {
     if (npy::elementSize(state.type.dtype) == 0) {
@@ -122,9 +130,7 @@ bool dumpStates(const Job &job, const StepSignature &signature,
     array.data.resize(size_t(source.numel) * ddprt_dtype_size(source.dtype));
     ddprt_buffer target = source;
     target.data = array.data.data();
-    if (ddprt_copy(context, &source, &target, 1) != DDPRT_OK ||
-        ddprt_synchronize(context) != DDPRT_OK) {
-      job.error() << "--dump-state: " << ddprt_last_error(context) << "\n";
+    if (!copyAndWait(job, source, target, "--dump-state")) {
       ok = false;
       continue;
     }
