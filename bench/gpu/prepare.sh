@@ -15,8 +15,10 @@
 #       step's results, the final states and the counters
 # and then runs bench/gpu/check_step.sh with this build's ddprt-step-runner
 # on the CPU backend, which must reproduce the references bitwise. It also
-# copies GoogleTest's sources to .gtest/ (git-ignored) for machines without
-# it. Carry both: the device tool's `carry: [".gpu-step", ".gtest"]`.
+# copies what the GPU machine lacks to build the runtime and its tests into
+# .gtest/ (git-ignored): GoogleTest's sources, and nlohmann-json's headers
+# (step.json's reader) in .gtest/nlohmann-json/. Carry both: the device
+# tool's `carry: [".gpu-step", ".gtest"]`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR="${BUILD_DIR:-build}"
@@ -54,8 +56,15 @@ echo "== the prepared steps, run here by ddprt-step-runner on the CPU"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 PYTHON="$PYTHON" bash bench/gpu/check_step.sh "$BIN/ddprt-step-runner" cpu "$WORK"
+rm -rf .gtest
 if [ -d /usr/src/googletest ]; then
-  rm -rf .gtest
   cp -r /usr/src/googletest .gtest
+fi
+if [ -f /usr/include/nlohmann/json.hpp ]; then
+  mkdir -p .gtest/nlohmann-json
+  cp -r /usr/include/nlohmann .gtest/nlohmann-json/
+else
+  echo "prepare: no /usr/include/nlohmann (nlohmann-json3-dev): the GPU machine cannot build ddprt-host" >&2
+  exit 1
 fi
 echo "== $STEP/ ($(du -sh "$STEP" | cut -f1)) and .gtest/ are ready; carry them to the GPU machine"

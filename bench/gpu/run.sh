@@ -21,6 +21,8 @@
 #
 #   bash bench/gpu/prepare.sh            # here, where MLIR is: .gpu-step/, .gtest/
 #   bash bench/gpu/run.sh                # there, carrying .gpu-step and .gtest
+# (.gtest/ holds GoogleTest's sources and, in .gtest/nlohmann-json/, the
+# nlohmann-json headers the runtime's step.json reader needs.)
 # On 2026-11-30 the earlier, shorter version of this script (build, tests,
 # two models, no crossover) took 63 s on an H200; this one runs about 30
 # timed benchmarks more: allow 5 minutes and a limit of 7.
@@ -177,7 +179,9 @@ python3 -c "import torch; print('PyTorch', torch.__version__, 'NCCL', torch.cuda
 NCCL_ROOT=$(python3 -c "import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])" 2>/dev/null || echo /usr/local/cuda)
 export LD_LIBRARY_PATH="$NCCL_ROOT/lib:${LD_LIBRARY_PATH:-}"
 CMAKE_ARGS=(-G Ninja -S runtime -B build-gpu -DCMAKE_BUILD_TYPE=Release -DNCCL_ROOT="$NCCL_ROOT")
-[ -d .gtest ] && CMAKE_ARGS+=(-DDDPRT_GTEST_SOURCE_DIR="$PWD/.gtest")
+[ -f .gtest/CMakeLists.txt ] && CMAKE_ARGS+=(-DDDPRT_GTEST_SOURCE_DIR="$PWD/.gtest")
+[ -f .gtest/nlohmann-json/nlohmann/json.hpp ] &&
+  CMAKE_ARGS+=(-DDDPRT_NLOHMANN_JSON_DIR="$PWD/.gtest/nlohmann-json")
 if ! run_step "configure" 120 cmake "${CMAKE_ARGS[@]}"; then
   echo "== stop: the runtime did not configure"
   exit 1

@@ -5,6 +5,7 @@
 
 #include "Backend.h"
 #include "Communicator.h"
+#include "Error.h"
 
 #include <map>
 #include <memory>
@@ -35,5 +36,20 @@ struct ddprt_context {
   /// Mutable: const queries report their argument errors too.
   mutable std::string lastError;
 };
+
+namespace ddprt {
+
+/// Starts `context` with `options` (the defaults if null): checks them,
+/// then creates the communicator and the backend. On failure the context
+/// is still whole enough to say why and to be destroyed.
+Error initContext(ddprt_context &context, const ddprt_options *options);
+/// Drains the backend (within the timeout), frees the states and the
+/// context.
+void destroyContext(ddprt_context *context);
+
+/// The factor a ddprt_world_scale stands for on this context's job.
+double worldScale(const ddprt_context &context, ddprt_world_scale factor);
+
+} // namespace ddprt
 
 #endif // DDPRT_CONTEXT_H

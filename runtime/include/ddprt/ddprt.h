@@ -20,6 +20,15 @@
  *    CUDA backend it is enqueued, and ddprt_synchronize waits for the device
  *    (call it before the host reads device memory).
  *
+ *  - Threads: a context is used by one thread at a time (calls on one
+ *    context must not overlap). Compiled code finds its context through
+ *    ddprt_current_context(), which is process-wide and thread-safe: see
+ *    "Compiled code" below.
+ *  - Versions: ddprt_get_version says which runtime is loaded; structs the
+ *    caller fills for the runtime (ddprt_options) carry their size and the
+ *    DDPRT_VERSION they were compiled with, so that later runtimes can add
+ *    fields and still read what older callers pass.
+ *
 \*===----------------------------------------------------------------------===*/
 
 #ifndef DDPRT_DDPRT_H
@@ -27,6 +36,16 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* The runtime's version, the project's (VERSION at the top of the tree; the
+   runtime's CMake refuses to configure when they differ), as
+   MAJOR * 10000 + MINOR * 100 + PATCH (0.1.0 is 100). */
+#define DDPRT_VERSION_MAJOR 0
+#define DDPRT_VERSION_MINOR 1
+#define DDPRT_VERSION_PATCH 0
+#define DDPRT_VERSION                                                          \
+  (DDPRT_VERSION_MAJOR * 10000 + DDPRT_VERSION_MINOR * 100 +                   \
+   DDPRT_VERSION_PATCH)
 
 #ifdef __cplusplus
 extern "C" {
@@ -119,7 +138,22 @@ typedef struct ddprt_matrix {
   int64_t cols;
 } ddprt_matrix;
 
+/* The loaded runtime's DDPRT_VERSION (which may differ from the one the
+   caller was compiled with). */
+ddprt_status ddprt_get_version(int *version);
+
+/* How a context starts. Extensible as NCCL's ncclConfig_t is: fill it with
+   DDPRT_OPTIONS_INITIALIZER or ddprt_default_options, then change the
+   fields you need. `size` and `version` say which ddprt_options the caller
+   was compiled with; later versions only append fields. ddprt_init reads
+   the fields that lie within `size` (the others keep their defaults), so a
+   runtime takes the smaller struct of an older caller; it refuses
+   (DDPRT_ERROR_INVALID_ARGUMENT) a size that is no ddprt_options it knows
+   (0 included: a struct not filled as above) or larger than its own, and a
+   version that is none of its own or older ones. */
 typedef struct ddprt_options {
+  size_t size;          /* sizeof(ddprt_options) */
+  unsigned int version; /* DDPRT_VERSION */
   ddprt_backend_kind backend;
   /* A collective that has not finished after this many seconds fails with
      DDPRT_ERROR_TIMEOUT (a dead rank must not hang the others). 0: wait
@@ -132,7 +166,17 @@ typedef struct ddprt_options {
 } ddprt_options;
 
 /* The defaults: CPU backend, 300 s timeout, shape checks on. */
-void ddprt_default_options(ddprt_options *options);
+#define DDPRT_OPTIONS_INITIALIZER                                              \
+  { sizeof(ddprt_options), DDPRT_VERSION, DDPRT_BACKEND_CPU, 300.0, 1 }
+
+/* Fills `options` with DDPRT_OPTIONS_INITIALIZER. Inline, so that it
+   writes the struct the caller was compiled with: a function in the
+   library would write its own, maybe larger, ddprt_options. */
+static inline void ddprt_default_options(ddprt_options *options) {
+  const ddprt_options defaults = DDPRT_OPTIONS_INITIALIZER;
+  if (options)
+    *options = defaults;
+}
 
 typedef struct ddprt_context ddprt_context;
 typedef struct ddprt_request ddprt_request;
@@ -269,12 +313,23 @@ ddprt_status ddprt_alloc(ddprt_context *context, size_t bytes, void **pointer);
 void ddprt_free(ddprt_context *context, void *pointer);
 /*===--- Compiled code ---------------------------------------------------===*/
 /* Code lowered from the ddp dialect (convert-ddp-to-llvm) calls the runtime
-   with the current context and passes every status to ddprt_check. */
+   with the current context and passes every status to ddprt_check.
+
+   The current context and the error handler are process-wide, not
+   per-thread, and setting and reading them is thread-safe (atomic): a rank
+   of a job is a process with one context, and a host may start the runtime
+   on one thread and run compiled steps on another (mlir-runner's loader,
+   a thread pool); a thread_local context would be null there. Set the
+   context before the first step; ddprt_finalize clears it if it is the
+   context finalized. Two threads that run compiled steps at once must not
+   share one context (calls on a context must not overlap). */
 void ddprt_set_current_context(ddprt_context *context);
 ddprt_context *ddprt_current_context(void);
-/* Called by ddprt_check on a failure; `where` names the op and its source
-   location. A host that cannot continue (ddp-run) stops the job here; if
-   the handler returns, compiled code runs on with unspecified results. */
+/* Called by ddprt_check on a failure, on the thread that checked; `where`
+   names the op and its source location. A host that cannot continue
+   (ddp-run) stops the job here; if the handler returns, compiled code runs
+   on with unspecified results. The handler and its `user` pointer are set
+   together: a failure sees either the old pair or the new one. */
 typedef void (*ddprt_error_handler)(ddprt_context *context, ddprt_status status,
                                     const char *where, void *user);
 void ddprt_set_error_handler(ddprt_error_handler handler, void *user);

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DDPRT_TOOLS_NPY_H
-#define DDPRT_TOOLS_NPY_H
+#ifndef DDPRT_HOST_NPY_H
+#define DDPRT_HOST_NPY_H
 
 #include <cstddef>
 #include <cstdint>
@@ -83,4 +83,4 @@ std::string parentPath(const std::string &path);
 
 } // namespace npy
 
-#endif // DDPRT_TOOLS_NPY_H
+#endif // DDPRT_HOST_NPY_H

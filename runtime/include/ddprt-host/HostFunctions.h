@@ -1,0 +1,47 @@
+//===- HostFunctions.h - what compiled step code calls ----------*- C++ -*-===//
+//
+// The functions a step compiled from the ddp dialect calls by name, and what
+// a host binds them to. The compiled step is called through its packed entry
+// `_mlir_<entry>` (MLIR's ExecutionEngine convention): one pointer per
+// flattened argument word (each memref descriptor: allocated, aligned,
+// offset, sizes, strides), then one pointer to the storage of the returned
+// descriptors.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DDPRT_HOST_HOSTFUNCTIONS_H
+#define DDPRT_HOST_HOSTFUNCTIONS_H
+
+#include <string_view>
+#include <vector>
+
+namespace stephost {
+
+/// The prefix of the slots through which an ahead-of-time compiled step
+/// calls the host functions.
+inline constexpr const char *kHostSlotPrefix = "__ddp_host_";
+
+struct HostFunction {
+  const char *name;
+  void *address;
+};
+
+/// Every function compiled step code calls by name, and what it is bound
+/// to: the runtime's C ABI; the memref allocation functions
+/// (`_mlir_memref_to_llvm_alloc`, `_aligned_alloc`, `_free`: 64-byte
+/// aligned host memory on the CPU backend, ddprt_alloc's managed memory on
+/// CUDA, so the host code and the runtime share the buffers); `memrefCopy`
+/// (strided copies); and, with `sharedMemory`, a ddprt_check that waits for
+/// the device first (host code after a runtime call may read what it
+/// wrote).
+std::vector<HostFunction> hostFunctions(bool sharedMemory);
+/// Whether compiled code's calls of `name` go to the host (by the list
+/// above, independent of the backend).
+bool isHostFunction(std::string_view name);
+
+/// The packed entry `_mlir_<entry>(void **)`.
+using PackedFunction = void (*)(void **);
+
+} // namespace stephost
+
+#endif // DDPRT_HOST_HOSTFUNCTIONS_H

@@ -1,0 +1,75 @@
+//===- RunOptions.h - the command line of the step hosts --------*- C++ -*-===//
+//
+// The options ddp-run and ddprt-step-runner share (ddp-run's options of the
+// same names), and their checks against a step's signature.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DDPRT_HOST_RUNOPTIONS_H
+#define DDPRT_HOST_RUNOPTIONS_H
+
+#include <string>
+#include <vector>
+
+namespace stephost {
+
+class Job;
+struct StepSignature;
+
+struct RunOptions {
+  unsigned steps = 1;
+  unsigned firstStep = 0;
+  std::string backend = "cpu";
+  /// --input: one pattern per argument, in order, or a single pattern with
+  /// {name} for every argument.
+  std::vector<std::string> inputs;
+  /// --inputs: an .npz pattern whose arrays are named after the arguments.
+  std::string inputArchive;
+  std::vector<std::string> carries;
+  std::string output;
+  std::vector<unsigned> outputResults;
+  std::string finalOutput;
+  std::string checkpointLoad, checkpointSave;
+  std::vector<std::string> setStates;
+  std::string dumpState;
+  std::string summaryJson;
+  double timeoutSeconds = 60.0;
+  /// What a DDPRT_NONFINITE from the step does: "skip" (warn on rank 0 and
+  /// go on; the runtime kept that tensor's state) or "fail" (stop the job).
+  std::string onNonfinite = "skip";
+  bool quiet = false;
+  /// --log-every: rank 0 prints every N-th step (and the last); 0: the
+  /// first and the last step and one every few seconds between.
+  unsigned logEvery = 0;
+
+  /// Whether a single --input pattern with {name} gives every argument.
+  bool usesOnePatternForAll() const {
+    return inputs.size() == 1 && inputs[0].find("{name}") != std::string::npos;
+  }
+};
+
+/// Seconds between two progress lines with --log-every=0.
+inline constexpr double kLogSeconds = 5.0;
+
+/// Checks the options that need no signature (--backend, --on-nonfinite);
+/// prints what is wrong.
+bool checkRunOptions(const std::string &tool, const RunOptions &options);
+
+/// Checks the command line (--input/--inputs, --carry, --output-results,
+/// the files written at the end) against the signature; prints what is
+/// wrong. Call on every rank, then agreeOrStop; or before launching the
+/// ranks, with `job.rank` 0 and `job.worldSize` the ranks to launch.
+/// `checkFiles` also checks that the files written after the last step can
+/// be written (on this rank).
+bool checkCommandLine(const Job &job, const StepSignature &signature,
+                      const RunOptions &options, bool checkFiles = true);
+
+/// Parses --carry into carriedFrom[argument] = result (-1 where the
+/// argument is read, not carried); with `report`, says what is wrong.
+bool parseCarries(const Job &job, const StepSignature &signature,
+                  const RunOptions &options, std::vector<int> &carriedFrom,
+                  bool report);
+
+} // namespace stephost
+
+#endif // DDPRT_HOST_RUNOPTIONS_H

@@ -1,0 +1,220 @@
+//===- Checkpoint.cpp - every state of a rank in one file -----------------===//
+//
+// The format: "DDPRTCK1", rank and world size (u32 each), the number of
+// states (u64), then per state its name (u32 size, bytes), dtype (u32),
+// element count (i64) and raw data, and an FNV-1a checksum (u64) of all of
+// it. Native byte order: a checkpoint is read back by the same job.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Checkpoint.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+namespace ddprt {
+
+namespace {
+
+uint64_t checksum(const std::vector<char> &bytes) {
+  uint64_t hash = 1469598103934665603ull; // FNV-1a
+  for (char c : bytes) {
+    hash ^= uint8_t(c);
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+/// The whole file, with stdio: no exceptions, and a clear error for
+/// directories and unreadable files.
+Error readFile(const char *path, std::vector<char> &bytes) {
+  auto ioError = [&](int code) {
+    return fail(DDPRT_ERROR_IO, std::string("cannot read checkpoint '") + path +
+                                    "': " + std::strerror(code));
+  };
+  std::FILE *file = std::fopen(path, "rb");
+  if (!file)
+    return ioError(errno);
+  char chunk[1 << 16];
+  size_t got;
+  while ((got = std::fread(chunk, 1, sizeof(chunk), file)) > 0)
+    bytes.insert(bytes.end(), chunk, chunk + got);
+  bool failed = std::ferror(file);
+  int code = errno;
+  std::fclose(file);
+  if (failed)
+    return ioError(code == 0 ? EIO : code);
+  return Error::success();
+}
+
+constexpr char kMagic[8] = {'D', 'D', 'P', 'R', 'T', 'C', 'K', '1'};
+
+template <typename T> void append(std::vector<char> &out, const T &value) {
+  const char *bytes = reinterpret_cast<const char *>(&value);
+  out.insert(out.end(), bytes, bytes + sizeof(T));
+}
+
+/// Reads from a byte range, failing cleanly past its end.
+struct Reader {
+  const std::vector<char> &bytes;
+  size_t offset = 0;
+  bool read(void *out, size_t size) {
+    if (offset + size > bytes.size())
+      return false;
+    std::memcpy(out, bytes.data() + offset, size);
+    offset += size;
+    return true;
+  }
+};
+
+Error writeCheckpoint(ddprt_context &context, const char *path) {
+  Error error;
+  std::vector<char> bytes(kMagic, kMagic + sizeof(kMagic));
+  append(bytes, uint32_t(context.communicator->rank()));
+  append(bytes, uint32_t(context.communicator->size()));
+  append(bytes, uint64_t(context.states.size()));
+  for (auto &[name, state] : context.states) {
+    append(bytes, uint32_t(name.size()));
+    bytes.insert(bytes.end(), name.begin(), name.end());
+    append(bytes, uint32_t(state->dtype));
+    append(bytes, int64_t(state->numel));
+    size_t size = size_t(state->numel) * ddprt_dtype_size(state->dtype);
+    size_t offset = bytes.size();
+    bytes.resize(offset + size);
+    if (state->onHost)
+      std::memcpy(bytes.data() + offset, state->data, size);
+    else if ((error = context.backend->copyToHost(bytes.data() + offset,
+                                                  state->data, size)))
+      return error;
+  }
+  append(bytes, checksum(bytes));
+  // Write a temporary file and rename it: a crash leaves the old checkpoint.
+  std::string temporary = std::string(path) + ".tmp." +
+                          std::to_string(context.communicator->rank());
+  {
+    std::FILE *file = std::fopen(temporary.c_str(), "wb");
+    bool written = file && std::fwrite(bytes.data(), 1, bytes.size(), file) ==
+                               bytes.size();
+    int savedErrno = errno;
+    if (file && std::fclose(file) != 0 && written) {
+      written = false;
+      savedErrno = errno;
+    }
+    if (!written) {
+      std::remove(temporary.c_str());
+      return fail(DDPRT_ERROR_IO, "cannot write checkpoint '" + temporary +
+                                      "': " + std::strerror(savedErrno));
+    }
+  }
+  if (std::rename(temporary.c_str(), path) != 0) {
+    std::remove(temporary.c_str());
+    return fail(DDPRT_ERROR_IO, std::string("cannot rename checkpoint to '") +
+                                    path + "': " + std::strerror(errno));
+  }
+  return Error::success();
+}
+
+Error readCheckpoint(ddprt_context &context, const char *path) {
+  Error error;
+  std::vector<char> bytes;
+  DDPRT_TRY(readFile(path, bytes));
+  auto corrupt = [&](const std::string &why) {
+    return fail(DDPRT_ERROR_IO,
+                std::string("checkpoint '") + path + "' is not valid: " + why);
+  };
+  if (bytes.size() < sizeof(kMagic) + 8 ||
+      std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0)
+    return corrupt("not a ddprt checkpoint");
+  uint64_t stored;
+  std::memcpy(&stored, bytes.data() + bytes.size() - 8, 8);
+  std::vector<char> payload(bytes.begin(), bytes.end() - 8);
+  if (checksum(payload) != stored)
+    return corrupt("checksum mismatch (truncated or damaged)");
+  Reader reader{payload, sizeof(kMagic)};
+  uint32_t rank = 0, world = 0;
+  uint64_t count = 0;
+  if (!reader.read(&rank, 4) || !reader.read(&world, 4) ||
+      !reader.read(&count, 8))
+    return corrupt("truncated header");
+  if (int(rank) != context.communicator->rank() ||
+      int(world) != context.communicator->size())
+    return fail(DDPRT_ERROR_MISMATCH,
+                std::string("checkpoint '") + path + "' is rank " +
+                    std::to_string(rank) + " of " + std::to_string(world) +
+                    ", this is rank " +
+                    std::to_string(context.communicator->rank()) + " of " +
+                    std::to_string(context.communicator->size()));
+  if (count != context.states.size())
+    return fail(DDPRT_ERROR_MISMATCH,
+                std::string("checkpoint '") + path + "' has " +
+                    std::to_string(count) + " states, the job has " +
+                    std::to_string(context.states.size()));
+  // Validate everything before touching any state.
+  struct Entry {
+    ddprt_state *state;
+    size_t offset;
+  };
+  std::vector<Entry> entries;
+  for (uint64_t i = 0; i < count; ++i) {
+    uint32_t nameSize = 0, dtype = 0;
+    int64_t numel = 0;
+    if (!reader.read(&nameSize, 4) || nameSize > payload.size())
+      return corrupt("truncated state name");
+    std::string name(nameSize, '\0');
+    if (!reader.read(name.data(), nameSize) || !reader.read(&dtype, 4) ||
+        !reader.read(&numel, 8))
+      return corrupt("truncated state header");
+    auto found = context.states.find(name);
+    if (found == context.states.end())
+      return fail(DDPRT_ERROR_MISMATCH,
+                  "checkpoint state '" + name + "' does not exist in this job");
+    ddprt_state &state = *found->second;
+    if (uint32_t(state.dtype) != dtype || state.numel != numel)
+      return fail(DDPRT_ERROR_MISMATCH,
+                  "checkpoint state '" + name + "' has another dtype or size");
+    size_t size = size_t(numel) * ddprt_dtype_size(state.dtype);
+    if (reader.offset + size > payload.size())
+      return corrupt("truncated data of state '" + name + "'");
+    entries.push_back({&state, reader.offset});
+    reader.offset += size;
+  }
+  for (const Entry &entry : entries) {
+    size_t size =
+        size_t(entry.state->numel) * ddprt_dtype_size(entry.state->dtype);
+    if (entry.state->onHost)
+      std::memcpy(entry.state->data, payload.data() + entry.offset, size);
+    else if ((error = context.backend->copyFromHost(
+                  entry.state->data, payload.data() + entry.offset, size)))
+      return error;
+  }
+  return Error::success();
+}
+
+/// Checkpoints hold a host copy of every state: running out of memory
+/// there is an error, not an exception through the C ABI.
+Error noThrow(Error (*body)(ddprt_context &, const char *),
+              ddprt_context &context, const char *path) {
+  try {
+    return body(context, path);
+  } catch (const std::exception &exception) {
+    return fail(DDPRT_ERROR_BACKEND,
+                std::string("checkpoint: out of resources: ") +
+                    exception.what());
+  }
+}
+
+} // namespace
+
+Error saveCheckpoint(ddprt_context &context, const char *path) {
+  return noThrow(writeCheckpoint, context, path);
+}
+
+Error loadCheckpoint(ddprt_context &context, const char *path) {
+  return noThrow(readCheckpoint, context, path);
+}
+
+} // namespace ddprt

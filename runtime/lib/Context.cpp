@@ -1,0 +1,54 @@
+//===- Context.cpp - starting and ending a ddprt_context ------------------===//
+
+#include "Context.h"
+
+#include "ProcessState.h"
+#include "State.h"
+#include "Status.h"
+#include "Validation.h"
+
+namespace ddprt {
+
+Error initContext(ddprt_context &context, const ddprt_options *options) {
+  DDPRT_TRY(readOptions(options, context.options));
+  const ddprt_options &opts = context.options;
+  DDPRT_TRY(checkOptions(opts));
+  DDPRT_TRY(guarded(
+      [&] { return Communicator::create(opts, context.communicator); }));
+#if defined(DDPRT_HAVE_CUDA)
+  if (opts.backend == DDPRT_BACKEND_CUDA)
+    return guarded([&] {
+      return createCudaBackend(*context.communicator, opts.timeout_seconds,
+                               context.backend);
+    });
+#endif
+  context.backend = createCpuBackend(*context.communicator);
+  return Error::success();
+}
+
+void destroyContext(ddprt_context *context) {
+  // Freeing device memory waits for the device: first let the backend
+  // drain it, within the timeout.
+  if (context->backend)
+    context->backend->shutdown();
+  releaseStates(*context);
+  forgetContext(context);
+  context->backend.reset();
+  context->communicator.reset();
+  delete context;
+}
+
+double worldScale(const ddprt_context &context, ddprt_world_scale factor) {
+  int world = context.communicator->size();
+  switch (factor) {
+  case DDPRT_SCALE_NONE:
+    return 1.0;
+  case DDPRT_SCALE_INVERSE_WORLD_SIZE:
+    return 1.0 / world;
+  case DDPRT_SCALE_WORLD_SIZE:
+    return double(world);
+  }
+  return 0.0;
+}
+
+} // namespace ddprt

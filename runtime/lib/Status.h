@@ -1,0 +1,42 @@
+//===- Status.h - errors across the C ABI -----------------------*- C++ -*-===//
+//
+// What every C entry point does with the Error its work returns: record its
+// message on the context and hand back its status (report), and never let
+// an exception (out of memory) escape (guarded).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DDPRT_STATUS_H
+#define DDPRT_STATUS_H
+
+#include "Context.h"
+#include "Error.h"
+
+#include <exception>
+#include <string>
+
+namespace ddprt {
+
+/// Records `error` on the context (clears it on success) and returns its
+/// status.
+inline ddprt_status report(ddprt_context *context, const Error &error) {
+  if (context)
+    context->lastError = error ? error.message : std::string();
+  return error.status;
+}
+
+/// Runs a backend call; an exception (out of memory) becomes an error, so
+/// nothing escapes the C ABI.
+template <typename Fn> Error guarded(Fn &&fn) {
+  try {
+    return fn();
+  } catch (const std::exception &exception) {
+    return fail(DDPRT_ERROR_BACKEND,
+                std::string("the runtime ran out of resources: ") +
+                    exception.what());
+  }
+}
+
+} // namespace ddprt
+
+#endif // DDPRT_STATUS_H

@@ -1,0 +1,385 @@
+//===- Validation.cpp - the C ABI's argument checks -----------------------===//
+
+#include "Validation.h"
+
+#include <cmath>
+#include <cstddef>
+#include <iterator>
+#include <vector>
+
+namespace ddprt {
+
+size_t dtypeSize(int dtype) {
+  switch (dtype) {
+#define DDPRT_DTYPE_SIZE(NAME, value, bytes, kind, compute)                    \
+  case DDPRT_##NAME:                                                           \
+    return bytes;
+    DDPRT_FOR_EACH_DTYPE(DDPRT_DTYPE_SIZE)
+#undef DDPRT_DTYPE_SIZE
+  }
+  return 0;
+}
+
+Error invalid(const std::string &message) {
+  return fail(DDPRT_ERROR_INVALID_ARGUMENT, message);
+}
+
+namespace {
+
+/// The element types compute and collectives take (I64 is for state only):
+/// the compute column of ddprt.h's list.
+bool knownDtype(int dtype) {
+  switch (dtype) {
+#define DDPRT_DTYPE_COMPUTE(NAME, value, bytes, kind, compute)                 \
+  case DDPRT_##NAME:                                                           \
+    return compute;
+    DDPRT_FOR_EACH_DTYPE(DDPRT_DTYPE_COMPUTE)
+#undef DDPRT_DTYPE_COMPUTE
+  }
+  return false;
+}
+
+std::string dtypeProblem(int dtype) {
+  return dtype == DDPRT_I64 ? "i64 is only for state buffers"
+                            : "unknown dtype " + std::to_string(dtype);
+}
+
+Error checkCount(const void *array, int count, const char *what) {
+  if (count < 0)
+    return invalid(std::string(what) + ": count " + std::to_string(count) +
+                   " is negative");
+  if (count > 0 && !array)
+    return invalid(std::string(what) + ": the array of " +
+                   std::to_string(count) + " is null");
+  return Error::success();
+}
+
+Error checkBuffer(const ddprt_buffer &buffer, const char *what, int index) {
+  std::string where = std::string(what) + " #" + std::to_string(index);
+  if (!knownDtype(asInt(buffer.dtype)))
+    return invalid(where + ": " + dtypeProblem(asInt(buffer.dtype)));
+  if (buffer.numel < 0)
+    return invalid(where + ": negative size " + std::to_string(buffer.numel));
+  if (buffer.numel > INT64_MAX / int64_t(dtypeSize(asInt(buffer.dtype))))
+    return invalid(where + ": " + std::to_string(buffer.numel) +
+                   " elements are more bytes than a 64-bit size holds");
+  if (buffer.numel > 0 && !buffer.data)
+    return invalid(where + ": data is null");
+  return Error::success();
+}
+
+Error checkBuffers(const ddprt_buffer *buffers, int count, const char *what) {
+  DDPRT_TRY(checkCount(buffers, count, what));
+  for (int i = 0; i < count; ++i)
+    DDPRT_TRY(checkBuffer(buffers[i], what, i));
+  return Error::success();
+}
+
+/// `dtype` is the validated dtype of the first matrix of the tuple.
+Error checkMatrix(const ddprt_matrix &matrix, const char *what, int index,
+                  int64_t rows, int64_t cols, int dtype) {
+  std::string where = std::string(what) + " #" + std::to_string(index);
+  if (asInt(matrix.dtype) != dtype)
+    return invalid(where + ": dtype " + std::to_string(asInt(matrix.dtype)) +
+                   " differs from the tensor's " + std::to_string(dtype));
+  if (matrix.rows != rows || matrix.cols != cols)
+    return invalid(where + " is " + std::to_string(matrix.rows) + "x" +
+                   std::to_string(matrix.cols) + " but must be " +
+                   std::to_string(rows) + "x" + std::to_string(cols));
+  if (rows * cols > 0 && !matrix.data)
+    return invalid(where + ": data is null");
+  return Error::success();
+}
+
+Error checkFirstMatrix(const ddprt_matrix &matrix, const char *what,
+                       int index) {
+  if (!knownDtype(asInt(matrix.dtype)))
+    return invalid(std::string(what) + " #" + std::to_string(index) + ": " +
+                   dtypeProblem(asInt(matrix.dtype)));
+  if (matrix.rows < 0 || matrix.cols < 0)
+    return invalid(std::string(what) + " #" + std::to_string(index) +
+                   ": negative size");
+  return checkMatrix(matrix, what, index, matrix.rows, matrix.cols,
+                     asInt(matrix.dtype));
+}
+
+Error checkWorldScale(const ddprt_world_scale &factor) {
+  int raw = asInt(factor);
+  if (raw != DDPRT_SCALE_NONE && raw != DDPRT_SCALE_INVERSE_WORLD_SIZE &&
+      raw != DDPRT_SCALE_WORLD_SIZE)
+    return invalid("unknown world scale " + std::to_string(raw));
+  return Error::success();
+}
+
+} // namespace
+
+Error checkContext(const ddprt_context *context) {
+  if (!context)
+    return invalid("the context is null");
+  if (!context->backend)
+    return fail(DDPRT_ERROR_STATE, "the context failed to initialize");
+  return Error::success();
+}
+
+namespace {
+
+/// A field of ddprt_options after `size` and `version`, in order. Fields
+/// are only ever appended.
+struct OptionsField {
+  size_t offset, size;
+};
+#define DDPRT_OPTIONS_FIELD(name)                                              \
+  OptionsField { offsetof(ddprt_options, name), sizeof(ddprt_options::name) }
+constexpr OptionsField kOptionsFields[] = {
+    DDPRT_OPTIONS_FIELD(backend),
+    DDPRT_OPTIONS_FIELD(timeout_seconds),
+    DDPRT_OPTIONS_FIELD(check_shapes),
+};
+#undef DDPRT_OPTIONS_FIELD
+
+/// The first version whose ddprt_options had `size` and `version`.
+constexpr unsigned kFirstOptionsVersion = 100; // 0.1.0
+
+/// sizeof of a ddprt_options whose last field is `last`: each older layout
+/// is a prefix of this one, padded to the same alignment (that of size_t).
+constexpr size_t layoutSize(const OptionsField &last) {
+  size_t end = last.offset + last.size, align = alignof(ddprt_options);
+  return (end + align - 1) / align * align;
+}
+static_assert(layoutSize(kOptionsFields[std::size(kOptionsFields) - 1]) ==
+                  sizeof(ddprt_options),
+              "every field of ddprt_options is in kOptionsFields");
+
+std::string versionText(unsigned version) {
+  return std::to_string(version / 10000) + "." +
+         std::to_string(version / 100 % 100) + "." +
+         std::to_string(version % 100);
+}
+
+} // namespace
+
+Error readOptions(const ddprt_options *given, ddprt_options &options) {
+  ddprt_default_options(&options);
+  if (!given)
+    return Error::success();
+  const std::string fill = "fill the options with ddprt_default_options or "
+                           "DDPRT_OPTIONS_INITIALIZER before changing fields";
+  size_t size = given->size;
+  if (size > sizeof(ddprt_options))
+    return invalid("options.size is " + std::to_string(size) +
+                   " bytes, more than this runtime's ddprt_options (" +
+                   std::to_string(sizeof(ddprt_options)) +
+                   "): the caller was built with a newer ddprt.h than this "
+                   "runtime (" +
+                   versionText(DDPRT_VERSION) + ")");
+  bool knownSize = false;
+  for (const OptionsField &field : kOptionsFields)
+    knownSize |= size == layoutSize(field);
+  if (!knownSize)
+    return invalid(
+        "options.size is " + std::to_string(size) +
+        " bytes, which is no ddprt_options this runtime knows: " + fill);
+  unsigned version = given->version;
+  if (version > unsigned(DDPRT_VERSION))
+    return invalid("options.version is " + std::to_string(version) + " (" +
+                   versionText(version) + "), newer than this runtime (" +
+                   versionText(DDPRT_VERSION) +
+                   "): the caller was built with a newer ddprt.h");
+  if (version < kFirstOptionsVersion)
+    return invalid("options.version is " + std::to_string(version) +
+                   ", which is no ddprt version: " + fill);
+  // Only the fields the caller's struct has; the others keep the defaults.
+  for (const OptionsField &field : kOptionsFields)
+    if (field.offset + field.size <= size)
+      std::memcpy(reinterpret_cast<char *>(&options) + field.offset,
+                  reinterpret_cast<const char *>(given) + field.offset,
+                  field.size);
+  return Error::success();
+}
+
+Error checkOptions(const ddprt_options &options) {
+  if (!(options.timeout_seconds >= 0.0))
+    return invalid("timeout_seconds must be >= 0");
+  if (asInt(options.backend) != DDPRT_BACKEND_CPU &&
+      asInt(options.backend) != DDPRT_BACKEND_CUDA)
+    return invalid("unknown backend " + std::to_string(asInt(options.backend)));
+#if !defined(DDPRT_HAVE_CUDA)
+  if (options.backend == DDPRT_BACKEND_CUDA)
+    return fail(DDPRT_ERROR_UNSUPPORTED,
+                "this build of the runtime has no CUDA backend");
+#endif
+  return Error::success();
+}
+
+Error checkAllreduce(const ddprt_context *context,
+                     const ddprt_reduction &reduction, const ddprt_role &role,
+                     const ddprt_buffer *buffers, int count) {
+  DDPRT_TRY(checkContext(context));
+  if (asInt(reduction) != DDPRT_SUM && asInt(reduction) != DDPRT_MEAN)
+    return invalid("unknown reduction " + std::to_string(asInt(reduction)));
+  if (asInt(role) < 0 || asInt(role) >= DDPRT_ROLE_COUNT)
+    return invalid("unknown role " + std::to_string(asInt(role)));
+  DDPRT_TRY(checkBuffers(buffers, count, "allreduce buffer"));
+  std::vector<int64_t> signature = {count, reduction};
+  for (int i = 0; i < count; ++i) {
+    signature.push_back(buffers[i].dtype);
+    signature.push_back(buffers[i].numel);
+  }
+  return context->communicator->checkSameOnAllRanks(signature, "allreduce");
+}
+
+Error checkWait(const ddprt_context *context, const ddprt_request *request) {
+  DDPRT_TRY(checkContext(context));
+  if (!request)
+    return invalid("the request is null");
+  return Error::success();
+}
+
+Error checkScale(const ddprt_context *context, const ddprt_world_scale &factor,
+                 const ddprt_buffer *buffers, int count) {
+  DDPRT_TRY(checkContext(context));
+  DDPRT_TRY(checkWorldScale(factor));
+  return checkBuffers(buffers, count, "buffer");
+}
+
+Error checkCast(const ddprt_context *context, const ddprt_world_scale &factor,
+                const ddprt_buffer *inputs, const ddprt_buffer *outputs,
+                int count) {
+  DDPRT_TRY(checkContext(context));
+  DDPRT_TRY(checkWorldScale(factor));
+  DDPRT_TRY(checkBuffers(inputs, count, "input"));
+  DDPRT_TRY(checkBuffers(outputs, count, "output"));
+  for (int i = 0; i < count; ++i)
+    if (inputs[i].numel != outputs[i].numel)
+      return invalid("cast #" + std::to_string(i) + ": " +
+                     std::to_string(inputs[i].numel) + " inputs but " +
+                     std::to_string(outputs[i].numel) + " outputs");
+  return Error::success();
+}
+
+Error checkProjection(const ddprt_context *context,
+                      const ddprt_matrix *matrices,
+                      const ddprt_matrix *residuals,
+                      const ddprt_matrix *factors, const ddprt_matrix *outputs,
+                      int count, bool transpose) {
+  DDPRT_TRY(checkContext(context));
+  DDPRT_TRY(checkCount(matrices, count, "matrix"));
+  DDPRT_TRY(checkCount(factors, count, "factor"));
+  DDPRT_TRY(checkCount(outputs, count, "output"));
+  for (int i = 0; i < count; ++i) {
+    const ddprt_matrix &m = matrices[i];
+    DDPRT_TRY(checkFirstMatrix(m, "matrix", i));
+    if (residuals)
+      DDPRT_TRY(
+          checkMatrix(residuals[i], "residual", i, m.rows, m.cols, m.dtype));
+    int64_t inner = transpose ? m.rows : m.cols;
+    int64_t outer = transpose ? m.cols : m.rows;
+    int64_t rank = factors[i].cols;
+    if (rank < 0)
+      return invalid("factor #" + std::to_string(i) + ": negative size");
+    DDPRT_TRY(checkMatrix(factors[i], "factor", i, inner, rank, m.dtype));
+    DDPRT_TRY(checkMatrix(outputs[i], "output", i, outer, rank, m.dtype));
+  }
+  return Error::success();
+}
+
+Error checkOrthogonalize(const ddprt_context *context, const ddprt_matrix *ps,
+                         int count, double epsilon) {
+  DDPRT_TRY(checkContext(context));
+  if (!(epsilon >= 0.0 && epsilon < HUGE_VAL))
+    return invalid("epsilon must be finite and >= 0");
+  DDPRT_TRY(checkCount(ps, count, "matrix"));
+  for (int i = 0; i < count; ++i)
+    DDPRT_TRY(checkFirstMatrix(ps[i], "matrix", i));
+  return Error::success();
+}
+
+Error checkReconstruct(const ddprt_context *context, const ddprt_matrix *ps,
+                       const ddprt_matrix *qs, const ddprt_matrix *matrices,
+                       const ddprt_matrix *residuals,
+                       const ddprt_matrix *reconstructions, int count) {
+  DDPRT_TRY(checkContext(context));
+  if ((residuals != nullptr) != (matrices != nullptr))
+    return invalid("reconstruct needs both the matrices and the residuals, "
+                   "or neither");
+  DDPRT_TRY(checkCount(ps, count, "P"));
+  DDPRT_TRY(checkCount(qs, count, "Q"));
+  DDPRT_TRY(checkCount(reconstructions, count, "reconstruction"));
+  for (int i = 0; i < count; ++i) {
+    const ddprt_matrix &p = ps[i];
+    DDPRT_TRY(checkFirstMatrix(p, "P", i));
+    DDPRT_TRY(checkFirstMatrix(qs[i], "Q", i));
+    if (qs[i].cols != p.cols || asInt(qs[i].dtype) != asInt(p.dtype))
+      return invalid("Q #" + std::to_string(i) + " must have " +
+                     std::to_string(p.cols) + " columns and P's dtype");
+    DDPRT_TRY(checkMatrix(reconstructions[i], "reconstruction", i, p.rows,
+                          qs[i].rows, asInt(p.dtype)));
+    if (matrices)
+      DDPRT_TRY(checkMatrix(matrices[i], "matrix", i, p.rows, qs[i].rows,
+                            asInt(p.dtype)));
+    if (residuals)
+      DDPRT_TRY(checkMatrix(residuals[i], "residual", i, p.rows, qs[i].rows,
+                            asInt(p.dtype)));
+  }
+  return Error::success();
+}
+
+Error checkInspect(const ddprt_context *context, const ddprt_buffer *buffers,
+                   int count) {
+  DDPRT_TRY(checkContext(context));
+  return checkBuffers(buffers, count, "inspected buffer");
+}
+
+Error checkRandomNormal(const ddprt_context *context,
+                        const ddprt_buffer *output) {
+  DDPRT_TRY(checkContext(context));
+  return output ? checkBuffer(*output, "output", 0)
+                : invalid("the output is null");
+}
+
+Error checkStateGet(const ddprt_context *context, const char *name,
+                    const ddprt_dtype &dtype, int64_t numel,
+                    ddprt_state **state) {
+  DDPRT_TRY(checkContext(context));
+  if (!name || !*name || !state)
+    return invalid("a state needs a non-empty name and a result pointer");
+  if (dtypeSize(asInt(dtype)) == 0 || numel < 0 ||
+      numel > INT64_MAX / int64_t(dtypeSize(asInt(dtype))))
+    return invalid(std::string("state '") + name +
+                   "': unknown dtype, or a negative size or one whose bytes "
+                   "a 64-bit size cannot hold");
+  return Error::success();
+}
+
+Error checkCopy(const ddprt_context *context, const ddprt_buffer *sources,
+                const ddprt_buffer *destinations, int count) {
+  DDPRT_TRY(checkContext(context));
+  DDPRT_TRY(checkCount(sources, count, "ddprt_copy sources"));
+  DDPRT_TRY(checkCount(destinations, count, "ddprt_copy destinations"));
+  for (int i = 0; i < count; ++i) {
+    const ddprt_buffer &from = sources[i], &to = destinations[i];
+    if (asInt(from.dtype) != asInt(to.dtype) || from.numel != to.numel ||
+        dtypeSize(asInt(from.dtype)) == 0 || from.numel < 0)
+      return invalid("ddprt_copy #" + std::to_string(i) +
+                     ": the buffers differ in dtype or size");
+    if (from.numel > 0 && (!from.data || !to.data))
+      return invalid("ddprt_copy #" + std::to_string(i) + ": data is null");
+  }
+  return Error::success();
+}
+
+Error checkAlloc(const ddprt_context *context, void **pointer) {
+  DDPRT_TRY(checkContext(context));
+  if (!pointer)
+    return invalid("ddprt_alloc: the result pointer is null");
+  return Error::success();
+}
+
+Error checkCheckpointPath(const ddprt_context *context, const char *path) {
+  DDPRT_TRY(checkContext(context));
+  if (!path || !*path)
+    return invalid("the checkpoint path is empty");
+  return Error::success();
+}
+
+} // namespace ddprt

@@ -1,0 +1,84 @@
+//===- Validation.h - the C ABI's argument checks ---------------*- C++ -*-===//
+//
+// Every argument that comes through the C ABI is checked here before a
+// backend sees it (the backends trust what reaches them): null pointers,
+// counts, dtypes, sizes and shapes that do not fit together, and, for
+// collectives, that every rank passes the same bucket. Each check<Call>
+// checks the arguments of ddprt_<call> in the order its messages promise.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DDPRT_VALIDATION_H
+#define DDPRT_VALIDATION_H
+
+#include "Context.h"
+#include "Error.h"
+
+#include <cstring>
+#include <string>
+
+namespace ddprt {
+
+/// The integer a caller stored in an enum-typed argument or field. C
+/// callers may store any int there; reading an out-of-range value as the
+/// C++ enum type is undefined behaviour, so every enum that comes through
+/// the C ABI is read as an int and validated before it is used as the enum.
+template <typename Enum> int asInt(const Enum &value) {
+  static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized here");
+  int raw;
+  std::memcpy(&raw, &value, sizeof raw);
+  return raw;
+}
+
+/// ddprt_dtype_size of a dtype read as an int: 0 if it is none.
+size_t dtypeSize(int dtype);
+
+/// DDPRT_ERROR_INVALID_ARGUMENT with `message`.
+Error invalid(const std::string &message);
+
+/// A context that exists and started.
+Error checkContext(const ddprt_context *context);
+/// Copies the fields of the caller's `given` options (null: none) that lie
+/// within its `size` into `options`, which holds the defaults; refuses a
+/// size or version this runtime does not know (ddprt.h says which).
+Error readOptions(const ddprt_options *given, ddprt_options &options);
+/// The options of ddprt_init: timeout and backend.
+Error checkOptions(const ddprt_options &options);
+
+Error checkAllreduce(const ddprt_context *context,
+                     const ddprt_reduction &reduction, const ddprt_role &role,
+                     const ddprt_buffer *buffers, int count);
+Error checkWait(const ddprt_context *context, const ddprt_request *request);
+Error checkScale(const ddprt_context *context, const ddprt_world_scale &factor,
+                 const ddprt_buffer *buffers, int count);
+Error checkCast(const ddprt_context *context, const ddprt_world_scale &factor,
+                const ddprt_buffer *inputs, const ddprt_buffer *outputs,
+                int count);
+/// N (matrix, residual?, factor, output) tuples of a projection: P = M Q
+/// (transpose = false) or Q = M^T P (true).
+Error checkProjection(const ddprt_context *context,
+                      const ddprt_matrix *matrices,
+                      const ddprt_matrix *residuals,
+                      const ddprt_matrix *factors, const ddprt_matrix *outputs,
+                      int count, bool transpose);
+Error checkOrthogonalize(const ddprt_context *context, const ddprt_matrix *ps,
+                         int count, double epsilon);
+Error checkReconstruct(const ddprt_context *context, const ddprt_matrix *ps,
+                       const ddprt_matrix *qs, const ddprt_matrix *matrices,
+                       const ddprt_matrix *residuals,
+                       const ddprt_matrix *reconstructions, int count);
+Error checkInspect(const ddprt_context *context, const ddprt_buffer *buffers,
+                   int count);
+Error checkRandomNormal(const ddprt_context *context,
+                        const ddprt_buffer *output);
+Error checkStateGet(const ddprt_context *context, const char *name,
+                    const ddprt_dtype &dtype, int64_t numel,
+                    ddprt_state **state);
+Error checkCopy(const ddprt_context *context, const ddprt_buffer *sources,
+                const ddprt_buffer *destinations, int count);
+Error checkAlloc(const ddprt_context *context, void **pointer);
+Error checkCheckpointPath(const ddprt_context *context, const char *path);
+
+} // namespace ddprt
+
+#endif // DDPRT_VALIDATION_H

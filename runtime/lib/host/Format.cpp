@@ -1,0 +1,50 @@
+//===- Format.cpp - numbers and lists in the hosts' messages --------------===//
+
+#include "Format.h"
+
+#include <cstdio>
+
+namespace stephost {
+
+std::string listNames(const std::vector<std::string> &names, size_t limit) {
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < limit; ++i)
+    text += (i ? ", " : "") + names[i];
+  if (names.size() > limit)
+    text += " and " + std::to_string(names.size() - limit) + " more";
+  return text;
+}
+
+std::string withThousands(uint64_t value) {
+  std::string digits = std::to_string(value), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string fixed(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.*f", decimals, value);
+  return text;
+}
+
+std::string jsonString(const std::string &text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (uint8_t(c) < 0x20) {
+      char escape[8];
+      std::snprintf(escape, sizeof(escape), "\\u%04x", unsigned(c));
+      out += escape;
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+} // namespace stephost

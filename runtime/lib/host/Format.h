@@ -1,0 +1,24 @@
+//===- Format.h - numbers and lists in the hosts' messages ------*- C++ -*-===//
+
+#ifndef DDPRT_HOST_FORMAT_H
+#define DDPRT_HOST_FORMAT_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stephost {
+
+/// At most `limit` of `names`, comma-separated, with how many more.
+std::string listNames(const std::vector<std::string> &names, size_t limit = 8);
+/// 1234567 -> "1,234,567".
+std::string withThousands(uint64_t value);
+/// `value` with `decimals` digits after the point ("%.*f").
+std::string fixed(double value, int decimals);
+/// `text` as a JSON string: quotes and backslashes escaped, control
+/// characters as \u00XX, every other byte as it is.
+std::string jsonString(const std::string &text);
+
+} // namespace stephost
+
+#endif // DDPRT_HOST_FORMAT_H

@@ -1,0 +1,62 @@
+//===- HostFunctions.cpp - what compiled step code calls ------------------===//
+
+#include "HostFunctions.h"
+
+#include "Memory.h"
+
+#include "ddprt/ddprt.h"
+
+namespace stephost {
+
+namespace {
+
+/// ddprt_check on the CUDA backend: runtime calls are enqueued, and the
+/// host code after them may read what they write, so wait for the device
+/// first.
+void synchronizeAndCheck(ddprt_context *context, ddprt_status status,
+                         const char *where) {
+  if (status == DDPRT_OK)
+    status = ddprt_synchronize(context);
+  ddprt_check(context, status, where);
+}
+
+template <typename F> void *address(F *function) {
+  return reinterpret_cast<void *>(function);
+}
+
+} // namespace
+
+std::vector<HostFunction> hostFunctions(bool sharedMemory) {
+  return {
+      {"ddprt_current_context", address(&ddprt_current_context)},
+      {"ddprt_check",
+       sharedMemory ? address(&synchronizeAndCheck) : address(&ddprt_check)},
+      {"ddprt_allreduce", address(&ddprt_allreduce)},
+      {"ddprt_allreduce_start", address(&ddprt_allreduce_start)},
+      {"ddprt_wait", address(&ddprt_wait)},
+      {"ddprt_scale", address(&ddprt_scale)},
+      {"ddprt_cast", address(&ddprt_cast)},
+      {"ddprt_copy", address(&ddprt_copy)},
+      {"ddprt_project", address(&ddprt_project)},
+      {"ddprt_backproject", address(&ddprt_backproject)},
+      {"ddprt_orthogonalize", address(&ddprt_orthogonalize)},
+      {"ddprt_reconstruct", address(&ddprt_reconstruct)},
+      {"ddprt_random_normal", address(&ddprt_random_normal)},
+      {"ddprt_state_get", address(&ddprt_state_get)},
+      {"ddprt_state_data", address(&ddprt_state_data)},
+      {"_mlir_memref_to_llvm_alloc", address(&hostAlloc)},
+      {"_mlir_memref_to_llvm_aligned_alloc", address(&hostAlignedAlloc)},
+      {"_mlir_memref_to_llvm_free", address(&hostFree)},
+      // memref.copy of strided views.
+      {"memrefCopy", address(&hostMemrefCopy)},
+  };
+}
+
+bool isHostFunction(std::string_view name) {
+  for (const HostFunction &function : hostFunctions(false))
+    if (name == function.name)
+      return true;
+  return false;
+}
+
+} // namespace stephost

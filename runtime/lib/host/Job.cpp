@@ -1,0 +1,331 @@
+//===- Job.cpp - this rank's part of a job of compiled steps --------------===//
+
+#include "Job.h"
+
+#include "Memory.h"
+
+#if defined(DDPRT_HAVE_MPI)
+#include <mpi.h>
+#endif
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <sched.h>
+#include <thread>
+#include <unistd.h>
+
+namespace stephost {
+
+Line::~Line() {
+  if (!live)
+    return;
+  if (sink) {
+    *sink += os.str();
+    return;
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::string text = os.str();
+  for (size_t done = 0; done < text.size();) {
+    ssize_t wrote = ::write(2, text.data() + done, text.size() - done);
+    if (wrote <= 0)
+      break;
+    done += size_t(wrote);
+  }
+}
+
+Line Job::error() const {
+  if (rankIndependent)
+    return rank == 0
+               ? Line(tool + ": error: ")
+               : Line::into(&deferred, tool + ": rank " + std::to_string(rank) +
+                                           ": error: ");
+  return Line(tool + ": rank " + std::to_string(rank) + ": error: ");
+}
+
+Line Job::localError() const {
+  return Line(tool + ": rank " + std::to_string(rank) + ": error: ");
+}
+
+Line Job::note() const {
+  return Line(tool + ": rank " + std::to_string(rank) + ": ");
+}
+
+namespace {
+/// Stops the job when compiled code reports a runtime failure: the other
+/// ranks may be waiting in a collective.
+void onRuntimeError(ddprt_context *context, ddprt_status status,
+                    const char *where, void *user) {
+  Job *job = static_cast<Job *>(user);
+  std::string step = job->currentStep >= 0
+                         ? "step " + std::to_string(job->currentStep) + ": "
+                         : "";
+  if (status == DDPRT_NONFINITE && !job->failOnNonfinite) {
+    // Every rank saw the same averaged values and made the same choice;
+    // one of them says so.
+    if (job->rank == 0)
+      Line(job->tool + ": rank 0: warning: ")
+          << step << where << ": " << ddprt_last_error(context)
+          << " (--on-nonfinite=skip)\n";
+    return;
+  }
+  job->error() << step << where << ": " << ddprt_status_string(status) << ": "
+               << ddprt_last_error(context)
+               << (status == DDPRT_NONFINITE ? " (--on-nonfinite=fail)" : "")
+               << "\n";
+  job->stop(1);
+}
+
+std::string secondsText(double seconds) {
+  std::ostringstream os;
+  os << seconds;
+  return os.str();
+}
+} // namespace
+
+bool Job::start(const RunOptions &options) {
+  ddprt_options runtimeOptions;
+  ddprt_default_options(&runtimeOptions);
+  runtimeOptions.timeout_seconds = options.timeoutSeconds;
+  timeoutSeconds = options.timeoutSeconds;
+  if (!checkRunOptions(tool, options))
+    return false;
+  if (options.backend == "cuda")
+    runtimeOptions.backend = DDPRT_BACKEND_CUDA;
+  backendName = options.backend;
+  failOnNonfinite = options.onNonfinite == "fail";
+  // MPI_Init and the runtime's start wait for every rank without a timeout
+  // of their own.
+  watchdog.arm(timeoutSeconds,
+               tool + ": error: the runtime did not start within " +
+                   secondsText(timeoutSeconds) +
+                   " s (--timeout): a rank may have died or stopped\n");
+  ddprt_status started = ddprt_init(&runtimeOptions, &context);
+  if (context) {
+    rank = ddprt_rank(context);
+    worldSize = ddprt_world_size(context);
+  }
+#if defined(DDPRT_HAVE_MPI)
+  // A runtime that failed to start has no communicator to ask; MPI may
+  // still be up, and the ranks must agree on the failure through it.
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (started != DDPRT_OK && initialized && !finalized) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &worldSize);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  }
+#endif
+  if (started != DDPRT_OK) {
+    error() << "cannot start the runtime: " << ddprt_status_string(started)
+            << ": " << ddprt_last_error(context) << "\n";
+    agreeOrStop(false, "to start the runtime");
+  }
+  agreeOrStop(true, "to start the runtime");
+  watchdog.disarm();
+  ddprt_set_current_context(context);
+  ddprt_set_error_handler(onRuntimeError, this);
+  sharedMemory = runtimeOptions.backend == DDPRT_BACKEND_CUDA;
+  useSharedBuffers(sharedMemory);
+  return true;
+}
+
+void Job::finish() {
+  // Finalizing (here, or MPI_Finalize at exit) waits for every rank.
+  watchdog.arm(timeoutSeconds,
+               tool + ": rank " + std::to_string(rank) +
+                   ": error: finalizing did not complete within " +
+                   secondsText(timeoutSeconds) +
+                   " s (--timeout): a rank may have died or stopped\n");
+  releaseCachedBuffers();
+  ddprt_set_current_context(nullptr);
+  ddprt_set_error_handler(nullptr, nullptr);
+  if (context)
+    ddprt_finalize(context);
+  context = nullptr;
+#if defined(DDPRT_HAVE_MPI)
+  // MPI_Finalize here rather than at exit, while the watchdog bounds it.
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized)
+    MPI_Finalize();
+#endif
+  watchdog.disarm();
+}
+
+void Job::stop(int status) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+#if defined(DDPRT_HAVE_MPI)
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized && worldSize > 1)
+    MPI_Abort(MPI_COMM_WORLD, status);
+#endif
+  std::_Exit(status);
+}
+
+void Job::maxOverRanksBounded(double *values, int count,
+                              const std::string &what) {
+#if defined(DDPRT_HAVE_MPI)
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized || worldSize <= 1)
+    return;
+  // Nonblocking and polled, as the runtime's collectives are: a blocking
+  // MPI_Allreduce would wait forever for a rank that stopped.
+  MPI_Request request;
+  if (MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_MAX,
+                     MPI_COMM_WORLD, &request) != MPI_SUCCESS) {
+    error() << "cannot agree with the other ranks " << what
+            << ": MPI_Iallreduce failed\n";
+    stop(1);
+  }
+  auto start = std::chrono::steady_clock::now();
+  while (true) {
+    int done = 0;
+    if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+      error() << "cannot agree with the other ranks " << what
+              << ": MPI_Test failed\n";
+      stop(1);
+    }
+    if (done)
+      return;
+    double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    if (timeoutSeconds > 0 && waited > timeoutSeconds) {
+      error() << "the other ranks did not answer within "
+              << secondsText(timeoutSeconds) << " s (--timeout) " << what
+              << ": a rank may have died or stopped\n";
+      stop(1);
+    }
+    // The others may be busy (compiling, reading): do not take their CPU.
+    if (waited < 0.001)
+      sched_yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+#else
+  (void)values, (void)count, (void)what;
+#endif
+}
+
+bool Job::everyRankSucceeded(bool succeeded, const std::string &what) {
+  // MAX of "failed" is MIN of "succeeded".
+  double failed = succeeded ? 0.0 : 1.0;
+  maxOverRanksBounded(&failed, 1, "after trying " + what);
+  return failed == 0.0;
+}
+
+double Job::maxOverRanks(double value) {
+  maxOverRanksBounded(&value, 1, "while timing the steps");
+  return value;
+}
+
+void Job::agreeOrStop(bool succeeded, const std::string &what) {
+  if (rankIndependent) {
+    // One MAX over (this rank failed, rank 0 failed): whether to stop, and
+    // whether rank 0 already said why for everyone.
+    double failed[2] = {succeeded ? 0.0 : 1.0,
+                        rank == 0 && !succeeded ? 1.0 : 0.0};
+    maxOverRanksBounded(failed, 2, "after trying " + what);
+    if (failed[0] == 0.0) {
+      deferred.clear();
+      return;
+    }
+    if (!succeeded && failed[1] == 0.0 && !deferred.empty())
+      Line("") << deferred;
+    if (succeeded)
+      note() << "stopping: another rank failed " << what << "\n";
+    std::fflush(stdout);
+    finish();
+    std::exit(1);
+  }
+  if (everyRankSucceeded(succeeded, what))
+    return;
+  if (succeeded)
+    note() << "stopping: another rank failed " << what << "\n";
+  std::fflush(stdout);
+  finish();
+  std::exit(1);
+}
+
+bool Job::agreeOrStopSame(bool succeeded, const std::string &what,
+                          const std::vector<int64_t> &values) {
+  // One MAX over (failed, digest, -digest) gives every rank whether any
+  // failed and both the largest and the smallest digest. The digest is the
+  // count and a 64-bit FNV-1a hash, in 32-bit halves that doubles hold
+  // exactly.
+  uint64_t hash = 1469598103934665603ull;
+  for (int64_t value : values)
+    for (int byte = 0; byte < 8; ++byte) {
+      hash ^= uint8_t(uint64_t(value) >> (8 * byte));
+      hash *= 1099511628211ull;
+    }
+  const double digest[3] = {double(values.size()), double(hash >> 32),
+                            double(hash & 0xffffffffu)};
+  double all[7] = {succeeded ? 0.0 : 1.0};
+  for (int i = 0; i < 3; ++i) {
+    all[1 + i] = digest[i];
+    all[4 + i] = -digest[i];
+  }
+  maxOverRanksBounded(all, 7, "after trying " + what);
+  if (all[0] != 0.0) {
+    if (succeeded)
+      note() << "stopping: another rank failed " << what << "\n";
+    std::fflush(stdout);
+    finish();
+    std::exit(1);
+  }
+  for (int i = 0; i < 3; ++i)
+    if (all[1 + i] != -all[4 + i])
+      return false;
+  return true;
+}
+
+std::string Job::expand(std::string_view pattern, int64_t step, int64_t result,
+                        std::string_view name) const {
+  std::string out;
+  while (!pattern.empty()) {
+    size_t open = pattern.find('{');
+    out += std::string(pattern.substr(0, open));
+    if (open == std::string_view::npos)
+      break;
+    pattern = pattern.substr(open);
+    size_t close = pattern.find('}');
+    std::string_view key = close == std::string_view::npos
+                               ? pattern.substr(1)
+                               : pattern.substr(1, close - 1);
+    bool known = close != std::string_view::npos;
+    std::string replacement;
+    if (known && key == "rank")
+      replacement = std::to_string(rank);
+    else if (known && key == "step" && step >= 0)
+      replacement = std::to_string(step);
+    else if (known && key.substr(0, 5) == "step%" && step >= 0 &&
+             key.size() > 5 &&
+             key.find_first_not_of("0123456789", 5) == std::string_view::npos &&
+             key.size() < 5 + 18 && std::stoll(std::string(key.substr(5))) > 0)
+      replacement =
+          std::to_string(step % std::stoll(std::string(key.substr(5))));
+    else if (known && key == "result" && result >= 0)
+      replacement = std::to_string(result);
+    else if (known && key == "name" && !name.empty())
+      replacement = std::string(name);
+    else {
+      out += "{";
+      pattern = pattern.substr(1);
+      continue;
+    }
+    out += replacement;
+    pattern = pattern.substr(close + 1);
+  }
+  return out;
+}
+
+} // namespace stephost

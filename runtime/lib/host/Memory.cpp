@@ -1,0 +1,130 @@
+//===- Memory.cpp - the buffers compiled steps and the host share ---------===//
+
+#include "Memory.h"
+
+#include "ddprt/ddprt.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <vector>
+
+namespace stephost {
+
+namespace {
+
+/// Whether compiled code's buffers are managed memory (CUDA backend).
+bool sharedBuffers = false;
+
+/// Freed buffers by size, for the next allocation of that size. A step
+/// allocates the same sizes every time, so from the second step on it takes
+/// no fresh pages: each fresh page costs a page fault, and on the 2-core VM
+/// the faults of an fp16 step's 150 MB of new buffers made it 14x slower
+/// than the same runtime calls on reused buffers (docs/performance.md).
+std::map<void *, size_t> liveBlocks;
+std::multimap<size_t, void *> freeBlocks;
+
+} // namespace
+
+void useSharedBuffers(bool shared) { sharedBuffers = shared; }
+
+void *allocateBuffer(size_t bytes) {
+  size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  void *pointer = nullptr;
+  if (auto reuse = freeBlocks.find(rounded); reuse != freeBlocks.end()) {
+    pointer = reuse->second;
+    freeBlocks.erase(reuse);
+  } else if (!sharedBuffers) {
+    pointer = std::aligned_alloc(64, rounded);
+  } else if (ddprt_alloc(ddprt_current_context(), rounded, &pointer) !=
+             DDPRT_OK) {
+    pointer = nullptr;
+  }
+  if (pointer)
+    liveBlocks[pointer] = rounded;
+  return pointer;
+}
+
+void releaseBuffer(void *pointer) {
+  if (!pointer)
+    return;
+  auto live = liveBlocks.find(pointer);
+  if (live == liveBlocks.end()) {
+    std::free(pointer); // over-aligned host memory (hostAlignedAlloc)
+    return;
+  }
+  freeBlocks.emplace(live->second, pointer);
+  liveBlocks.erase(live);
+}
+
+void releaseCachedBuffers() {
+  for (auto &[bytes, pointer] : freeBlocks) {
+    if (sharedBuffers)
+      ddprt_free(ddprt_current_context(), pointer);
+    else
+      std::free(pointer);
+  }
+  freeBlocks.clear();
+}
+
+void *hostAlloc(size_t bytes) { return allocateBuffer(bytes); }
+
+void *hostAlignedAlloc(size_t alignment, size_t bytes) {
+  // Both kinds of memory are at least 64-byte aligned (managed memory 256).
+  if (alignment <= 64 || (sharedBuffers && alignment <= 256))
+    return allocateBuffer(bytes);
+  if (sharedBuffers || (alignment & (alignment - 1)) != 0)
+    return nullptr;
+  return std::aligned_alloc(alignment,
+                            (std::max<size_t>(bytes, 1) + alignment - 1) /
+                                alignment * alignment);
+}
+
+void hostFree(void *pointer) { releaseBuffer(pointer); }
+
+void hostMemrefCopy(int64_t elementSize, UnrankedDescriptor *source,
+                    UnrankedDescriptor *target) {
+  // A ranked descriptor: allocated, aligned, offset, sizes[rank],
+  // strides[rank].
+  struct View {
+    char *data;
+    const int64_t *sizes, *strides;
+  };
+  auto view = [&](UnrankedDescriptor *memref) {
+    auto *words = static_cast<int64_t *>(memref->descriptor);
+    char *aligned = reinterpret_cast<char *>(words[1]);
+    return View{aligned + words[2] * elementSize, words + 3,
+                words + 3 + memref->rank};
+  };
+  int64_t rank = source->rank;
+  View from = view(source), to = view(target);
+  for (int64_t d = 0; d < rank; ++d)
+    if (from.sizes[d] == 0)
+      return;
+  if (rank == 0) {
+    std::memcpy(to.data, from.data, size_t(elementSize));
+    return;
+  }
+  std::vector<int64_t> index(size_t(rank), 0);
+  int64_t fromOffset = 0, toOffset = 0;
+  for (;;) {
+    std::memcpy(to.data + toOffset * elementSize,
+                from.data + fromOffset * elementSize, size_t(elementSize));
+    int64_t d = rank - 1;
+    for (; d >= 0; --d) {
+      if (++index[d] < from.sizes[d]) {
+        fromOffset += from.strides[d];
+        toOffset += to.strides[d];
+        break;
+      }
+      fromOffset -= from.strides[d] * (from.sizes[d] - 1);
+      toOffset -= to.strides[d] * (from.sizes[d] - 1);
+      index[d] = 0;
+    }
+    if (d < 0)
+      return;
+  }
+}
+
+} // namespace stephost

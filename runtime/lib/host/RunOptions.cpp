@@ -1,0 +1,215 @@
+//===- RunOptions.cpp - the command line of the step hosts ----------------===//
+
+#include "RunOptions.h"
+
+#include "Job.h"
+#include "Npy.h"
+#include "StepSignature.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sys/stat.h>
+
+namespace stephost {
+
+bool checkRunOptions(const std::string &tool, const RunOptions &options) {
+  bool ok = true;
+  if (options.backend != "cpu" && options.backend != "cuda") {
+    Line(tool + ": error: ")
+        << "--backend must be cpu or cuda, not '" << options.backend << "'\n";
+    ok = false;
+  }
+  if (options.onNonfinite != "skip" && options.onNonfinite != "fail") {
+    Line(tool + ": error: ") << "--on-nonfinite must be skip or fail, not '"
+                             << options.onNonfinite << "'\n";
+    ok = false;
+  }
+  return ok;
+}
+
+bool parseCarries(const Job &job, const StepSignature &signature,
+                  const RunOptions &options, std::vector<int> &carriedFrom,
+                  bool report) {
+  bool ok = true;
+  carriedFrom.assign(signature.arguments.size(), -1);
+  for (const std::string &carry : options.carries) {
+    size_t colon = carry.find(':');
+    unsigned long argument = ~0ul, result = ~0ul;
+    auto number = [](const std::string &text, unsigned long &value) {
+      if (text.empty() || text.size() > 9 ||
+          text.find_first_not_of("0123456789") != std::string::npos)
+        return false;
+      value = std::stoul(text);
+      return true;
+    };
+    if (colon == std::string::npos ||
+        !number(carry.substr(0, colon), argument) ||
+        !number(carry.substr(colon + 1), result) ||
+        argument >= signature.arguments.size() ||
+        result >= signature.results.size()) {
+      if (report)
+        job.error() << "--carry=" << carry << " is not ARG:RESULT with ARG < "
+                    << signature.arguments.size() << " and RESULT < "
+                    << signature.results.size() << "\n";
+      ok = false;
+      continue;
+    }
+    if (signature.arguments[argument] != signature.results[result]) {
+      if (report)
+        job.error() << "--carry=" << carry << ": result " << result << " is "
+                    << typeString(signature.results[result]) << " but argument "
+                    << argument << " is "
+                    << typeString(signature.arguments[argument]) << "\n";
+      ok = false;
+      continue;
+    }
+    // One buffer per argument: the compiled step assumes its arguments do
+    // not alias (it reduces them in place).
+    bool resultTaken = std::find(carriedFrom.begin(), carriedFrom.end(),
+                                 int(result)) != carriedFrom.end();
+    if (carriedFrom[argument] >= 0 || resultTaken) {
+      if (report)
+        job.error() << "--carry=" << carry << ": "
+                    << (resultTaken ? "result " + std::to_string(result)
+                                    : "argument " + std::to_string(argument))
+                    << " is already carried\n";
+      ok = false;
+      continue;
+    }
+    carriedFrom[argument] = int(result);
+  }
+  return ok;
+}
+
+namespace {
+
+/// Whether a file can be written at `path` after the last step (a probe
+/// file is created next to it and removed); says why not. With
+/// `createParents` (.npy files, whose writer creates them) missing
+/// directories are created first.
+bool checkWritable(const Job &job, const std::string &flag,
+                   const std::string &path, bool createParents) {
+  std::string error;
+  if (createParents && !npy::createDirectories(npy::parentPath(path), error)) {
+    job.localError() << flag << ": " << error << "\n";
+    return false;
+  }
+  struct stat info;
+  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    job.localError() << flag << ": '" << path << "' is a directory\n";
+    return false;
+  }
+  std::string probe = path + ".probe." + std::to_string(job.rank);
+  std::FILE *file = std::fopen(probe.c_str(), "wb");
+  if (!file) {
+    job.localError() << flag << ": cannot write '" << path
+                     << "': " << std::strerror(errno) << "\n";
+    return false;
+  }
+  std::fclose(file);
+  std::remove(probe.c_str());
+  return true;
+}
+
+/// Files written once per rank after the last step: the path must differ
+/// between ranks (each rank's state is its own) and be writable, checked
+/// before the first step rather than after the last.
+bool checkFinalFiles(const Job &job, const StepSignature &signature,
+                     const RunOptions &options, bool checkFiles) {
+  bool ok = true;
+  auto perRank = [&](const std::string &flag, const std::string &pattern) {
+    if (pattern.empty() || job.worldSize <= 1 ||
+        pattern.find("{rank}") != std::string::npos)
+      return true;
+    job.error() << flag << "=" << pattern << " names the same file on all "
+                << job.worldSize << " ranks, which would overwrite each "
+                << "other's state: put {rank} in the path\n";
+    return false;
+  };
+  if (!perRank("--checkpoint-save", options.checkpointSave))
+    ok = false;
+  else if (checkFiles && !options.checkpointSave.empty() &&
+           !checkWritable(job, "--checkpoint-save",
+                          job.expand(options.checkpointSave, -1),
+                          /*createParents=*/false))
+    ok = false;
+  if (!perRank("--dump-state", options.dumpState))
+    ok = false;
+  else if (!options.dumpState.empty() && signature.states.size() > 1 &&
+           options.dumpState.find("{name}") == std::string::npos) {
+    job.error() << "--dump-state=" << options.dumpState
+                << " names one file for all " << signature.states.size()
+                << " states: put {name} in the path\n";
+    ok = false;
+  } else if (checkFiles && !options.dumpState.empty())
+    for (const StateSpec &state : signature.states)
+      if (!checkWritable(job, "--dump-state",
+                         job.expand(options.dumpState, -1, -1, state.name),
+                         /*createParents=*/true))
+        ok = false;
+  return ok;
+}
+
+} // namespace
+
+bool checkCommandLine(const Job &job, const StepSignature &signature,
+                      const RunOptions &options, bool checkFiles) {
+  bool ok = checkFinalFiles(job, signature, options, checkFiles);
+  size_t count = signature.arguments.size();
+  bool byName =
+      !options.inputArchive.empty() ||
+      std::any_of(options.inputs.begin(), options.inputs.end(),
+                  [](const std::string &pattern) {
+                    return pattern.find("{name}") != std::string::npos;
+                  });
+  if (!options.inputArchive.empty() && !options.inputs.empty()) {
+    job.error() << "give the arguments either in one .npz (--inputs) or as "
+                   ".npy files (--input), not both\n";
+    ok = false;
+  } else if (!options.inputArchive.empty() && !npy::archiveSupported()) {
+    job.error() << "--inputs: this build reads no .npz (libzip was not "
+                   "found when it was built; install libzip-dev and "
+                   "rebuild)\n";
+    ok = false;
+  } else if (options.inputArchive.empty() && options.inputs.size() != count &&
+             !options.usesOnePatternForAll()) {
+    Line line = job.error();
+    line << "@" << signature.entry << " takes " << count << " argument"
+         << (count == 1 ? "" : "s") << " but " << options.inputs.size()
+         << " --input given (one per argument, in order, or one pattern "
+            "with {name}";
+    if (npy::archiveSupported())
+      line << ", or --inputs=FILE.npz";
+    line << ")";
+    for (size_t a = 0; a < count; ++a)
+      line << (a ? ", " : ": ") << argumentName(signature, a) << " "
+           << typeString(signature.arguments[a]);
+    line << "\n";
+    ok = false;
+  }
+  // Arguments found by name must have distinct names.
+  if (byName)
+    for (size_t a = 0; a < count; ++a)
+      for (size_t b = 0; b < a; ++b)
+        if (argumentName(signature, a) == argumentName(signature, b)) {
+          job.error() << "arguments " << b << " and " << a
+                      << " are both named '" << argumentName(signature, a)
+                      << "': --inputs and {name} need distinct names (the "
+                         "arguments' name locations)\n";
+          ok = false;
+        }
+  std::vector<int> carriedFrom;
+  if (!parseCarries(job, signature, options, carriedFrom, /*report=*/true))
+    ok = false;
+  for (unsigned r : options.outputResults)
+    if (r >= signature.results.size()) {
+      job.error() << "--output-results=" << r << " but @" << signature.entry
+                  << " has " << signature.results.size() << " results\n";
+      ok = false;
+    }
+  return ok;
+}
+
+} // namespace stephost

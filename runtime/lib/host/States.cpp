@@ -1,0 +1,159 @@
+//===- States.cpp - the compression state around the steps ----------------===//
+
+#include "States.h"
+
+#include "Format.h"
+#include "Npy.h"
+
+namespace stephost {
+
+namespace {
+/// Copies between a state and host memory and waits for the copy; says
+/// why not after `flag`.
+bool copyAndWait(const Job &job, const ddprt_buffer &source,
+                 ddprt_buffer &target, const char *flag) {
+  if (ddprt_copy(job.context, &source, &target, 1) == DDPRT_OK &&
+      ddprt_synchronize(job.context) == DDPRT_OK)
+    return true;
+  job.error() << flag << ": " << ddprt_last_error(job.context) << "\n";
+  return false;
+}
+} // namespace
+
+StateHandles createStates(Job &job, const StepSignature &signature) {
+  ddprt_context *context = job.context;
+  bool stateOk = true;
+  StateHandles stateHandles;
+  for (const StateSpec &state : signature.states) {
+    ddprt_dtype dtype;
+    int64_t numel = 1;
+    for (int64_t d : state.type.shape)
+      numel *= d;
+    ddprt_state *handle = nullptr;
+    if (!runtimeDtype(state.type.dtype, dtype)) {
+      job.error() << "cannot create state '" << state.name << "': its "
+                  << "element type " << elementTypeName(state.type.dtype)
+                  << " is not one the runtime keeps\n";
+      stateOk = false;
+      continue;
+    }
+    if (ddprt_state_get(context, state.name.c_str(), dtype, numel, &handle) !=
+        DDPRT_OK) {
+      job.error() << "cannot create state '" << state.name
+                  << "': " << ddprt_last_error(context) << "\n";
+      stateOk = false;
+      continue;
+    }
+    stateHandles[state.name] = handle;
+  }
+  job.agreeOrStop(stateOk, "to create the states");
+  return stateHandles;
+}
+
+void loadCheckpoint(Job &job, const RunOptions &options) {
+  if (options.checkpointLoad.empty())
+    return;
+  std::string path = job.expand(options.checkpointLoad, -1);
+  bool loaded = ddprt_checkpoint_load(job.context, path.c_str()) == DDPRT_OK;
+  if (!loaded)
+    job.error() << "cannot load checkpoint: " << ddprt_last_error(job.context)
+                << "\n";
+  job.agreeOrStop(loaded, "to load the checkpoint");
+}
+
+void setStates(Job &job, const StepSignature &signature,
+               const StateHandles &stateHandles, const RunOptions &options) {
+  bool setOk = true;
+  for (const std::string &setting : options.setStates) {
+    size_t equals = setting.find('=');
+    std::string name = setting.substr(0, equals);
+    std::string pattern =
+        equals == std::string::npos ? "" : setting.substr(equals + 1);
+    auto found = stateHandles.find(name);
+    const StateSpec *info = nullptr;
+    for (const StateSpec &s : signature.states)
+      if (s.name == name)
+        info = &s;
+    if (found == stateHandles.end() || !info) {
+      std::vector<std::string> names;
+      for (const StateSpec &s : signature.states)
+        names.push_back(s.name);
+      job.error() << "--set-state=" << setting << ": the module has no state '"
+                  << name << "' (its states: "
+                  << (names.empty() ? std::string("none")
+                                    : listNames(names, 12))
+                  << ")\n";
+      setOk = false;
+      continue;
+    }
+    std::string path = job.expand(pattern, -1), error;
+    npy::Array array;
+    if (!npy::read(path, array, error)) {
+      job.error() << "--set-state: " << error << "\n";
+      setOk = false;
+      continue;
+    }
+    if (array.descr != info->type.dtype || array.shape != info->type.shape) {
+      job.error() << "--set-state: '" << path << "' holds " << array.descr
+                  << " " << shapeString(array.shape) << " but state '" << name
+                  << "' is " << info->type.dtype << " "
+                  << shapeString(info->type.shape) << "\n";
+      setOk = false;
+      continue;
+    }
+    ddprt_buffer target = ddprt_state_buffer(found->second);
+    ddprt_buffer source = target;
+    source.data = array.data.data();
+    if (!copyAndWait(job, source, target, "--set-state"))
+      setOk = false;
+  }
+  job.agreeOrStop(setOk, "to set the states");
+}
+
+bool dumpStates(const Job &job, const StepSignature &signature,
+                const StateHandles &stateHandles, const RunOptions &options) {
+  if (options.dumpState.empty())
+    return true;
+  bool ok = true;
+  for (const StateSpec &state : signature.states) {
+    if (npy::elementSize(state.type.dtype) == 0) {
+      job.error() << "--dump-state: state '" << state.name << "' is "
+                  << elementTypeName(state.type.dtype)
+                  << ", which .npy cannot hold\n";
+      ok = false;
+      continue;
+    }
+    ddprt_buffer source = ddprt_state_buffer(stateHandles.at(state.name));
+    npy::Array array;
+    array.descr = state.type.dtype;
+    array.shape = state.type.shape;
+    array.data.resize(size_t(source.numel) * ddprt_dtype_size(source.dtype));
+    ddprt_buffer target = source;
+    target.data = array.data.data();
+    if (!copyAndWait(job, source, target, "--dump-state")) {
+      ok = false;
+      continue;
+    }
+    std::string error;
+    if (!npy::write(job.expand(options.dumpState, -1, -1, state.name), array,
+                    error)) {
+      job.error() << "--dump-state: " << error << "\n";
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+bool saveCheckpoint(const Job &job, const RunOptions &options) {
+  if (options.checkpointSave.empty())
+    return true;
+  std::string path = job.expand(options.checkpointSave, -1);
+  if (ddprt_checkpoint_save(job.context, path.c_str()) != DDPRT_OK) {
+    job.error() << "cannot save checkpoint: " << ddprt_last_error(job.context)
+                << "\n";
+    return false;
+  }
+  return true;
+}
+
+} // namespace stephost

@@ -1,0 +1,185 @@
+//===- StepBuffers.cpp - a step's arguments and results -------------------===//
+
+#include "StepBuffers.h"
+
+#include "Format.h"
+#include "Memory.h"
+
+#include <cstring>
+
+namespace stephost {
+
+int64_t Buffer::numElements() const {
+  int64_t n = 1;
+  for (int64_t s : sizes)
+    n *= s;
+  return n;
+}
+
+size_t Buffer::bytes() const {
+  return size_t(numElements()) * elementBytes(type->dtype);
+}
+
+void Buffer::release() {
+  releaseBuffer(allocated);
+  allocated = aligned = nullptr;
+}
+
+namespace {
+
+/// Checks `array` against `type` and moves it into a fresh buffer;
+/// `source` names it in messages ("argument 0 ('x.npy')").
+bool toBuffer(const npy::Array &array, const TensorSpec &type,
+              const std::string &source, Buffer &buffer, std::string &error) {
+  auto fail = [&](const std::string &why) {
+    error = source + ": " + why;
+    return false;
+  };
+  if (array.descr != type.dtype)
+    return fail("element type '" + array.descr + "' but the function takes " +
+                type.dtype + " (" + elementTypeName(type.dtype) + ")");
+  if (array.shape.size() != type.shape.size())
+    return fail("shape " + shapeString(array.shape) +
+                " but the function takes " + typeString(type));
+  for (size_t i = 0; i < type.shape.size(); ++i)
+    if (type.shape[i] >= 0 && type.shape[i] != array.shape[i])
+      return fail("shape " + shapeString(array.shape) +
+                  " but the function takes " + typeString(type));
+  buffer = Buffer();
+  buffer.type = &type;
+  buffer.sizes = array.shape;
+  buffer.allocated = allocateBuffer(array.data.size());
+  if (!buffer.allocated)
+    return fail("out of memory");
+  buffer.aligned = buffer.allocated;
+  std::memcpy(buffer.aligned, array.data.data(), array.data.size());
+  return true;
+}
+
+} // namespace
+
+bool InputReader::read(size_t a, int64_t step, Buffer &buffer,
+                       std::string &error) {
+  const TensorSpec &type = signature.arguments[a];
+  std::string name = argumentName(signature, a);
+  std::string argument = "argument " + std::to_string(a);
+  npy::Array array;
+  if (options.inputArchive.empty()) {
+    const std::string &pattern =
+        options.usesOnePatternForAll() ? options.inputs[0] : options.inputs[a];
+    std::string path = job.expand(pattern, step, -1, name);
+    if (!npy::read(path, array, error))
+      return false;
+    return toBuffer(array, type, argument + " ('" + path + "')", buffer, error);
+  }
+  std::string path = job.expand(options.inputArchive, step);
+  std::unique_ptr<npy::Archive> &archive = archives[path];
+  if (!archive) {
+    archive = std::make_unique<npy::Archive>();
+    if (!archive->open(path, error)) {
+      archive.reset();
+      archives.erase(path);
+      return false;
+    }
+  }
+  // np.savez(*arrays) names positional arrays arr_0, arr_1, ...
+  std::string key = name;
+  bool unnamed =
+      a >= signature.argumentNames.size() || signature.argumentNames[a].empty();
+  if (!archive->contains(key) && unnamed &&
+      archive->contains("arr_" + std::to_string(a)))
+    key = "arr_" + std::to_string(a);
+  if (!archive->contains(key)) {
+    std::vector<std::string> held = archive->names();
+    error =
+        argument + " ('" + name + "'): '" + path + "' has no array '" + name +
+        "' (it holds " +
+        (held.empty() ? std::string("none")
+                      : std::to_string(held.size()) + ": " + listNames(held)) +
+        ")";
+    if (unnamed)
+      error += "; the argument has no name location in the module (ddp-opt "
+               "drops locations when it prints: add "
+               "--mlir-print-debuginfo)";
+    return false;
+  }
+  taken[path].insert(key);
+  if (!archive->read(key, array, error))
+    return false;
+  return toBuffer(array, type, argument + " ('" + key + "' in '" + path + "')",
+                  buffer, error);
+}
+
+void InputReader::endStep(bool report) {
+  if (report && job.rank == 0)
+    for (const auto &[path, archive] : archives) {
+      std::vector<std::string> unused;
+      for (const std::string &name : archive->names())
+        if (!taken[path].count(name))
+          unused.push_back(name);
+      if (!unused.empty())
+        job.note() << "note: '" << path << "' holds " << unused.size()
+                   << " array" << (unused.size() == 1 ? "" : "s")
+                   << " that no argument is named after (not read): "
+                   << listNames(unused) << "\n";
+    }
+  archives.clear();
+  taken.clear();
+}
+
+bool writeOutput(const std::string &path, const Buffer &buffer,
+                 std::string &error) {
+  npy::Array array;
+  array.descr = buffer.type->dtype;
+  array.shape = buffer.sizes;
+  const char *data = static_cast<const char *>(buffer.aligned);
+  array.data.assign(data, data + buffer.bytes());
+  return npy::write(path, array, error);
+}
+
+std::vector<int64_t> descriptorWords(const std::vector<Buffer> &arguments) {
+  std::vector<int64_t> words;
+  for (const Buffer &buffer : arguments) {
+    words.push_back(reinterpret_cast<int64_t>(buffer.allocated));
+    words.push_back(reinterpret_cast<int64_t>(buffer.aligned));
+    words.push_back(0);
+    words.insert(words.end(), buffer.sizes.begin(), buffer.sizes.end());
+    int64_t stride = 1;
+    std::vector<int64_t> strides(buffer.sizes.size());
+    for (int64_t d = int64_t(buffer.sizes.size()) - 1; d >= 0; --d) {
+      strides[d] = stride;
+      stride *= buffer.sizes[d];
+    }
+    words.insert(words.end(), strides.begin(), strides.end());
+  }
+  return words;
+}
+
+size_t resultWordCount(const std::vector<TensorSpec> &resultTypes) {
+  size_t words = 0;
+  for (const TensorSpec &type : resultTypes)
+    words += 3 + 2 * type.shape.size();
+  return words;
+}
+
+std::vector<Buffer> resultsFromWords(const std::vector<TensorSpec> &resultTypes,
+                                     const std::vector<int64_t> &storage) {
+  std::vector<Buffer> results(resultTypes.size());
+  size_t at = 0;
+  for (size_t r = 0; r < results.size(); ++r) {
+    Buffer &buffer = results[r];
+    buffer.type = &resultTypes[r];
+    buffer.allocated = reinterpret_cast<void *>(storage[at]);
+    buffer.aligned = reinterpret_cast<void *>(storage[at + 1]);
+    int64_t offset = storage[at + 2];
+    size_t rankOf = resultTypes[r].shape.size();
+    buffer.sizes.assign(storage.begin() + at + 3,
+                        storage.begin() + at + 3 + rankOf);
+    buffer.aligned = static_cast<char *>(buffer.aligned) +
+                     offset * int64_t(elementBytes(resultTypes[r].dtype));
+    at += 3 + 2 * rankOf;
+  }
+  return results;
+}
+
+} // namespace stephost

@@ -1,0 +1,213 @@
+//===- Summary.cpp - what the steps did, printed and as JSON --------------===//
+//
+// The summary JSON is written by hand, one step of the series per line, as
+// the tests and people read it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Summary.h"
+
+#include "Format.h"
+#include "Npy.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace stephost {
+
+namespace {
+
+uint64_t sum(const uint64_t (&values)[DDPRT_ROLE_COUNT]) {
+  uint64_t total = 0;
+  for (uint64_t v : values)
+    total += v;
+  return total;
+}
+
+/// {"gradient": N, "uncompressed": N, ...}: one value per role.
+std::string roles(const uint64_t (&values)[DDPRT_ROLE_COUNT]) {
+  const char *names[] = {"gradient", "uncompressed", "warmup", "powersgd_p",
+                         "powersgd_q"};
+  std::string text = "{";
+  for (int r = 0; r < DDPRT_ROLE_COUNT; ++r)
+    text += std::string(r ? ", " : "") + "\"" + names[r] +
+            "\": " + std::to_string(values[r]);
+  return text + "}";
+}
+
+struct StepTimes {
+  double median = 0.0, mean = 0.0;
+};
+
+StepTimes stepTimes(const std::vector<double> &stepSeconds) {
+  StepTimes times;
+  std::vector<double> sorted = stepSeconds;
+  std::sort(sorted.begin(), sorted.end());
+  times.median = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
+  for (double s : stepSeconds)
+    times.mean += s;
+  times.mean = stepSeconds.empty() ? 0.0 : times.mean / stepSeconds.size();
+  return times;
+}
+
+} // namespace
+
+StepRecord recordStep(int64_t step, double seconds,
+                      const ddprt_counters &before,
+                      const ddprt_counters &after) {
+  auto delta = [&](const uint64_t(&a)[DDPRT_ROLE_COUNT],
+                   const uint64_t(&b)[DDPRT_ROLE_COUNT],
+                   int role) { return a[role] - b[role]; };
+  StepRecord record;
+  record.step = step;
+  record.seconds = seconds;
+  record.elements = sum(after.elements_sent) - sum(before.elements_sent);
+  record.bytes = sum(after.bytes_sent) - sum(before.bytes_sent);
+  record.uncompressed =
+      after.elements_before_compression - before.elements_before_compression;
+  record.warmup =
+      delta(after.collectives, before.collectives, DDPRT_ROLE_WARMUP) > 0;
+  record.powersgd =
+      delta(after.collectives, before.collectives, DDPRT_ROLE_POWERSGD_P) +
+          delta(after.collectives, before.collectives, DDPRT_ROLE_POWERSGD_Q) >
+      0;
+  for (int r = 0; r < DDPRT_ROLE_COUNT; ++r)
+    record.elementsByRole[r] =
+        delta(after.elements_sent, before.elements_sent, r);
+  return record;
+}
+
+void RunTotals::add(const StepRecord &record) {
+  stepSeconds.push_back(record.seconds);
+  lastStepElements = record.elements;
+  lastStepBytes = record.bytes;
+  totalElements += record.elements;
+  warmupSteps += record.warmup;
+  powersgdSteps += record.powersgd && !record.warmup;
+  if (keepSeries)
+    series.push_back(record);
+}
+
+void printProgress(const StepRecord &record) {
+  std::string line = "step " + std::to_string(record.step) + ": ";
+  if (record.warmup) {
+    line += "warm-up";
+    if (record.compressionStarts > record.step)
+      line += ", PowerSGD starts at step " +
+              std::to_string(record.compressionStarts);
+    line += "; ";
+  }
+  line += fixed(record.seconds * 1e3, 3) + " ms, sent " +
+          withThousands(record.elements) + " elements (" +
+          withThousands(record.bytes) + " bytes)";
+  if (record.elements && record.uncompressed &&
+      record.uncompressed != record.elements)
+    line += ", " + fixed(double(record.uncompressed) / record.elements, 2) +
+            "x fewer than uncompressed";
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+void printSummary(const Job &job, const StepSignature &signature,
+                  const RunOptions &options, const RunTotals &totals,
+                  const ddprt_counters &total) {
+  if (job.rank != 0)
+    return;
+  double ratio = total.elements_after_compression
+                     ? double(total.elements_before_compression) /
+                           total.elements_after_compression
+                     : 1.0;
+  std::printf(
+      "%s: %u steps of @%s on %d rank%s (%s): %s ms per step "
+      "(median), last step sent %s elements per rank; over the run "
+      "%sx fewer elements than uncompressed\n",
+      job.tool.c_str(), options.steps, signature.entry.c_str(), job.worldSize,
+      job.worldSize == 1 ? "" : "s", job.backendName.c_str(),
+      fixed(stepTimes(totals.stepSeconds).median * 1e3, 3).c_str(),
+      withThousands(totals.lastStepElements).c_str(), fixed(ratio, 2).c_str());
+  if (totals.warmupSteps || totals.powersgdSteps)
+    std::printf("%s: %u of %u steps compressed with PowerSGD, %u warm-up "
+                "(a plain mean before start-iter)\n",
+                job.tool.c_str(), totals.powersgdSteps, options.steps,
+                totals.warmupSteps);
+  if (total.nonfinite_skips)
+    std::printf("%s: %llu times a tensor's averaged PowerSGD factors were "
+                "not finite (NaN or Inf): its error feedback skipped that "
+                "step\n",
+                job.tool.c_str(), (unsigned long long)total.nonfinite_skips);
+  std::fflush(stdout);
+}
+
+bool writeSummaryJson(const Job &job, const StepSignature &signature,
+                      const RunOptions &options, const RunTotals &totals,
+                      const ddprt_counters &total) {
+  if (options.summaryJson.empty() ||
+      (job.rank != 0 &&
+       options.summaryJson.find("{rank}") == std::string::npos))
+    return true;
+  std::string path = job.expand(options.summaryJson, -1), error;
+  StepTimes times = stepTimes(totals.stepSeconds);
+  // Mean milliseconds per step inside the runtime's calls, by phase.
+  double perStep = options.steps ? 1e3 / options.steps : 0.0;
+  std::ostringstream out;
+  out << "{\n  \"rank\": " << job.rank
+      << ",\n  \"world_size\": " << job.worldSize << ",\n  \"backend\": \""
+      << job.backendName << "\",\n  \"steps\": " << options.steps;
+  out << ",\n  \"arguments\": [";
+  for (size_t a = 0; a < signature.arguments.size(); ++a)
+    out << (a ? ", " : "") << jsonString(argumentName(signature, a));
+  out << "]"
+      << ",\n  \"ms_per_step\": " << fixed(times.median * 1e3, 6)
+      << ",\n  \"ms_per_step_mean\": " << fixed(times.mean * 1e3, 6)
+      << ",\n  \"elements_sent_per_step\": " << totals.lastStepElements
+      << ",\n  \"bytes_sent_per_step\": " << totals.lastStepBytes
+      << ",\n  \"elements_sent_total\": " << totals.totalElements
+      << ",\n  \"elements_before_compression\": "
+      << total.elements_before_compression
+      << ",\n  \"elements_after_compression\": "
+      << total.elements_after_compression
+      << ",\n  \"collectives\": " << roles(total.collectives)
+      << ",\n  \"elements_sent\": " << roles(total.elements_sent)
+      << ",\n  \"bytes_sent\": " << roles(total.bytes_sent)
+      << ",\n  \"nonfinite_skips\": " << total.nonfinite_skips
+      << ",\n  \"warmup_steps\": " << totals.warmupSteps
+      << ",\n  \"powersgd_steps\": " << totals.powersgdSteps
+      << ",\n  \"ms_in_runtime_per_step\": {\"communication\": "
+      << fixed(total.seconds[DDPRT_PHASE_COMMUNICATION] * perStep, 6)
+      << ", \"compression\": "
+      << fixed(total.seconds[DDPRT_PHASE_COMPRESSION] * perStep, 6)
+      << ", \"decompression\": "
+      << fixed(total.seconds[DDPRT_PHASE_DECOMPRESSION] * perStep, 6)
+      << ", \"cast\": " << fixed(total.seconds[DDPRT_PHASE_CAST] * perStep, 6)
+      << "},\n  \"series\": [";
+  // One object per step: its number, time (the slowest rank's), what
+  // this rank sent (in all and by role) and its phase.
+  for (size_t k = 0; k < totals.series.size(); ++k) {
+    const StepRecord &record = totals.series[k];
+    out << (k ? ",\n    " : "\n    ") << "{\"step\": " << record.step
+        << ", \"ms\": " << fixed(record.seconds * 1e3, 6)
+        << ", \"elements_sent\": " << record.elements
+        << ", \"bytes_sent\": " << record.bytes << ", \"phase\": \""
+        << record.phase()
+        << "\", \"elements_by_role\": " << roles(record.elementsByRole) << "}";
+  }
+  out << (totals.series.empty() ? "]\n}\n" : "\n  ]\n}\n");
+  // If the directory cannot be made, opening the file says why.
+  (void)npy::createDirectories(npy::parentPath(path), error);
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  if (file)
+    file << out.str();
+  file.close();
+  if (!file) {
+    job.error() << "cannot write '" << path << "': " << std::strerror(errno)
+                << "\n";
+    return false;
+  }
+  return true;
+}
+
+} // namespace stephost

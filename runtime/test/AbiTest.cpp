@@ -1,0 +1,259 @@
+//===- AbiTest.cpp - the versioned ABI and its thread semantics -----------===//
+//
+// What ddprt.h promises about versions (ddprt_get_version, the version
+// macros and the project's VERSION file), the extensible ddprt_options
+// (sizes and versions refused and accepted, an older and smaller struct
+// read only as far as its size), and the process-wide, thread-safe current
+// context and error handler.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddprt/ddprt.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Version
+//===----------------------------------------------------------------------===//
+
+TEST(AbiVersion, MatchesTheVersionFile) {
+  int version = -1;
+  ASSERT_EQ(ddprt_get_version(&version), DDPRT_OK);
+  EXPECT_EQ(version, DDPRT_VERSION);
+  // DDPRT_PROJECT_VERSION is the VERSION file's line, passed by CMake.
+  std::string text = std::to_string(version / 10000) + "." +
+                     std::to_string(version / 100 % 100) + "." +
+                     std::to_string(version % 100);
+  EXPECT_EQ(text, DDPRT_PROJECT_VERSION);
+  EXPECT_EQ(DDPRT_VERSION, DDPRT_VERSION_MAJOR * 10000 +
+                               DDPRT_VERSION_MINOR * 100 + DDPRT_VERSION_PATCH);
+  EXPECT_EQ(ddprt_get_version(nullptr), DDPRT_ERROR_INVALID_ARGUMENT);
+}
+
+//===----------------------------------------------------------------------===//
+// Options
+//===----------------------------------------------------------------------===//
+
+TEST(AbiOptions, InitializerAndDefaultsAgree) {
+  ddprt_options initialized = DDPRT_OPTIONS_INITIALIZER;
+  EXPECT_EQ(initialized.size, sizeof(ddprt_options));
+  EXPECT_EQ(initialized.version, unsigned(DDPRT_VERSION));
+  ddprt_options filled;
+  std::memset(&filled, 0xab, sizeof filled);
+  ddprt_default_options(&filled);
+  EXPECT_EQ(filled.size, initialized.size);
+  EXPECT_EQ(filled.version, initialized.version);
+  EXPECT_EQ(filled.backend, initialized.backend);
+  EXPECT_EQ(filled.timeout_seconds, initialized.timeout_seconds);
+  EXPECT_EQ(filled.check_shapes, initialized.check_shapes);
+}
+
+/// ddprt_init with `options` (which may be a smaller, older struct); the
+/// status, and the message if it failed.
+ddprt_status init(const void *options, std::string &message) {
+  ddprt_context *context = nullptr;
+  ddprt_status status =
+      ddprt_init(static_cast<const ddprt_options *>(options), &context);
+  message = ddprt_last_error(context);
+  if (context)
+    ddprt_finalize(context);
+  return status;
+}
+
+TEST(AbiOptions, AStructNotFilledIsRefused) {
+  ddprt_options options = {}; // size 0, version 0
+  options.timeout_seconds = 5;
+  std::string message;
+  EXPECT_EQ(init(&options, message), DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("options.size is 0 bytes"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("DDPRT_OPTIONS_INITIALIZER"), std::string::npos)
+      << message;
+}
+
+TEST(AbiOptions, SizesItDoesNotKnowAreRefused) {
+  std::string message;
+  // Larger: a caller built against a newer ddprt.h, whose fields this
+  // runtime cannot honour.
+  struct {
+    ddprt_options known;
+    double newerField;
+  } newer = {DDPRT_OPTIONS_INITIALIZER, 1.0};
+  newer.known.size = sizeof newer;
+  EXPECT_EQ(init(&newer, message), DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("newer ddprt.h"), std::string::npos) << message;
+  // Smaller, but no layout ddprt_options ever had.
+  for (size_t size : {size_t(8), size_t(20), sizeof(ddprt_options) - 4}) {
+    ddprt_options options = DDPRT_OPTIONS_INITIALIZER;
+    options.size = size;
+    EXPECT_EQ(init(&options, message), DDPRT_ERROR_INVALID_ARGUMENT) << size;
+    EXPECT_NE(message.find("no ddprt_options this runtime knows"),
+              std::string::npos)
+        << message;
+  }
+}
+
+TEST(AbiOptions, VersionsItDoesNotKnowAreRefused) {
+  std::string message;
+  ddprt_options options = DDPRT_OPTIONS_INITIALIZER;
+  options.version = DDPRT_VERSION + 1;
+  EXPECT_EQ(init(&options, message), DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("newer than this runtime"), std::string::npos)
+      << message;
+  options.version = 0;
+  EXPECT_EQ(init(&options, message), DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("options.version is 0, which is no ddprt version"),
+            std::string::npos)
+      << message;
+}
+
+/// What callers built against a ddprt.h whose options ended earlier pass:
+/// each older layout is a prefix of today's.
+struct OptionsUpToBackend {
+  size_t size;
+  unsigned int version;
+  ddprt_backend_kind backend;
+};
+struct OptionsUpToTimeout {
+  size_t size;
+  unsigned int version;
+  ddprt_backend_kind backend;
+  double timeout_seconds;
+};
+
+/// `old` at the start of a full ddprt_options whose other bytes are
+/// garbage (a NaN timeout, if it were read): what follows a smaller struct
+/// in the caller's memory.
+template <typename Old> ddprt_options withGarbageAfter(const Old &old) {
+  static_assert(sizeof(Old) < sizeof(ddprt_options), "an older, smaller one");
+  ddprt_options options;
+  std::memset(&options, 0xff, sizeof options);
+  std::memcpy(&options, &old, sizeof old);
+  return options;
+}
+
+TEST(AbiOptions, AnOlderSmallerStructIsReadOnlyAsFarAsItsSize) {
+  std::string message;
+  // Up to the backend: the NaN timeout after it is not read.
+  OptionsUpToBackend upToBackend = {sizeof(OptionsUpToBackend), DDPRT_VERSION,
+                                    DDPRT_BACKEND_CPU};
+  ddprt_options options = withGarbageAfter(upToBackend);
+  EXPECT_EQ(init(&options, message), DDPRT_OK) << message;
+  // ... and the backend within it is.
+  upToBackend.backend = ddprt_backend_kind(7);
+  options = withGarbageAfter(upToBackend);
+  EXPECT_EQ(init(&options, message), DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("unknown backend 7"), std::string::npos) << message;
+  // Up to the timeout: it is read (a negative one is refused), and the
+  // garbage check_shapes after it is not.
+  OptionsUpToTimeout upToTimeout = {sizeof(OptionsUpToTimeout), DDPRT_VERSION,
+                                    DDPRT_BACKEND_CPU, 5.0};
+  options = withGarbageAfter(upToTimeout);
+  EXPECT_EQ(init(&options, message), DDPRT_OK) << message;
+  upToTimeout.timeout_seconds = -1.0;
+  options = withGarbageAfter(upToTimeout);
+  EXPECT_EQ(init(&options, message), DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("timeout_seconds"), std::string::npos) << message;
+}
+
+//===----------------------------------------------------------------------===//
+// The current context and the error handler: process-wide, thread-safe
+//===----------------------------------------------------------------------===//
+
+class AbiThreads : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_EQ(ddprt_init(nullptr, &context), DDPRT_OK)
+        << ddprt_last_error(context);
+  }
+  void TearDown() override {
+    ddprt_set_current_context(nullptr);
+    ddprt_set_error_handler(nullptr, nullptr);
+    if (context) {
+      EXPECT_EQ(ddprt_finalize(context), DDPRT_OK);
+    }
+  }
+
+  ddprt_context *context = nullptr;
+};
+
+TEST_F(AbiThreads, TheContextSetOnOneThreadIsCurrentOnAnother) {
+  ddprt_set_current_context(context);
+  ddprt_context *seen = nullptr;
+  std::thread([&] { seen = ddprt_current_context(); }).join();
+  EXPECT_EQ(seen, context);
+}
+
+TEST_F(AbiThreads, FinalizingOnAnotherThreadClearsItForAll) {
+  ddprt_context *other = nullptr;
+  ASSERT_EQ(ddprt_init(nullptr, &other), DDPRT_OK);
+  ddprt_set_current_context(context);
+  // Finalizing a context that is not current leaves the current one.
+  std::thread([&] { EXPECT_EQ(ddprt_finalize(other), DDPRT_OK); }).join();
+  EXPECT_EQ(ddprt_current_context(), context);
+  std::thread([&] { EXPECT_EQ(ddprt_finalize(context), DDPRT_OK); }).join();
+  context = nullptr;
+  EXPECT_EQ(ddprt_current_context(), nullptr);
+}
+
+struct Seen {
+  int calls = 0;
+  std::thread::id thread;
+  ddprt_status status = DDPRT_OK;
+};
+void recordThread(ddprt_context *, ddprt_status status, const char *,
+                  void *user) {
+  auto *seen = static_cast<Seen *>(user);
+  ++seen->calls;
+  seen->thread = std::this_thread::get_id();
+  seen->status = status;
+}
+
+TEST_F(AbiThreads, TheHandlerRunsOnTheThreadThatChecked) {
+  Seen seen;
+  ddprt_set_error_handler(recordThread, &seen);
+  std::thread::id worker;
+  std::thread([&] {
+    worker = std::this_thread::get_id();
+    ddprt_check(context, DDPRT_ERROR_TIMEOUT, "ddp.allreduce at step.mlir:3");
+  }).join();
+  EXPECT_EQ(seen.calls, 1);
+  EXPECT_EQ(seen.thread, worker);
+  EXPECT_EQ(seen.status, DDPRT_ERROR_TIMEOUT);
+}
+
+TEST_F(AbiThreads, ConcurrentSettersLeaveOneOfTheirContexts) {
+  // Opaque pointers: the runtime stores the current context, it does not
+  // look into it until compiled code calls with it.
+  char tokens[4];
+  std::vector<ddprt_context *> contexts;
+  for (char &token : tokens)
+    contexts.push_back(reinterpret_cast<ddprt_context *>(&token));
+  auto isOneOfThem = [&](ddprt_context *value) {
+    return std::find(contexts.begin(), contexts.end(), value) != contexts.end();
+  };
+  std::vector<std::thread> threads;
+  std::vector<int> strays(contexts.size(), 0);
+  for (size_t t = 0; t < contexts.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 1000; ++i) {
+        ddprt_set_current_context(contexts[t]);
+        strays[t] += !isOneOfThem(ddprt_current_context());
+      }
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  for (int stray : strays)
+    EXPECT_EQ(stray, 0);
+  EXPECT_TRUE(isOneOfThem(ddprt_current_context()));
+}
+
+} // namespace
