@@ -19,6 +19,9 @@ if ! /usr/bin/python3 -c "import torch, torchvision, onnx, sklearn, matplotlib" 
     python3-matplotlib >/dev/null
 fi
 BUILD_DIR="${BUILD_DIR:-build}"
+# CMake finds the optional test features (torch, numpy, sklearn) when it
+# configures; configure again now that they are installed.
+cmake "$BUILD_DIR" >/dev/null
 cmake --build "$BUILD_DIR" --target check-ddp
 # An out-of-tree compiler built against the installed package only.
 bash examples/embed/test.sh

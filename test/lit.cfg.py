@@ -34,34 +34,14 @@ if os.path.exists(os.path.join(config.ddp_tools_dir, "ddp-import-onnx")):
     config.available_features.add("ddp-import-onnx")
 llvm_config.with_environment("PATH", config.ddp_tools_dir, append_path=True)
 
-# Tests that compare with PyTorch use Debian's python3-torch, importable from
-# /usr/bin/python3 only.
-import subprocess
-torch_python = "/usr/bin/python3"
-
-
-def python_imports(modules):
-    """Whether torch_python imports `modules` (a comma-separated list)."""
-    try:
-        return subprocess.run([torch_python, "-c", "import " + modules],
-                              stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL,
-                              timeout=120).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
-if python_imports("torch"):
-    config.available_features.add("torch")
-config.substitutions.append(("%torch_python", torch_python))
-# The integration checks need only numpy (python3-numpy, from the same
-# interpreter).
-if python_imports("numpy"):
-    config.available_features.add("numpy")
-config.substitutions.append(("%numpy_python", torch_python))
-# The training example: scikit-learn's digits, matplotlib for its plot.
-if python_imports("sklearn, matplotlib"):
-    config.available_features.add("sklearn")
+# The tests that compare with PyTorch (torch), check results with NumPy
+# (numpy) or train the example (sklearn: scikit-learn's digits and
+# matplotlib) run with Debian's /usr/bin/python3; CMake found which of those
+# modules it imports (test/CMakeLists.txt).
+for feature in config.ddp_test_python_features:
+    config.available_features.add(feature)
+config.substitutions.append(("%torch_python", config.ddp_test_python))
+config.substitutions.append(("%numpy_python", config.ddp_test_python))
 
 # The plugin that upstream mlir-opt loads, and that mlir-opt.
 config.substitutions.append(
