@@ -62,7 +62,8 @@ def InsertPowerSGD : Pass<"insert-powersgd", "::mlir::ModuleOp"> {
            "Seed of the random initial Q (identical on every rank; default: 0)">,
     Option<"batchSameShape", "batch-same-shape", "bool", "false",
            "Order tensors of the same shape next to each other in every "
-           "multi-tensor op so the runtime can run them as one batched matmul (default: false)">,
+           "multi-tensor op so the runtime can run them as one batched matmul; "
+           "numerics do not change (default: false)">,
     Option<"mode", "mode", "::mlir::ddp::PowerSGDMode",
            "::mlir::ddp::PowerSGDMode::layerwise",
            "How a bucket is compressed (default: layerwise)", [{::llvm::cl::values(
