@@ -4,7 +4,7 @@
 // RUN: not ddp-opt %S/Inputs/truncated.mlir --insert-powersgd 2>&1 | FileCheck %s --check-prefix=TRUNCATED
 // RUN: printf '\x00\xff\xfe garbage' | not ddp-opt --insert-powersgd 2>&1 | FileCheck %s --check-prefix=GARBAGE
 
-// CHECK: error: custom op 'ddp.allreduce' expected string or keyword containing one of the following enum values for attribute 'kind' [sum, mean]
+// CHECK: error: custom op 'ddp.allreduce' expected a reduction (sum, mean), got 'average'
 // MISSING: cannot open input file '{{.*}}does-not-exist.mlir'
 // TRUNCATED: truncated.mlir:2:45: error: expected operation name in quotes
 // GARBAGE: error: unexpected character

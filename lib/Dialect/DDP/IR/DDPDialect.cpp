@@ -8,8 +8,8 @@
 
 #include "mlir/Dialect/LLVMIR/LLVMTypes.h"
 #include "mlir/IR/DialectImplementation.h"
-#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -18,6 +18,9 @@ using namespace mlir::ddp;
 #include "ddp/Dialect/DDP/IR/DDPOpsDialect.cpp.inc"
 
 #include "ddp/Dialect/DDP/IR/DDPEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "ddp/Dialect/DDP/IR/DDPAttrs.cpp.inc"
 
 #define GET_TYPEDEF_CLASSES
 #include "ddp/Dialect/DDP/IR/DDPOpsTypes.cpp.inc"
@@ -50,6 +53,10 @@ void DDPDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "ddp/Dialect/DDP/IR/DDPOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "ddp/Dialect/DDP/IR/DDPAttrs.cpp.inc"
       >();
   addTypes<
 #define GET_TYPEDEF_LIST
@@ -85,6 +92,5 @@ LogicalResult DDPDialect::verifyOperationAttribute(Operation *op,
                              << "' is an i64 attribute of a 'ddp.state'";
     return success();
   }
-  return op->emitError() << "unknown ddp attribute '" << name.getValue()
-                         << "'";
+  return op->emitError() << "unknown ddp attribute '" << name.getValue() << "'";
 }

@@ -2,7 +2,7 @@
 
 func.func @allreduce_empty() {
   // expected-error @+1 {{'ddp.allreduce' op needs at least one tensor}}
-  "ddp.allreduce"() <{kind = 1 : i32, role = 0 : i32}> : () -> ()
+  "ddp.allreduce"() <{kind = #ddp<reduction mean>, role = #ddp<role gradient>}> : () -> ()
   return
 }
 
@@ -43,7 +43,7 @@ func.func @wait_wrong_result(%x: tensor<4xf32>) -> tensor<8xf32> {
 
 func.func @scale_empty() {
   // expected-error @+1 {{'ddp.scale' op needs at least one tensor}}
-  "ddp.scale"() <{factor = 0 : i32}> : () -> ()
+  "ddp.scale"() <{factor = #ddp<world_scale inverse_world_size>}> : () -> ()
   return
 }
 
@@ -369,4 +369,14 @@ ddp.state @wrong_type : i64 {ddp.start_iter = 1.0 : f32}
 // expected-error @+1 {{unknown ddp attribute 'ddp.bogus'}}
 func.func @bogus() attributes {ddp.bogus} {
   return
+}
+
+// -----
+
+// The enums are dialect attributes (#ddp<role gradient> in generic form); a
+// keyword that is none of their cases says which ones there are.
+func.func @bad_role(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{expected a role (gradient, uncompressed, warmup, powersgd_p, powersgd_q), got 'bogus'}}
+  %r = ddp.allreduce mean %x role bogus : tensor<4xf32>
+  return %r : tensor<4xf32>
 }

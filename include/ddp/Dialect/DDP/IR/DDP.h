@@ -25,6 +25,9 @@
 
 #include "ddp/Dialect/DDP/IR/DDPEnums.h.inc"
 
+#define GET_ATTRDEF_CLASSES
+#include "ddp/Dialect/DDP/IR/DDPAttrs.h.inc"
+
 #define GET_TYPEDEF_CLASSES
 #include "ddp/Dialect/DDP/IR/DDPOpsTypes.h.inc"
 

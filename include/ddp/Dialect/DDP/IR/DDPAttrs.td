@@ -6,29 +6,49 @@
 include "ddp/Dialect/DDP/IR/DDPDialect.td"
 include "mlir/IR/EnumAttr.td"
 
-// The enums are specialized integer attributes that print as bare keywords
-// (`ddp.allreduce mean ...`), like arith.cmpi predicates.
+// Each enum is a C++ enum (its *Enum info) and a dialect attribute holding
+// one (EnumAttr), which prints as a bare keyword in the ops' syntax
+// (`ddp.allreduce mean ...`) and as `#ddp<reduction mean>` on its own.
 
-def DDP_ReductionKind : I32EnumAttr<"ReductionKind",
+// An I32 enum of the dialect, for an EnumAttr: a keyword that is none of its
+// cases is an error that names what was expected, in the dialect's words
+// (`what`), not its C++ type.
+class DDP_I32Enum<string name, string what, string summary,
+                  list<I32EnumAttrCase> cases>
+    : I32EnumAttr<name, summary, cases> {
+  let cppNamespace = "::mlir::ddp";
+  let genSpecializedAttr = 0;
+  let parameterParser = [{[&]() -> ::mlir::FailureOr<}] # cppType # [{> {
+    auto loc = $_parser.getCurrentLocation();
+    std::string keyword;
+    if (::mlir::failed($_parser.parseKeywordOrString(&keyword)))
+      return ::mlir::failure();
+    if (auto value = }] # cppNamespace # "::" # stringToSymbolFnName # [{(keyword))
+      return *value;
+    return {(::llvm::LogicalResult)($_parser.emitError(loc)
+        << "expected }] # what # [{ (}] #
+        !interleave(!foreach(c, cases, c.str), ", ") # [{), got '" << keyword << "'")};
+  }()}];
+}
+
+def DDP_ReductionKindEnum : DDP_I32Enum<"ReductionKind", "a reduction",
     "how an allreduce combines the ranks' tensors", [
   I32EnumAttrCase<"sum", 0>,
   // The sum divided by the world size (DDP's gradient average).
   I32EnumAttrCase<"mean", 1>
-]> {
-  let cppNamespace = "::mlir::ddp";
-}
+]>;
+def DDP_ReductionKind : EnumAttr<DDP_Dialect, DDP_ReductionKindEnum, "reduction">;
 
-def DDP_WorldScale : I32EnumAttr<"WorldScale",
+def DDP_WorldScaleEnum : DDP_I32Enum<"WorldScale", "a world-size factor",
     "a factor known only at run time, derived from the world size", [
   I32EnumAttrCase<"inverse_world_size", 0>,
   I32EnumAttrCase<"world_size", 1>
-]> {
-  let cppNamespace = "::mlir::ddp";
-}
+]>;
+def DDP_WorldScale : EnumAttr<DDP_Dialect, DDP_WorldScaleEnum, "world_scale">;
 
 // What an allreduce carries. Passes use it not to compress twice; reports and
 // runtime counters use it to attribute bytes to phases.
-def DDP_CommRole : I32EnumAttr<"CommRole", "what an allreduce carries", [
+def DDP_CommRoleEnum : DDP_I32Enum<"CommRole", "a role", "what an allreduce carries", [
   // Gradients nobody has compressed yet.
   I32EnumAttrCase<"gradient", 0>,
   // Tensors PowerSGD leaves uncompressed (biases, small layers), averaged.
@@ -39,8 +59,7 @@ def DDP_CommRole : I32EnumAttr<"CommRole", "what an allreduce carries", [
   I32EnumAttrCase<"powersgd_p", 3>,
   // PowerSGD's Q factors (averaged).
   I32EnumAttrCase<"powersgd_q", 4>
-]> {
-  let cppNamespace = "::mlir::ddp";
-}
+]>;
+def DDP_CommRole : EnumAttr<DDP_Dialect, DDP_CommRoleEnum, "role">;
 
 #endif // DDP_DIALECT_DDP_IR_DDPATTRS_TD

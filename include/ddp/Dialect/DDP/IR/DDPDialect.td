@@ -26,6 +26,7 @@ def DDP_Dialect : Dialect {
     runtime owns, checkpoints and restores.
   }];
   let useDefaultTypePrinterParser = 1;
+  let useDefaultAttributePrinterParser = 1;
   // Attributes the dialect puts on other ops (named ddp.<name>, verified in
   // verifyOperationAttribute).
   let discardableAttrs = (ins
