@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Generate an MLIR module with N gradient allreduces of transformer-like shapes.
 
 Used by bench/run_ddp_opt_bench.sh to time ddp-opt on large models.

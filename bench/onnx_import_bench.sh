@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Import and plan ResNet-50 from ONNX: exports torchvision's ResNet-50 with
 # Debian's torch, then times ddp-import-onnx and ddp-opt's PowerSGD plan
 # (median of 5 runs each) and prints the compression at ranks 1, 2 and 4.

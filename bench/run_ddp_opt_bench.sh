@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Compile-speed benchmark of `ddp-opt --insert-powersgd=rank=2`.
 #
 #   bash bench/run_ddp_opt_bench.sh [path/to/ddp-opt]

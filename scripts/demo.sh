@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The main job: data-parallel training on 4 CPU ranks with the gradient
 # allreduces compressed by ddp-opt and run by ddp-run.
 #

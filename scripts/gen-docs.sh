@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Regenerates the reference pages that come from the TableGen sources, so
 # that options and descriptions are written once (in the .td files):
 #

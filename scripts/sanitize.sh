@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # AddressSanitizer + UndefinedBehaviorSanitizer builds, kept clean: any
 # report fails the run (UBSan halts on the first error, LSan reports leaks
 # outside MPI's own; see scripts/lsan.supp).

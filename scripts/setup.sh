@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Installs what ddp-opt needs on Debian 12 (only what is missing), then
 # configures and builds it into build/ with ninja and ccache.
 #   scripts/setup.sh [extra cmake args...]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The whole test suite: installs and builds what is missing, then runs every
 # lit test (dialect, passes, pipelines, bad input, random modules) and the
 # runtime's GoogleTest tests (on 1 rank and on 4 MPI ranks), and builds the

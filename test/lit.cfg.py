@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # -*- Python -*-
 # lit configuration for ddp-opt's regression tests.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The compiled gradient-sync step against the runtime called by hand and
 # against PyTorch's hooks, side by side in one run: ResNet-50's parameter
 # shapes (or GPT-2 medium's), 2 MPI ranks on this machine's CPUs.

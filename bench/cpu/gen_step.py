@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Writes a gradient-sync step for ResNet-50's parameter shapes and one set of
 random gradients per rank, for bench/cpu/compiled_step.sh.
 

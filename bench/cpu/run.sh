@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # CPU benchmark, side by side in one run: one DDP gradient-sync step on
 # ResNet-50's parameter shapes (or GPT-2 medium's), 2 MPI ranks, with our
 # runtime and with PyTorch's hooks (Debian's python3-torch, gloo).

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Times PyTorch's DDP communication hooks on a model's parameter shapes.
 
 Debian's PyTorch 1.13 (python3-torch), gloo, CPU, one thread per rank. The

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Checks a compiled step's results on one rank (bench/gpu/check_step.sh).
 
     check_step.py --data D --ref R --out O --steps S --backend cpu|cuda

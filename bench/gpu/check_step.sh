@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The compiled-step check: runs the steps that bench/gpu/prepare.sh compiled
 # ahead of time (.gpu-step/) with ddprt-step-runner on one rank and checks
 # the results against the inputs and against ddp-run's CPU references

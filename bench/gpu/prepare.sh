@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Prepares the compiled-step check of bench/gpu/run.sh. Run it here, where
 # MLIR is, before calling the GPU machine (which has no LLVM, MLIR or MPI):
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The GPU check: one prepared script for a machine with an NVIDIA GPU (CUDA,
 # CMake, ninja, PyTorch; no MLIR, no network needed). In order, each step
 # under `timeout`, its output kept under $OUT as it goes:

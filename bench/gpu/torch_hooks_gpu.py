@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """PyTorch's DDP communication hooks on one GPU (NCCL, world size 1).
 
 Same injected gradients as bench/cpu/torch_hooks.py (forward sum(p * G)), on

@@ -1,4 +1,8 @@
 //===- ddp-embed.cpp - a compiler that embeds the ddp pipelines
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //------------===//
 //
 // What a training-stack compiler does with ddp-opt's library: register what

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Installs ddp-opt into a fresh prefix, builds the CMake project that
 # docs/user-guide.md shows ("In your own compiler", exactly as written, with
 # examples/embed/ddp-embed.cpp) against that prefix only, and checks what it

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Runs the generated step (--no-allreduce) with upstream MLIR and compares it with numpy.
 
     check_step.py --mlir-opt PATH --mlir-runner PATH --lib-dir DIR [--hidden H] [--batch B] [--lr LR]

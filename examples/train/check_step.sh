@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Checks the training example's step function (gen_mlp_step.py):
 #  1. ddp-opt parses it, and every compression the demo uses (train.sh)
 #     accepts it: PowerSGD compresses w1 and w2 of the 4 gradients, fp16

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Write the digits MLP's data-parallel training step as tensor-level MLIR.
 
     gen_mlp_step.py [--hidden H] [--batch B] [--lr LR] [--no-allreduce] [-o FILE]

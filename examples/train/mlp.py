@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """The training example's model in numpy, shared by the example's scripts.
 
 A two-layer perceptron on scikit-learn's 8x8 digits:

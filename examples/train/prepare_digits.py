@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Write the digits data set, sharded for data-parallel training, as .npy files.
 
     prepare_digits.py --out DIR [--ranks 4] [--batch 32] [--hidden 128] [--seed 0]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Data-parallel training of the digits MLP in numpy: what ddp-run should do.
 
     reference.py --data DIR [--steps K] [--lr LR] [--config NAME ...]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Summarizes the demo's training runs: accuracy, traffic, speed, loss curves.
 
     report.py RUNDIR --data DIR [--plot PNG] [--losses CSV]

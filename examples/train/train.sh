@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The data-parallel training demo: a 64-128-10 MLP learns scikit-learn's
 # digits on 4 MPI ranks, once per way of averaging the gradients (exact,
 # fp16, PowerSGD rank 1/2/4 with and without error feedback); reference.py

@@ -1,5 +1,9 @@
 /*===- DDP.h - C API of the ddp compiler ------------------------*- C -*-===*\
  *
+ * Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+ * See LICENSE for license information.
+ * SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+ *
  * For hosts that are not C++ (Python through ctypes, Rust, Go, ...): run a
  * pass pipeline over a module given as text and get the result or the
  * diagnostics, as text.

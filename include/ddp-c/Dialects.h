@@ -1,5 +1,9 @@
 /*===- Dialects.h - the ddp dialect in upstream's C API ---------*- C -*-===*\
  *
+ * Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+ * See LICENSE for license information.
+ * SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+ *
  * For hosts of upstream MLIR's C API (mlir-c/IR.h, mlir-c/Pass.h): the ddp
  * dialect's handle, one call that registers what the pipelines need, the
  * passes and pipelines by name, and the compression report delivered to the

@@ -1,4 +1,8 @@
 //===- InitAll.h - register everything ddp-opt offers -----------*- C++ -*-===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #ifndef DDP_INITALL_H
 #define DDP_INITALL_H

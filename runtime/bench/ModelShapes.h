@@ -1,5 +1,9 @@
 //===- ModelShapes.h - parameter shapes of benchmark models -----*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // The trainable parameters of torchvision's ResNet-50 and of GPT-2 medium,
 // in model.parameters() order, so both sides of a benchmark compress the
 // same tensors.

@@ -1,5 +1,9 @@
 //===- StepBench.cpp - one DDP gradient sync step through the C ABI -------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Times the communication hook of one data-parallel step over a model's
 // parameter shapes, the way PyTorch's DDP hooks see it: DDP-style 25 MiB
 // buckets in reverse parameter order, fresh gradients every step, and the

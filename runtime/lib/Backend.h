@@ -1,5 +1,9 @@
 //===- Backend.h - what a backend implements --------------------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // One interface, a CPU (MPI) and a CUDA (NCCL) implementation. The C API
 // validates arguments, keeps the counters and the state, and calls these.
 // Pointers are backend memory (host for CPU, device for CUDA).

@@ -1,5 +1,9 @@
 //===- CApi.cpp - the C ABI over the backends -----------------------------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Thin extern "C" wrappers: each checks its arguments (Validation.h), runs
 // the work (a backend call, timed into its phase and guarded against
 // exceptions; State.h, Checkpoint.h, NonFinite.h for what is more than a

@@ -1,5 +1,9 @@
 //===- Checkpoint.cpp - every state of a rank in one file -----------------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // The format: "DDPRTCK1", rank and world size (u32 each), the number of
 // states (u64), then per state its name (u32 size, bytes), dtype (u32),
 // element count (i64) and raw data, and an FNV-1a checksum (u64) of all of

@@ -1,4 +1,8 @@
 //===- Checkpoint.h - every state of a rank in one file ---------*- C++ -*-===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #ifndef DDPRT_CHECKPOINT_H
 #define DDPRT_CHECKPOINT_H

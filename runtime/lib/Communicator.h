@@ -1,5 +1,9 @@
 //===- Communicator.h - MPI between the ranks of a job ----------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Rank and world size, collectives that fail within a timeout instead of
 // hanging when a rank dies, and a check that all ranks pass the same sizes.
 // Built without MPI (DDPRT_HAVE_MPI unset) it is a job of one rank: the GPU

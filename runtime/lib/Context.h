@@ -1,4 +1,8 @@
 //===- Context.h - what a ddprt_context holds -------------------*- C++ -*-===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #ifndef DDPRT_CONTEXT_H
 #define DDPRT_CONTEXT_H

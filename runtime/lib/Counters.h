@@ -1,5 +1,9 @@
 //===- Counters.h - what the C ABI counts -----------------------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // The counters ddprt_get_counters hands out: collectives, elements and
 // bytes per role, elements before and after compression (as PowerSGD's
 // compression_stats() counts them), and seconds per phase.

@@ -1,4 +1,8 @@
 //===- Error.h - status plus message ----------------------------*- C++ -*-===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #ifndef DDPRT_ERROR_H
 #define DDPRT_ERROR_H

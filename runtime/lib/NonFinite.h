@@ -1,5 +1,9 @@
 //===- NonFinite.h - NaN and Inf in PowerSGD's factors ----------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // ddprt_inspect, and the guard in ddprt_reconstruct that keeps a tensor's
 // error feedback clean when its averaged P or Q is not finite (the same on
 // every rank, so every rank makes the same choice without a collective).

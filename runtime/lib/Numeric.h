@@ -1,5 +1,9 @@
 //===- Numeric.h - element types of the runtime -----------------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // f16 and bf16 as 16-bit storage with exact, round-to-nearest-even
 // conversions to and from f32, and the traits the kernels dispatch on.
 //

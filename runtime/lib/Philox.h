@@ -1,5 +1,9 @@
 //===- Philox.h - counter-based random numbers ------------------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2,
 // 3", SC'11): a keyed bijection of a 128-bit counter. Every sample is a pure
 // function of (seed, stream, step, index), so every rank, and a run resumed

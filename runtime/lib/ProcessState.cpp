@@ -1,5 +1,9 @@
 //===- ProcessState.cpp - the current context and error handler -----------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Process-wide and thread-safe, as ddprt.h promises: the context is an
 // atomic pointer (compiled code reads it on whatever thread runs a step;
 // finalizing clears it only if it is still the context finalized), and the

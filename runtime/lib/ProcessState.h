@@ -1,5 +1,9 @@
 //===- ProcessState.h - the current context and error handler ---*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Code lowered from the ddp dialect takes no context argument: it calls
 // ddprt_current_context() and reports failures through ddprt_check to the
 // host's error handler. Both are kept per process, not per context or per

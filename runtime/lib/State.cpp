@@ -1,4 +1,8 @@
 //===- State.cpp - persistent state owned by a context --------------------===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #include "State.h"
 

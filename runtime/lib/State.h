@@ -1,5 +1,9 @@
 //===- State.h - persistent state owned by a context ------------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Named, zero-initialized buffers that live as long as their context (the
 // error feedback, PowerSGD's Q, step counters): what checkpoints hold.
 //

@@ -1,5 +1,9 @@
 //===- Status.h - errors across the C ABI -----------------------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // What every C entry point does with the Error its work returns: record its
 // message on the context and hand back its status (report), and never let
 // an exception (out of memory) escape (guarded).

@@ -1,4 +1,8 @@
 //===- Validation.cpp - the C ABI's argument checks -----------------------===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #include "Validation.h"
 

@@ -1,5 +1,9 @@
 //===- Validation.h - the C ABI's argument checks ---------------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Every argument that comes through the C ABI is checked here before a
 // backend sees it (the backends trust what reaches them): null pointers,
 // counts, dtypes, sizes and shapes that do not fit together, and, for

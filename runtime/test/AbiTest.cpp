@@ -1,5 +1,9 @@
 //===- AbiTest.cpp - the versioned ABI and its thread semantics -----------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // What ddprt.h promises about versions (ddprt_get_version, the version
 // macros and the project's VERSION file), the extensible ddprt_options
 // (sizes and versions refused and accepted, an older and smaller struct

@@ -1,5 +1,9 @@
 //===- CApiTest.cpp - the C ABI on one rank -------------------------------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Everything a host sees through ddprt.h with world size 1 (MPI starts as a
 // singleton): init and finalize, argument checks and their messages,
 // collectives and counters, the kernels dispatched per tensor, persistent

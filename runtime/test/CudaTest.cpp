@@ -1,5 +1,9 @@
 //===- CudaTest.cpp - the CUDA backend against the CPU kernels ------------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Every op through the C ABI on the CUDA backend, on fresh random data,
 // against the CPU kernels on the same inputs (which KernelTest checks
 // against a float64 reference), through both projectors (the fused kernels

@@ -1,5 +1,9 @@
 //===- KernelTest.cpp - the CPU kernels against a float64 reference -------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // The f16/bf16 conversions against a slow reference written from the IEEE
 // definition, and every CPU kernel against float64 arithmetic on the same
 // (already rounded) inputs, with error bounds derived from the precision the

@@ -1,5 +1,9 @@
 //===- MpiTest.cpp - the C ABI across 4 ranks -----------------------------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Run under mpirun -np 4. main() initializes MPI itself, so that every test
 // can create and finalize its own context (ddprt_finalize leaves MPI alone
 // when it did not initialize it), runs the tests on every rank, prints the

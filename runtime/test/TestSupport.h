@@ -1,5 +1,9 @@
 //===- TestSupport.h - typed buffers and reference rounding for tests -----===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // What the runtime's tests share: a tensor of any ddprt dtype read and
 // written as doubles, and a slow, obviously correct reference for rounding a
 // double to each storage type (written from the IEEE 754 definition, not

@@ -1,4 +1,8 @@
 /* A C host of the ddp compiler: runs a pipeline through the C API, then an
+ *
+ * Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+ * See LICENSE for license information.
+ * SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
    invalid module and an invalid pipeline, and prints what comes back. */
 #include "ddp-c/DDP.h"
 

@@ -1,4 +1,8 @@
 /* A host of upstream MLIR's C API that loads ddp: the registry from
+ *
+ * Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+ * See LICENSE for license information.
+ * SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
    ddpRegisterAllDialects, a module with ddp ops parsed and printed, the
    compression pipeline and the report through the C API's pass manager
    (the report comes back through a callback; nothing goes to stderr), then

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Generate random, valid MLIR modules that reduce gradients for ddp-opt.
 
 Usage:

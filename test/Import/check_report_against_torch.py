@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Compares a ddp-compression-report JSON with PyTorch's PowerSGD stats for the
 same model (written by export_models.py --stats-json).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Exports a torchvision / torch.nn model to ONNX, and/or writes what PyTorch's
 PowerSGD hook would do with its parameters.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Writes the small ONNX models the ddp-import-onnx tests read.
 
   make_tiny_model.py [-o Inputs/tiny.onnx]                    tiny.onnx

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Robustness of ddp-import-onnx against damaged ONNX files.
 
   mutate_onnx.py --tool PATH [--opt PATH] --seed S --count N --workdir DIR

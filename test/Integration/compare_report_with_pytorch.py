@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Checks a ddp-compression-report JSON against PyTorch's own PowerSGD rule.
 
 For every tensor of the report, runs what powerSGD_hook does with it

@@ -1,5 +1,9 @@
 //===- TestBufferAliasing.cpp - report the ddp aliasing analyses ----------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // test-ddp-buffer-aliasing: a remark on every ddp.allreduce_start input
 // (whether it is reduced in its own buffer) and every tensor ddp.state_load
 // (whether it may return the state's own buffer), from the analyses in

@@ -1,5 +1,9 @@
 //===- ddp-import-onnx.cpp - gradient sync of an ONNX model's parameters --===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Reads an ONNX model and emits the gradient-synchronization function of
 // its trainable parameters: one `ddp.allreduce mean` per trainable
 // initializer, in graph order, each argument named by a location after the

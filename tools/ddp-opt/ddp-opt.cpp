@@ -1,5 +1,9 @@
 //===- ddp-opt.cpp - the ddp compiler driver ------------------------------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // An MlirOptMain tool with the ddp dialect, its passes and pipelines, and the
 // upstream dialects a training step is written in.
 //

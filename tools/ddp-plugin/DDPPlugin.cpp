@@ -1,5 +1,9 @@
 //===- DDPPlugin.cpp - ddp as an mlir-opt plugin --------------------------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // One shared library that upstream mlir-opt loads as both a dialect and a
 // pass plugin:
 //

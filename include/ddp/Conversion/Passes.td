@@ -1,4 +1,8 @@
 //===- Passes.td - conversions into and out of ddp ---------*- tablegen -*-===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #ifndef DDP_CONVERSION_PASSES_TD
 #define DDP_CONVERSION_PASSES_TD

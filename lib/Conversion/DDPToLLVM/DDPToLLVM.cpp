@@ -1,5 +1,9 @@
 //===- DDPToLLVM.cpp - ddp buffer ops to runtime calls --------------------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Every ddp.buffer op becomes one call of the runtime's C ABI (ddprt.h) for
 // the whole bucket: the memrefs are packed into stack arrays of
 // ddprt_buffer / ddprt_matrix structs, the context is the runtime's current

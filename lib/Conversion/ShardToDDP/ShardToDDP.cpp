@@ -1,5 +1,9 @@
 //===- ShardToDDP.cpp - shard.all_reduce to ddp.allreduce -----------------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Upstream MLIR expresses data-parallel gradient averaging as
 // `shard.all_reduce` over a `shard.grid`. When the reduction spans every
 // device of the grid, it is exactly a ddp.allreduce over the world.

@@ -1,5 +1,9 @@
 /*===- ddprt.h - ddp runtime C ABI ------------------------------*- C -*-===*\
  *
+ * Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+ * See LICENSE for license information.
+ * SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+ *
  * The runtime that executes the ddp dialect's ops: collectives over all
  * ranks of a job and the compression kernels, behind one C ABI, with a CPU
  * backend (MPI) and a CUDA backend (NCCL, cuBLAS, fused kernels).

@@ -1,5 +1,9 @@
 //===- Kernels.cpp - the compression kernels on the CPU -------------------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // PowerSGD's matrices are skinny (r <= 8 in practice), so every kernel is
 // bound by reading the n x m gradient: each one streams G (and E) once, row
 // by row, keeping the small factor in the cache, transposed to r rows of m

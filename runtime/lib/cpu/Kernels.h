@@ -1,5 +1,9 @@
 //===- Kernels.h - the compression kernels on the CPU -----------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Host-memory implementations of the ddp ops. They assume arguments the C
 // API has validated (sizes consistent, one dtype per tensor). The CUDA
 // backend's tests use them as a second reference.

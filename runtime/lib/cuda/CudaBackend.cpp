@@ -1,5 +1,9 @@
 //===- CudaBackend.cpp - NCCL collectives and CUDA kernels ----------------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Two streams: `compute_` runs the kernels, `commStream_` runs NCCL (and the
 // division of a mean's f16/bf16 buffers). A collective waits for the compute
 // work before it (an event), and the compute work after it waits for the

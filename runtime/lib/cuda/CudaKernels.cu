@@ -1,5 +1,9 @@
 //===- CudaKernels.cu - the compression kernels on NVIDIA GPUs ------------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Bytes and bounds (per tensor, n x m gradient, rank r, element size s). All
 // but orthogonalize are bound by memory bandwidth; the floor of a PowerSGD
 // step is 32 bytes per f32 element (G and E read by project, backproject and

@@ -1,5 +1,9 @@
 //===- CudaKernels.h - the compression kernels on NVIDIA GPUs ---*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Multi-tensor launchers: the tensors' descriptors travel as kernel
 // parameters, up to kTensorsPerLaunch per launch, so a bucket of hundreds of
 // tensors costs a handful of launches and no host-to-device copy. Arguments

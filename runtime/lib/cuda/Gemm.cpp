@@ -1,5 +1,9 @@
 //===- Gemm.cpp - PowerSGD's projections through cuBLAS -------------------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Row-major n x m G is, to cuBLAS (column-major), the m x n matrix G^T with
 // leading dimension m; likewise P (n x r) is P^T (r x n, ld r) and Q (m x r)
 // is Q^T (r x m, ld r). So

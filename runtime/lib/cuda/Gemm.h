@@ -1,5 +1,9 @@
 //===- Gemm.h - PowerSGD's projections through cuBLAS -----------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // P = (G + E) Q and Q = (G + E)^T P as cuBLAS GEMMs: G's product, then E's
 // added with beta = 1 (so M = G + E is never stored). The fused kernels
 // (CudaKernels.h) read G and E once per 8 columns of the factor; cuBLAS

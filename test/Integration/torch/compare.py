@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Compares our step function (run by ddp-run) with PyTorch's DDP hooks
 (torch_hooks_ref.py) on the gradients of gen_grads.py. README.md here.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Writes the inputs of the PyTorch-vs-ddp-run comparison (README.md here).
 
   gen_grads.py --out DIR [--world-size 4] [--steps 4] [--warmup-steps 2]

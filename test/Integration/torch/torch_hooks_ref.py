@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """The PyTorch side: runs real DDP (gloo, N local processes) with PyTorch's own
 communication hooks on the gradients gen_grads.py wrote, and saves what every
 rank gets back, PowerSGD's state and its compression_stats().

@@ -1,4 +1,8 @@
 //===- TestPasses.h - passes for lit tests only ------------------*- C++
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //-*-===//
 
 #ifndef DDP_TESTPASSES_H

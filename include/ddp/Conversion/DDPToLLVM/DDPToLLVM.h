@@ -1,5 +1,9 @@
 //===- DDPToLLVM.h - ddp buffer ops to runtime calls ------------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // The lowering of the bufferized ddp dialect to calls of the runtime's C ABI
 // (ddprt/ddprt.h), in upstream's shape: patterns to compose with others
 // (populateDDPToLLVMConversionPatterns), the convert-ddp-to-llvm pass, and

@@ -1,4 +1,8 @@
 //===- ShardToDDP.h - shard.all_reduce to ddp.allreduce ---------*- C++ -*-===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #ifndef DDP_CONVERSION_SHARDTODDP_SHARDTODDP_H
 #define DDP_CONVERSION_SHARDTODDP_SHARDTODDP_H

@@ -1,4 +1,8 @@
 //===- DDPDialect.cpp - ddp dialect registration --------------------------===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #include "ddp/Dialect/DDP/IR/DDP.h"
 

@@ -1,4 +1,8 @@
 //===- RuntimeABI.cpp - the runtime's ABI as the compiler sees it ---------===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #include "ddp/Dialect/DDP/IR/RuntimeABI.h"
 

@@ -1,4 +1,8 @@
 //===- BufferAliasing.cpp - when a ddp op may use a buffer in place
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //--------===//
 //
 // The analyses behind two decisions of the bufferization models

@@ -1,5 +1,9 @@
 //===- BufferizableOpInterfaceImpl.cpp - bufferizing ddp ops --------------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // One-Shot Bufferize models for the ddp tensor ops. Each op becomes one
 // ddp.buffer op, which convert-ddp-to-llvm turns into one runtime call.
 //

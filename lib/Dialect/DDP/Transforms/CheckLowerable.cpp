@@ -1,5 +1,9 @@
 //===- CheckLowerable.cpp - bufferization models are registered -----------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // One-Shot Bufferize looks up each tensor op's BufferizableOpInterface in
 // the context. The models are registered by the host (external models),
 // so a host that forgot them gets a failure deep in the pipeline, or a

@@ -1,5 +1,9 @@
 //===- CompressionReport.cpp - what each gradient sends -------------------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Reads the module's communication as it stands: every element that leaves
 // a rank goes through an allreduce, so the report walks the allreduces,
 // traces each operand back through the compression steps to the gradient

@@ -1,5 +1,9 @@
 //===- DonateArguments.cpp - return donated argument buffers as they are --===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Ownership-based deallocation must clone a returned function argument:
 // the caller of a public function keeps its arguments. A caller that hands
 // its buffers over (ddp-run's step loop, which reads fresh inputs every

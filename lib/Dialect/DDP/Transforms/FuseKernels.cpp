@@ -1,5 +1,9 @@
 //===- FuseKernels.cpp - fuse ddp steps into the runtime's kernels --------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Two rewrites, in order:
 //  1. producer/consumer fusion, per tensor:
 //       project(add_residual(G, E), Q)       -> project_residual(G, E, Q)

@@ -1,5 +1,9 @@
 //===- InsertNarrowCompression.cpp - fp16/bf16 allreduces -----------------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // PyTorch's fp16_compress_hook and bf16_compress_hook, as a rewrite: divide
 // by the world size, cast to the narrow type, allreduce (sum) in that type,
 // cast back. Dividing first keeps the sum of W ranks inside the narrow

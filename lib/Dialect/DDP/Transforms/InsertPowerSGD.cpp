@@ -1,5 +1,9 @@
 //===- InsertPowerSGD.cpp - PowerSGD low-rank gradient compression --------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Rewrites each gradient allreduce bucket into PyTorch's powerSGD_hook
 // sequence (docs/ir-design.md shows the IR):
 //

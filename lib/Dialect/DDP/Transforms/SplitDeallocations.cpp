@@ -1,5 +1,9 @@
 //===- SplitDeallocations.cpp - one bufferization.dealloc per allocation --===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Ownership-based deallocation ends a step with one bufferization.dealloc of
 // every buffer the step may own, retaining every result. Upstream's
 // canonicalization and simplification of that op are quadratic in its size

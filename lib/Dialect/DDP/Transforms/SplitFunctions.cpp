@@ -1,5 +1,9 @@
 //===- SplitFunctions.cpp - outline runs of a large function's body ------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Upstream conversions that run after bufferization cost the square of a
 // function's size on a straight-line step with thousands of buckets: each
 // top-level scf.if that scf-to-cf lowers splits the block and moves every op

@@ -1,5 +1,9 @@
 //===- DDP.h - ddp dialect --------------------------------------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // The ddp dialect: its ops, types, attributes and enums.
 //
 //===----------------------------------------------------------------------===//

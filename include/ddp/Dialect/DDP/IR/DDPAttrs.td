@@ -1,4 +1,8 @@
 //===- DDPAttrs.td - ddp enums and attributes --------------*- tablegen -*-===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #ifndef DDP_DIALECT_DDP_IR_DDPATTRS_TD
 #define DDP_DIALECT_DDP_IR_DDPATTRS_TD

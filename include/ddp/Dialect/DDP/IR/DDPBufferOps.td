@@ -1,5 +1,9 @@
 //===- DDPBufferOps.td - the ddp ops on buffers -------------*- tablegen -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // What the tensor ops become after bufferization: the same computations on
 // memrefs, with explicit outputs, one op per runtime call. Compute ops write
 // into `into` buffers that bufferization allocated (or into their operands,

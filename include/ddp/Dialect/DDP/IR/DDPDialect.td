@@ -1,5 +1,9 @@
 //===- DDPDialect.td - ddp dialect definition --------------*- tablegen -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // The `ddp` dialect represents the gradient communication of a data-parallel
 // training step and the compression steps that replace it.
 //

@@ -1,4 +1,8 @@
 //===- DDPInterfaces.td - ddp op interfaces ----------------*- tablegen -*-===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #ifndef DDP_DIALECT_DDP_IR_DDPINTERFACES_TD
 #define DDP_DIALECT_DDP_IR_DDPINTERFACES_TD

@@ -1,5 +1,9 @@
 //===- DDPOps.td - ddp operations --------------------------*- tablegen -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Three families of ops:
 //   * communication: allreduce, allreduce_start / wait;
 //   * local compression steps: scale, cast, and PowerSGD's add_residual,

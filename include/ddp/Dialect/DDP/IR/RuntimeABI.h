@@ -1,5 +1,9 @@
 //===- RuntimeABI.h - the runtime's ABI as the compiler sees it -*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // The compiler targets the runtime's C ABI (ddprt/ddprt.h), which defines the
 // element types, enums and struct layouts once, without MLIR: this header
 // maps MLIR types and the dialect's enums onto it. The dialect's verifiers

@@ -1,4 +1,8 @@
 //===- BufferAliasing.h - when a ddp op may use a buffer in place -*- C++
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //-*-===//
 //
 // The aliasing analyses the ddp bufferization models rely on, on their own

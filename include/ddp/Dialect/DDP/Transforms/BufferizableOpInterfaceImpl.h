@@ -1,4 +1,8 @@
 //===- BufferizableOpInterfaceImpl.h - bufferizing ddp ops ------*- C++ -*-===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #ifndef DDP_DIALECT_DDP_TRANSFORMS_BUFFERIZABLEOPINTERFACEIMPL_H
 #define DDP_DIALECT_DDP_TRANSFORMS_BUFFERIZABLEOPINTERFACEIMPL_H

@@ -1,4 +1,8 @@
 //===- Passes.h - ddp transformation passes ---------------------*- C++ -*-===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #ifndef DDP_DIALECT_DDP_TRANSFORMS_PASSES_H
 #define DDP_DIALECT_DDP_TRANSFORMS_PASSES_H

@@ -1,5 +1,9 @@
 //===- Transforms.h - ddp rewrite patterns ----------------------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // The rewrites of the ddp passes as patterns, for compilers that compose
 // them with their own (the passes are thin drivers around these).
 //
