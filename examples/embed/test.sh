@@ -51,7 +51,8 @@ for tool in "${tools[@]}"; do
 done
 "$PREFIX/bin/ddp-opt" --version | grep -q "built with LLVM and MLIR 22\." ||
   { echo "embed: ddp-opt --version does not name its LLVM" >&2; exit 1; }
-for file in lib/libddprt-host.a include/ddprt-host/StepHost.h include/ddp/Version.h; do
+for file in lib/libddprt-host.a include/ddprt-host/StepHost.h include/ddp/Version.h \
+    lib/libDDPStepCompiler.a include/ddp/Target/StepCompiler.h include/ddprt-host/MemRef.h; do
   [ -f "$PREFIX/$file" ] || { echo "embed: $file is not installed" >&2; exit 1; }
 done
 printf 'func.func @step(%%g: tensor<4xf32>) -> tensor<4xf32> {\n  %%r = ddp.allreduce mean %%g : tensor<4xf32>\n  return %%r : tensor<4xf32>\n}\n' \

@@ -3,9 +3,8 @@
 // The functions a step compiled from the ddp dialect calls by name, and what
 // a host binds them to. The compiled step is called through its packed entry
 // `_mlir_<entry>` (MLIR's ExecutionEngine convention): one pointer per
-// flattened argument word (each memref descriptor: allocated, aligned,
-// offset, sizes, strides), then one pointer to the storage of the returned
-// descriptors.
+// flattened argument word (each memref descriptor's words, MemRef.h), then
+// one pointer to the storage of the returned descriptors.
 //
 //===----------------------------------------------------------------------===//
 

@@ -8,6 +8,7 @@
 //
 //   StepSignature.h  the step's signature and step.json
 //   HostFunctions.h  the functions compiled code calls (runtime, memory)
+//   MemRef.h         the memref descriptors compiled code takes and returns
 //   RunOptions.h     the command line both tools share
 //   Job.h            the runtime job: ranks agreeing on failures, timeouts
 //   StepLoop.h       the loop that runs the step K times
@@ -20,6 +21,7 @@
 
 #include "HostFunctions.h"
 #include "Job.h"
+#include "MemRef.h"
 #include "RunOptions.h"
 #include "StepLoop.h"
 #include "StepSignature.h"

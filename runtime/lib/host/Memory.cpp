@@ -83,19 +83,16 @@ void *hostAlignedAlloc(size_t alignment, size_t bytes) {
 
 void hostFree(void *pointer) { releaseBuffer(pointer); }
 
-void hostMemrefCopy(int64_t elementSize, UnrankedDescriptor *source,
-                    UnrankedDescriptor *target) {
-  // A ranked descriptor: allocated, aligned, offset, sizes[rank],
-  // strides[rank].
+void hostMemrefCopy(int64_t elementSize, UnrankedMemRef *source,
+                    UnrankedMemRef *target) {
   struct View {
     char *data;
     const int64_t *sizes, *strides;
   };
-  auto view = [&](UnrankedDescriptor *memref) {
-    auto *words = static_cast<int64_t *>(memref->descriptor);
-    char *aligned = reinterpret_cast<char *>(words[1]);
-    return View{aligned + words[2] * elementSize, words + 3,
-                words + 3 + memref->rank};
+  auto view = [&](UnrankedMemRef *memref) {
+    StridedMemRefView ranked = memref->ranked();
+    return View{ranked.data(size_t(elementSize)), ranked.sizes(),
+                ranked.strides()};
   };
   int64_t rank = source->rank;
   View from = view(source), to = view(target);

@@ -12,6 +12,8 @@
 #ifndef DDPRT_HOST_MEMORY_H
 #define DDPRT_HOST_MEMORY_H
 
+#include "MemRef.h"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -38,12 +40,8 @@ void hostFree(void *pointer);
 
 /// MLIR's memrefCopy (CRunnerUtils): element-wise copy between two strided
 /// memrefs of the same shape, passed as unranked descriptors.
-struct UnrankedDescriptor {
-  int64_t rank;
-  void *descriptor;
-};
-void hostMemrefCopy(int64_t elementSize, UnrankedDescriptor *source,
-                    UnrankedDescriptor *target);
+void hostMemrefCopy(int64_t elementSize, UnrankedMemRef *source,
+                    UnrankedMemRef *target);
 
 } // namespace stephost
 

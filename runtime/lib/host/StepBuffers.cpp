@@ -139,26 +139,15 @@ bool writeOutput(const std::string &path, const Buffer &buffer,
 
 std::vector<int64_t> descriptorWords(const std::vector<Buffer> &arguments) {
   std::vector<int64_t> words;
-  for (const Buffer &buffer : arguments) {
-    words.push_back(reinterpret_cast<int64_t>(buffer.allocated));
-    words.push_back(reinterpret_cast<int64_t>(buffer.aligned));
-    words.push_back(0);
-    words.insert(words.end(), buffer.sizes.begin(), buffer.sizes.end());
-    int64_t stride = 1;
-    std::vector<int64_t> strides(buffer.sizes.size());
-    for (int64_t d = int64_t(buffer.sizes.size()) - 1; d >= 0; --d) {
-      strides[d] = stride;
-      stride *= buffer.sizes[d];
-    }
-    words.insert(words.end(), strides.begin(), strides.end());
-  }
+  for (const Buffer &buffer : arguments)
+    appendDescriptor(words, buffer.allocated, buffer.aligned, buffer.sizes);
   return words;
 }
 
 size_t resultWordCount(const std::vector<TensorSpec> &resultTypes) {
   size_t words = 0;
   for (const TensorSpec &type : resultTypes)
-    words += 3 + 2 * type.shape.size();
+    words += descriptorWordCount(type.shape.size());
   return words;
 }
 
@@ -169,15 +158,11 @@ std::vector<Buffer> resultsFromWords(const std::vector<TensorSpec> &resultTypes,
   for (size_t r = 0; r < results.size(); ++r) {
     Buffer &buffer = results[r];
     buffer.type = &resultTypes[r];
-    buffer.allocated = reinterpret_cast<void *>(storage[at]);
-    buffer.aligned = reinterpret_cast<void *>(storage[at + 1]);
-    int64_t offset = storage[at + 2];
-    size_t rankOf = resultTypes[r].shape.size();
-    buffer.sizes.assign(storage.begin() + at + 3,
-                        storage.begin() + at + 3 + rankOf);
-    buffer.aligned = static_cast<char *>(buffer.aligned) +
-                     offset * int64_t(elementBytes(resultTypes[r].dtype));
-    at += 3 + 2 * rankOf;
+    StridedMemRefView memref{storage.data() + at, resultTypes[r].shape.size()};
+    buffer.allocated = memref.allocated();
+    buffer.aligned = memref.data(elementBytes(resultTypes[r].dtype));
+    buffer.sizes.assign(memref.sizes(), memref.sizes() + memref.rank);
+    at += descriptorWordCount(memref.rank);
   }
   return results;
 }

@@ -11,6 +11,7 @@
 #define DDPRT_HOST_STEPBUFFERS_H
 
 #include "Job.h"
+#include "MemRef.h"
 #include "Npy.h"
 #include "RunOptions.h"
 #include "StepSignature.h"
@@ -66,7 +67,7 @@ bool writeOutput(const std::string &path, const Buffer &buffer,
                  std::string &error);
 
 /// The packed calling convention's words of `arguments`: each buffer's
-/// descriptor (allocated, aligned, offset 0, sizes, row-major strides).
+/// descriptor (MemRef.h; offset 0, row-major strides).
 std::vector<int64_t> descriptorWords(const std::vector<Buffer> &arguments);
 /// The words the step's returned descriptors take.
 size_t resultWordCount(const std::vector<TensorSpec> &resultTypes);

@@ -1,0 +1,37 @@
+//===- Lowering.cpp - a step module down to the LLVM dialect --------------===//
+
+#include "ddp/Target/StepCompiler.h"
+
+#include "ddp/Dialect/DDP/IR/DDP.h"
+#include "ddp/InitAll.h"
+#include "ddp/Pipelines/Pipelines.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+
+using namespace mlir;
+
+DialectRegistry mlir::ddp::makeStepCompilerRegistry() {
+  DialectRegistry registry;
+  ddp::registerAllDialects(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  return registry;
+}
+
+LogicalResult mlir::ddp::lowerStep(ModuleOp module, StringRef entry) {
+  // Both hosts (the JIT loop and ddprt-step-runner) give the step its
+  // argument buffers and free each buffer once, also when a result is an
+  // argument's buffer: the step returns in-place results without a copy
+  // (ddp-donate-arguments).
+  MLIRContext *context = module.getContext();
+  if (auto function = module.lookupSymbol<func::FuncOp>(entry))
+    context->getOrLoadDialect<DDPDialect>()
+        ->getDonateArgumentsAttrHelper()
+        .setAttr(function, UnitAttr::get(context));
+  PassManager pm(context);
+  buildLoweringPipeline(pm);
+  return pm.run(module);
+}
