@@ -1,5 +1,9 @@
 //===- MemRefTest.cpp - the memref descriptor words of MemRef.h -----------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // The words the host passes to compiled code and reads back: a row-major
 // buffer's descriptor, and a view of one with an offset (a result that is a
 // subview of its allocation).

@@ -1,5 +1,9 @@
 //===- MlirRunnerSupport.cpp - run compiled steps under mlir-runner -------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // A step lowered by ddp-lower-to-llvm calls the runtime's C ABI through
 // `ddprt_current_context()` and allocates with the memref functions that
 // finalize-memref-to-llvm's `use-generic-functions` names, which ddp-run and

@@ -1,5 +1,9 @@
 //===- ddprt-step-runner.cpp - run an ahead-of-time compiled step ---------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Runs a step function that `ddp-run --emit-step=DIR` compiled ahead of
 // time (DIR/libstep.so and DIR/step.json) on every rank of a job, with the
 // same options and the same semantics as ddp-run, but without LLVM or

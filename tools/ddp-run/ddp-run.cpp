@@ -1,5 +1,9 @@
 //===- ddp-run.cpp - run a compiled step on every rank --------------------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // JIT-compiles a module's step function (tensor level, with ddp ops, after
 // the insertion passes) through ddp-lower-to-llvm and runs it K times on
 // every MPI rank, with the runtime (ddprt) keeping the compression state

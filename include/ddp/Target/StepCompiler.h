@@ -1,5 +1,9 @@
 //===- StepCompiler.h - compile a step function for a host ------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Compiles a module's step function (tensor level, with ddp ops, after the
 // insertion passes) for the hosts of the runtime tree (ddprt-host): ahead of
 // time into a shared library and step.json that ddprt-step-runner loads, or

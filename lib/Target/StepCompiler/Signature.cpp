@@ -1,5 +1,9 @@
 //===- Signature.cpp - a step's entry and signature -----------------------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Which function of a module is the step, and what a host passes it and
 // gets back: readStepSignature.
 //

@@ -1,5 +1,9 @@
 //===- StepLibrary.cpp - a step compiled ahead of time --------------------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // compileStepLibrary: the lowered step as a shared library with its packed
 // entry, and step.json, for ddprt-step-runner on a machine without LLVM or
 // MLIR.

@@ -1,5 +1,9 @@
 //===- HostFunctions.h - what compiled step code calls ----------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // The functions a step compiled from the ddp dialect calls by name, and what
 // a host binds them to. The compiled step is called through its packed entry
 // `_mlir_<entry>` (MLIR's ExecutionEngine convention): one pointer per

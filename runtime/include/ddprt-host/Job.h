@@ -1,5 +1,9 @@
 //===- Job.h - this rank's part of a job of compiled steps ------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // The runtime context of one rank, and how the ranks agree on failures:
 // every rank stops with status 1 when any fails, never a hang (each
 // agreement gives up after the timeout, and a watchdog bounds the steps in

@@ -1,5 +1,9 @@
 //===- MemRef.h - the memref descriptors compiled steps take ----*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // The one definition of the ranked memref descriptor that the host passes to
 // compiled step code and takes back from it, word by word: allocated pointer,
 // aligned pointer, offset, sizes[rank], strides[rank] (all 64-bit words).

@@ -1,5 +1,9 @@
 //===- Npy.h - NumPy .npy files ---------------------------------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // Reads and writes the NumPy array format (versions 1.0, 2.0 and 3.0):
 // little-endian, C order, the element types a step function takes. Every
 // malformed file is an error with a message, never a crash. Plain C++17

@@ -1,5 +1,9 @@
 //===- RunOptions.h - the command line of the step hosts --------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // The options ddp-run and ddprt-step-runner share (ddp-run's options of the
 // same names), and their checks against a step's signature.
 //

@@ -1,5 +1,9 @@
 //===- StepHost.h - run a compiled step function on every rank --*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // The host side of a step function compiled from the ddp dialect
 // (ddp-lower-to-llvm), shared by ddp-run (which JIT-compiles the step) and
 // ddprt-step-runner (which loads one that `ddp-run --emit-step` compiled

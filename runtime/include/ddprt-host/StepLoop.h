@@ -1,5 +1,9 @@
 //===- StepLoop.h - run a compiled step K times on every rank ---*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // The loop that reads .npy inputs, calls the step, writes its results and
 // keeps the compression state, behind the options ddp-run and
 // ddprt-step-runner share.

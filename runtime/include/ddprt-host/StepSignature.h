@@ -1,4 +1,8 @@
 //===- StepSignature.h - a compiled step's signature (step.json) -*- C++
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //-*-===//
 //
 // What the host knows of a step function compiled from the ddp dialect: its

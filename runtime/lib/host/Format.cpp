@@ -1,4 +1,8 @@
 //===- Format.cpp - numbers and lists in the hosts' messages --------------===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #include "Format.h"
 

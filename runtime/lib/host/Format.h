@@ -1,4 +1,8 @@
 //===- Format.h - numbers and lists in the hosts' messages ------*- C++ -*-===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #ifndef DDPRT_HOST_FORMAT_H
 #define DDPRT_HOST_FORMAT_H

@@ -1,4 +1,8 @@
 //===- Job.cpp - this rank's part of a job of compiled steps --------------===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #include "Job.h"
 

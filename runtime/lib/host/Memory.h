@@ -1,5 +1,9 @@
 //===- Memory.h - the buffers compiled steps and the host share -*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // One allocator for the buffers a compiled step allocates and frees (its
 // memref allocation functions) and for those the step loop hands it (inputs)
 // and takes back (results): 64-byte aligned host memory on the CPU backend,

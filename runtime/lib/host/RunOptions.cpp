@@ -1,4 +1,8 @@
 //===- RunOptions.cpp - the command line of the step hosts ----------------===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #include "RunOptions.h"
 

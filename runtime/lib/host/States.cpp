@@ -1,4 +1,8 @@
 //===- States.cpp - the compression state around the steps ----------------===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #include "States.h"
 

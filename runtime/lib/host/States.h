@@ -1,5 +1,9 @@
 //===- States.h - the compression state around the steps --------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // The step's states in the runtime, before the first step (created, loaded
 // from a checkpoint, set from .npy files) and after the last (dumped to
 // .npy files, saved to a checkpoint).

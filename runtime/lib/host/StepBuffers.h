@@ -1,5 +1,9 @@
 //===- StepBuffers.h - a step's arguments and results -----------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // The host buffers a compiled step reads and writes: arguments read from
 // .npy files or an .npz archive, results written to .npy files, and the
 // memref descriptor words through which the packed entry takes and gives

@@ -1,4 +1,8 @@
 //===- StepLoop.cpp - run a compiled step K times on every rank -----------===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #include "StepLoop.h"
 

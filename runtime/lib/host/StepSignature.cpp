@@ -1,5 +1,9 @@
 //===- StepSignature.cpp - a compiled step's signature (step.json) --------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // step.json is read with nlohmann-json; it is written by hand, one tensor
 // per line, as the tests and people read it.
 //

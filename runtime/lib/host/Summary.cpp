@@ -1,5 +1,9 @@
 //===- Summary.cpp - what the steps did, printed and as JSON --------------===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // The summary JSON is written by hand, one step of the series per line, as
 // the tests and people read it.
 //

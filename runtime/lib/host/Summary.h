@@ -1,5 +1,9 @@
 //===- Summary.h - what the steps did, printed and as JSON ------*- C++ -*-===//
 //
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
 // The figures of a run of steps: each step's progress line, the summary
 // rank 0 prints after the last step, and the summary JSON (--summary-json)
 // with the per-step series.

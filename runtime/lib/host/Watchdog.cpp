@@ -1,4 +1,8 @@
 //===- Watchdog.cpp - a deadline for waits without a timeout --------------===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #include "Job.h"
 
