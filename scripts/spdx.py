@@ -17,6 +17,9 @@ HASH = (".py", ".sh", ".cmake", ".in", "CMakeLists.txt")
 # What is not ours or not source: build trees, vendored copies, test inputs.
 SKIP_DIRS = {".git", "build", ".gtest", ".gpu-step", "__pycache__", "Inputs",
              "images"}
+# Files a document quotes whole, which readers copy into their own projects
+# (examples/embed/test.sh compares the user guide's CMake block with it).
+QUOTED = {os.path.join("examples", "embed", "CMakeLists.txt")}
 TOP = ("include", "lib", "runtime", "tools", "test", "scripts", "bench",
        "examples", "cmake", ".ci")
 
@@ -63,7 +66,7 @@ def add_line(text, path):
 
 def skipped(path, root, excludes):
     rel = os.path.relpath(path, root)
-    return any(rel.startswith(e) for e in excludes)
+    return rel in QUOTED or any(rel.startswith(e) for e in excludes)
 
 
 def main(argv):
