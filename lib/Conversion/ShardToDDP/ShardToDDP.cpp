@@ -129,10 +129,11 @@ LogicalResult mlir::ddp::convertShardAllReduces(ModuleOp module,
   populateShardToDDPPatterns(patterns, symbols, /*remarks=*/!complete);
   walkAndApplyPatterns(module, std::move(patterns));
 
+  IRRewriter rewriter(module.getContext());
   for (shard::GridOp grid : grids)
     if ((complete || usedBefore.contains(grid)) &&
         SymbolTable::symbolKnownUseEmpty(grid, module))
-      grid.erase();
+      rewriter.eraseOp(grid);
   if (!complete)
     return success();
 

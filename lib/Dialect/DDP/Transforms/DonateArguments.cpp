@@ -33,6 +33,7 @@ struct DonateArguments
     auto donated = getContext()
                        .getLoadedDialect<DDPDialect>()
                        ->getDonateArgumentsAttrHelper();
+    IRRewriter rewriter(&getContext());
     for (auto function : getOperation().getOps<func::FuncOp>()) {
       if (!donated.isAttrPresent(function) || function.isExternal())
         continue;
@@ -51,8 +52,7 @@ struct DonateArguments
         if (!clone.getOutput().hasOneUse())
           return;
         returned.insert(argument);
-        clone.getOutput().replaceAllUsesWith(argument);
-        clone.erase();
+        rewriter.replaceOp(clone, argument);
         ++numDonated;
       });
     }
