@@ -59,6 +59,24 @@ def descendants(pid):
     return out
 
 
+def describe(pid, victim):
+    """pid, command, state, kernel wait channel and rank of a process."""
+    def read(name):
+        try:
+            with open(f"/proc/{pid}/{name}") as f:
+                return f.read()
+        except OSError:
+            return ""
+    stat = read("stat")
+    state = stat.rsplit(")", 1)[1].split()[0] if ")" in stat else "?"
+    comm = read("comm").strip()
+    rank = rank_of(pid)
+    return "%d %s state %s wchan %s%s%s" % (
+        pid, comm, state, read("wchan").strip() or "-",
+        "" if rank is None else " rank %d" % rank,
+        " (the stopped one)" if pid == victim else "")
+
+
 def find_rank(job, rank, deadline):
     root = job.pid
     while time.monotonic() < deadline and job.poll() is None:
@@ -101,6 +119,8 @@ def trial(args, delay):
         hung = False
     except subprocess.TimeoutExpired:
         hung = True
+        # What every process of the job was doing, for the report.
+        states = [describe(pid, victim) for pid in descendants(job.pid)]
         for pid in [victim] + descendants(job.pid):
             try:
                 os.kill(pid, signal.SIGCONT)
@@ -111,7 +131,9 @@ def trial(args, delay):
         output, _ = job.communicate()
     took = time.monotonic() - stopped
     if hung:
-        return False, "hung: still running %.1f s after the stop" % took
+        return False, ("hung: still running %.1f s after the stop; the job's "
+                       "processes then:\n  %s\nits output:\n%s" % (
+                           took, "\n  ".join(states), output))
     if job.returncode == 0:
         return False, "exit status 0 after %.1f s" % took
     lines = [l for l in output.splitlines()
