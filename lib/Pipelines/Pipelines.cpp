@@ -19,6 +19,7 @@
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/Passes.h"
@@ -108,12 +109,16 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   // with thousands of gradients is one large function.
   pm.addPass(createDDPSplitFunctions());
   pm.addPass(createConvertDDPToLLVM());
-  pm.addPass(memref::createExpandStridedMetadataPass());
-  pm.addPass(createLowerAffinePass());
-  pm.addPass(createSCFToControlFlowPass());
-  pm.addPass(createConvertMathToLLVMPass());
-  pm.addPass(createArithToLLVMConversionPass());
-  pm.addPass(createUBToLLVMConversionPass());
+  // These touch only function bodies: per function, so that a pass manager
+  // with threads runs them over the parts in parallel.
+  OpPassManager &perFunction = pm.nest<func::FuncOp>();
+  perFunction.addPass(memref::createExpandStridedMetadataPass());
+  perFunction.addPass(createLowerAffinePass());
+  perFunction.addPass(createSCFToControlFlowPass());
+  perFunction.addPass(createConvertMathToLLVMPass());
+  perFunction.addPass(createArithToLLVMConversionPass());
+  perFunction.addPass(createUBToLLVMConversionPass());
+  // cf.assert lowers to calls it declares in the module.
   pm.addPass(createConvertControlFlowToLLVMPass());
   // Allocations call _mlir_memref_to_llvm_alloc/_aligned_alloc/_free, which
   // the host defines (ddp-run and ddprt-step-runner: host memory on the CPU
@@ -123,7 +128,7 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefToLLVM));
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
-  pm.addPass(createCanonicalizerPass());
+  pm.addNestedPass<LLVM::LLVMFuncOp>(createCanonicalizerPass());
 }
 
 void mlir::ddp::registerPipelines() {
