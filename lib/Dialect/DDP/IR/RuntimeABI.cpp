@@ -12,10 +12,13 @@ using namespace mlir;
 using namespace mlir::ddp;
 
 namespace {
-/// Whether an MLIR element type is the runtime's type of `bytes` bytes of
-/// `kind` (DDPRT_FOR_EACH_DTYPE's columns).
+/// DDPRT_FOR_EACH_DTYPE's kind column.
 enum class Kind { FLOAT, BFLOAT, INT };
 
+/// Whether an MLIR element type is the runtime's type of `bytes` bytes of
+/// `kind`. Verifiers ask this for every operand of every ddp op, so it
+/// tests the type in place; typeOf below builds the same types, for
+/// messages only.
 bool matches(Type type, Kind kind, unsigned bytes) {
   switch (kind) {
   case Kind::FLOAT:
