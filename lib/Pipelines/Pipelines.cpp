@@ -19,9 +19,9 @@
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Transforms/Passes.h"
@@ -61,6 +61,9 @@ void mlir::ddp::buildCompressionPipeline(
     pm.addNestedPass<func::FuncOp>(createInsertBF16Compression());
   if (options.fuse)
     pm.addNestedPass<func::FuncOp>(createDDPFuseKernels());
+  // Last: it places what the passes above emitted.
+  if (options.overlap)
+    pm.addNestedPass<func::FuncOp>(createDDPScheduleOverlap());
 }
 
 void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {

@@ -1,24 +1,34 @@
-// The default pipeline buckets, compresses and fuses.
+// The default pipeline buckets, compresses, fuses and schedules the
+// collectives to overlap computation (start/wait).
 // RUN: ddp-opt %s --ddp-compress="powersgd-rank=2 start-iter=0" | FileCheck %s
 // The same pipeline through the textual pass-pipeline syntax.
 // RUN: ddp-opt %s -p 'builtin.module(ddp-compress{powersgd-rank=2 start-iter=0})' | FileCheck %s
 // fp16 only, no PowerSGD.
 // RUN: ddp-opt %s --ddp-compress="narrow=fp16" | FileCheck %s --check-prefix=FP16
+// overlap=false leaves the blocking allreduces where the passes put them.
+// RUN: ddp-opt %s --ddp-compress="powersgd-rank=2 start-iter=0 overlap=false" | FileCheck %s --check-prefix=NOOVERLAP
 // fuse=false keeps the fine-grained steps.
 // RUN: ddp-opt %s --ddp-compress="powersgd-rank=2 start-iter=0 fuse=false" | FileCheck %s --check-prefix=NOFUSE
 
 // CHECK-LABEL: func.func @step(
 // CHECK: ddp.allreduce_start mean %{{.*}} role uncompressed : tensor<64xf32>
 // CHECK: ddp.project_residual %{{.*}}, %{{.*}} plus
-// CHECK: ddp.allreduce sum %{{.*}}, %{{.*}} role powersgd_p : tensor<64x2xf32>, tensor<32x2xf32>
+// CHECK: %[[P:.*]] = ddp.allreduce_start sum %{{.*}}, %{{.*}} role powersgd_p : tensor<64x2xf32>, tensor<32x2xf32>
+// CHECK: ddp.wait %[[P]]
 // CHECK: ddp.backproject_residual
 // CHECK: ddp.reconstruct_residual
 // CHECK-NOT: ddp.add_residual
 
 // FP16-LABEL: func.func @step(
 // FP16: ddp.cast %{{.*}}, %{{.*}}, %{{.*}} scaled by inverse_world_size : tensor<64x32xf32>, tensor<64xf32>, tensor<32x32xf32> to tensor<64x32xf16>, tensor<64xf16>, tensor<32x32xf16>
-// FP16: ddp.allreduce sum
+// FP16: ddp.allreduce_start sum
+// FP16: ddp.wait
 // FP16: ddp.cast
+
+// NOOVERLAP-LABEL: func.func @step(
+// NOOVERLAP: ddp.allreduce_start mean %{{.*}} role uncompressed : tensor<64xf32>
+// NOOVERLAP: ddp.allreduce sum %{{.*}}, %{{.*}} role powersgd_p : tensor<64x2xf32>, tensor<32x2xf32>
+// NOOVERLAP: ddp.allreduce mean %{{.*}}, %{{.*}} role powersgd_q
 
 // NOFUSE-LABEL: func.func @step(
 // NOFUSE: ddp.add_residual

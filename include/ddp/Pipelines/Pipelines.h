@@ -78,10 +78,16 @@ struct CompressionPipelineOptions
       *this, "fuse",
       llvm::cl::desc("Fuse into the runtime's kernels (default: true)"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> overlap{
+      *this, "overlap",
+      llvm::cl::desc("Schedule communication to overlap the backward pass "
+                     "(ddp-schedule-overlap; default: true)"),
+      llvm::cl::init(true)};
 };
 
 /// bucketize -> insert-powersgd (if powersgd-rank > 0) -> fp16/bf16 (if
-/// narrow) -> ddp-fuse-kernels (if fuse).
+/// narrow) -> ddp-fuse-kernels (if fuse) -> ddp-schedule-overlap (if
+/// overlap).
 void buildCompressionPipeline(OpPassManager &pm,
                               const CompressionPipelineOptions &options);
 

@@ -139,6 +139,60 @@ def DDPFuseKernels : Pass<"ddp-fuse-kernels", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::ddp::DDPDialect"];
 }
 
+def DDPScheduleOverlap : Pass<"ddp-schedule-overlap", "::mlir::func::FuncOp"> {
+  let summary = "Overlap gradient communication with the backward pass: "
+                "start each bucket as soon as its gradients exist, wait "
+                "right before its result is used";
+  let description = [{
+    Turns every `ddp.allreduce` into `ddp.allreduce_start` + `ddp.wait` and
+    reorders each block of the function so that communication overlaps the
+    computation around it, as PyTorch DDP's buckets do:
+
+    * The computation (every op that is not communication or compression:
+      the forward and backward passes, the optimizer) keeps its order.
+    * A collective starts as early as its inputs allow: a bucket right
+      after the last of its gradients is computed, together with the
+      compression steps that feed it (PowerSGD's projection, fp16 casts).
+      Collectives are issued in the order their gradients become ready (then
+      in program order): a deterministic function of the IR, so every rank
+      issues them in the same order.
+    * A wait moves down to right before the first op that needs its result
+      (the optimizer update). A wait whose result feeds a later collective
+      (PowerSGD's P, before Q is computed and sent) moves down to the point
+      where the next bucket is ready to start, so that P travels while the
+      backward pass goes on; collectives keep their order.
+    * Ops with side effects keep their order relative to each other where
+      they touch the same state (per `ddp.state` symbol); an op whose
+      effects are unknown (a call, an unregistered op) is a barrier that no
+      collective and no effect crosses, and each collective it holds back
+      gets a remark naming it. An op with regions that contains collectives
+      (a loop, PowerSGD's warm-up branch) is scheduled as one unit, with a
+      remark: nothing outside it overlaps the collectives inside; each of
+      its blocks is scheduled on its own.
+
+    With `unswitch` (the default), a function whose PowerSGD warm-up
+    branches (`scf.if` on `step < start-iter` around a bucket's
+    collectives) all test the same condition is versioned on it: the body
+    after the condition becomes one `scf.if` whose branches are the warm-up
+    and the compressed step, each straight-line and scheduled, instead of
+    one branch per bucket that would run as a unit. The body is duplicated
+    (the statistic num-unswitched counts the functions).
+
+    Values and their computation are unchanged: a scheduled step gives
+    bitwise the results of the unscheduled one.
+  }];
+  let options = [
+    Option<"unswitch", "unswitch", "bool", "true",
+           "Version the function on PowerSGD's warm-up condition so that "
+           "both versions overlap (default: true)">
+  ];
+  let statistics = [
+    Statistic<"numStarted", "num-started", "Blocking allreduces split into start and wait">,
+    Statistic<"numUnswitched", "num-unswitched", "Functions versioned on the warm-up condition">
+  ];
+  let dependentDialects = ["::mlir::ddp::DDPDialect", "::mlir::scf::SCFDialect"];
+}
+
 def DDPDonateArguments : Pass<"ddp-donate-arguments", "::mlir::ModuleOp"> {
   let summary = "Return argument buffers without copying them, where the caller donates them";
   let description = [{
