@@ -25,6 +25,8 @@
 #include "mlir/Conversion/LLVMCommon/MemRefBuilder.h"
 #include "mlir/Conversion/LLVMCommon/Pattern.h"
 #include "mlir/Conversion/LLVMCommon/TypeConverter.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Func/Transforms/FuncConversions.h"
 #include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -572,6 +574,23 @@ struct ConvertDDPToLLVM
     SymbolTableCollection symbolTables;
     RewritePatternSet patterns(context);
     populateDDPToLLVMConversionPatterns(converter, patterns, &symbolTables);
+    // A request may cross a call (ddp-split-functions cuts between a start
+    // and its wait): signatures, calls and returns carry it as the pointer
+    // it becomes; every other type stays for the conversions after this one.
+    TypeConverter requests;
+    requests.addConversion([](Type type) { return type; });
+    requests.addConversion([](RequestType type) -> Type {
+      return LLVM::LLVMPointerType::get(type.getContext());
+    });
+    populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
+                                                                   requests);
+    populateCallOpTypeConversionPattern(patterns, requests);
+    populateReturnOpTypeConversionPattern(patterns, requests);
+    target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp op) {
+      return requests.isSignatureLegal(op.getFunctionType());
+    });
+    target.addDynamicallyLegalOp<func::CallOp, func::ReturnOp>(
+        [&](Operation *op) { return requests.isLegal(op); });
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();

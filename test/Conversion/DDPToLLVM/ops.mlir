@@ -87,6 +87,28 @@ func.func @allreduce_start_wait(%a: memref<8xf64>, %b: memref<?xf32>) {
 
 // -----
 
+// A request that crosses a call (ddp-split-functions cuts between a start
+// and its wait) is passed as the pointer it becomes; the memrefs stay for
+// func-to-llvm.
+// CHECK-LABEL: func.func private @waits(
+// CHECK-SAME:      %[[R:.*]]: !llvm.ptr)
+// CHECK: llvm.call @ddprt_wait(%{{.*}}, %[[R]])
+// CHECK-LABEL: func.func @starts(
+// CHECK-SAME:      %{{.*}}: memref<8xf32>)
+// CHECK: %[[PTR:.*]] = llvm.load %{{.*}} : !llvm.ptr -> !llvm.ptr
+// CHECK: call @waits(%[[PTR]]) : (!llvm.ptr) -> ()
+func.func private @waits(%r: !ddp.request<memref<8xf32>>) {
+  ddp.buffer.wait %r : !ddp.request<memref<8xf32>>
+  return
+}
+func.func @starts(%a: memref<8xf32>) {
+  %r = ddp.buffer.allreduce_start mean %a : memref<8xf32> -> !ddp.request<memref<8xf32>>
+  func.call @waits(%r) : (!ddp.request<memref<8xf32>>) -> ()
+  return
+}
+
+// -----
+
 // ddp.buffer.scale: world_size = DDPRT_SCALE_WORLD_SIZE 2, f16 = 1.
 // CHECK-DAG: llvm.func @ddprt_scale(!llvm.ptr, i32, !llvm.ptr, i32) -> i32
 // CHECK-LABEL: func.func @scale(
@@ -318,6 +340,8 @@ func.func @counter() -> i64 {
 // GENERIC-LABEL: llvm.func @allreduce_start_wait(
 // GENERIC: llvm.call @ddprt_allreduce_start(
 // GENERIC: llvm.call @ddprt_wait(
+// GENERIC-LABEL: llvm.func @waits(
+// GENERIC-SAME:      %{{.*}}: !llvm.ptr)
 // GENERIC-LABEL: llvm.func @scale(
 // GENERIC-LABEL: llvm.func @cast(
 // GENERIC-LABEL: llvm.func @cast_unscaled(

@@ -17,6 +17,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
 
@@ -31,10 +32,12 @@ using namespace mlir::ddp;
 namespace {
 
 /// Whether a value may be passed to or returned from an outlined function:
-/// types that func-to-llvm converts, and no stack allocation (it would not
-/// outlive the call).
+/// types that func-to-llvm converts, requests of started allreduces (that
+/// convert-ddp-to-llvm passes as pointers), and no stack allocation (it
+/// would not outlive the call).
 bool canCrossCall(Value value) {
-  if (!isa<MemRefType, IndexType, IntegerType, FloatType>(value.getType()))
+  if (!isa<MemRefType, IndexType, IntegerType, FloatType, RequestType>(
+          value.getType()))
     return false;
   return !value.getDefiningOp<memref::AllocaOp>();
 }
@@ -51,14 +54,42 @@ struct SplitFunctions
   void runOnOperation() override {
     SymbolTable symbols(getOperation());
     for (auto function :
-         llvm::make_early_inc_range(getOperation().getOps<func::FuncOp>()))
-      if (!function.isExternal() && function.getBody().hasOneBlock() &&
-          llvm::all_of(function.getArguments(), canCrossCall))
-        split(function, symbols);
+         llvm::make_early_inc_range(getOperation().getOps<func::FuncOp>())) {
+      if (function.isExternal() || !function.getBody().hasOneBlock() ||
+          !llvm::all_of(function.getArguments(), canCrossCall))
+        continue;
+      // The branches of a top-level scf.if first (ddp-schedule-overlap
+      // versions a step into one), so that the function's block then
+      // weighs what is left in it.
+      Operation *after = function;
+      unsigned parts = 0;
+      Block &top = function.getBody().front();
+      for (auto ifOp : top.getOps<scf::IfOp>())
+        for (Region &region : ifOp->getRegions())
+          if (region.hasOneBlock())
+            split(function, region.front(), after, parts, symbols);
+      split(function, top, after, parts, symbols);
+    }
   }
 
-  void split(func::FuncOp function, SymbolTable &symbols) {
-    Block &body = function.getBody().front();
+  /// Cuts `body` (the function's block, or a block nested in it) into runs
+  /// of about max-ops ops, each outlined into @<function>.part<k>.
+  void split(func::FuncOp function, Block &body, Operation *&after,
+             unsigned &parts, SymbolTable &symbols) {
+    // Every value from outside that the block uses must cross a call.
+    bool crossable = true;
+    body.walk([&](Operation *nested) {
+      for (Value operand : nested->getOperands()) {
+        Operation *def = operand.getDefiningOp();
+        Operation *owner = def ? def : operand.getParentBlock()->getParentOp();
+        if (!body.findAncestorOpInBlock(*owner) &&
+            operand.getParentBlock() != &body && !canCrossCall(operand) &&
+            !isConstant(operand))
+          crossable = false;
+      }
+    });
+    if (!crossable)
+      return;
     // Constants stay in the function, first, and are rebuilt where used.
     SmallVector<Operation *> constantOps;
     for (Operation &op : body)
@@ -117,35 +148,36 @@ struct SplitFunctions
     if (runs.size() < 2)
       return;
 
-    Operation *after = function;
-    for (auto [k, run] : llvm::enumerate(runs))
+    for (auto run : runs)
       after = outline(
-          function, after,
+          function, body, after,
           ArrayRef<Operation *>(ops).slice(run.first, run.second - run.first),
-          k, symbols);
+          parts++, symbols);
   }
 
   /// Moves `run` (consecutive top-level ops of `function`) into a new
   /// private function, placed after `after`, and calls it in their place.
-  func::FuncOp outline(func::FuncOp function, Operation *after,
+  func::FuncOp outline(func::FuncOp function, Block &body, Operation *after,
                        ArrayRef<Operation *> run, size_t k,
                        SymbolTable &symbols) {
-    Block &body = function.getBody().front();
     llvm::SmallPtrSet<Operation *, 32> inRun(run.begin(), run.end());
+    // Whether `value` is defined by an op of the run or inside one.
     auto definedInRun = [&](Value value) {
       Operation *def = value.getDefiningOp();
-      return def && def->getBlock() == &body && inRun.contains(def);
+      Operation *owner = def ? def : value.getParentBlock()->getParentOp();
+      Operation *ancestor = body.findAncestorOpInBlock(*owner);
+      return ancestor && inRun.contains(ancestor);
     };
 
-    // Inputs: values of the function's block used in the run, in order of
-    // first use. Constants are rebuilt in the new function instead.
+    // Inputs: values from outside the run (this block, enclosing blocks,
+    // the function's arguments) that it uses, in order of first use.
+    // Constants are rebuilt in the new function instead.
     SmallVector<Value> inputs, constants;
     llvm::SetVector<Value> seen;
     for (Operation *op : run)
       op->walk([&](Operation *nested) {
         for (Value operand : nested->getOperands()) {
-          if (operand.getParentBlock() != &body || definedInRun(operand) ||
-              !seen.insert(operand))
+          if (definedInRun(operand) || !seen.insert(operand))
             continue;
           (isConstant(operand) ? constants : inputs).push_back(operand);
         }

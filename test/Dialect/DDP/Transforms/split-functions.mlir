@@ -55,3 +55,58 @@ func.func @step(%a: memref<4xf32>, %b: memref<4xf32>, %flag: i1) -> (memref<4xf3
 func.func @small(%a: memref<4xf32>) -> memref<4xf32> {
   return %a : memref<4xf32>
 }
+
+// A started allreduce may be waited for in a later part: its request is an
+// argument (convert-ddp-to-llvm passes it as a pointer).
+// CHECK-LABEL: func.func @started(
+// CHECK:         %[[P:.*]]:2 = call @started.part0(
+// CHECK:         call @started.part2(%[[P]]#0) : (!ddp.request<memref<4xf32>>) -> ()
+// CHECK-LABEL: func.func private @started.part0(
+// CHECK:         ddp.buffer.allreduce_start
+// CHECK:         return %{{.*}}, %{{.*}} : !ddp.request<memref<4xf32>>, f32
+// CHECK-LABEL: func.func private @started.part2(
+// CHECK-SAME:      %[[R:.*]]: !ddp.request<memref<4xf32>>)
+// CHECK-NEXT:    ddp.buffer.wait %[[R]]
+func.func @started(%a: memref<4xf32>, %b: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %r = ddp.buffer.allreduce_start mean %a : memref<4xf32> -> !ddp.request<memref<4xf32>>
+  %x = memref.load %b[%c0] : memref<4xf32>
+  %y = arith.addf %x, %x : f32
+  %z = arith.mulf %y, %y : f32
+  memref.store %z, %b[%c0] : memref<4xf32>
+  %w = memref.load %b[%c0] : memref<4xf32>
+  %v = arith.addf %w, %z : f32
+  memref.store %v, %b[%c0] : memref<4xf32>
+  ddp.buffer.wait %r : !ddp.request<memref<4xf32>>
+  return
+}
+
+// The branches of a top-level scf.if (a step versioned on PowerSGD's
+// warm-up) are cut too; values from outside them are arguments.
+// CHECK-LABEL: func.func @versioned(
+// CHECK:         scf.if
+// CHECK-NEXT:      func.call @versioned.part0(
+// CHECK:         } else {
+// CHECK-NEXT:      func.call @versioned.part2(
+// CHECK-LABEL: func.func private @versioned.part0(
+// CHECK-SAME:      %{{.*}}: memref<4xf32>, %{{.*}}: f32
+func.func @versioned(%a: memref<4xf32>, %flag: i1) {
+  %c0 = arith.constant 0 : index
+  %s = memref.load %a[%c0] : memref<4xf32>
+  scf.if %flag {
+    %x = memref.load %a[%c0] : memref<4xf32>
+    %y = arith.addf %x, %s : f32
+    %z = arith.mulf %y, %y : f32
+    memref.store %z, %a[%c0] : memref<4xf32>
+    %w = arith.addf %z, %s : f32
+    memref.store %w, %a[%c0] : memref<4xf32>
+  } else {
+    %x = memref.load %a[%c0] : memref<4xf32>
+    %y = arith.subf %x, %s : f32
+    %z = arith.mulf %y, %y : f32
+    memref.store %z, %a[%c0] : memref<4xf32>
+    %w = arith.subf %z, %s : f32
+    memref.store %w, %a[%c0] : memref<4xf32>
+  }
+  return
+}

@@ -16,6 +16,10 @@ import numpy as np
 
 def main():
     a, b = sys.argv[1], sys.argv[2]
+    for d in (a, b):
+        if not os.path.isdir(d):
+            print(f"no directory {d}")
+            return 1
     names_a = sorted(f for f in os.listdir(a) if f.endswith(".npy"))
     names_b = sorted(f for f in os.listdir(b) if f.endswith(".npy"))
     if not names_a:

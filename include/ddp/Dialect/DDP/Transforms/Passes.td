@@ -223,9 +223,13 @@ def DDPSplitFunctions : Pass<"ddp-split-functions", "::mlir::ModuleOp"> {
     `max-ops` nested ops into consecutive runs of about `max-ops` ops, and
     moves each run into a private function `@<name>.part<k>` called in its
     place: values used across a cut become arguments and results, constants
-    are rematerialized. Program order and every buffer are unchanged; a cut
-    is only made where no stack allocation and no value of a type other
-    than memref, index, integer or float is live across it.
+    are rematerialized. The blocks of the function's top-level `scf.if` ops
+    (a step that `ddp-schedule-overlap` versioned on PowerSGD's warm-up) are
+    cut the same way first, their values from outside becoming arguments.
+    Program order and every buffer are unchanged; a cut is only made where
+    no stack allocation and no value of a type other than memref, index,
+    integer, float or `!ddp.request` (a started allreduce, passed as a
+    pointer) is live across it.
   }];
   let options = [
     Option<"maxOps", "max-ops", "unsigned", "1000",
