@@ -6,11 +6,11 @@
     gen_mlp_step.py --prepare DIR [--layers L] [--hidden H] [--batch B] [--ranks N] [--seed S]
 
 The model: L fully connected layers of H x H (the input has H features too),
-ReLU between them, none after the last, and a mean squared error against
-a target y:
+ReLU between them, none after the last, and half the mean squared error
+against a target y:
 
     a0 = x,  ai = relu(a(i-1) @ wi + bi) for i < L,  z = a(L-1) @ wL + bL
-    loss = sum((z - y)^2) / (2 B)
+    loss = sum((z - y)^2) / (2 B H)
 
     func.func @step(%w1, %b1, ..., %wL, %bL, %x: tensor<BxH>, %y: tensor<BxH>)
         -> (new w1, new b1, ..., new wL, new bL, tensor<f32> local loss)
@@ -140,8 +140,8 @@ def generate(layers, hidden, batch, lr, allreduce, command_line):
                f"    -> ({', '.join(results)}) {{\n")
     out.append(f"""\
   %zero = arith.constant 0.0 : f32
-  %half_over_batch = arith.constant {0.5 / batch:.17e} : f32
-  %inv_batch = arith.constant {1.0 / batch:.17e} : f32
+  %half_over_n = arith.constant {0.5 / (batch * hidden):.17e} : f32
+  %inv_n = arith.constant {1.0 / (batch * hidden):.17e} : f32
   %lr = arith.constant {lr:.17e} : f32
   %e_bh = tensor.empty() : tensor<{t['BH']}>
   %zero_bh = linalg.fill ins(%zero : f32) outs(%e_bh : tensor<{t['BH']}>) -> tensor<{t['BH']}>
@@ -154,10 +154,10 @@ def generate(layers, hidden, batch, lr, allreduce, command_line):
     # Forward, first layer to last.
     for i in range(1, layers + 1):
         out.append(FORWARD.format(i=i, p=i - 1, ain=act_in(i), activation=RELU if i < layers else IDENTITY, **t))
-    # Loss and its gradient: z = a{L}; loss = sum((z - y)^2) / (2B);
-    # d{L} = (z - y) / B.
+    # Loss and its gradient: z = a{L}; loss = sum((z - y)^2) / (2 B H);
+    # d{L} = (z - y) / (B H).
     out.append(f"""
-  // loss = sum((z - y)^2) / (2 B), d{layers} = (z - y) / B.
+  // loss = sum((z - y)^2) / (2 B H), d{layers} = (z - y) / (B H).
   %e_0 = tensor.empty() : tensor<f32>
   %zero_0 = linalg.fill ins(%zero : f32) outs(%e_0 : tensor<f32>) -> tensor<f32>
   %sq = linalg.generic {{indexing_maps = [#id2, #id2, #all], iterator_types = ["reduction", "reduction"]}}
@@ -169,13 +169,13 @@ def generate(layers, hidden, batch, lr, allreduce, command_line):
     linalg.yield %s : f32
   }} -> tensor<f32>
   %sq_sum = tensor.extract %sq[] : tensor<f32>
-  %loss_value = arith.mulf %sq_sum, %half_over_batch : f32
+  %loss_value = arith.mulf %sq_sum, %half_over_n : f32
   %loss = tensor.from_elements %loss_value : tensor<f32>
   %d{layers} = linalg.generic {{indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel", "parallel"]}}
       ins(%a{layers}, %y : tensor<{t['BH']}>, tensor<{t['BH']}>) outs(%e_bh : tensor<{t['BH']}>) {{
   ^bb0(%v: f32, %t: f32, %out: f32):
     %d = arith.subf %v, %t : f32
-    %r = arith.mulf %d, %inv_batch : f32
+    %r = arith.mulf %d, %inv_n : f32
     linalg.yield %r : f32
   }} -> tensor<{t['BH']}>
 
@@ -230,8 +230,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--layers", type=int, default=8, help="number of H x H layers")
     parser.add_argument("--hidden", type=int, default=1024, help="layer width H")
-    parser.add_argument("--batch", type=int, default=64, help="examples per rank and step")
-    parser.add_argument("--lr", type=float, default=0.01, help="SGD learning rate")
+    parser.add_argument("--batch", type=int, default=16, help="examples per rank and step")
+    parser.add_argument("--lr", type=float, default=0.1, help="SGD learning rate")
     parser.add_argument("--no-allreduce", action="store_true",
                         help="leave out the ddp.allreduce ops (the compute-only step)")
     parser.add_argument("-o", "--output", help="output file (default: stdout)")
