@@ -4,7 +4,7 @@
 
     /usr/bin/python3 bench/overlap/torch_ddp.py --data DIR [--configs plain,fp16,powersgd]
         [--links loopback,1,10,100] [--latency-us 20] [--steps 6] [--warmup 4]
-        [--bucket-cap-mb 25] [--lr 0.01] [--world 2]
+        [--bucket-cap-mb 25] [--powersgd-rank 2] [--start-iter 2] [--lr 0.1] [--world 2]
 
 Debian's PyTorch 1.13 (python3-torch), CPU, gloo, one compute thread per
 rank, ranks started with torch.multiprocessing (MASTER_ADDR=127.0.0.1). The
@@ -16,8 +16,8 @@ its weight as out x in: it gets w.T).
 
 Configurations (comm hooks): plain = allreduce_hook, fp16 =
 fp16_compress_hook, powersgd = powerSGD_hook with matrix_approximation_rank
-2, start_powerSGD_iter 2, error feedback and warm start (ddp-opt's
-defaults besides the start). Modes, each timed on a fresh DDP model:
+2, start_powerSGD_iter --start-iter (2), error feedback and warm start
+(ddp-opt's defaults besides the start). Modes, each timed on a fresh DDP model:
 
   ddp         DDP as users run it: a bucket's hook runs as soon as the
               bucket is ready, during the backward pass.
@@ -233,7 +233,7 @@ def build_model(data, layers):
     return torch.nn.Sequential(*modules)
 
 
-def make_hook(config, rank):
+def make_hook(config, rank, start_iter):
     """(hook, state) for a configuration."""
     if config == "plain":
         return default_hooks.allreduce_hook, None
@@ -242,7 +242,7 @@ def make_hook(config, rank):
     if config == "powersgd":
         state = psgd.PowerSGDState(
             process_group=None, matrix_approximation_rank=rank,
-            start_powerSGD_iter=2, min_compression_rate=2,
+            start_powerSGD_iter=start_iter, min_compression_rate=2,
             use_error_feedback=True, warm_start=True)
         return psgd.powerSGD_hook, state
     raise ValueError(f"unknown configuration {config}")
@@ -253,7 +253,7 @@ def run(args, data, config, mode, x, y):
     model = DDP(build_model(data, args.layers), bucket_cap_mb=args.bucket_cap_mb)
     launcher = None
     if mode != "compute":
-        hook, state = make_hook(config, args.powersgd_rank)
+        hook, state = make_hook(config, args.powersgd_rank, args.start_iter)
         launcher = Launcher(hook, defer=(mode == "sequential"),
                             serialize=(config == "powersgd"))
 
@@ -338,13 +338,15 @@ def main():
     parser.add_argument("--warmup", type=int, default=4, help="steps before those")
     parser.add_argument("--bucket-cap-mb", type=float, default=25.0)
     parser.add_argument("--powersgd-rank", type=int, default=2)
+    parser.add_argument("--start-iter", type=int, default=2,
+                        help="start_powerSGD_iter (at least 2 with error feedback)")
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--world", type=int, default=2)
     parser.add_argument("--port", type=int, default=29531)
     args = parser.parse_args()
-    if args.warmup < 4 and "powersgd" in args.configs:
-        parser.error("--warmup must be at least 4 for powersgd (2 exact steps, "
-                     "the first compressed step, the first warm-started one)")
+    if args.warmup < args.start_iter + 2 and "powersgd" in args.configs:
+        parser.error("--warmup must be at least --start-iter + 2 for powersgd (the exact "
+                     "steps, the first compressed step, the first warm-started one)")
     if args.layers == 0:
         with np.load(os.path.join(args.data, "inputs.r0.npz")) as npz:
             args.layers = sum(1 for name in npz.files if name.startswith("w"))
