@@ -243,17 +243,27 @@ if [ "$SKIP_OURS" != 1 ]; then
   "$PYTHON" "$HERE/gen_mlp_step.py" --layers "$LAYERS" --hidden "$HIDDEN" --batch "$BATCH" \
     --lr "$LR" --no-allreduce -o "$WORK_DIR/step-compute.mlir"
   # ddp-run reads the inputs by the arguments' name locations: keep them.
+  # The scheduling pass's remarks (what it could not move) go to
+  # compiled/NAME.log.
   mkdir -p "$WORK_DIR/compiled"
-  "$DDP_OPT" "$WORK_DIR/step-compute.mlir" --ddp-compress --mlir-print-debuginfo \
-    -o "$WORK_DIR/compiled/compute.mlir"
+  compile() {
+    local name="$1"
+    shift
+    need_binary "$DDP_OPT" DDP_OPT
+    "$DDP_OPT" "$@" --mlir-print-debuginfo -o "$WORK_DIR/compiled/$name.mlir" \
+      2>"$WORK_DIR/compiled/$name.log" ||
+      fail "ddp-opt failed ($name): $(grep -m 1 error "$WORK_DIR/compiled/$name.log")"
+  }
+  compile compute "$WORK_DIR/step-compute.mlir" --ddp-compress
   for config in $CONFIGS; do
     options="$(compress_options "$config")"
-    "$DDP_OPT" "$WORK_DIR/step.mlir" --ddp-compress="$options" --mlir-print-debuginfo \
-      --ddp-compression-report="output=$WORK_DIR/compiled/$config.plan.txt" \
-      -o "$WORK_DIR/compiled/$config-overlap.mlir"
+    compile "$config-overlap" "$WORK_DIR/step.mlir" --ddp-compress="$options" \
+      --ddp-compression-report="output=$WORK_DIR/compiled/$config.plan.txt"
+    remarks="$(grep -c 'remark:' "$WORK_DIR/compiled/$config-overlap.log" || true)"
+    ((remarks == 0)) ||
+      echo "(ours: $config: ddp-opt made $remarks remarks, see $WORK_DIR/compiled/$config-overlap.log)" >&2
     if ((HAVE_NO_OVERLAP)); then
-      "$DDP_OPT" "$WORK_DIR/step.mlir" --ddp-compress="$options $NO_OVERLAP_OPTION" \
-        --mlir-print-debuginfo -o "$WORK_DIR/compiled/$config-no-overlap.mlir"
+      compile "$config-no-overlap" "$WORK_DIR/step.mlir" --ddp-compress="$options $NO_OVERLAP_OPTION"
       if cmp -s "$WORK_DIR/compiled/$config-overlap.mlir" "$WORK_DIR/compiled/$config-no-overlap.mlir"; then
         echo "run.sh: warning: $config: '$NO_OVERLAP_OPTION' compiles the same step as the default pipeline" >&2
       fi
@@ -339,6 +349,7 @@ for link in $LINKS; do
 done
 echo
 echo "ms per step: median over $STEPS steps after $WARMUP, of the slowest of $RANKS ranks."
+echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (at the start: see above)."
 echo "comm = no overlap (sequential) - compute; hidden = (no overlap - overlap) / comm."
 echo "Compute-only is measured once per side and used on every row."
 if [[ " $LINKS " = *" "[0-9]* ]]; then
@@ -353,6 +364,14 @@ echo
 for config in $CONFIGS; do
   [ -f "$WORK_DIR/compiled/$config.plan.txt" ] &&
     echo "- ours $config: $(tail -n 1 "$WORK_DIR/compiled/$config.plan.txt")"
+  summary="$WORK_DIR/ours/$config-$(echo $LINKS | cut -d' ' -f1)-overlap/summary.json"
+  [ -f "$summary" ] && "$PYTHON" - "$summary" <<'EOF'
+import json, sys
+summary = json.load(open(sys.argv[1]))
+per_step = {role: n / summary["steps"] for role, n in summary["collectives"].items() if n}
+print("- ours collectives per step (by role, averaged over the run): "
+      + ", ".join("%s %g" % item for item in per_step.items()))
+EOF
   buckets="$(awk -v c="$config" '$1 == "torch" && $2 == "buckets" && $3 == c {$1 = $2 = $3 = ""; print}' <<<"$TORCH_OUT" | xargs)"
   [ -n "$buckets" ] && echo "- torch $config: DDP buckets (bytes, in hook order): $buckets"
 done
