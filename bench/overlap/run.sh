@@ -48,6 +48,8 @@
 #   NO_OVERLAP_OPTION [overlap=false]: the ddp-compress option that turns
 #     the scheduling pass off,
 #   SIM_LINK_FLAG [--simulated-link]: ddp-run's simulated-link flag,
+#   SIM_LINK_VIA [flag]: flag, or env to set DDPRT_SIMULATED_LINK=<gbps>,<us>
+#     for ddp-run instead (any host of the runtime reads it),
 #   ALLOW_MISSING [0]: 1 prints "-" for what the binaries cannot do yet (no
 #     overlap option, no simulated link) instead of stopping,
 #   SKIP_OURS / SKIP_TORCH [0]: 1 leaves that side out ("-").
@@ -77,6 +79,7 @@ PYTHON="${PYTHON:-/usr/bin/python3}"
 WORK_DIR="${WORK_DIR:-build/overlap-bench}"
 NO_OVERLAP_OPTION="${NO_OVERLAP_OPTION:-overlap=false}"
 SIM_LINK_FLAG="${SIM_LINK_FLAG:---simulated-link}"
+SIM_LINK_VIA="${SIM_LINK_VIA:-flag}"
 ALLOW_MISSING="${ALLOW_MISSING:-0}"
 SKIP_OURS="${SKIP_OURS:-0}"
 SKIP_TORCH="${SKIP_TORCH:-0}"
@@ -168,7 +171,11 @@ if [ "$SKIP_OURS" != 1 ]; then
   (the scheduling pass's switch; set NO_OVERLAP_OPTION, or ALLOW_MISSING=1 to leave that column out)"
     fi
   fi
-  if [[ " $LINKS " = *" "[0-9]* ]] && ! "$DDP_RUN" --help 2>&1 | grep -q -- "$SIM_LINK_FLAG[=]"; then
+  [[ "$SIM_LINK_VIA" = flag || "$SIM_LINK_VIA" = env ]] || fail "SIM_LINK_VIA is flag or env, not '$SIM_LINK_VIA'"
+  # (With SIM_LINK_VIA=env nothing can be asked beforehand: run_ours checks
+  # that the summary says the link was on, where the runtime writes it.)
+  if [[ " $LINKS " = *" "[0-9]* ]] && [ "$SIM_LINK_VIA" = flag ] &&
+     ! "$DDP_RUN" --help 2>&1 | grep -q -- "$SIM_LINK_FLAG[=]"; then
     if [ "$ALLOW_MISSING" = 1 ]; then
       HAVE_SIM_LINK=0
       echo "run.sh: note: $DDP_RUN has no $SIM_LINK_FLAG; ours is left out on simulated links" >&2
@@ -221,16 +228,34 @@ run_ours() {
   shift 3
   local out="$WORK_DIR/ours/$name"
   mkdir -p "$out"
-  local command=("$DDP_RUN" --np="$RANKS" "$step" --entry=step --steps="$((WARMUP + STEPS))" --quiet
+  local command=(env -u DDPRT_SIMULATED_LINK
+                 "$DDP_RUN" --np="$RANKS" "$step" --entry=step --steps="$((WARMUP + STEPS))" --quiet
                  --inputs="$DATA/inputs.r{rank}.npz" --carry="$CARRY"
                  --summary-json="$out/summary.json" --timeout=300 "$@")
-  [ "$link" = loopback ] || command+=("$SIM_LINK_FLAG=$link,$LATENCY_US")
+  if [ "$link" != loopback ]; then
+    if [ "$SIM_LINK_VIA" = env ]; then
+      command=(env "DDPRT_SIMULATED_LINK=$link,$LATENCY_US" "${command[@]:3}")
+    else
+      command+=("$SIM_LINK_FLAG=$link,$LATENCY_US")
+    fi
+  fi
   echo "${command[*]}" >"$out/command.txt"
   need_binary "$DDP_RUN" DDP_RUN
   if ! "${command[@]}" >"$out/log.txt" 2>&1; then
     tail -n 20 "$out/log.txt" >&2
     fail "ddp-run failed ($name): $(cat "$out/command.txt")"
   fi
+  # The runtime records the link in the summary ("simulated_link": null or
+  # {"gbps": G, "latency_us": L}); a runtime too old to write it is let through.
+  "$PYTHON" - "$out/summary.json" "$link" <<'EOF' || fail "$name: $(cat "$out/command.txt")"
+import json, sys
+summary, link = json.load(open(sys.argv[1])), sys.argv[2]
+if "simulated_link" in summary:
+    on = summary["simulated_link"] is not None
+    if on != (link != "loopback"):
+        sys.exit("run.sh: ddp-run's summary says simulated_link %r on the %s run"
+                 % (summary["simulated_link"], link))
+EOF
   median_ms "$out/summary.json"
 }
 
@@ -280,17 +305,20 @@ if [ "$SKIP_OURS" != 1 ]; then
         continue
       fi
       echo "(ours: $config, $(link_label "$link"))" >&2
-      extra=()
-      # The plain run on the first link keeps its losses, to check that
-      # both sides train the same model.
-      if [ "$config" = plain ] && [ "$link" = "$(echo $LINKS | cut -d' ' -f1)" ]; then
-        extra=(--output="$WORK_DIR/ours/loss.r{rank}.s{step}.npy" --output-results="$((2 * LAYERS))")
+      # On the first link every run keeps its losses: the plain one is
+      # checked against PyTorch's, and with and without overlap must be
+      # bitwise the same.
+      losses=()
+      if [ "$link" = "$(echo $LINKS | cut -d' ' -f1)" ]; then
+        losses=(--output="$WORK_DIR/ours/losses/$config-VARIANT.r{rank}.s{step}.npy"
+                --output-results="$((2 * LAYERS))")
+        mkdir -p "$WORK_DIR/ours/losses"
       fi
       OURS[$config,$link,overlap]="$(run_ours "$config-$link-overlap" \
-        "$WORK_DIR/compiled/$config-overlap.mlir" "$link" "${extra[@]}")"
+        "$WORK_DIR/compiled/$config-overlap.mlir" "$link" "${losses[@]/VARIANT/overlap}")"
       if ((HAVE_NO_OVERLAP)); then
         OURS[$config,$link,sequential]="$(run_ours "$config-$link-no-overlap" \
-          "$WORK_DIR/compiled/$config-no-overlap.mlir" "$link")"
+          "$WORK_DIR/compiled/$config-no-overlap.mlir" "$link" "${losses[@]/VARIANT/no-overlap}")"
       fi
     done
   done
@@ -354,7 +382,12 @@ echo "comm = no overlap (sequential) - compute; hidden = (no overlap - overlap) 
 echo "Compute-only is measured once per side and used on every row."
 if [[ " $LINKS " = *" "[0-9]* ]]; then
   echo "Rows marked \"simulated link\": every collective held until latency ($LATENCY_US us) +"
-  echo "bytes / bandwidth has passed (ours: ddp-run $SIM_LINK_FLAG; PyTorch: torch_ddp.py's model of it)."
+  if [ "$SIM_LINK_VIA" = env ]; then
+    via="DDPRT_SIMULATED_LINK=<gbps>,$LATENCY_US"
+  else
+    via="ddp-run $SIM_LINK_FLAG=<gbps>,$LATENCY_US"
+  fi
+  echo "bytes / bandwidth has passed (ours: $via; PyTorch: torch_ddp.py's model of it)."
 fi
 ((HAVE_NO_OVERLAP)) || echo "ddp-opt has no '$NO_OVERLAP_OPTION': 'ours no overlap' left out."
 ((HAVE_SIM_LINK)) || echo "ddp-run has no $SIM_LINK_FLAG: ours left out on simulated links."
@@ -376,14 +409,29 @@ EOF
   [ -n "$buckets" ] && echo "- torch $config: DDP buckets (bytes, in hook order): $buckets"
 done
 torch_losses="$(awk '$1 == "torch" && $2 == "loss" {$1 = $2 = ""; print}' <<<"$TORCH_OUT" | xargs)"
-if [ -n "$torch_losses" ] && [ -f "$WORK_DIR/ours/loss.r0.s0.npy" ]; then
-  "$PYTHON" - "$WORK_DIR/ours" "$torch_losses" <<'EOF'
+if [ -n "$torch_losses" ] && [ -f "$WORK_DIR/ours/losses/plain-overlap.r0.s0.npy" ]; then
+  "$PYTHON" - "$WORK_DIR/ours/losses" "$torch_losses" <<'EOF'
 import sys
 import numpy as np
 theirs = [float(v) for v in sys.argv[2].split()]
-ours = [float(np.load(f"{sys.argv[1]}/loss.r0.s{k}.npy")) for k in range(len(theirs))]
+ours = [float(np.load(f"{sys.argv[1]}/plain-overlap.r0.s{k}.npy")) for k in range(len(theirs))]
 worst = max(abs(a - b) / abs(b) for a, b in zip(ours, theirs))
 print("- same model: rank 0's loss over %d plain steps, ours %.6g -> %.6g, PyTorch %.6g -> %.6g"
       " (largest relative difference %.1e)" % (len(ours), ours[0], ours[-1], theirs[0], theirs[-1], worst))
+EOF
+fi
+# Overlap must not change the numerics (issue 13, item 6).
+if ((HAVE_NO_OVERLAP)) && [ -d "$WORK_DIR/ours/losses" ]; then
+  "$PYTHON" - "$WORK_DIR/ours/losses" "$CONFIGS" "$RANKS" "$((WARMUP + STEPS))" <<'EOF'
+import sys
+import numpy as np
+directory, configs, ranks, steps = sys.argv[1], sys.argv[2].split(), int(sys.argv[3]), int(sys.argv[4])
+for config in configs:
+    def losses(variant):
+        return [np.load(f"{directory}/{config}-{variant}.r{r}.s{s}.npy").tobytes()
+                for r in range(ranks) for s in range(steps)]
+    same = losses("overlap") == losses("no-overlap")
+    print("- ours %s: local losses with and without overlap, %d ranks x %d steps: %s"
+          % (config, ranks, steps, "bitwise identical" if same else "DIFFERENT"))
 EOF
 fi
