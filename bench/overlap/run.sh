@@ -54,6 +54,9 @@
 #     overlap option, no simulated link) instead of stopping,
 #   SKIP_OURS / SKIP_TORCH [0]: 1 leaves that side out ("-").
 #
+# Run it on an otherwise idle machine: the 2 ranks already take both cores
+# of the VM, and other work shows up as noise larger than the communication
+# (at load 4, medians of the same cell moved by hundreds of ms).
 # Defaults take about 5-10 minutes on the 2-core VM (ours: 3 x 4 x 2 runs
 # of 9 steps of about 0.9 s; PyTorch: one 2-process job).
 set -euo pipefail
