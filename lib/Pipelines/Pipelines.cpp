@@ -108,6 +108,8 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createDDPDonateArguments());
   pm.addPass(createConvertBufferizationToMemRefPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  // On a GPU, host code waits for the device only where it needs to.
+  pm.addNestedPass<func::FuncOp>(createDDPInsertHostBarriers());
   // Upstream's conversions below are quadratic in a function's size; a step
   // with thousands of gradients is one large function.
   pm.addPass(createDDPSplitFunctions());

@@ -43,6 +43,10 @@ public:
   /// Blocks until everything enqueued so far is done (a no-op where calls
   /// complete before they return).
   virtual Error synchronize() = 0;
+  /// Blocks until host code may touch what the calls so far wrote or read:
+  /// everything but collectives started and not yet waited for (see
+  /// ddprt_host_barrier). By default, synchronize.
+  virtual Error hostBarrier() { return synchronize(); }
   /// Before the state is freed: waits for the device, within the timeout
   /// (stopping communication that does not finish), and releases the
   /// communicators. No call but deallocate follows.

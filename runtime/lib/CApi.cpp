@@ -157,6 +157,14 @@ ddprt_status ddprt_synchronize(ddprt_context *context) {
   return report(context, error);
 }
 
+ddprt_status ddprt_host_barrier(ddprt_context *context) {
+  Error error = checkContext(context);
+  if (!error)
+    error = timed(context, DDPRT_PHASE_COMMUNICATION,
+                  [&] { return context->backend->hostBarrier(); });
+  return report(context, error);
+}
+
 ddprt_status ddprt_scale(ddprt_context *context, ddprt_world_scale factor,
                          ddprt_buffer *buffers, int count) {
   Error error = checkScale(context, factor, buffers, count);

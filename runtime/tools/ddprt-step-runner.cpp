@@ -215,7 +215,7 @@ PackedFunction loadStep(const Job &job, const std::string &directory,
     return nullptr;
   }
   bool ok = true;
-  std::vector<HostFunction> functions = hostFunctions(job.sharedMemory);
+  std::vector<HostFunction> functions = hostFunctions();
   for (const std::string &name : signature.hostFunctions) {
     const HostFunction *function = nullptr;
     for (const HostFunction &f : functions)

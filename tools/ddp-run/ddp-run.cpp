@@ -402,7 +402,7 @@ int main(int argc, char **argv) {
   // The same functions, bound the same way, as ddprt-step-runner gives an
   // ahead-of-time compiled step.
   auto engine = mlir::ddp::jitCompileStep(
-      *module, stephost::hostFunctions(job.sharedMemory));
+      *module, stephost::hostFunctions());
   if (!engine)
     report(engine.takeError(), error);
   job.agreeOrStop(bool(engine), "to JIT-compile");

@@ -357,6 +357,14 @@ struct WaitLowering : RuntimePattern<BufferWaitOp> {
   }
 };
 
+struct HostBarrierLowering : RuntimePattern<BufferHostBarrierOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult lower(BufferHostBarrierOp op, OpAdaptor adaptor,
+                      RuntimeCall &rt) const override {
+    return replaceWithCall(op, rt, "ddprt_host_barrier", {});
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // Scale, cast, copy, random_normal
 //===----------------------------------------------------------------------===//
@@ -624,9 +632,9 @@ void mlir::ddp::populateDDPToLLVMConversionPatterns(
     SymbolTableCollection *symbolTables) {
   populateDDPToLLVMTypeConversions(converter);
   patterns.add<AllReduceLowering, AllReduceStartLowering, WaitLowering,
-               ScaleLowering, CastLowering, CopyLowering, RandomNormalLowering,
-               InspectLowering, ProjectLowering, OrthogonalizeLowering,
-               ReconstructLowering, BufferStateLowering,
+               HostBarrierLowering, ScaleLowering, CastLowering, CopyLowering,
+               RandomNormalLowering, InspectLowering, ProjectLowering,
+               OrthogonalizeLowering, ReconstructLowering, BufferStateLowering,
                ScalarStateLoadLowering, ScalarStateStoreLowering>(converter,
                                                                   symbolTables);
   patterns.add<StateLowering>(converter);

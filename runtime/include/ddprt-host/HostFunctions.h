@@ -34,10 +34,10 @@ struct HostFunction {
 /// (`_mlir_memref_to_llvm_alloc`, `_aligned_alloc`, `_free`: 64-byte
 /// aligned host memory on the CPU backend, ddprt_alloc's managed memory on
 /// CUDA, so the host code and the runtime share the buffers); `memrefCopy`
-/// (strided copies); and, with `sharedMemory`, a ddprt_check that waits for
-/// the device first (host code after a runtime call may read what it
-/// wrote).
-std::vector<HostFunction> hostFunctions(bool sharedMemory);
+/// (strided copies). On CUDA, runtime calls are enqueued: compiled code
+/// calls ddprt_host_barrier before host code touches memory after them
+/// (ddp-insert-host-barriers places the calls).
+std::vector<HostFunction> hostFunctions();
 /// Whether compiled code's calls of `name` go to the host (by the list
 /// above, independent of the backend).
 bool isHostFunction(std::string_view name);

@@ -208,6 +208,15 @@ ddprt_backend_kind ddprt_backend(const ddprt_context *context);
    the CPU backend. */
 ddprt_status ddprt_synchronize(ddprt_context *context);
 
+/* Waits until host code may read and write what the calls so far produced
+   and consumed: every kernel, and every collective already waited for
+   (ddprt_wait). Collectives started and not yet waited for keep running
+   (their buffers belong to them until the wait). Compiled steps call it
+   right before host code touches memory after runtime calls; fails with
+   DDPRT_ERROR_TIMEOUT after the configured timeout. A no-op on the CPU
+   backend, where calls are complete when they return. */
+ddprt_status ddprt_host_barrier(ddprt_context *context);
+
 /* Size in bytes of one element, 0 for an unknown dtype. */
 size_t ddprt_dtype_size(ddprt_dtype dtype);
 

@@ -103,6 +103,7 @@ public:
   }
 
   Error synchronize() override { return Error::success(); }
+  Error hostBarrier() override { return Error::success(); }
 
   Error scale(double factor, ddprt_buffer *buffers, int count) override {
     for (int i = 0; i < count; ++i)

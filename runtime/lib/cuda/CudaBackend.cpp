@@ -328,13 +328,23 @@ public:
     return Error::success();
   }
 
-  Error synchronize() override {
+  Error synchronize() override { return drain(/*communication=*/true); }
+
+  /// The compute stream only: a collective started and not yet waited for
+  /// keeps running on the communication stream (a wait made the compute
+  /// stream wait for its collective, so waited ones are drained too).
+  Error hostBarrier() override { return drain(/*communication=*/false); }
+
+  /// Blocks until the compute stream (and the communication stream, if
+  /// `communication`) has run everything enqueued, within the timeout.
+  Error drain(bool communication) {
     DDPRT_TRY(selectDevice());
     // Poll instead of blocking so that a dead peer becomes a timeout.
     auto start = Clock::now();
     while (true) {
       cudaError_t computeState = cudaStreamQuery(compute_);
-      cudaError_t commState = cudaStreamQuery(commStream_);
+      cudaError_t commState =
+          communication ? cudaStreamQuery(commStream_) : cudaSuccess;
       // A query that answers "not ready" also leaves that answer as the
       // thread's last error; clear it, so that it is not taken for the
       // error of a later launch.
@@ -348,9 +358,10 @@ public:
         return cudaFailure(commState, "the communication stream");
       DDPRT_TRY(failure());
       if (timeoutSeconds_ > 0 && secondsSince(start) > timeoutSeconds_) {
-        std::string reason = "synchronize did not complete within " +
-                             std::to_string(timeoutSeconds_) + " s on rank " +
-                             std::to_string(communicator_.rank());
+        std::string reason =
+            std::string(communication ? "synchronize" : "the host barrier") +
+            " did not complete within " + std::to_string(timeoutSeconds_) +
+            " s on rank " + std::to_string(communicator_.rank());
         abortCommunicators(reason, true);
         return failure();
       }

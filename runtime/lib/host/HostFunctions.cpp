@@ -14,27 +14,17 @@ namespace stephost {
 
 namespace {
 
-/// ddprt_check on the CUDA backend: runtime calls are enqueued, and the
-/// host code after them may read what they write, so wait for the device
-/// first.
-void synchronizeAndCheck(ddprt_context *context, ddprt_status status,
-                         const char *where) {
-  if (status == DDPRT_OK)
-    status = ddprt_synchronize(context);
-  ddprt_check(context, status, where);
-}
-
 template <typename F> void *address(F *function) {
   return reinterpret_cast<void *>(function);
 }
 
 } // namespace
 
-std::vector<HostFunction> hostFunctions(bool sharedMemory) {
+std::vector<HostFunction> hostFunctions() {
   return {
       {"ddprt_current_context", address(&ddprt_current_context)},
-      {"ddprt_check",
-       sharedMemory ? address(&synchronizeAndCheck) : address(&ddprt_check)},
+      {"ddprt_check", address(&ddprt_check)},
+      {"ddprt_host_barrier", address(&ddprt_host_barrier)},
       {"ddprt_allreduce", address(&ddprt_allreduce)},
       {"ddprt_allreduce_start", address(&ddprt_allreduce_start)},
       {"ddprt_wait", address(&ddprt_wait)},
@@ -57,7 +47,7 @@ std::vector<HostFunction> hostFunctions(bool sharedMemory) {
 }
 
 bool isHostFunction(std::string_view name) {
-  for (const HostFunction &function : hostFunctions(false))
+  for (const HostFunction &function : hostFunctions())
     if (name == function.name)
       return true;
   return false;

@@ -109,6 +109,19 @@ func.func @starts(%a: memref<8xf32>) {
 
 // -----
 
+// ddp.buffer.host_barrier: the context only.
+// CHECK-DAG: llvm.func @ddprt_host_barrier(!llvm.ptr) -> i32
+// CHECK-LABEL: func.func @host_barrier(
+// CHECK: %[[CTX:.*]] = llvm.call @ddprt_current_context()
+// CHECK: %[[STATUS:.*]] = llvm.call @ddprt_host_barrier(%[[CTX]])
+// CHECK: llvm.call @ddprt_check(%[[CTX]], %[[STATUS]], %{{.*}})
+func.func @host_barrier() {
+  ddp.buffer.host_barrier
+  return
+}
+
+// -----
+
 // ddp.buffer.scale: world_size = DDPRT_SCALE_WORLD_SIZE 2, f16 = 1.
 // CHECK-DAG: llvm.func @ddprt_scale(!llvm.ptr, i32, !llvm.ptr, i32) -> i32
 // CHECK-LABEL: func.func @scale(
@@ -342,6 +355,8 @@ func.func @counter() -> i64 {
 // GENERIC: llvm.call @ddprt_wait(
 // GENERIC-LABEL: llvm.func @waits(
 // GENERIC-SAME:      %{{.*}}: !llvm.ptr)
+// GENERIC-LABEL: llvm.func @host_barrier(
+// GENERIC: llvm.call @ddprt_host_barrier(
 // GENERIC-LABEL: llvm.func @scale(
 // GENERIC-LABEL: llvm.func @cast(
 // GENERIC-LABEL: llvm.func @cast_unscaled(

@@ -89,6 +89,20 @@ def DDP_BufferWaitOp : DDP_BufferOp<"wait"> {
   let assemblyFormat = "$request attr-dict `:` qualified(type($request))";
 }
 
+def DDP_BufferHostBarrierOp : DDP_BufferOp<"host_barrier"> {
+  let summary = "wait until host code may touch what runtime calls wrote";
+  let description = [{
+    Runtime calls on a GPU are enqueued, not done, when they return. Host
+    code after this op sees every result of the runtime calls before it and
+    may overwrite or free what they read, except the buffers of collectives
+    started and not yet waited for, which keep running. Lowers to
+    `ddprt_host_barrier` (a no-op on the CPU backend).
+    `ddp-insert-host-barriers` places it.
+  }];
+  let arguments = (ins);
+  let assemblyFormat = "attr-dict";
+}
+
 def DDP_BufferScaleOp : DDP_BufferOp<"scale", [DDP_MultiTensorOpInterface]> {
   let summary = "ddp.scale in place on buffers";
   let arguments = (ins Arg<Variadic<DDP_CommBuffer>, "", [MemRead, MemWrite]>:$buffers,

@@ -210,6 +210,32 @@ def DDPDonateArguments : Pass<"ddp-donate-arguments", "::mlir::ModuleOp"> {
   ];
 }
 
+def DDPInsertHostBarriers
+    : Pass<"ddp-insert-host-barriers", "::mlir::func::FuncOp"> {
+  let summary = "Wait for the device only where host code touches memory "
+                "after runtime calls";
+  let description = [{
+    Runs on buffers, in `ddp-lower-to-llvm` after deallocation is explicit.
+    On a GPU the runtime's calls are enqueued (kernels on a compute stream,
+    collectives on a communication stream, ordered by events), and the step's
+    own code (loops over memrefs, copies, frees) runs on the host over
+    memory both can address. This pass inserts `ddp.buffer.host_barrier`
+    right before the first op after runtime calls that may read, write or
+    free memory (by its memory effects; an op of unknown effects, a call,
+    counts), and before the terminator if runtime calls come last. Runs of
+    runtime calls, and host code that only computes scalars, go without one.
+    A barrier waits for the compute stream only: a collective started and
+    not yet waited for keeps running through the host code after it. An op
+    with regions is judged by what it contains; a loop's body starts with
+    the device busy if the body makes runtime calls (the previous iteration
+    may have left work).
+  }];
+  let statistics = [
+    Statistic<"numBarriers", "num-barriers", "Host barriers inserted">
+  ];
+  let dependentDialects = ["::mlir::ddp::DDPDialect"];
+}
+
 def DDPSplitFunctions : Pass<"ddp-split-functions", "::mlir::ModuleOp"> {
   let summary = "Outline runs of a large function's top-level ops into calls";
   let description = [{
