@@ -50,6 +50,19 @@ for kind in plain fp16 powersgd; do
     --dump-state="$STEP/ref/$kind/state.{name}.npy" \
     --summary-json="$STEP/ref/$kind.json" >/dev/null
 done
+# The overlap benchmark's MLP step (issue 13), 4 layers of 1024, PowerSGD
+# rank 2, scheduled (ddp-schedule-overlap) and not: run.sh times both on
+# the GPU, with the host barriers and with a wait after every runtime call.
+"$PYTHON" bench/overlap/gen_mlp_step.py --layers 4 --hidden 1024 --batch 16 \
+  -o "$STEP/mlp.mlir"
+"$PYTHON" bench/overlap/gen_mlp_step.py --layers 4 --hidden 1024 --batch 16 \
+  --prepare "$STEP/mlp-data" --ranks 1
+for overlap in true false; do
+  "$BIN/ddp-opt" "$STEP/mlp.mlir" --mlir-print-debuginfo \
+    --ddp-compress="powersgd-rank=2 start-iter=1 overlap=$overlap" \
+    -o "$STEP/mlp.$overlap.mlir" 2>/dev/null
+  "$BIN/ddp-run" "$STEP/mlp.$overlap.mlir" --emit-step="$STEP/mlp-overlap-$overlap"
+done
 # What travels does not need the objects.
 rm -f "$STEP"/*/step.o
 

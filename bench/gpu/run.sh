@@ -9,7 +9,11 @@
 #      NCCL that fails to start fails them);
 #   3. runs the steps compiled ahead of time where MLIR is (.gpu-step/, from
 #      bench/gpu/prepare.sh) with ddprt-step-runner on one rank, checked
-#      against the inputs and ddp-run's CPU results (check_step.py);
+#      against the inputs and ddp-run's CPU results (check_step.py), then
+#      times the overlap benchmark's MLP step (4 x 1024, PowerSGD rank 2)
+#      scheduled by ddp-schedule-overlap and not, each with the host
+#      barriers and with a wait after every runtime call (issue 13:
+#      $OUT/mlp-steps.txt);
 #   4. times one gradient-sync step of ours against PyTorch's hooks on the
 #      same card for ResNet-50 and GPT-2-medium shapes: plain allreduce,
 #      fp16, PowerSGD rank 2 and 16; with a device-to-device copy's bandwidth
@@ -222,6 +226,28 @@ run_step "GPU tests (ddprt-cuda-tests)" 300 \
 run_step "runtime tests (ddprt-tests)" 300 \
   bash -c "set -o pipefail; build-gpu/test/ddprt-tests --gtest_brief=1 2>&1 | tail -n 15"
 compiled_step
+
+# Issue 13: the MLP step scheduled and not, with the host barriers (what
+# compiled steps do) and with a wait after every runtime call (what they did
+# before): median ms per step on one rank.
+mlp_steps() {
+  [ -d .gpu-step/mlp-overlap-true ] || { echo "no .gpu-step/mlp-overlap-*: rerun bench/gpu/prepare.sh"; return 2; }
+  local carry="0:0,1:1,2:2,3:3,4:4,5:5,6:6,7:7"
+  for overlap in true false; do
+    for waits in barriers every-call; do
+      local extra=()
+      [ "$waits" = every-call ] && extra=(--sync-every-call)
+      build-gpu/bin/ddprt-step-runner .gpu-step/mlp-overlap-$overlap --backend="$STEP_BACKEND" \
+        --steps=12 --quiet --inputs=.gpu-step/mlp-data/inputs.r{rank}.npz --carry="$carry" \
+        --summary-json="$OUT/mlp.$overlap.$waits.json" "${extra[@]}" || return 1
+      printf 'mlp-step overlap=%s waits=%s ms_per_step %s\n' "$overlap" "$waits" \
+        "$($PYTHON -c "import json,sys; print(json.load(open(sys.argv[1]))['ms_per_step'])" "$OUT/mlp.$overlap.$waits.json")"
+    done
+  done
+}
+export -f mlp_steps
+run_step "MLP step: overlap x host barriers ($STEP_BACKEND)" 180 \
+  bash -c "set -o pipefail; OUT=$OUT STEP_BACKEND=$STEP_BACKEND PYTHON=$PYTHON mlp_steps 2>&1 | tee $OUT/mlp-steps.txt"
 
 BACKEND=cpu
 [ "$HAVE_GPU" = 1 ] && BACKEND=cuda

@@ -34,6 +34,9 @@ using namespace stephost;
 
 namespace {
 
+/// --sync-every-call.
+bool synchronizeEveryCall = false;
+
 const char *kTool = "ddprt-step-runner";
 
 const char *kUsage =
@@ -68,6 +71,8 @@ const char *kUsage =
     "                         P or Q: skip its error feedback for the step\n"
     "                         with a warning (skip), or stop the job (fail)\n"
     "  --quiet                print only the summary\n"
+    "  --sync-every-call      measuring: wait for the device after every\n"
+    "                         runtime call (steps did before host barriers)\n"
     "  --version              the version\n"
     "  --log-every=N          print every N-th step (0: the first, the last\n"
     "                         and a line every 5 seconds; the default)\n";
@@ -128,6 +133,10 @@ bool parseCommandLine(int argc, char **argv, RunOptions &options,
     }
     if (name == "quiet" && !hasValue) {
       options.quiet = true;
+      continue;
+    }
+    if (name == "sync-every-call" && !hasValue) {
+      synchronizeEveryCall = true;
       continue;
     }
     bool known = false;
@@ -215,7 +224,7 @@ PackedFunction loadStep(const Job &job, const std::string &directory,
     return nullptr;
   }
   bool ok = true;
-  std::vector<HostFunction> functions = hostFunctions();
+  std::vector<HostFunction> functions = hostFunctions(synchronizeEveryCall);
   for (const std::string &name : signature.hostFunctions) {
     const HostFunction *function = nullptr;
     for (const HostFunction &f : functions)

@@ -36,8 +36,10 @@ struct HostFunction {
 /// CUDA, so the host code and the runtime share the buffers); `memrefCopy`
 /// (strided copies). On CUDA, runtime calls are enqueued: compiled code
 /// calls ddprt_host_barrier before host code touches memory after them
-/// (ddp-insert-host-barriers places the calls).
-std::vector<HostFunction> hostFunctions();
+/// (ddp-insert-host-barriers places the calls). `synchronizeEveryCall`
+/// binds a ddprt_check that waits for the device after every runtime call
+/// instead, as steps did before the barriers: for measuring what they save.
+std::vector<HostFunction> hostFunctions(bool synchronizeEveryCall = false);
 /// Whether compiled code's calls of `name` go to the host (by the list
 /// above, independent of the backend).
 bool isHostFunction(std::string_view name);

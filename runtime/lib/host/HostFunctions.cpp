@@ -14,16 +14,25 @@ namespace stephost {
 
 namespace {
 
+/// --sync-every-call: ddprt_check that first waits for the device.
+void synchronizeAndCheck(ddprt_context *context, ddprt_status status,
+                         const char *where) {
+  if (status == DDPRT_OK)
+    status = ddprt_synchronize(context);
+  ddprt_check(context, status, where);
+}
+
 template <typename F> void *address(F *function) {
   return reinterpret_cast<void *>(function);
 }
 
 } // namespace
 
-std::vector<HostFunction> hostFunctions() {
+std::vector<HostFunction> hostFunctions(bool synchronizeEveryCall) {
   return {
       {"ddprt_current_context", address(&ddprt_current_context)},
-      {"ddprt_check", address(&ddprt_check)},
+      {"ddprt_check", synchronizeEveryCall ? address(&synchronizeAndCheck)
+                                           : address(&ddprt_check)},
       {"ddprt_host_barrier", address(&ddprt_host_barrier)},
       {"ddprt_allreduce", address(&ddprt_allreduce)},
       {"ddprt_allreduce_start", address(&ddprt_allreduce_start)},
