@@ -10,7 +10,7 @@ shard.grid @dp(shape = 8)
 // CHECK-LABEL: func.func @train_step(
 // CHECK: %[[G:.*]] = linalg.matmul
 // CHECK: scf.if
-// CHECK:   ddp.allreduce mean %[[G]], %{{.*}} role warmup : tensor<128x64xf32>, tensor<128xf32>
+// CHECK:   ddp.allreduce mean %{{.*}}, %[[G]] role warmup : tensor<128xf32>, tensor<128x64xf32>
 // CHECK:   ddp.allreduce_start mean %{{.*}} role uncompressed : tensor<128xf32>
 // CHECK:   ddp.allreduce sum %{{.*}} role powersgd_p : tensor<128x2xf32>
 // CHECK: linalg.generic

@@ -180,6 +180,46 @@ Operation *mlir::ddp::mergeMultiTensorOps(RewriterBase &rewriter,
   return merged;
 }
 
+/// Reorders each run of consecutive ops that `keyOf` selects (allreduces
+/// written one after the other, typically after the backward pass) by where
+/// their inputs are defined, stably: the order the gradients become ready.
+/// Nothing else lies between them, and an allreduce of another one's result
+/// is ready only after it, so the order stays valid.
+static void orderByReadiness(Block &block, MergeKeyFn keyOf) {
+  DenseMap<Operation *, unsigned> position;
+  for (auto [i, op] : llvm::enumerate(block))
+    position[&op] = i;
+  auto readiness = [&](Operation *op) {
+    int64_t ready = -1;
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp();
+          def && def->getBlock() == &block)
+        ready = std::max<int64_t>(ready, position[def]);
+    return ready;
+  };
+  SmallVector<Operation *> run;
+  auto flush = [&](Operation *before) {
+    if (run.size() > 1) {
+      SmallVector<Operation *> sorted(run);
+      llvm::stable_sort(sorted, [&](Operation *a, Operation *b) {
+        return readiness(a) < readiness(b);
+      });
+      if (sorted != run)
+        for (Operation *op : sorted)
+          op->moveBefore(before);
+    }
+    run.clear();
+  };
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    if (keyOf(&op)) {
+      run.push_back(&op);
+      continue;
+    }
+    flush(&op);
+  }
+  // A run that ends a block without a terminator stays as it is.
+}
+
 unsigned mlir::ddp::bucketizeAllReduces(Operation *root, uint64_t capBytes) {
   SmallVector<Block *> blocks;
   root->walk([&](Block *block) { blocks.push_back(block); });
@@ -205,6 +245,8 @@ unsigned mlir::ddp::bucketizeAllReduces(Operation *root, uint64_t capBytes) {
       bytes += tensorBytes(cast<RankedTensorType>(type));
     return bytes;
   };
+  for (Block *block : blocks)
+    orderByReadiness(*block, keyOf);
   for (Block *block : blocks)
     for (auto &group : findMergeableGroups(*block, keyOf, bytesOf, capBytes))
       if (group.size() > 1)

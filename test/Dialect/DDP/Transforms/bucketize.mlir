@@ -24,7 +24,10 @@ func.func @consecutive(%a: tensor<64x32xf32>, %b: tensor<64xf32>, %c: tensor<64x
 // CHECK: ddp.allreduce mean %arg2 : tensor<4xf16>
 // CHECK: %[[M:.*]]:2 = ddp.allreduce mean %arg0, %arg3 : tensor<4xf32>, tensor<4xf32>
 // CHECK: %[[X:.*]] = arith.addf %[[M]]#0, %[[M]]#0
-// CHECK: %[[L:.*]] = ddp.allreduce mean %[[X]], %arg4 : tensor<4xf32>, tensor<4xf32>
+// Allreduces written one after the other are put in the order their
+// inputs are ready first: %e (an argument) before %x.
+// CHECK: %[[L:.*]]:2 = ddp.allreduce mean %arg4, %[[X]] : tensor<4xf32>, tensor<4xf32>
+// CHECK: return %[[M]]#0, %{{.*}}, %{{.*}}, %[[M]]#1, %[[L]]#1, %[[L]]#0
 func.func @separated(%a: tensor<4xf32>, %b: tensor<4xf32>, %c: tensor<4xf16>, %d: tensor<4xf32>, %e: tensor<4xf32>)
     -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
   %0 = ddp.allreduce mean %a : tensor<4xf32>
@@ -58,4 +61,29 @@ func.func @not_bucketed(%d: tensor<?xf32>, %a: tensor<4xf32>, %c: i1) -> (tensor
     scf.yield %a : tensor<4xf32>
   }
   return %0, %1, %2, %3 : tensor<?xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// Written in parameter order after the backward pass (w1's gradient is
+// computed last): bucketed in the order the gradients are ready, as DDP's
+// reverse parameter order does. With a cap of one 64x32 tensor, g3 and g2
+// share nothing with g1.
+// CHECK-LABEL: func.func @parameter_order(
+// CHECK: %[[G3:.*]] = arith.mulf %arg3, %arg2
+// CHECK: %[[G2:.*]] = arith.mulf %[[G3]], %arg1
+// CHECK: %[[G1:.*]] = arith.mulf %[[G2]], %arg0
+// CHECK: %[[R:.*]]:3 = ddp.allreduce mean %[[G3]], %[[G2]], %[[G1]]
+// CHECK: return %[[R]]#2, %[[R]]#1, %[[R]]#0
+// SMALL-LABEL: func.func @parameter_order(
+// SMALL: ddp.allreduce mean %{{.*}} : tensor<64x32xf32>
+// SMALL-NEXT: ddp.allreduce mean %{{.*}} : tensor<64x32xf32>
+// SMALL-NEXT: ddp.allreduce mean %{{.*}} : tensor<64x32xf32>
+func.func @parameter_order(%w1: tensor<64x32xf32>, %w2: tensor<64x32xf32>, %w3: tensor<64x32xf32>, %x: tensor<64x32xf32>)
+    -> (tensor<64x32xf32>, tensor<64x32xf32>, tensor<64x32xf32>) {
+  %g3 = arith.mulf %x, %w3 : tensor<64x32xf32>
+  %g2 = arith.mulf %g3, %w2 : tensor<64x32xf32>
+  %g1 = arith.mulf %g2, %w1 : tensor<64x32xf32>
+  %m1 = ddp.allreduce mean %g1 : tensor<64x32xf32>
+  %m2 = ddp.allreduce mean %g2 : tensor<64x32xf32>
+  %m3 = ddp.allreduce mean %g3 : tensor<64x32xf32>
+  return %m1, %m2, %m3 : tensor<64x32xf32>, tensor<64x32xf32>, tensor<64x32xf32>
 }

@@ -78,7 +78,7 @@ func.func @mlp(%w: tensor<64x32xf32>, %b: tensor<64xf32>, %c: tensor<16x8x3x3xf3
 // CHECK-LABEL: func.func @nothing_to_compress(
 // CHECK-NOT: ddp.state_load
 // CHECK: %[[SUM:.*]] = linalg.add
-// CHECK: ddp.allreduce mean %[[SUM]], %{{.*}} role uncompressed : tensor<8x8xf32>, tensor<8xf32>
+// CHECK: ddp.allreduce mean %{{.*}}, %[[SUM]] role uncompressed : tensor<8xf32>, tensor<8x8xf32>
 // CHECK-NOT: scf.if
 // CHECK: return
 func.func @nothing_to_compress(%a: tensor<8x8xf32>, %b: tensor<8xf32>) -> (tensor<8x8xf32>, tensor<8xf32>) {

@@ -18,8 +18,12 @@ def DDPBucketize : Pass<"ddp-bucketize", "::mlir::func::FuncOp"> {
     last member was), into one multi-tensor
     `ddp.allreduce`, like DDP's `bucket_cap_mb`: a bucket is closed once the
     next tensor would take it over the cap (a tensor larger than the cap gets
-    a bucket of its own). Buckets keep program order, which is the order the
-    gradients become ready. An allreduce is not moved past a use of its
+    a bucket of its own). Allreduces written one after the other (after the
+    backward pass, as users write them) are first put in the order their
+    inputs are defined, which is the order the gradients become ready, so
+    that buckets follow the backward pass as DDP's reverse parameter order
+    does, whatever order the allreduces were written in; otherwise buckets
+    keep program order. An allreduce is not moved past a use of its
     result. It sees only `ddp.allreduce`: run `convert-shard-to-ddp` first on
     an upstream `shard` module (`ddp-compress` and `insert-powersgd` do).
     Runs on each function on its own.
