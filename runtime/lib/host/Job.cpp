@@ -180,6 +180,11 @@ void Job::maxOverRanksBounded(double *values, int count,
   MPI_Finalized(&finalized);
   if (!initialized || finalized || worldSize <= 1)
     return;
+  // MPI allows one thread in it at a time: the runtime's communication
+  // thread calls it only while collectives are queued, and this drains
+  // them (their failures are the runtime's to report, at their waits).
+  if (context)
+    (void)ddprt_synchronize(context);
   // Nonblocking and polled, as the runtime's collectives are: a blocking
   // MPI_Allreduce would wait forever for a rank that stopped.
   MPI_Request request;
