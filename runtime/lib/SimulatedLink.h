@@ -103,10 +103,12 @@ inline bool parseSimulatedLink(const std::string &text, SimulatedLink &link,
             "microseconds)";
     return false;
   }
-  if (!checkSimulatedLink(gbps, latencyUs, error))
+  if (!std::isfinite(gbps) || gbps <= 0.0) {
+    error = "'" + text + "': the bandwidth must be a finite number of Gb/s > 0";
     return false;
-  if (gbps == 0.0) {
-    error = "'" + text + "': the bandwidth must be > 0 Gb/s";
+  }
+  if (!checkSimulatedLink(gbps, latencyUs, error)) {
+    error = "'" + text + "': " + error;
     return false;
   }
   link.gbps = gbps;
