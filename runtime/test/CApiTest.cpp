@@ -270,6 +270,10 @@ TEST_F(CApi, AllreduceArgumentChecks) {
                invalid, "null");
   EXPECT_EQ(request, nullptr);
   EXPECT_FAILS(ddprt_wait(context, nullptr), invalid, "request");
+  int32_t completed = -1;
+  EXPECT_FAILS(ddprt_request_completed(context, nullptr, &completed), invalid,
+               "request");
+  EXPECT_EQ(completed, -1);
 
   // Nothing ran: the buffers are untouched and nothing was counted.
   EXPECT_EQ(values[0], 1.0f);
@@ -592,6 +596,11 @@ TEST_F(CApi, StartAndWaitWithTwoRequestsInFlight) {
             DDPRT_OK);
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
+  int32_t completed = -1;
+  EXPECT_FAILS(ddprt_request_completed(context, a, nullptr),
+               DDPRT_ERROR_INVALID_ARGUMENT, "output");
+  ASSERT_EQ(ddprt_request_completed(context, a, &completed), DDPRT_OK);
+  EXPECT_TRUE(completed == 0 || completed == 1) << completed;
   EXPECT_EQ(ddprt_wait(context, a), DDPRT_OK);
   EXPECT_EQ(ddprt_wait(context, b), DDPRT_OK);
   for (size_t i = 0; i < firstBefore.size(); ++i)
@@ -814,8 +823,8 @@ TEST_F(CApi, ReconstructSkipsTheErrorFeedbackOfNonFiniteTensors) {
                    "feedback skipped this step");
       ASSERT_EQ(ddprt_get_counters(context, &after), DDPRT_OK);
       EXPECT_EQ(after.nonfinite_skips - before.nonfinite_skips, 2u);
-      std::string what = dtypeName(dtype) + std::string(" poison ") +
-                         std::to_string(poison);
+      std::string what =
+          dtypeName(dtype) + std::string(" poison ") + std::to_string(poison);
       EXPECT_TRUE(e[0].bitwiseEqual(expectedE[0])) << what;
       EXPECT_TRUE(out[0].bitwiseEqual(expectedOut[0])) << what;
       for (size_t i = 1; i < 3; ++i) {
@@ -843,23 +852,23 @@ TEST_F(CApi, SizesBeyondSixtyFourBitBytesAreRefused) {
       ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT, &huge, 1),
       DDPRT_ERROR_INVALID_ARGUMENT, "more bytes than a 64-bit size holds");
   ddprt_state *state = nullptr;
-  EXPECT_FAILS(ddprt_state_get(context, "huge", DDPRT_F64, int64_t(1) << 61,
-                               &state),
-               DDPRT_ERROR_INVALID_ARGUMENT, "a 64-bit size cannot hold");
+  EXPECT_FAILS(
+      ddprt_state_get(context, "huge", DDPRT_F64, int64_t(1) << 61, &state),
+      DDPRT_ERROR_INVALID_ARGUMENT, "a 64-bit size cannot hold");
   EXPECT_EQ(state, nullptr);
 }
 
 TEST_F(CApi, InspectTellsFiniteAndNonzeroPerBuffer) {
   for (ddprt_dtype dtype : {DDPRT_F32, DDPRT_F16, DDPRT_BF16, DDPRT_F64}) {
     std::vector<TypedArray> arrays(6, TypedArray(dtype, 7));
-    arrays[0].fill(0.0);           // collapsed
-    arrays[1].fill(0.0);           // one nonzero
+    arrays[0].fill(0.0); // collapsed
+    arrays[1].fill(0.0); // one nonzero
     arrays[1].set(6, -0.5);
-    arrays[2].fill(1.0);           // NaN
+    arrays[2].fill(1.0); // NaN
     arrays[2].set(3, std::nan(""));
-    arrays[3].fill(0.0);           // Inf among zeros
+    arrays[3].fill(0.0); // Inf among zeros
     arrays[3].set(0, -HUGE_VAL);
-    arrays[4].fill(-0.0);          // negative zero is zero
+    arrays[4].fill(-0.0);             // negative zero is zero
     arrays[5] = TypedArray(dtype, 0); // empty: finite, all zero
     std::vector<ddprt_buffer> buffers;
     for (TypedArray &a : arrays)
@@ -1326,7 +1335,8 @@ TEST_F(CApi, CurrentContextAndErrorHandlerForCompiledCode) {
   ddprt_set_error_handler(recordFailure, &seen);
   ddprt_check(context, DDPRT_OK, "ddp.allreduce at step.mlir:3:8");
   EXPECT_EQ(seen.calls, 0);
-  ddprt_status status = ddprt_scale(context, DDPRT_SCALE_WORLD_SIZE, nullptr, 1);
+  ddprt_status status =
+      ddprt_scale(context, DDPRT_SCALE_WORLD_SIZE, nullptr, 1);
   ddprt_check(context, status, "ddp.scale at step.mlir:4:8");
   EXPECT_EQ(seen.calls, 1);
   EXPECT_EQ(seen.status, DDPRT_ERROR_INVALID_ARGUMENT);
