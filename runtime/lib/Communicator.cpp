@@ -22,6 +22,9 @@
 // caller queues more. They cannot be reordered against the runtime's
 // collectives either: those use a communicator of their own (a duplicate of
 // MPI_COMM_WORLD), and are all complete when the host's begin.
+// One exception: a host that stops the job after a failure (ddp-run's
+// MPI_Abort from its error handler) may call MPI while the thread is inside
+// it; the job ends either way.
 //
 // Where MPI was initialized by the host below MPI_THREAD_SERIALIZED, and in
 // a job of one rank, there is no thread: the caller runs the queued work
