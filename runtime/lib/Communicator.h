@@ -66,7 +66,8 @@ public:
   Error wait(Operation &operation);
   /// Whether `operation` is done; never waits or makes progress.
   bool completed(const Operation &operation);
-  /// start + wait.
+  /// start + wait; with nothing queued, `work` runs on the caller's thread
+  /// at once (the same order, without a handoff to the thread).
   Error run(Work work);
   /// Waits until everything queued so far is done; fails if the
   /// collectives are broken.
@@ -83,6 +84,9 @@ private:
   /// The communication thread: runs queued work until stopped and the
   /// queue is empty.
   void serve();
+  /// Runs `work` unless the collectives are broken; an exception (out of
+  /// memory) becomes an error and breaks them.
+  Error execute(Work &work);
   /// Runs the first queued work (unlocking `lock` meanwhile) and marks it
   /// done.
   void runFirst(std::unique_lock<std::mutex> &lock);

@@ -106,22 +106,14 @@ public:
   /// Through the queue, so that it keeps its place among started ones.
   Error allreduce(ddprt_reduction reduction, ddprt_buffer *buffers,
                   int count) override {
-    std::unique_ptr<Request> request;
-    DDPRT_TRY(allreduceStart(reduction, buffers, count, request));
-    return wait(*request);
+    return communicator_.run(reduceWork(reduction, buffers, count));
   }
 
   Error allreduceStart(ddprt_reduction reduction, ddprt_buffer *buffers,
                        int count, std::unique_ptr<Request> &result) override {
-    Bucket bucket{reduction,
-                  std::vector<ddprt_buffer>(buffers, buffers + count),
-                  bucketSignature(reduction, buffers, count),
-                  {}};
     auto request = std::make_unique<CpuRequest>();
-    request->operation = communicator_.start(
-        [bucket = std::move(bucket)](Collectives &collectives) mutable {
-          return reduce(collectives, bucket);
-        });
+    request->operation =
+        communicator_.start(reduceWork(reduction, buffers, count));
     result = std::move(request);
     return Error::success();
   }
@@ -234,6 +226,19 @@ public:
   }
 
 private:
+  /// The work that checks and reduces the bucket (reduce), owning a copy
+  /// of its buffer list and its staging buffer.
+  static Communicator::Work reduceWork(ddprt_reduction reduction,
+                                       ddprt_buffer *buffers, int count) {
+    Bucket bucket{reduction,
+                  std::vector<ddprt_buffer>(buffers, buffers + count),
+                  bucketSignature(reduction, buffers, count),
+                  {}};
+    return [bucket = std::move(bucket)](Collectives &collectives) mutable {
+      return reduce(collectives, bucket);
+    };
+  }
+
   Communicator &communicator_;
 };
 } // namespace
