@@ -22,10 +22,10 @@
 //    allreduce of 64 bytes, and pays the latency like any collective.
 // A bucket reduces each large buffer, and the small ones of each dtype
 // together, in one collective each: each pays the latency. The holding is
-// done by whoever runs the collective: the communication thread when there
-// is one (Communicator.h), so that a started allreduce's link time overlaps
-// the caller's compute as a real network's would. A job of one rank sends
-// nothing and is never held.
+// done by whoever runs the collective: for a started allreduce the
+// communication thread (Communicator.h), so that its link time overlaps the
+// caller's compute as a real network's would; for a blocking one the
+// caller. A job of one rank sends nothing and is never held.
 //
 // It is set by ddprt_options.simulated_link_gbps/_latency_us, overridden by
 // the environment variable DDPRT_SIMULATED_LINK=<gbps>,<latency_us> (for
