@@ -184,10 +184,7 @@ typedef struct ddprt_options {
 /* The defaults: CPU backend, 300 s timeout, shape checks on, no simulated
    link. */
 #define DDPRT_OPTIONS_INITIALIZER                                              \
-  {                                                                            \
-    sizeof(ddprt_options), DDPRT_VERSION, DDPRT_BACKEND_CPU, 300.0, 1, 0.0,    \
-        0.0                                                                    \
-  }
+  { sizeof(ddprt_options), DDPRT_VERSION, DDPRT_BACKEND_CPU, 300.0, 1, 0, 0 }
 
 /* Fills `options` with DDPRT_OPTIONS_INITIALIZER. Inline, so that it
    writes the struct the caller was compiled with: a function in the
