@@ -156,7 +156,7 @@ static cl::opt<std::string> simulatedLink(
     cl::desc("Measuring tool: hold each collective as a network link of "
              "this bandwidth (Gb/s) and latency (microseconds) would, e.g. "
              "10,20 (CPU backend; DDPRT_SIMULATED_LINK overrides it; the "
-             "summary and --summary-json say so)"),
+             "summary and --summary-json say so; default: off)"),
     cl::cat(category));
 static cl::opt<bool> quiet("quiet", cl::desc("Print only the summary"),
                            cl::cat(category));
