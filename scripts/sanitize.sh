@@ -13,6 +13,10 @@
 #                                then about 5 minutes of tests on 2 cores;
 #                                memory errors and UB, not leaks: see below;
 #                                3 tests are unsupported under ASan)
+#   scripts/sanitize.sh --tsan   ThreadSanitizer instead, the runtime alone
+#                                (its communication thread against the
+#                                caller; Open MPI's own locking suppressed,
+#                                see scripts/tsan.supp)
 # Set SANITIZE_DIR to change where the builds go (default build-sanitize*).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +38,23 @@ sanitized_cmake() {
       "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined" "$@" >/dev/null
   fi
 }
+
+if [ "${1:-}" = "--tsan" ]; then
+  TSAN_DIR="${SANITIZE_DIR:-build-sanitize}-tsan-runtime"
+  echo "== TSan: the runtime ($TSAN_DIR)"
+  export TSAN_OPTIONS="suppressions=$ROOT/scripts/tsan.supp:halt_on_error=0:report_signal_unsafe=0"
+  if [ ! -f "$TSAN_DIR/build.ninja" ]; then
+    cmake -G Ninja -S runtime -B "$TSAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      "-DCMAKE_C_FLAGS=-fsanitize=thread" "-DCMAKE_CXX_FLAGS=-fsanitize=thread" \
+      "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread" \
+      "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread" -DDDPRT_ENABLE_CUDA=OFF \
+      -DDDPRT_BUILD_BENCHMARKS=OFF >/dev/null
+  fi
+  cmake --build "$TSAN_DIR"
+  (cd "$TSAN_DIR" && ctest --output-on-failure)
+  echo "== TSan: clean"
+  exit 0
+fi
 
 RT_DIR="${SANITIZE_DIR:-build-sanitize}-runtime"
 echo "== ASan+UBSan: the runtime ($RT_DIR)"

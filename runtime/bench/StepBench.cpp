@@ -15,12 +15,17 @@
 //   mpirun -np 2 ddprt-step-bench [resnet50|gpt2-medium] [steps] [rank]
 //                                 [cpu|cuda] [timeout-seconds] [--profile]
 //                                 [--kinds=allreduce,fp16,powersgd]
+//                                 [--simulated-link=GBPS,LATENCY_US]
 //
 // --profile adds, per kind, the time of each call with a synchronize around
 // it; DDPRT_CUDA_PROJECTION=fused|gemm forces the CUDA backend's projector.
+// --simulated-link (or DDPRT_SIMULATED_LINK, which overrides it) holds each
+// collective as a link of that bandwidth and latency would (ddprt.h); the
+// first line then says so.
 //
 //===----------------------------------------------------------------------===//
 
+#include "../lib/SimulatedLink.h"
 #include "ModelShapes.h"
 #include "ddprt/ddprt.h"
 
@@ -256,17 +261,27 @@ double median(std::vector<double> values) {
 
 int main(int argc, char **argv) {
 #if defined(DDPRT_HAVE_MPI)
-  MPI_Init(&argc, &argv);
+  // As ddprt_init would: the runtime's communication thread calls MPI.
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
 #endif
   std::vector<std::string> args;
   bool wantProfile = false;
   std::string onlyKinds; // comma-separated; empty: all
+  ddprt::SimulatedLink link;
+  std::string linkError;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--profile") == 0)
       wantProfile = true;
     else if (std::strncmp(argv[i], "--kinds=", 8) == 0)
       onlyKinds = argv[i] + 8;
-    else
+    else if (std::strncmp(argv[i], "--simulated-link=", 17) == 0) {
+      if (!ddprt::parseSimulatedLink(argv[i] + 17, link, linkError)) {
+        std::fprintf(stderr, "ddprt-step-bench: --simulated-link: %s\n",
+                     linkError.c_str());
+        return 2;
+      }
+    } else
       args.push_back(argv[i]);
   }
   std::string model = args.size() > 0 ? args[0] : "resnet50";
@@ -278,7 +293,8 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "usage: ddprt-step-bench [resnet50|gpt2-medium] "
                          "[steps >= 1] [rank >= 1] [cpu|cuda] "
                          "[timeout-seconds] [--profile] "
-                         "[--kinds=allreduce,fp16,powersgd]\n");
+                         "[--kinds=allreduce,fp16,powersgd] "
+                         "[--simulated-link=GBPS,LATENCY_US]\n");
     return 2;
   }
   std::vector<Parameter> params =
@@ -289,8 +305,12 @@ int main(int argc, char **argv) {
   options.backend = backend == "cuda" ? DDPRT_BACKEND_CUDA : DDPRT_BACKEND_CPU;
   if (args.size() > 4)
     options.timeout_seconds = std::atof(args[4].c_str());
+  options.simulated_link_gbps = link.gbps;
+  options.simulated_link_latency_us = link.latencyUs;
   CHECK(ddprt_init(&options, &context));
   int me = ddprt_rank(context);
+  // The link the runtime models (DDPRT_SIMULATED_LINK applied).
+  CHECK(ddprt_get_options(context, &options));
 
   std::vector<Tensor> tensors(params.size());
   int64_t total = 0, totalAfter = 0, persistentBytes = 0;
@@ -347,6 +367,10 @@ int main(int argc, char **argv) {
                 (long long)totalAfter, double(total) / double(totalAfter),
                 persistentBytes / 1e6,
                 double(persistentBytes) / (4.0 * double(compressedElements)));
+  if (me == 0 && options.simulated_link_gbps > 0)
+    std::printf("simulated link %g Gb/s, %g us: every figure below includes "
+                "it (collectives held to latency + bytes / bandwidth)\n",
+                options.simulated_link_gbps, options.simulated_link_latency_us);
   auto freshGradients = [&] {
     // A same-type cast is a copy; outside the clock.
     std::vector<ddprt_buffer> from, to;

@@ -40,6 +40,9 @@ public:
                                int count,
                                std::unique_ptr<Request> &request) = 0;
   virtual Error wait(Request &request) = 0;
+  /// Whether the request has completed (on the device, for CUDA), without
+  /// waiting or making progress.
+  virtual Error completed(Request &request, bool &done) = 0;
   /// Blocks until everything enqueued so far is done (a no-op where calls
   /// complete before they return).
   virtual Error synchronize() = 0;

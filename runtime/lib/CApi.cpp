@@ -92,6 +92,15 @@ ddprt_status ddprt_finalize(ddprt_context *context) {
   return DDPRT_OK;
 }
 
+ddprt_status ddprt_get_options(const ddprt_context *context,
+                               ddprt_options *options) {
+  if (!context)
+    return DDPRT_ERROR_INVALID_ARGUMENT;
+  Error error = writeOptions(context->options, options);
+  context->lastError = error.message;
+  return error.status;
+}
+
 const char *ddprt_last_error(const ddprt_context *context) {
   return context ? context->lastError.c_str() : "the context is null";
 }
@@ -134,6 +143,11 @@ ddprt_status ddprt_allreduce_start(ddprt_context *context,
                                               handle->backendRequest);
     });
     if (!error)
+      error = guarded([&] {
+        context->requests.insert(handle.get());
+        return Error::success();
+      });
+    if (!error)
       *request = handle.release();
   }
   return report(context, error);
@@ -142,10 +156,24 @@ ddprt_status ddprt_allreduce_start(ddprt_context *context,
 ddprt_status ddprt_wait(ddprt_context *context, ddprt_request *request) {
   std::unique_ptr<ddprt_request> owned(request);
   Error error = checkWait(context, request);
+  if (context)
+    context->requests.erase(request);
   if (!error)
     error = timed(context, DDPRT_PHASE_COMMUNICATION, [&] {
       return context->backend->wait(*request->backendRequest);
     });
+  return report(context, error);
+}
+
+ddprt_status ddprt_request_completed(ddprt_context *context,
+                                     ddprt_request *request,
+                                     int32_t *completed) {
+  Error error = checkRequestCompleted(context, request, completed);
+  if (!error) {
+    bool done = false;
+    error = context->backend->completed(*request->backendRequest, done);
+    *completed = done ? 1 : 0;
+  }
   return report(context, error);
 }
 

@@ -1,421 +1,191 @@
-//===- Communicator.cpp - MPI between the ranks of a job ------------------===//
+//===- Communicator.cpp - the communication thread and its queue ----------===//
 //
 // Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
 // See LICENSE for license information.
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+// Who calls MPI, and when. MPI is initialized with MPI_THREAD_SERIALIZED:
+// any thread may call it, never two at once. The runtime's collectives
+// (allreduces, shape checks, the broadcast of NCCL's id) are work queued on
+// the communicator and run in the order they were queued: every rank queues
+// the same collectives in the same order (ddprt.h), so every rank runs them
+// in the same order, blocking ones (ddprt_allreduce: queue and wait) and
+// started ones alike. The communication thread runs the queue; a blocking
+// call that finds the queue empty runs its work on the caller's thread at
+// once instead (Communicator::run): the thread is idle then, and stays idle
+// while the caller, the only one who queues, is busy with it, so the two
+// never call MPI at once and the order is the same. MPI's setup and
+// teardown (Collectives::create and its destructor) run on the caller's
+// thread before the thread starts and after it is joined.
+//
+// The host's own MPI calls (ddprt-host's agreements on MPI_COMM_WORLD, a
+// test's barriers) come from the caller's thread. They do not race with the
+// communication thread because that thread calls MPI only while it runs
+// work: once the queue is drained (ddprt_synchronize, which the host calls
+// before each agreement and at the end of each step) it is idle until the
+// caller queues more. They cannot be reordered against the runtime's
+// collectives either: those use a communicator of their own (a duplicate of
+// MPI_COMM_WORLD), and are all complete when the host's begin.
+// One exception: a host that stops the job after a failure (ddp-run's
+// MPI_Abort from its error handler) may call MPI while the thread is inside
+// it; the job ends either way.
+//
+// Where MPI was initialized by the host below MPI_THREAD_SERIALIZED, and in
+// a job of one rank, there is no thread: the caller runs the queued work
+// itself, in order, when it waits (no progress in the background then).
+//
+// Failures: a collective that times out or fails breaks the collectives
+// (Collectives::broken); the work queued after it then fails at once with
+// that reason instead of posting collectives the other ranks may never
+// match, so no wait hangs behind a failed one. Destroying the communicator
+// still completes what is queued (each collective within the timeout, and
+// after a failure at once), then joins the thread.
+//
+//===----------------------------------------------------------------------===//
 
 #include "Communicator.h"
 
-#include "Numeric.h"
-#include "cpu/Kernels.h"
-
-#include <algorithm>
-#include <functional>
-
-#include <chrono>
-#include <climits>
-#include <cstdlib>
-#include <sched.h>
+#include <exception>
 #include <string>
-#include <thread>
-
-#if defined(DDPRT_HAVE_MPI)
+#include <utility>
 
 namespace ddprt {
 
-namespace {
-void finalizeMpiAtExit() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized)
-    MPI_Finalize();
-}
+class Operation {
+public:
+  explicit Operation(Communicator::Work work) : work(std::move(work)) {}
 
-/// MPI has no f16/bf16 sum: a user operation adds pairs in f32 and rounds
-/// back, as NCCL does.
-template <float (*Load)(uint16_t), uint16_t (*Store)(float)>
-void narrowSum(void *in, void *inout, int *length, MPI_Datatype *) {
-  const uint16_t *a = static_cast<const uint16_t *>(in);
-  uint16_t *b = static_cast<uint16_t *>(inout);
-  for (int i = 0; i < *length; ++i)
-    b[i] = Store(Load(a[i]) + Load(b[i]));
-}
-
-MPI_Datatype mpiType(ddprt_dtype dtype) {
-  switch (dtype) {
-  case DDPRT_F32:
-    return MPI_FLOAT;
-  case DDPRT_F64:
-    return MPI_DOUBLE;
-  case DDPRT_F16:
-  case DDPRT_BF16:
-    return MPI_UINT16_T;
-  case DDPRT_I64: // state only: the C API keeps it from collectives
-    break;
-  }
-  return MPI_DATATYPE_NULL;
-}
-} // namespace
-
-Error Communicator::check(int code, const char *what) {
-  if (code == MPI_SUCCESS)
-    return Error::success();
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(code, text, &length);
-  broken_ = true;
-  return fail(DDPRT_ERROR_COMMUNICATION,
-              std::string(what) + " failed on rank " + std::to_string(rank_) +
-                  ": " + std::string(text, length));
-}
+  Communicator::Work work;
+  /// Guarded by the communicator's mutex.
+  bool done = false;
+  Error result;
+};
 
 Error Communicator::create(const ddprt_options &options,
                            std::unique_ptr<Communicator> &result) {
   std::unique_ptr<Communicator> self(new Communicator());
-  self->timeoutSeconds_ = options.timeout_seconds;
-  self->checkShapes_ = options.check_shapes != 0;
-  int initialized = 0, finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (finalized)
-    return fail(DDPRT_ERROR_STATE, "MPI was already finalized in this process");
-  if (!initialized) {
-    int provided = 0;
-    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) !=
-        MPI_SUCCESS)
-      return fail(DDPRT_ERROR_COMMUNICATION, "MPI_Init_thread failed");
-    // MPI cannot be initialized twice in a process: finalize it at exit, so
-    // that contexts can be created and finalized again in between.
-    std::atexit(finalizeMpiAtExit);
-  }
-  // Errors come back as codes (and become ddprt errors) instead of
-  // aborting every rank silently.
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  // Every collective here is nonblocking and waited for within the timeout
-  // (a rank that stopped must not hang the others' start).
-  MPI_Comm_rank(MPI_COMM_WORLD, &self->rank_);
-  // What the nonblocking calls write into lives on the heap and is leaked
-  // if they time out: MPI may still complete them later (a stopped rank
-  // that resumes), and must not write into freed memory or a communicator
-  // handle that was never filled in.
-  struct Pending {
-    MPI_Comm comm = MPI_COMM_NULL;
-    uint64_t node = 1469598103934665603ull;
-    std::vector<uint64_t> nodes;
-  };
-  auto pending = std::make_unique<Pending>();
-  MpiRequests requests;
-  MPI_Request request;
-  DDPRT_TRY(self->check(MPI_Comm_idup(MPI_COMM_WORLD, &pending->comm, &request),
-                        "MPI_Comm_idup"));
-  requests.requests.push_back(request);
-  if (Error error = self->wait(requests)) {
-    (void)pending.release();
-    return error;
-  }
-  self->comm_ = pending->comm;
-  MPI_Comm_set_errhandler(self->comm_, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(self->comm_, &self->rank_);
-  MPI_Comm_size(self->comm_, &self->size_);
-  // The rank among the ranks on this node: those with the same processor
-  // name (MPI_Comm_split_type has no nonblocking form).
-  char name[MPI_MAX_PROCESSOR_NAME] = {};
-  int nameLength = 0;
-  MPI_Get_processor_name(name, &nameLength);
-  for (int i = 0; i < nameLength; ++i) {
-    pending->node ^= uint8_t(name[i]);
-    pending->node *= 1099511628211ull;
-  }
-  pending->nodes.resize(size_t(self->size_));
-  DDPRT_TRY(self->check(MPI_Iallgather(&pending->node, 1, MPI_UINT64_T,
-                                       pending->nodes.data(), 1, MPI_UINT64_T,
-                                       self->comm_, &request),
-                        "MPI_Iallgather"));
-  requests.requests.push_back(request);
-  if (Error error = self->wait(requests)) {
-    (void)pending.release();
-    return error;
-  }
-  const std::vector<uint64_t> &nodes = pending->nodes;
-  self->localRank_ = int(std::count(nodes.begin(), nodes.begin() + self->rank_,
-                                    nodes[self->rank_]));
-  DDPRT_TRY(
-      self->check(MPI_Op_create(&narrowSum<halfBitsToFloat, floatToHalfBits>, 1,
-                                &self->halfSum_),
-                  "MPI_Op_create"));
-  DDPRT_TRY(self->check(
-      MPI_Op_create(&narrowSum<bfloat16BitsToFloat, floatToBFloat16Bits>, 1,
-                    &self->bfloat16Sum_),
-      "MPI_Op_create"));
+  DDPRT_TRY(Collectives::create(options, self->collectives_));
+  if (self->collectives_->size() > 1 &&
+      self->collectives_->callableFromAnyThread())
+    self->thread_ =
+        std::thread([communicator = self.get()] { communicator->serve(); });
   result = std::move(self);
   return Error::success();
 }
 
 Communicator::~Communicator() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized)
+  std::unique_lock<std::mutex> lock(mutex_);
+  stopping_ = true;
+  if (!thread_.joinable()) {
+    while (!queue_.empty())
+      runFirst(lock);
     return;
-  if (halfSum_ != MPI_OP_NULL)
-    MPI_Op_free(&halfSum_);
-  if (bfloat16Sum_ != MPI_OP_NULL)
-    MPI_Op_free(&bfloat16Sum_);
-  if (comm_ != MPI_COMM_NULL)
-    MPI_Comm_free(&comm_);
-}
-
-Error Communicator::failIfBroken() {
-  if (!broken_)
-    return Error::success();
-  return fail(DDPRT_ERROR_STATE,
-              "the communicator failed earlier and is out of step with the "
-              "other ranks");
-}
-
-Error Communicator::sum(void *data, int64_t count, ddprt_dtype dtype,
-                        double scale) {
-  DDPRT_TRY(failIfBroken());
-  if (size_ == 1 || count == 0) {
-    if (scale != 1.0)
-      cpu::scale(scale, ddprt_buffer{data, dtype, count});
-    return Error::success();
   }
-  // Below this the ring's 2(W-1) latency steps cost more than they save.
-  const int64_t kRingBytes = 256 * 1024;
-  if (count * int64_t(ddprt_dtype_size(dtype)) >= kRingBytes && count >= size_)
-    return ringSum(static_cast<char *>(data), count, dtype, scale);
-  DDPRT_TRY(mpiSum(data, count, dtype));
-  if (scale != 1.0)
-    cpu::scale(scale, ddprt_buffer{data, dtype, count});
-  return Error::success();
+  lock.unlock();
+  queued_.notify_all();
+  thread_.join();
 }
 
-Error Communicator::mpiSum(void *data, int64_t count, ddprt_dtype dtype) {
-  MPI_Datatype type = mpiType(dtype);
-  MPI_Op op = dtype == DDPRT_F16    ? halfSum_
-              : dtype == DDPRT_BF16 ? bfloat16Sum_
-                                    : MPI_SUM;
-  size_t elementSize = ddprt_dtype_size(dtype);
-  char *bytes = static_cast<char *>(data);
-  MpiRequests requests;
-  for (int64_t offset = 0; offset < count; offset += INT_MAX) {
-    int chunk = int(std::min<int64_t>(INT_MAX, count - offset));
-    MPI_Request request;
-    DDPRT_TRY(check(MPI_Iallreduce(MPI_IN_PLACE, bytes + offset * elementSize,
-                                   chunk, type, op, comm_, &request),
-                    "MPI_Iallreduce"));
-    requests.requests.push_back(request);
-  }
-  return wait(requests);
-}
-
-namespace {
-/// Posts a send of `bytes` to `peer` and a receive of `recvBytes` from
-/// `from`, in pieces MPI's int counts can hold.
-Error exchange(MPI_Comm comm, const char *send, int64_t sendBytes, int to,
-               char *recv, int64_t recvBytes, int from, MpiRequests &requests,
-               const std::function<Error(int, const char *)> &check) {
-  const int64_t kPiece = int64_t(1) << 30;
-  // The same pieces for the send and the receive side.
-  auto post = [&](bool isSend, char *data, int64_t bytes, int peer) {
-    for (int64_t offset = 0; offset < bytes; offset += kPiece) {
-      int count = int(std::min(kPiece, bytes - offset));
-      MPI_Request request;
-      DDPRT_TRY(isSend ? check(MPI_Isend(data + offset, count, MPI_BYTE, peer,
-                                         0, comm, &request),
-                               "MPI_Isend")
-                       : check(MPI_Irecv(data + offset, count, MPI_BYTE, peer,
-                                         0, comm, &request),
-                               "MPI_Irecv"));
-      requests.requests.push_back(request);
-    }
-    return Error::success();
-  };
-  DDPRT_TRY(post(true, const_cast<char *>(send), sendBytes, to));
-  DDPRT_TRY(post(false, recv, recvBytes, from));
-  return Error::success();
-}
-} // namespace
-
-Error Communicator::ringSum(char *data, int64_t count, ddprt_dtype dtype,
-                            double scale) {
-  const int64_t elementSize = int64_t(ddprt_dtype_size(dtype));
-  const int world = size_;
-  auto chunkBegin = [&](int chunk) {
-    int64_t base = count / world, extra = count % world;
-    return chunk * base + std::min<int64_t>(chunk, extra);
-  };
-  auto chunkSize = [&](int chunk) {
-    return chunkBegin(chunk + 1) - chunkBegin(chunk);
-  };
-  auto checker = [this](int code, const char *what) {
-    return check(code, what);
-  };
-  int right = (rank_ + 1) % world, left = (rank_ + world - 1) % world;
-  scratch_.resize(size_t(chunkSize(0) * elementSize));
-  // Reduce-scatter: after W-1 steps this rank holds chunk (rank+1) % W.
-  for (int step = 0; step < world - 1; ++step) {
-    int sendChunk = (rank_ - step + world) % world;
-    int recvChunk = (rank_ - step - 1 + world) % world;
-    MpiRequests requests;
-    DDPRT_TRY(exchange(comm_, data + chunkBegin(sendChunk) * elementSize,
-                       chunkSize(sendChunk) * elementSize, right,
-                       scratch_.data(), chunkSize(recvChunk) * elementSize,
-                       left, requests, checker));
-    DDPRT_TRY(wait(requests));
-    cpu::accumulate(ddprt_buffer{data + chunkBegin(recvChunk) * elementSize,
-                                 dtype, chunkSize(recvChunk)},
-                    scratch_.data());
-  }
-  int owned = (rank_ + 1) % world;
-  if (scale != 1.0)
-    cpu::scale(scale, ddprt_buffer{data + chunkBegin(owned) * elementSize,
-                                   dtype, chunkSize(owned)});
-  // Allgather the reduced chunks.
-  for (int step = 0; step < world - 1; ++step) {
-    int sendChunk = (rank_ - step + 1 + world) % world;
-    int recvChunk = (rank_ - step + world) % world;
-    MpiRequests requests;
-    DDPRT_TRY(exchange(comm_, data + chunkBegin(sendChunk) * elementSize,
-                       chunkSize(sendChunk) * elementSize, right,
-                       data + chunkBegin(recvChunk) * elementSize,
-                       chunkSize(recvChunk) * elementSize, left, requests,
-                       checker));
-    DDPRT_TRY(wait(requests));
-  }
-  return Error::success();
-}
-
-Error Communicator::wait(MpiRequests &requests) {
-  if (requests.requests.empty())
-    return Error::success();
-  if (timeoutSeconds_ <= 0.0) {
-    int code = MPI_Waitall(int(requests.requests.size()),
-                           requests.requests.data(), MPI_STATUSES_IGNORE);
-    requests.requests.clear();
-    return check(code, "MPI_Waitall");
-  }
-  auto start = std::chrono::steady_clock::now();
+void Communicator::serve() {
+  std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
-    int done = 0;
-    DDPRT_TRY(
-        check(MPI_Testall(int(requests.requests.size()),
-                          requests.requests.data(), &done, MPI_STATUSES_IGNORE),
-              "MPI_Testall"));
-    if (done) {
-      requests.requests.clear();
-      return Error::success();
-    }
-    double waited =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
-    if (waited > timeoutSeconds_) {
-      broken_ = true;
-      return fail(DDPRT_ERROR_TIMEOUT,
-                  "a collective did not complete within " +
-                      std::to_string(timeoutSeconds_) + " s on rank " +
-                      std::to_string(rank_) +
-                      " (a rank may have died or stopped calling the "
-                      "runtime)");
-    }
-    // Spin while a collective is likely to finish soon, then sleep a
-    // little, so that waiting ranks on an oversubscribed machine leave the
-    // CPU to the rank they wait for.
-    if (waited < 0.01)
-      sched_yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    queued_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty())
+      return;
+    runFirst(lock);
   }
+}
+
+Error Communicator::execute(Work &work) {
+  if (collectives_->broken())
+    return collectives_->brokenError();
+  try {
+    return work(*collectives_);
+  } catch (const std::exception &exception) {
+    // This rank may have skipped a collective the others run.
+    Error error = fail(DDPRT_ERROR_BACKEND,
+                       std::string("the runtime ran out of resources: ") +
+                           exception.what());
+    collectives_->markBroken(error.message);
+    return error;
+  }
+}
+
+void Communicator::runFirst(std::unique_lock<std::mutex> &lock) {
+  std::shared_ptr<Operation> operation = queue_.front();
+  lock.unlock();
+  Error result = execute(operation->work);
+  // The work holds the caller's buffers: release it here, not whenever the
+  // last owner of the operation lets go.
+  operation->work = nullptr;
+  lock.lock();
+  queue_.pop_front();
+  operation->result = std::move(result);
+  operation->done = true;
+  finished_.notify_all();
+}
+
+std::shared_ptr<Operation> Communicator::start(Work work) {
+  auto operation = std::make_shared<Operation>(std::move(work));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(operation);
+  }
+  queued_.notify_one();
+  return operation;
+}
+
+Error Communicator::wait(Operation &operation) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (thread_.joinable())
+    finished_.wait(lock, [&] { return operation.done; });
+  else
+    while (!operation.done)
+      runFirst(lock);
+  return operation.result;
+}
+
+bool Communicator::completed(const Operation &operation) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return operation.done;
+}
+
+Error Communicator::run(Work work) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!queue_.empty()) {
+    lock.unlock();
+    return wait(*start(std::move(work)));
+  }
+  // Nothing in flight: the thread is idle, and stays so while the caller
+  // (who alone queues work) runs this itself, which saves the two thread
+  // switches of a handoff (several milliseconds on an oversubscribed
+  // machine). The lock orders its MPI calls after the thread's last ones.
+  lock.unlock();
+  return execute(work);
+}
+
+Error Communicator::drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (thread_.joinable())
+    finished_.wait(lock, [&] { return queue_.empty(); });
+  else
+    while (!queue_.empty())
+      runFirst(lock);
+  return collectives_->broken() ? collectives_->brokenError()
+                                : Error::success();
 }
 
 Error Communicator::checkSameOnAllRanks(const std::vector<int64_t> &signature,
                                         const char *what) {
-  DDPRT_TRY(failIfBroken());
-  if (!checkShapes_ || size_ == 1)
-    return Error::success();
-  // A fixed-size digest, so that the collective itself matches even when the
-  // ranks' signatures differ in length: the length, the sum, and a 64-bit
-  // FNV-1a hash split in two. One MAX over (x, -x) gives every rank both the
-  // maximum and the minimum of each.
-  uint64_t hash = 1469598103934665603ull;
-  int64_t total = 0;
-  for (int64_t value : signature) {
-    total = int64_t(uint64_t(total) + uint64_t(value)); // a digest: wraps
-    for (int byte = 0; byte < 8; ++byte) {
-      hash ^= uint8_t(uint64_t(value) >> (8 * byte));
-      hash *= 1099511628211ull;
-    }
-  }
-  const int64_t digest[4] = {int64_t(signature.size()), total,
-                             int64_t(hash >> 32), int64_t(hash & 0xffffffffu)};
-  int64_t both[8];
-  for (int i = 0; i < 4; ++i) {
-    both[i] = digest[i];
-    both[4 + i] = -digest[i];
-  }
-  MpiRequests requests;
-  MPI_Request request;
-  DDPRT_TRY(check(MPI_Iallreduce(MPI_IN_PLACE, both, 8, MPI_INT64_T, MPI_MAX,
-                                 comm_, &request),
-                  "MPI_Iallreduce"));
-  requests.requests.push_back(request);
-  DDPRT_TRY(wait(requests));
-  for (int i = 0; i < 4; ++i)
-    if (both[i] != -both[4 + i])
-      return fail(DDPRT_ERROR_MISMATCH, std::string(what) +
-                                            ": ranks passed different tensor "
-                                            "counts, sizes or types (rank " +
-                                            std::to_string(rank_) + " passed " +
-                                            std::to_string(digest[0] / 2 - 1) +
-                                            " tensors of " +
-                                            std::to_string(digest[1]) +
-                                            " summed sizes and dtype codes)");
-  return Error::success();
+  return run([&](Collectives &collectives) {
+    return collectives.checkSameOnAllRanks(signature, what);
+  });
 }
 
 Error Communicator::broadcast(void *data, int bytes) {
-  DDPRT_TRY(failIfBroken());
-  MpiRequests requests;
-  MPI_Request request;
-  DDPRT_TRY(check(MPI_Ibcast(data, bytes, MPI_BYTE, 0, comm_, &request),
-                  "MPI_Ibcast"));
-  requests.requests.push_back(request);
-  return wait(requests);
+  return run([&](Collectives &collectives) {
+    return collectives.broadcast(data, bytes);
+  });
 }
 
 } // namespace ddprt
-
-#else // !DDPRT_HAVE_MPI: a job of one rank.
-
-namespace ddprt {
-
-Error Communicator::create(const ddprt_options &options,
-                           std::unique_ptr<Communicator> &result) {
-  std::unique_ptr<Communicator> self(new Communicator());
-  self->timeoutSeconds_ = options.timeout_seconds;
-  self->checkShapes_ = options.check_shapes != 0;
-  result = std::move(self);
-  return Error::success();
-}
-
-Communicator::~Communicator() = default;
-
-Error Communicator::failIfBroken() { return Error::success(); }
-
-Error Communicator::sum(void *data, int64_t count, ddprt_dtype dtype,
-                        double scale) {
-  if (scale != 1.0)
-    cpu::scale(scale, ddprt_buffer{data, dtype, count});
-  return Error::success();
-}
-
-Error Communicator::checkSameOnAllRanks(const std::vector<int64_t> &,
-                                        const char *) {
-  return Error::success();
-}
-
-Error Communicator::broadcast(void *, int) { return Error::success(); }
-
-} // namespace ddprt
-
-#endif // DDPRT_HAVE_MPI

@@ -1,94 +1,105 @@
-//===- Communicator.h - MPI between the ranks of a job ----------*- C++ -*-===//
+//===- Communicator.h - the communication thread and its queue --*- C++ -*-===//
 //
 // Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
 // See LICENSE for license information.
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
-// Rank and world size, collectives that fail within a timeout instead of
-// hanging when a rank dies, and a check that all ranks pass the same sizes.
-// Built without MPI (DDPRT_HAVE_MPI unset) it is a job of one rank: the GPU
-// machines have CUDA and NCCL but no MPI.
+// The runtime's collectives (Collectives.h) run on a thread of their own,
+// in the order they were queued, so that a started allreduce progresses
+// while the caller computes (as gloo's worker threads do). Blocking calls
+// queue their work and wait for it. Communicator.cpp says how the host's own
+// MPI calls keep out of its way.
 // The CPU backend reduces with it; the CUDA backend uses it to broadcast
-// NCCL's unique id.
+// NCCL's unique id and to check that ranks pass the same buckets.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef DDPRT_COMMUNICATOR_H
 #define DDPRT_COMMUNICATOR_H
 
+#include "Collectives.h"
 #include "Error.h"
 #include "ddprt/ddprt.h"
 
-#if defined(DDPRT_HAVE_MPI)
-#include <mpi.h>
-#endif
-
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 namespace ddprt {
 
-#if defined(DDPRT_HAVE_MPI)
-/// Nonblocking MPI operations that complete together.
-struct MpiRequests {
-  std::vector<MPI_Request> requests;
-};
-#endif
+/// Work queued on a communicator and, once done, its outcome.
+class Operation;
 
 class Communicator {
 public:
-  /// Initializes MPI unless the host already did (then MPI is finalized at
-  /// process exit).
+  /// Collective work: runs on the communication thread with the
+  /// collectives, which only it may call.
+  using Work = std::function<Error(Collectives &)>;
+
+  /// Starts MPI (Collectives::create) and the communication thread.
   static Error create(const ddprt_options &options,
                       std::unique_ptr<Communicator> &communicator);
+  /// Completes the work still queued (each collective within the timeout)
+  /// and joins the thread.
   ~Communicator();
   Communicator(const Communicator &) = delete;
   Communicator &operator=(const Communicator &) = delete;
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-  /// The rank among the ranks on this node (shared memory), which picks
-  /// this rank's GPU.
-  int localRank() const { return localRank_; }
+  int rank() const { return collectives_->rank(); }
+  int size() const { return collectives_->size(); }
+  int localRank() const { return collectives_->localRank(); }
+  /// Whether queued work progresses on a thread of its own (else it runs
+  /// on the caller's thread, in wait: a job of one rank, or MPI
+  /// initialized by the host below MPI_THREAD_SERIALIZED).
+  bool progressesInBackground() const { return thread_.joinable(); }
 
-  /// In-place sum over all ranks of `count` elements of `dtype`, then
-  /// multiplied by `scale` (one rounding). Large buffers go around a ring
-  /// (reduce-scatter, scale the owned chunk, allgather: each element is
-  /// reduced once, by one rank, so all ranks get the same bits); small ones
-  /// use MPI's allreduce. f16/bf16 are added in f32 and rounded back.
-  Error sum(void *data, int64_t count, ddprt_dtype dtype, double scale = 1.0);
+  /// Queues `work` after everything queued before it. Once the
+  /// collectives are broken, work is not run: it fails with the reason.
+  std::shared_ptr<Operation> start(Work work);
+  /// Waits until `operation` is done (the work queued before it first) and
+  /// returns what its work returned.
+  Error wait(Operation &operation);
+  /// Whether `operation` is done; never waits or makes progress.
+  bool completed(const Operation &operation);
+  /// start + wait; with nothing queued, `work` runs on the caller's thread
+  /// at once (the same order, without a handoff to the thread).
+  Error run(Work work);
+  /// Waits until everything queued so far is done; fails if the
+  /// collectives are broken.
+  Error drain();
 
-  /// Fails with DDPRT_ERROR_MISMATCH unless every rank passes the same
-  /// `signature` (one small collective).
+  /// Blocking, through the queue: Collectives::checkSameOnAllRanks and
+  /// Collectives::broadcast.
   Error checkSameOnAllRanks(const std::vector<int64_t> &signature,
                             const char *what);
-
-  /// Broadcasts `bytes` from rank 0.
   Error broadcast(void *data, int bytes);
-
-  /// After a timeout or an MPI failure the communicator may be out of step
-  /// with the other ranks; every later call fails.
-  bool broken() const { return broken_; }
 
 private:
   Communicator() = default;
-  Error failIfBroken();
-#if defined(DDPRT_HAVE_MPI)
-  Error check(int code, const char *what);
-  Error ringSum(char *data, int64_t count, ddprt_dtype dtype, double scale);
-  Error mpiSum(void *data, int64_t count, ddprt_dtype dtype);
-  /// Waits for `requests`, failing after the configured timeout.
-  Error wait(MpiRequests &requests);
+  /// The communication thread: runs queued work until stopped and the
+  /// queue is empty.
+  void serve();
+  /// Runs `work` unless the collectives are broken; an exception (out of
+  /// memory) becomes an error and breaks them.
+  Error execute(Work &work);
+  /// Runs the first queued work (unlocking `lock` meanwhile) and marks it
+  /// done.
+  void runFirst(std::unique_lock<std::mutex> &lock);
 
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  MPI_Op halfSum_ = MPI_OP_NULL, bfloat16Sum_ = MPI_OP_NULL;
-  std::vector<char> scratch_;
-#endif
-  int rank_ = 0, size_ = 1, localRank_ = 0;
-  double timeoutSeconds_ = 0.0;
-  bool checkShapes_ = true;
-  bool broken_ = false;
+  std::unique_ptr<Collectives> collectives_;
+  std::mutex mutex_;
+  /// Signalled when work is queued or the thread must stop.
+  std::condition_variable queued_;
+  /// Signalled when work is done.
+  std::condition_variable finished_;
+  std::deque<std::shared_ptr<Operation>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
 };
 
 } // namespace ddprt

@@ -15,6 +15,7 @@ namespace ddprt {
 
 Error initContext(ddprt_context &context, const ddprt_options *options) {
   DDPRT_TRY(readOptions(options, context.options));
+  DDPRT_TRY(readSimulatedLinkVariable(context.options));
   const ddprt_options &opts = context.options;
   DDPRT_TRY(checkOptions(opts));
   DDPRT_TRY(guarded(
@@ -35,6 +36,9 @@ void destroyContext(ddprt_context *context) {
   // drain it, within the timeout.
   if (context->backend)
     context->backend->shutdown();
+  for (ddprt_request *request : context->requests)
+    delete request;
+  context->requests.clear();
   releaseStates(*context);
   forgetContext(context);
   context->backend.reset();

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_set>
 
 struct ddprt_state {
   std::string name;
@@ -36,6 +37,8 @@ struct ddprt_context {
   std::unique_ptr<ddprt::Backend> backend;
   /// Ordered by name, so checkpoints list states the same way every time.
   std::map<std::string, std::unique_ptr<ddprt_state>> states;
+  /// Requests started and not yet waited for: ddprt_finalize frees them.
+  std::unordered_set<ddprt_request *> requests;
   ddprt_counters counters{};
   /// Mutable: const queries report their argument errors too.
   mutable std::string lastError;

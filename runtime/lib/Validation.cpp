@@ -6,8 +6,11 @@
 
 #include "Validation.h"
 
+#include "SimulatedLink.h"
+
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <iterator>
 #include <vector>
 
@@ -138,6 +141,8 @@ constexpr OptionsField kOptionsFields[] = {
     DDPRT_OPTIONS_FIELD(backend),
     DDPRT_OPTIONS_FIELD(timeout_seconds),
     DDPRT_OPTIONS_FIELD(check_shapes),
+    DDPRT_OPTIONS_FIELD(simulated_link_gbps),
+    DDPRT_OPTIONS_FIELD(simulated_link_latency_us),
 };
 #undef DDPRT_OPTIONS_FIELD
 
@@ -160,12 +165,8 @@ std::string versionText(unsigned version) {
          std::to_string(version % 100);
 }
 
-} // namespace
-
-Error readOptions(const ddprt_options *given, ddprt_options &options) {
-  ddprt_default_options(&options);
-  if (!given)
-    return Error::success();
+/// Refuses a `given` whose size or version this runtime does not know.
+Error checkOptionsLayout(const ddprt_options *given) {
   const std::string fill = "fill the options with ddprt_default_options or "
                            "DDPRT_OPTIONS_INITIALIZER before changing fields";
   size_t size = given->size;
@@ -192,12 +193,48 @@ Error readOptions(const ddprt_options *given, ddprt_options &options) {
   if (version < kFirstOptionsVersion)
     return invalid("options.version is " + std::to_string(version) +
                    ", which is no ddprt version: " + fill);
-  // Only the fields the caller's struct has; the others keep the defaults.
+  return Error::success();
+}
+
+/// Copies the fields of ddprt_options that lie within `size` bytes.
+void copyOptionsFields(void *to, const void *from, size_t size) {
   for (const OptionsField &field : kOptionsFields)
     if (field.offset + field.size <= size)
-      std::memcpy(reinterpret_cast<char *>(&options) + field.offset,
-                  reinterpret_cast<const char *>(given) + field.offset,
-                  field.size);
+      std::memcpy(static_cast<char *>(to) + field.offset,
+                  static_cast<const char *>(from) + field.offset, field.size);
+}
+
+} // namespace
+
+Error readOptions(const ddprt_options *given, ddprt_options &options) {
+  ddprt_default_options(&options);
+  if (!given)
+    return Error::success();
+  DDPRT_TRY(checkOptionsLayout(given));
+  // Only the fields the caller's struct has; the others keep the defaults.
+  copyOptionsFields(&options, given, given->size);
+  return Error::success();
+}
+
+Error writeOptions(const ddprt_options &options, ddprt_options *given) {
+  if (!given)
+    return invalid("the options pointer is null");
+  DDPRT_TRY(checkOptionsLayout(given));
+  copyOptionsFields(given, &options, given->size);
+  return Error::success();
+}
+
+Error readSimulatedLinkVariable(ddprt_options &options) {
+  const char *value = std::getenv(kSimulatedLinkVariable);
+  if (!value || !*value)
+    return Error::success();
+  SimulatedLink link;
+  std::string error;
+  if (!parseSimulatedLink(value, link, error))
+    return invalid(std::string(kSimulatedLinkVariable) + "=" + value + ": " +
+                   error);
+  options.simulated_link_gbps = link.gbps;
+  options.simulated_link_latency_us = link.latencyUs;
   return Error::success();
 }
 
@@ -212,6 +249,17 @@ Error checkOptions(const ddprt_options &options) {
     return fail(DDPRT_ERROR_UNSUPPORTED,
                 "this build of the runtime has no CUDA backend");
 #endif
+  std::string error;
+  if (!checkSimulatedLink(options.simulated_link_gbps,
+                          options.simulated_link_latency_us, error))
+    return invalid(
+        "simulated_link_gbps " + std::to_string(options.simulated_link_gbps) +
+        ", simulated_link_latency_us " +
+        std::to_string(options.simulated_link_latency_us) + ": " + error);
+  if (options.backend == DDPRT_BACKEND_CUDA && options.simulated_link_gbps > 0)
+    return fail(DDPRT_ERROR_UNSUPPORTED,
+                "the simulated link models the CPU backend's MPI collectives; "
+                "the CUDA backend's run on the device (NCCL)");
   return Error::success();
 }
 
@@ -223,19 +271,22 @@ Error checkAllreduce(const ddprt_context *context,
     return invalid("unknown reduction " + std::to_string(asInt(reduction)));
   if (asInt(role) < 0 || asInt(role) >= DDPRT_ROLE_COUNT)
     return invalid("unknown role " + std::to_string(asInt(role)));
-  DDPRT_TRY(checkBuffers(buffers, count, "allreduce buffer"));
-  std::vector<int64_t> signature = {count, reduction};
-  for (int i = 0; i < count; ++i) {
-    signature.push_back(buffers[i].dtype);
-    signature.push_back(buffers[i].numel);
-  }
-  return context->communicator->checkSameOnAllRanks(signature, "allreduce");
+  return checkBuffers(buffers, count, "allreduce buffer");
 }
 
 Error checkWait(const ddprt_context *context, const ddprt_request *request) {
   DDPRT_TRY(checkContext(context));
   if (!request)
     return invalid("the request is null");
+  return Error::success();
+}
+
+Error checkRequestCompleted(const ddprt_context *context,
+                            const ddprt_request *request,
+                            const int32_t *completed) {
+  DDPRT_TRY(checkWait(context, request));
+  if (!completed)
+    return invalid("the output is null");
   return Error::success();
 }
 

@@ -6,9 +6,12 @@
 //
 // Every argument that comes through the C ABI is checked here before a
 // backend sees it (the backends trust what reaches them): null pointers,
-// counts, dtypes, sizes and shapes that do not fit together, and, for
-// collectives, that every rank passes the same bucket. Each check<Call>
-// checks the arguments of ddprt_<call> in the order its messages promise.
+// counts, dtypes, sizes and shapes that do not fit together. That every
+// rank passes the same bucket to a collective is checked by the backends,
+// as part of the collective (on the CPU backend in the communication queue,
+// so a started allreduce's mismatch is reported by its wait). Each
+// check<Call> checks the arguments of ddprt_<call> in the order its
+// messages promise.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,13 +49,23 @@ Error checkContext(const ddprt_context *context);
 /// within its `size` into `options`, which holds the defaults; refuses a
 /// size or version this runtime does not know (ddprt.h says which).
 Error readOptions(const ddprt_options *given, ddprt_options &options);
-/// The options of ddprt_init: timeout and backend.
+/// Copies the fields of `options` that lie within the caller's
+/// `given->size` into `given` (ddprt_get_options); refuses a size or
+/// version this runtime does not know, as readOptions does.
+Error writeOptions(const ddprt_options &options, ddprt_options *given);
+/// DDPRT_SIMULATED_LINK, if set and not empty, overrides the simulated
+/// link of `options`; a malformed value fails, naming the variable.
+Error readSimulatedLinkVariable(ddprt_options &options);
+/// The options of ddprt_init: timeout, backend and simulated link.
 Error checkOptions(const ddprt_options &options);
 
 Error checkAllreduce(const ddprt_context *context,
                      const ddprt_reduction &reduction, const ddprt_role &role,
                      const ddprt_buffer *buffers, int count);
 Error checkWait(const ddprt_context *context, const ddprt_request *request);
+Error checkRequestCompleted(const ddprt_context *context,
+                            const ddprt_request *request,
+                            const int32_t *completed);
 Error checkScale(const ddprt_context *context, const ddprt_world_scale &factor,
                  const ddprt_buffer *buffers, int count);
 Error checkCast(const ddprt_context *context, const ddprt_world_scale &factor,

@@ -7,8 +7,9 @@
 // What ddprt.h promises about versions (ddprt_get_version, the version
 // macros and the project's VERSION file), the extensible ddprt_options
 // (sizes and versions refused and accepted, an older and smaller struct
-// read only as far as its size), and the process-wide, thread-safe current
-// context and error handler.
+// read only as far as its size, and written back so by ddprt_get_options),
+// the simulated link's options and DDPRT_SIMULATED_LINK, and the
+// process-wide, thread-safe current context and error handler.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -58,6 +60,10 @@ TEST(AbiOptions, InitializerAndDefaultsAgree) {
   EXPECT_EQ(filled.backend, initialized.backend);
   EXPECT_EQ(filled.timeout_seconds, initialized.timeout_seconds);
   EXPECT_EQ(filled.check_shapes, initialized.check_shapes);
+  EXPECT_EQ(filled.simulated_link_gbps, initialized.simulated_link_gbps);
+  EXPECT_EQ(filled.simulated_link_latency_us,
+            initialized.simulated_link_latency_us);
+  EXPECT_EQ(initialized.simulated_link_gbps, 0.0) << "off by default";
 }
 
 /// ddprt_init with `options` (which may be a smaller, older struct); the
@@ -132,6 +138,14 @@ struct OptionsUpToTimeout {
   ddprt_backend_kind backend;
   double timeout_seconds;
 };
+/// Before the simulated link.
+struct OptionsUpToCheckShapes {
+  size_t size;
+  unsigned int version;
+  ddprt_backend_kind backend;
+  double timeout_seconds;
+  int check_shapes;
+};
 
 /// `old` at the start of a full ddprt_options whose other bytes are
 /// garbage (a NaN timeout, if it were read): what follows a smaller struct
@@ -166,6 +180,147 @@ TEST(AbiOptions, AnOlderSmallerStructIsReadOnlyAsFarAsItsSize) {
   options = withGarbageAfter(upToTimeout);
   EXPECT_EQ(init(&options, message), DDPRT_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(message.find("timeout_seconds"), std::string::npos) << message;
+  // Up to check_shapes: the garbage (NaN) simulated link after it is not
+  // read.
+  OptionsUpToCheckShapes upToCheckShapes = {
+      sizeof(OptionsUpToCheckShapes), DDPRT_VERSION, DDPRT_BACKEND_CPU, 5.0, 1};
+  options = withGarbageAfter(upToCheckShapes);
+  EXPECT_EQ(init(&options, message), DDPRT_OK) << message;
+}
+
+TEST(AbiOptions, GetOptionsWritesOnlyAsFarAsTheCallersSize) {
+  ddprt_options given = DDPRT_OPTIONS_INITIALIZER;
+  given.timeout_seconds = 7.0;
+  ddprt_context *context = nullptr;
+  ASSERT_EQ(ddprt_init(&given, &context), DDPRT_OK)
+      << ddprt_last_error(context);
+  ddprt_options full;
+  std::memset(&full, 0, sizeof full);
+  full.size = sizeof full;
+  full.version = DDPRT_VERSION;
+  ASSERT_EQ(ddprt_get_options(context, &full), DDPRT_OK);
+  EXPECT_EQ(full.timeout_seconds, 7.0);
+  EXPECT_EQ(full.check_shapes, 1);
+  // An older caller's struct, with a sentinel after it.
+  struct {
+    OptionsUpToTimeout old;
+    char after[sizeof(ddprt_options)];
+  } older;
+  std::memset(&older, 0x5a, sizeof older);
+  older.old.size = sizeof(OptionsUpToTimeout);
+  older.old.version = DDPRT_VERSION;
+  ASSERT_EQ(
+      ddprt_get_options(context, reinterpret_cast<ddprt_options *>(&older)),
+      DDPRT_OK);
+  EXPECT_EQ(older.old.timeout_seconds, 7.0);
+  for (char byte : older.after)
+    EXPECT_EQ(byte, 0x5a) << "written past the caller's size";
+  ddprt_options unfilled = {};
+  EXPECT_EQ(ddprt_get_options(context, &unfilled),
+            DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(ddprt_get_options(context, nullptr), DDPRT_ERROR_INVALID_ARGUMENT);
+  ddprt_finalize(context);
+}
+
+//===----------------------------------------------------------------------===//
+// The simulated link: options and DDPRT_SIMULATED_LINK
+//===----------------------------------------------------------------------===//
+
+/// Sets DDPRT_SIMULATED_LINK for one test (unset: null), and restores it.
+class SimulatedLinkVariable : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (const char *value = std::getenv("DDPRT_SIMULATED_LINK"))
+      saved = value;
+  }
+  void TearDown() override {
+    if (saved.empty())
+      unsetenv("DDPRT_SIMULATED_LINK");
+    else
+      setenv("DDPRT_SIMULATED_LINK", saved.c_str(), 1);
+  }
+  void set(const char *value) {
+    if (value)
+      setenv("DDPRT_SIMULATED_LINK", value, 1);
+    else
+      unsetenv("DDPRT_SIMULATED_LINK");
+  }
+  /// ddprt_init with `options`; the link it runs with.
+  ddprt_status start(const ddprt_options &options, double &gbps,
+                     double &latencyUs, std::string &message) {
+    ddprt_context *context = nullptr;
+    ddprt_status status = ddprt_init(&options, &context);
+    message = ddprt_last_error(context);
+    ddprt_options running = DDPRT_OPTIONS_INITIALIZER;
+    if (status == DDPRT_OK &&
+        ddprt_get_options(context, &running) == DDPRT_OK) {
+      gbps = running.simulated_link_gbps;
+      latencyUs = running.simulated_link_latency_us;
+    }
+    if (context)
+      ddprt_finalize(context);
+    return status;
+  }
+
+  std::string saved;
+};
+
+TEST_F(SimulatedLinkVariable, SetsAndOverridesTheOptions) {
+  ddprt_options options = DDPRT_OPTIONS_INITIALIZER;
+  double gbps = -1, latencyUs = -1;
+  std::string message;
+  set(nullptr);
+  ASSERT_EQ(start(options, gbps, latencyUs, message), DDPRT_OK) << message;
+  EXPECT_EQ(gbps, 0.0) << "off by default";
+  EXPECT_EQ(latencyUs, 0.0);
+  options.simulated_link_gbps = 100;
+  options.simulated_link_latency_us = 5;
+  ASSERT_EQ(start(options, gbps, latencyUs, message), DDPRT_OK) << message;
+  EXPECT_EQ(gbps, 100.0);
+  EXPECT_EQ(latencyUs, 5.0);
+  set("10,20");
+  ASSERT_EQ(start(options, gbps, latencyUs, message), DDPRT_OK) << message;
+  EXPECT_EQ(gbps, 10.0) << "the variable overrides the options";
+  EXPECT_EQ(latencyUs, 20.0);
+  set(""); // empty: as if unset
+  ASSERT_EQ(start(options, gbps, latencyUs, message), DDPRT_OK) << message;
+  EXPECT_EQ(gbps, 100.0);
+}
+
+TEST_F(SimulatedLinkVariable, AMalformedValueFailsNamingTheVariable) {
+  ddprt_options options = DDPRT_OPTIONS_INITIALIZER;
+  double gbps = 0, latencyUs = 0;
+  std::string message;
+  for (const char *bad : {"10", "10,", ",20", "fast,20", "10,20,30", "0,20",
+                          "-1,20", "10,-5", "inf,0", "10, 20"}) {
+    set(bad);
+    EXPECT_EQ(start(options, gbps, latencyUs, message),
+              DDPRT_ERROR_INVALID_ARGUMENT)
+        << bad;
+    EXPECT_NE(message.find(std::string("DDPRT_SIMULATED_LINK=") + bad),
+              std::string::npos)
+        << message;
+  }
+}
+
+TEST_F(SimulatedLinkVariable, BadOptionsAreRefused) {
+  set(nullptr);
+  double gbps = 0, latencyUs = 0;
+  std::string message;
+  ddprt_options options = DDPRT_OPTIONS_INITIALIZER;
+  options.simulated_link_latency_us = 20; // without a bandwidth
+  EXPECT_EQ(start(options, gbps, latencyUs, message),
+            DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("simulated_link"), std::string::npos) << message;
+  options = DDPRT_OPTIONS_INITIALIZER;
+  options.simulated_link_gbps = -3;
+  EXPECT_EQ(start(options, gbps, latencyUs, message),
+            DDPRT_ERROR_INVALID_ARGUMENT);
+  // The CUDA backend's collectives run on the device: no link there.
+  options = DDPRT_OPTIONS_INITIALIZER;
+  options.backend = DDPRT_BACKEND_CUDA;
+  options.simulated_link_gbps = 10;
+  EXPECT_EQ(start(options, gbps, latencyUs, message), DDPRT_ERROR_UNSUPPORTED);
 }
 
 //===----------------------------------------------------------------------===//

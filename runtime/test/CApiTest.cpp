@@ -272,6 +272,10 @@ TEST_F(CApi, AllreduceArgumentChecks) {
                invalid, "null");
   EXPECT_EQ(request, nullptr);
   EXPECT_FAILS(ddprt_wait(context, nullptr), invalid, "request");
+  int32_t completed = -1;
+  EXPECT_FAILS(ddprt_request_completed(context, nullptr, &completed), invalid,
+               "request");
+  EXPECT_EQ(completed, -1);
 
   // Nothing ran: the buffers are untouched and nothing was counted.
   EXPECT_EQ(values[0], 1.0f);
@@ -596,6 +600,11 @@ TEST_F(CApi, StartAndWaitWithTwoRequestsInFlight) {
   ASSERT_NE(b, nullptr);
   // Started collectives do not hold the host barrier up.
   EXPECT_EQ(ddprt_host_barrier(context), DDPRT_OK);
+  int32_t completed = -1;
+  EXPECT_FAILS(ddprt_request_completed(context, a, nullptr),
+               DDPRT_ERROR_INVALID_ARGUMENT, "output");
+  ASSERT_EQ(ddprt_request_completed(context, a, &completed), DDPRT_OK);
+  EXPECT_TRUE(completed == 0 || completed == 1) << completed;
   EXPECT_EQ(ddprt_wait(context, a), DDPRT_OK);
   EXPECT_EQ(ddprt_wait(context, b), DDPRT_OK);
   for (size_t i = 0; i < firstBefore.size(); ++i)

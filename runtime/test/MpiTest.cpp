@@ -8,7 +8,10 @@
 // can create and finalize its own context (ddprt_finalize leaves MPI alone
 // when it did not initialize it), runs the tests on every rank, prints the
 // report on rank 0 only (other ranks print just their failures) and fails
-// on every rank if any rank failed.
+// on every rank if any rank failed. MPI is initialized as ddprt_init would
+// (MPI_THREAD_SERIALIZED: the runtime's communication thread runs the
+// collectives), or, with DDPRT_TEST_MPI_THREAD_SINGLE set, with MPI_Init
+// (MPI_THREAD_SINGLE: the runtime runs them on the caller's thread).
 //
 // Every rank runs the same tests in the same order; assertions that end a
 // test early come after the collectives, or the other ranks would wait in
@@ -25,9 +28,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace ddprt::test;
@@ -79,10 +84,13 @@ protected:
   /// previous context (slow under the sanitizers on a loaded machine) must
   /// not make the others' start time out.
   void create(double timeout) {
-    MPI_Barrier(MPI_COMM_WORLD);
     ddprt_options options;
     ddprt_default_options(&options);
     options.timeout_seconds = timeout;
+    create(options);
+  }
+  void create(const ddprt_options &options) {
+    MPI_Barrier(MPI_COMM_WORLD);
     ASSERT_EQ(ddprt_init(&options, &context), DDPRT_OK)
         << ddprt_last_error(context);
     rank = ddprt_rank(context);
@@ -502,6 +510,220 @@ TEST_F(Mpi, PowerSgdStepReconstructsALowRankMeanOnEveryRank) {
 }
 
 //===----------------------------------------------------------------------===//
+// Started allreduces: the communication thread and its queue
+//===----------------------------------------------------------------------===//
+
+/// Whether MPI lets the runtime's communication thread call it (else the
+/// runtime runs collectives on the caller's thread).
+bool runtimeHasACommunicationThread() {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  return provided >= MPI_THREAD_SERIALIZED;
+}
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+/// Large enough to go around the ring in several steps.
+const std::vector<std::pair<ddprt_dtype, int64_t>> kLargeLayout = {
+    {DDPRT_F32, 3 * 1000 * 1000}, {DDPRT_F32, 7}, {DDPRT_F16, 9}};
+
+TEST_F(Mpi, AStartedAllreduceCompletesWhileTheCallerComputes) {
+  if (!runtimeHasACommunicationThread())
+    GTEST_SKIP() << "MPI below MPI_THREAD_SERIALIZED: collectives run on "
+                    "the caller's thread";
+  Bucket bucket(kLargeLayout, rank);
+  ddprt_request *request = nullptr;
+  ASSERT_EQ(ddprt_allreduce_start(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT,
+                                  bucket.buffers.data(), bucket.count(),
+                                  &request),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  // The caller computes (sleeps) and only asks whether the request is done,
+  // which makes no progress: the thread must finish it on its own. 20 s
+  // only bounds a failing test.
+  int32_t completed = 0;
+  auto start = std::chrono::steady_clock::now();
+  while (!completed && secondsSince(start) < 20.0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_EQ(ddprt_request_completed(context, request, &completed), DDPRT_OK)
+        << ddprt_last_error(context);
+  }
+  EXPECT_EQ(completed, 1) << "not done before its wait";
+  EXPECT_EQ(ddprt_wait(context, request), DDPRT_OK)
+      << ddprt_last_error(context);
+  bucket.expectReduced(DDPRT_SUM, "reduced in the background");
+}
+
+TEST_F(Mpi, SeveralStartsWaitedInReverseOrder) {
+  std::vector<Bucket> buckets;
+  buckets.emplace_back(kLargeLayout, rank);
+  buckets.emplace_back(kMixedLayout, rank);
+  buckets.emplace_back(
+      std::vector<std::pair<ddprt_dtype, int64_t>>{{DDPRT_F64, 200000},
+                                                   {DDPRT_BF16, 33}},
+      rank);
+  buckets.emplace_back(
+      std::vector<std::pair<ddprt_dtype, int64_t>>{{DDPRT_F32, 1}}, rank);
+  auto reductionOf = [](size_t i) { return i % 2 ? DDPRT_MEAN : DDPRT_SUM; };
+  std::vector<ddprt_request *> requests(buckets.size());
+  for (size_t i = 0; i < buckets.size(); ++i)
+    ASSERT_EQ(ddprt_allreduce_start(
+                  context, reductionOf(i), DDPRT_ROLE_GRADIENT,
+                  buckets[i].buffers.data(), buckets[i].count(), &requests[i]),
+              DDPRT_OK)
+        << ddprt_last_error(context);
+  for (size_t i = buckets.size(); i-- > 0;)
+    EXPECT_EQ(ddprt_wait(context, requests[i]), DDPRT_OK)
+        << "bucket " << i << ": " << ddprt_last_error(context);
+  for (size_t i = 0; i < buckets.size(); ++i)
+    buckets[i].expectReduced(reductionOf(i), "bucket " + std::to_string(i));
+}
+
+TEST_F(Mpi, ABlockingAllreduceKeepsItsPlaceAmongStartedOnes) {
+  Bucket first(kMixedLayout, rank), second(kLargeLayout, rank),
+      third({{DDPRT_F64, 300}}, rank);
+  ddprt_request *a = nullptr, *c = nullptr;
+  ASSERT_EQ(ddprt_allreduce_start(context, DDPRT_MEAN, DDPRT_ROLE_GRADIENT,
+                                  first.buffers.data(), first.count(), &a),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  ASSERT_EQ(ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT,
+                            second.buffers.data(), second.count()),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  // The blocking one completed, so the one started before it did too.
+  int32_t completed = 0;
+  ASSERT_EQ(ddprt_request_completed(context, a, &completed), DDPRT_OK);
+  EXPECT_EQ(completed, 1);
+  ASSERT_EQ(ddprt_allreduce_start(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT,
+                                  third.buffers.data(), third.count(), &c),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  EXPECT_EQ(ddprt_wait(context, c), DDPRT_OK) << ddprt_last_error(context);
+  EXPECT_EQ(ddprt_wait(context, a), DDPRT_OK) << ddprt_last_error(context);
+  first.expectReduced(DDPRT_MEAN, "started first");
+  second.expectReduced(DDPRT_SUM, "blocking");
+  third.expectReduced(DDPRT_SUM, "started last");
+}
+
+TEST_F(Mpi, AStartedAllreduceReportsAMismatchAtItsWait) {
+  float values[6] = {1, 2, 3, 4, 5, 6};
+  ddprt_buffer buffer{values, DDPRT_F32, rank == 2 ? 6 : 5};
+  ddprt_request *request = nullptr;
+  ASSERT_EQ(ddprt_allreduce_start(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT,
+                                  &buffer, 1, &request),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  ddprt_status status = ddprt_wait(context, request);
+  EXPECT_EQ(status, DDPRT_ERROR_MISMATCH) << ddprt_status_string(status);
+  EXPECT_NE(std::string(ddprt_last_error(context)).find("different"),
+            std::string::npos)
+      << ddprt_last_error(context);
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(values[i], float(i + 1)) << "buffer changed";
+  // Still in step.
+  buffer.numel = 5;
+  ASSERT_EQ(ddprt_allreduce_start(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT,
+                                  &buffer, 1, &request),
+            DDPRT_OK);
+  EXPECT_EQ(ddprt_wait(context, request), DDPRT_OK)
+      << ddprt_last_error(context);
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(values[i], float(4 * (i + 1)));
+}
+
+TEST_F(Mpi, FinalizeCompletesRequestsNotWaitedFor) {
+  std::vector<Bucket> buckets;
+  buckets.emplace_back(kLargeLayout, rank);
+  buckets.emplace_back(kMixedLayout, rank);
+  for (Bucket &bucket : buckets) {
+    ddprt_request *request = nullptr;
+    ASSERT_EQ(ddprt_allreduce_start(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT,
+                                    bucket.buffers.data(), bucket.count(),
+                                    &request),
+              DDPRT_OK)
+        << ddprt_last_error(context);
+  }
+  // ddprt_finalize frees the requests too.
+  EXPECT_EQ(ddprt_finalize(context), DDPRT_OK);
+  context = nullptr;
+  buckets[0].expectReduced(DDPRT_SUM, "first, not waited for");
+  buckets[1].expectReduced(DDPRT_SUM, "second, not waited for");
+}
+
+//===----------------------------------------------------------------------===//
+// The simulated link (SimulatedLink.h)
+//===----------------------------------------------------------------------===//
+
+TEST_F(Mpi, NoSimulatedLinkByDefault) {
+  ddprt_options options;
+  ddprt_default_options(&options);
+  EXPECT_EQ(options.simulated_link_gbps, 0.0);
+  EXPECT_EQ(options.simulated_link_latency_us, 0.0);
+  ddprt_options running;
+  ddprt_default_options(&running);
+  ASSERT_EQ(ddprt_get_options(context, &running), DDPRT_OK);
+  if (!std::getenv("DDPRT_SIMULATED_LINK")) {
+    EXPECT_EQ(running.simulated_link_gbps, 0.0);
+    EXPECT_EQ(running.simulated_link_latency_us, 0.0);
+  }
+}
+
+/// Seconds an allreduce of `bytes` takes at least on a link of `gbps` and
+/// `latencyUs` (SimulatedLink.h): this rank sends 2 (W - 1) / W of them.
+double linkSeconds(double bytes, double gbps, double latencyUs) {
+  return latencyUs * 1e-6 +
+         2.0 * (kWorld - 1) / kWorld * bytes * 8.0 / (gbps * 1e9);
+}
+
+TEST_F(Mpi, ASimulatedLinkHoldsEachCollectiveForLatencyPlusBytesOverBandwidth) {
+  TearDown();
+  ddprt_options options;
+  ddprt_default_options(&options);
+  options.timeout_seconds = 30.0;
+  options.check_shapes = 0; // one collective per bucket
+  options.simulated_link_gbps = 1.0;
+  options.simulated_link_latency_us = 40000.0;
+  create(options);
+  ddprt_options running;
+  ddprt_default_options(&running);
+  ASSERT_EQ(ddprt_get_options(context, &running), DDPRT_OK);
+  if (std::getenv("DDPRT_SIMULATED_LINK"))
+    GTEST_SKIP() << "DDPRT_SIMULATED_LINK overrides the link this test sets";
+  EXPECT_EQ(running.simulated_link_gbps, 1.0);
+  EXPECT_EQ(running.simulated_link_latency_us, 40000.0);
+  // 4 MB (ring) and 40 bytes (MPI's allreduce), blocking and started.
+  for (int64_t numel : {int64_t(1) << 20, int64_t(10)})
+    for (bool started : {false, true}) {
+      std::vector<float> data(static_cast<size_t>(numel), float(rank));
+      ddprt_buffer buffer{data.data(), DDPRT_F32, numel};
+      double expected = linkSeconds(double(numel) * 4, 1.0, 40000.0);
+      auto start = std::chrono::steady_clock::now();
+      if (started) {
+        ddprt_request *request = nullptr;
+        ASSERT_EQ(ddprt_allreduce_start(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT,
+                                        &buffer, 1, &request),
+                  DDPRT_OK);
+        ASSERT_EQ(ddprt_wait(context, request), DDPRT_OK)
+            << ddprt_last_error(context);
+      } else {
+        ASSERT_EQ(ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT,
+                                  &buffer, 1),
+                  DDPRT_OK)
+            << ddprt_last_error(context);
+      }
+      double seconds = secondsSince(start);
+      std::string what = std::to_string(numel * 4) + " bytes, " +
+                         (started ? "started" : "blocking");
+      EXPECT_GE(seconds, expected) << what;
+      EXPECT_EQ(data[0], 6.0f) << what;
+    }
+}
+
+//===----------------------------------------------------------------------===//
 // Timeouts: last, since a timed-out communicator stays out of step
 //===----------------------------------------------------------------------===//
 
@@ -553,6 +775,64 @@ TEST_F(Mpi, ZZ_CallAfterTimeoutFailsFast) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// A started allreduce that rank 3 never joins fails at its wait, within the
+// timeout; the one queued behind it fails too (at once, with the reason),
+// and so does every later call.
+TEST_F(Mpi, ZZ_AStartedAllreduceARankNeverJoinsTimesOutAtItsWait) {
+  TearDown();
+  create(1.0);
+  if (rank != 3) {
+    float first = 1.0f, second = 2.0f;
+    ddprt_buffer a{&first, DDPRT_F32, 1}, b{&second, DDPRT_F32, 1};
+    ddprt_request *requestA = nullptr, *requestB = nullptr;
+    auto start = std::chrono::steady_clock::now();
+    ASSERT_EQ(ddprt_allreduce_start(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT, &a,
+                                    1, &requestA),
+              DDPRT_OK);
+    ASSERT_EQ(ddprt_allreduce_start(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT, &b,
+                                    1, &requestB),
+              DDPRT_OK);
+    // The later one first: it must not hang behind the failed one.
+    ddprt_status status = ddprt_wait(context, requestB);
+    EXPECT_EQ(status, DDPRT_ERROR_STATE) << ddprt_status_string(status);
+    EXPECT_NE(std::string(ddprt_last_error(context)).find("did not complete"),
+              std::string::npos)
+        << "the reason: " << ddprt_last_error(context);
+    status = ddprt_wait(context, requestA);
+    double seconds = secondsSince(start);
+    EXPECT_EQ(status, DDPRT_ERROR_TIMEOUT) << ddprt_status_string(status);
+    EXPECT_GE(seconds, 0.9);
+    EXPECT_LT(seconds, 10.0);
+    EXPECT_NE(std::string(ddprt_last_error(context)).find("did not complete"),
+              std::string::npos)
+        << ddprt_last_error(context);
+    EXPECT_EQ(second, 2.0f) << "a failed request's buffer changed";
+    status = ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT, &a, 1);
+    EXPECT_EQ(status, DDPRT_ERROR_STATE) << ddprt_status_string(status);
+    EXPECT_EQ(ddprt_synchronize(context), DDPRT_ERROR_STATE);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// Finalizing with a collective that cannot complete (rank 3 never joins)
+// ends, once the timeout breaks it.
+TEST_F(Mpi, ZZ_FinalizeWithAStuckRequestEnds) {
+  TearDown();
+  create(1.0);
+  float values[2] = {1.0f, 2.0f};
+  if (rank != 3)
+    for (float &value : values) {
+      ddprt_buffer buffer{&value, DDPRT_F32, 1};
+      ddprt_request *request = nullptr;
+      ASSERT_EQ(ddprt_allreduce_start(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT,
+                                      &buffer, 1, &request),
+                DDPRT_OK);
+    }
+  EXPECT_EQ(ddprt_finalize(context), DDPRT_OK);
+  context = nullptr;
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /// On ranks other than 0: prints only failures, prefixed with the rank.
 class FailurePrinter : public ::testing::EmptyTestEventListener {
 public:
@@ -576,7 +856,12 @@ private:
 } // namespace
 
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
+  if (std::getenv("DDPRT_TEST_MPI_THREAD_SINGLE")) {
+    MPI_Init(&argc, &argv);
+  } else {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  }
   int rank = worldRank(), world = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   ::testing::InitGoogleTest(&argc, argv);

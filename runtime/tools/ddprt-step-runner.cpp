@@ -67,6 +67,8 @@ const char *kUsage =
     "  --backend=cpu|cuda     runtime backend (cpu)\n"
     "  --timeout=SECONDS      fail a collective after this long (60; 0: "
     "never)\n"
+    "  --simulated-link=GBPS,LATENCY_US  hold each collective as a network\n"
+    "                         link would (a measuring tool; CPU backend)\n"
     "  --on-nonfinite=skip|fail  NaN or Inf in a PowerSGD tensor's averaged\n"
     "                         P or Q: skip its error feedback for the step\n"
     "                         with a warning (skip), or stop the job (fail)\n"
@@ -109,7 +111,7 @@ bool parseCommandLine(int argc, char **argv, RunOptions &options,
                           "output-results",  "final-output", "checkpoint-load",
                           "checkpoint-save", "set-state",    "dump-state",
                           "summary-json",    "backend",      "timeout",
-                          "on-nonfinite",    "log-every"};
+                          "on-nonfinite",    "log-every",    "simulated-link"};
   std::set<std::string> seen;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -195,6 +197,8 @@ bool parseCommandLine(int argc, char **argv, RunOptions &options,
       options.backend = value;
     } else if (name == "on-nonfinite") {
       options.onNonfinite = value;
+    } else if (name == "simulated-link") {
+      options.simulatedLink = value;
     } else if (name == "timeout") {
       char *end = nullptr;
       options.timeoutSeconds = std::strtod(value.c_str(), &end);

@@ -151,6 +151,13 @@ static cl::opt<double> timeoutSeconds(
     cl::desc("Fail a collective that has not finished after this many "
              "seconds (0: wait forever; default: 60)"),
     cl::cat(category));
+static cl::opt<std::string> simulatedLink(
+    "simulated-link", cl::value_desc("GBPS,LATENCY_US"),
+    cl::desc("Measuring tool: hold each collective as a network link of "
+             "this bandwidth (Gb/s) and latency (microseconds) would, e.g. "
+             "10,20 (CPU backend; DDPRT_SIMULATED_LINK overrides it; the "
+             "summary and --summary-json say so; default: off)"),
+    cl::cat(category));
 static cl::opt<bool> quiet("quiet", cl::desc("Print only the summary"),
                            cl::cat(category));
 static cl::opt<unsigned> logEvery(
@@ -318,6 +325,7 @@ stephost::RunOptions runOptions() {
   options.dumpState = dumpState;
   options.summaryJson = statsJson;
   options.timeoutSeconds = timeoutSeconds;
+  options.simulatedLink = simulatedLink;
   options.quiet = quiet;
   options.onNonfinite = onNonfinite;
   return options;

@@ -112,6 +112,9 @@ public:
   /// The largest `value` over the ranks (bounded by the timeout).
   double maxOverRanks(double value);
 
+  /// "10 Gb/s, 20 µs": the simulated link, for messages.
+  std::string simulatedLinkText() const;
+
   /// Replaces {rank}, {step}, {step%N}, {result} and {name} in `pattern`.
   std::string expand(std::string_view pattern, int64_t step,
                      int64_t result = -1, std::string_view name = "") const;
@@ -128,6 +131,10 @@ public:
   double timeoutSeconds = 60.0;
   /// --on-nonfinite=fail.
   bool failOnNonfinite = false;
+  /// The simulated link the runtime models (--simulated-link, or
+  /// DDPRT_SIMULATED_LINK, which overrides it); 0 Gb/s: none. Every figure
+  /// printed or written says so.
+  double simulatedLinkGbps = 0.0, simulatedLinkLatencyUs = 0.0;
   /// Whether the failures being checked are the same on every rank (see
   /// error()).
   bool rankIndependent = false;

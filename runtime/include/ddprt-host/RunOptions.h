@@ -38,6 +38,9 @@ struct RunOptions {
   std::string dumpState;
   std::string summaryJson;
   double timeoutSeconds = 60.0;
+  /// --simulated-link=<gbps>,<latency_us> ("": none; DDPRT_SIMULATED_LINK
+  /// overrides it in the runtime).
+  std::string simulatedLink;
   /// What a DDPRT_NONFINITE from the step does: "skip" (warn on rank 0 and
   /// go on; the runtime kept that tensor's state) or "fail" (stop the job).
   std::string onNonfinite = "skip";
@@ -55,9 +58,13 @@ struct RunOptions {
 /// Seconds between two progress lines with --log-every=0.
 inline constexpr double kLogSeconds = 5.0;
 
-/// Checks the options that need no signature (--backend, --on-nonfinite);
-/// prints what is wrong.
+/// Checks the options that need no signature (--backend, --on-nonfinite,
+/// --simulated-link); prints what is wrong.
 bool checkRunOptions(const std::string &tool, const RunOptions &options);
+/// --simulated-link's bandwidth (Gb/s) and latency (microseconds); 0, 0
+/// when not given. False, saying why in `error`, if malformed.
+bool parseSimulatedLinkOption(const RunOptions &options, double &gbps,
+                              double &latencyUs, std::string &error);
 
 /// Checks the command line (--input/--inputs, --carry, --output-results,
 /// the files written at the end) against the signature; prints what is

@@ -20,9 +20,11 @@
  *    every array belongs together.
  *  - Every rank calls the same collectives in the same order.
  *  - Calls are ordered like a CUDA stream: each sees the results of the calls
- *    before it. On the CPU backend a call is complete when it returns; on the
- *    CUDA backend it is enqueued, and ddprt_synchronize waits for the device
- *    (call it before the host reads device memory).
+ *    before it. On the CPU backend a call is complete when it returns, except
+ *    a started allreduce, which progresses on the runtime's communication
+ *    thread until its ddprt_wait; on the CUDA backend a call is enqueued, and
+ *    ddprt_synchronize waits for the device (call it before the host reads
+ *    device memory).
  *
  *  - Threads: a context is used by one thread at a time (calls on one
  *    context must not overlap). Compiled code finds its context through
@@ -167,11 +169,22 @@ typedef struct ddprt_options {
      types (one small extra collective); a mismatch is DDPRT_ERROR_MISMATCH
      instead of a silent wrong reduction. */
   int check_shapes;
+  /* A measuring tool, off by default (0): the CPU backend holds each
+     collective until latency + bytes / bandwidth has passed since it began
+     (its real time counted), as if the ranks were joined by a network link
+     of this bandwidth (10^9 bits per second) and latency (microseconds);
+     `bytes` is what this rank sends (an allreduce of B bytes on W ranks:
+     2 (W - 1) / W * B). The environment variable
+     DDPRT_SIMULATED_LINK=<gbps>,<latency_us> (e.g. 10,20) overrides both.
+     The CUDA backend refuses it (DDPRT_ERROR_UNSUPPORTED). */
+  double simulated_link_gbps;
+  double simulated_link_latency_us;
 } ddprt_options;
 
-/* The defaults: CPU backend, 300 s timeout, shape checks on. */
+/* The defaults: CPU backend, 300 s timeout, shape checks on, no simulated
+   link. */
 #define DDPRT_OPTIONS_INITIALIZER                                              \
-  { sizeof(ddprt_options), DDPRT_VERSION, DDPRT_BACKEND_CPU, 300.0, 1 }
+  { sizeof(ddprt_options), DDPRT_VERSION, DDPRT_BACKEND_CPU, 300.0, 1, 0, 0 }
 
 /* Fills `options` with DDPRT_OPTIONS_INITIALIZER. Inline, so that it
    writes the struct the caller was compiled with: a function in the
@@ -191,8 +204,15 @@ typedef struct ddprt_request ddprt_request;
    failure *context may still be set, so that ddprt_last_error can say why;
    finalize it. */
 ddprt_status ddprt_init(const ddprt_options *options, ddprt_context **context);
-/* Frees the context and everything it owns. */
+/* Frees the context and everything it owns. Allreduces started and not
+   waited for are completed first (within the timeout): their buffers must
+   stay valid until it returns. */
 ddprt_status ddprt_finalize(ddprt_context *context);
+/* The options the context runs with (DDPRT_SIMULATED_LINK applied), into
+   `options`, which the caller filled with ddprt_default_options: the fields
+   that lie within its `size`. */
+ddprt_status ddprt_get_options(const ddprt_context *context,
+                               ddprt_options *options);
 
 /* The message of the last failure on this context ("" if none). */
 const char *ddprt_last_error(const ddprt_context *context);
@@ -204,8 +224,10 @@ int ddprt_world_size(const ddprt_context *context);
 ddprt_backend_kind ddprt_backend(const ddprt_context *context);
 
 /* Waits until every call so far has completed on the device (CUDA), or
-   fails with DDPRT_ERROR_TIMEOUT after the configured timeout. A no-op on
-   the CPU backend. */
+   fails with DDPRT_ERROR_TIMEOUT after the configured timeout. On the CPU
+   backend: waits until every started allreduce has completed (and fails if
+   the communicator broke); afterwards the runtime makes no MPI call until
+   the next collective, so the host may call MPI itself. */
 ddprt_status ddprt_synchronize(ddprt_context *context);
 
 /* Waits until host code may read and write what the calls so far produced
@@ -229,13 +251,23 @@ size_t ddprt_dtype_size(ddprt_dtype dtype);
 ddprt_status ddprt_allreduce(ddprt_context *context, ddprt_reduction reduction,
                              ddprt_role role, ddprt_buffer *buffers, int count);
 /* The same, split: the buffers must stay valid and untouched until
-   ddprt_wait returns. Requests complete in the order they were started. */
+   ddprt_wait returns. Requests complete in the order they were started
+   (ddprt_allreduce keeps its place among them). On the CPU backend the
+   allreduce progresses on the runtime's communication thread meanwhile;
+   its errors (DDPRT_ERROR_MISMATCH, DDPRT_ERROR_TIMEOUT, ...) are reported
+   by its ddprt_wait. */
 ddprt_status ddprt_allreduce_start(ddprt_context *context,
                                    ddprt_reduction reduction, ddprt_role role,
                                    ddprt_buffer *buffers, int count,
                                    ddprt_request **request);
 /* Waits for the request and frees it (also on failure). */
 ddprt_status ddprt_wait(ddprt_context *context, ddprt_request *request);
+/* *completed = 1 if the request has completed (on the device, for CUDA),
+   else 0; it never waits or makes progress, and the request stays valid
+   (ddprt_wait still frees it and reports its status). */
+ddprt_status ddprt_request_completed(ddprt_context *context,
+                                     ddprt_request *request,
+                                     int32_t *completed);
 
 /*===--- Scaling and casting ----------------------------------------------===*/
 
@@ -372,9 +404,12 @@ typedef struct ddprt_counters {
   uint64_t elements_before_compression;
   uint64_t elements_after_compression;
   /* Seconds spent in each phase on this rank: wall time inside the calls.
-     On the CUDA backend that is the host's time to enqueue work (and, for
-     DDPRT_PHASE_COMMUNICATION, ddprt_synchronize's wait); time kernels with
-     CUDA events or a profiler. */
+     For DDPRT_PHASE_COMMUNICATION on the CPU backend that is the time the
+     caller waited (communication not hidden behind its compute), not the
+     time the communication thread worked. On the CUDA backend that is the
+     host's time to enqueue work (and, for DDPRT_PHASE_COMMUNICATION,
+     ddprt_synchronize's wait); time kernels with CUDA events or a
+     profiler. */
   double seconds[DDPRT_PHASE_COUNT];
   /* Tensors whose error feedback skipped a step because their averaged P or
      Q was not finite (DDPRT_NONFINITE). */

@@ -3,6 +3,14 @@
 // Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
 // See LICENSE for license information.
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+// Allreduces are queued on the communicator and run on its communication
+// thread, in the order they were issued, while the caller goes on
+// computing; ddprt_wait waits for its own request (and those before it).
+// Communicator.cpp says who calls MPI and when (the host's MPI calls
+// included).
+//
+//===----------------------------------------------------------------------===//
 
 #include "../Backend.h"
 #include "../Communicator.h"
@@ -11,18 +19,83 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <vector>
 
 namespace ddprt {
 
 namespace {
-/// A bucket to reduce. The collectives run at the wait (MPI progresses
-/// only inside MPI calls, so starting early would not overlap anyway); the
-/// CUDA backend overlaps on a stream of its own.
-class CpuRequest : public Request {
-public:
+/// A bucket being reduced: the caller's buffers, reduced in place, and the
+/// staging buffer its small tensors travel in. Owned by the queued work, on
+/// the communication thread.
+struct Bucket {
   ddprt_reduction reduction;
   std::vector<ddprt_buffer> buffers;
+  std::vector<int64_t> signature;
+  std::vector<char> staging;
+};
+
+/// Checks that every rank passes the same bucket, then reduces it. Large
+/// buffers are reduced in place, one at a time; small ones of a dtype
+/// travel together in the staging buffer (one collective, not one per
+/// bias). A mean scales by 1/W after the sum (once, by the rank that owns
+/// each chunk), except for f16/bf16, which divide first so that the sum
+/// stays in range.
+Error reduce(Collectives &collectives, Bucket &bucket) {
+  DDPRT_TRY(collectives.checkSameOnAllRanks(bucket.signature, "allreduce"));
+  const int64_t kSmallBytes = 64 * 1024;
+  double inverse = 1.0 / collectives.size();
+  bool mean = bucket.reduction == DDPRT_MEAN;
+  std::map<ddprt_dtype, std::vector<ddprt_buffer>> small;
+  for (const ddprt_buffer &buffer : bucket.buffers) {
+    if (buffer.numel == 0)
+      continue;
+    bool narrow = buffer.dtype == DDPRT_F16 || buffer.dtype == DDPRT_BF16;
+    if (mean && narrow)
+      cpu::scale(inverse, buffer);
+    int64_t bytes = buffer.numel * int64_t(ddprt_dtype_size(buffer.dtype));
+    if (bytes < kSmallBytes) {
+      small[buffer.dtype].push_back(buffer);
+      continue;
+    }
+    DDPRT_TRY(collectives.sum(buffer.data, buffer.numel, buffer.dtype,
+                              mean && !narrow ? inverse : 1.0));
+  }
+  for (auto &[dtype, group] : small) {
+    bool narrow = dtype == DDPRT_F16 || dtype == DDPRT_BF16;
+    double scale = mean && !narrow ? inverse : 1.0;
+    if (group.size() == 1) {
+      DDPRT_TRY(collectives.sum(group[0].data, group[0].numel, dtype, scale));
+      continue;
+    }
+    size_t elementSize = ddprt_dtype_size(dtype);
+    int64_t total = 0;
+    for (const ddprt_buffer &buffer : group)
+      total += buffer.numel;
+    std::vector<char> &staging = bucket.staging;
+    staging.resize(size_t(total) * elementSize);
+    size_t offset = 0;
+    for (const ddprt_buffer &buffer : group) {
+      std::memcpy(staging.data() + offset, buffer.data,
+                  size_t(buffer.numel) * elementSize);
+      offset += size_t(buffer.numel) * elementSize;
+    }
+    DDPRT_TRY(collectives.sum(staging.data(), total, dtype, scale));
+    offset = 0;
+    for (const ddprt_buffer &buffer : group) {
+      std::memcpy(buffer.data, staging.data() + offset,
+                  size_t(buffer.numel) * elementSize);
+      offset += size_t(buffer.numel) * elementSize;
+    }
+  }
+  return Error::success();
+}
+
+/// A bucket queued on the communicator; a mismatch or a failure of its
+/// collectives is reported by the wait.
+class CpuRequest : public Request {
+public:
+  std::shared_ptr<Operation> operation;
 };
 
 class CpuBackend : public Backend {
@@ -30,80 +103,41 @@ public:
   explicit CpuBackend(Communicator &communicator)
       : communicator_(communicator) {}
 
+  /// Through the queue, so that it keeps its place among started ones.
   Error allreduce(ddprt_reduction reduction, ddprt_buffer *buffers,
                   int count) override {
-    CpuRequest request;
-    request.reduction = reduction;
-    request.buffers.assign(buffers, buffers + count);
-    return wait(request);
+    return communicator_.run(reduceWork(reduction, buffers, count));
   }
 
   Error allreduceStart(ddprt_reduction reduction, ddprt_buffer *buffers,
                        int count, std::unique_ptr<Request> &result) override {
     auto request = std::make_unique<CpuRequest>();
-    request->reduction = reduction;
-    request->buffers.assign(buffers, buffers + count);
+    request->operation =
+        communicator_.start(reduceWork(reduction, buffers, count));
     result = std::move(request);
     return Error::success();
   }
 
-  /// Large buffers are reduced in place, one at a time; small ones of a
-  /// dtype travel together in a staging buffer (one collective, not one per
-  /// bias). A mean scales by 1/W after the sum (once, by the rank that owns
-  /// each chunk), except for f16/bf16, which divide first so that the sum
-  /// stays in range.
-  Error wait(Request &base) override {
-    auto &request = static_cast<CpuRequest &>(base);
-    const int64_t kSmallBytes = 64 * 1024;
-    double inverse = 1.0 / communicator_.size();
-    bool mean = request.reduction == DDPRT_MEAN;
-    std::map<ddprt_dtype, std::vector<ddprt_buffer>> small;
-    for (const ddprt_buffer &buffer : request.buffers) {
-      if (buffer.numel == 0)
-        continue;
-      bool narrow = buffer.dtype == DDPRT_F16 || buffer.dtype == DDPRT_BF16;
-      if (mean && narrow)
-        cpu::scale(inverse, buffer);
-      int64_t bytes = buffer.numel * int64_t(ddprt_dtype_size(buffer.dtype));
-      if (bytes < kSmallBytes) {
-        small[buffer.dtype].push_back(buffer);
-        continue;
-      }
-      DDPRT_TRY(communicator_.sum(buffer.data, buffer.numel, buffer.dtype,
-                                  mean && !narrow ? inverse : 1.0));
-    }
-    for (auto &[dtype, group] : small) {
-      bool narrow = dtype == DDPRT_F16 || dtype == DDPRT_BF16;
-      double scale = mean && !narrow ? inverse : 1.0;
-      if (group.size() == 1) {
-        DDPRT_TRY(
-            communicator_.sum(group[0].data, group[0].numel, dtype, scale));
-        continue;
-      }
-      size_t elementSize = ddprt_dtype_size(dtype);
-      int64_t total = 0;
-      for (const ddprt_buffer &buffer : group)
-        total += buffer.numel;
-      staging_.resize(size_t(total) * elementSize);
-      size_t offset = 0;
-      for (const ddprt_buffer &buffer : group) {
-        std::memcpy(staging_.data() + offset, buffer.data,
-                    size_t(buffer.numel) * elementSize);
-        offset += size_t(buffer.numel) * elementSize;
-      }
-      DDPRT_TRY(communicator_.sum(staging_.data(), total, dtype, scale));
-      offset = 0;
-      for (const ddprt_buffer &buffer : group) {
-        std::memcpy(buffer.data, staging_.data() + offset,
-                    size_t(buffer.numel) * elementSize);
-        offset += size_t(buffer.numel) * elementSize;
-      }
-    }
+  Error wait(Request &request) override {
+    return communicator_.wait(*static_cast<CpuRequest &>(request).operation);
+  }
+
+  Error completed(Request &request, bool &done) override {
+    done =
+        communicator_.completed(*static_cast<CpuRequest &>(request).operation);
     return Error::success();
   }
 
-  Error synchronize() override { return Error::success(); }
+  /// The queue is drained: nothing is in flight.
+  Error synchronize() override { return communicator_.drain(); }
+
+  /// Host code may touch every buffer but those of started collectives,
+  /// which belong to the communication thread until their wait.
   Error hostBarrier() override { return Error::success(); }
+
+  /// Completes what is still queued (within the timeout) before the states
+  /// it may reduce are freed.
+  void shutdown() override { (void)communicator_.drain(); }
 
   Error scale(double factor, ddprt_buffer *buffers, int count) override {
     for (int i = 0; i < count; ++i)
@@ -196,8 +230,20 @@ public:
   }
 
 private:
+  /// The work that checks and reduces the bucket (reduce), owning a copy
+  /// of its buffer list and its staging buffer.
+  static Communicator::Work reduceWork(ddprt_reduction reduction,
+                                       ddprt_buffer *buffers, int count) {
+    Bucket bucket{reduction,
+                  std::vector<ddprt_buffer>(buffers, buffers + count),
+                  bucketSignature(reduction, buffers, count),
+                  {}};
+    return [bucket = std::move(bucket)](Collectives &collectives) mutable {
+      return reduce(collectives, bucket);
+    };
+  }
+
   Communicator &communicator_;
-  std::vector<char> staging_;
 };
 } // namespace
 

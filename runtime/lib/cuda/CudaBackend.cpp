@@ -253,6 +253,8 @@ public:
   Error allreduceStart(ddprt_reduction reduction, ddprt_buffer *buffers,
                        int count, std::unique_ptr<Request> &result) override {
     DDPRT_TRY(enter());
+    DDPRT_TRY(communicator_.checkSameOnAllRanks(
+        bucketSignature(reduction, buffers, count), "allreduce"));
     auto request = std::make_unique<CudaRequest>();
     CUDA_TRY(cudaEventCreateWithFlags(&request->done, cudaEventDisableTiming));
     CUDA_TRY(cudaEventRecord(ready_, compute_));
@@ -325,6 +327,17 @@ public:
     DDPRT_TRY(enter());
     auto &request = static_cast<CudaRequest &>(base);
     CUDA_TRY(cudaStreamWaitEvent(compute_, request.done, 0));
+    return Error::success();
+  }
+
+  /// Whether the collective finished on the device.
+  Error completed(Request &base, bool &done) override {
+    DDPRT_TRY(enter());
+    cudaError_t state = cudaEventQuery(static_cast<CudaRequest &>(base).done);
+    done = state != cudaErrorNotReady;
+    if (!done)
+      return Error::success();
+    CUDA_TRY(state);
     return Error::success();
   }
 

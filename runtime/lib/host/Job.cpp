@@ -97,6 +97,10 @@ bool Job::start(const RunOptions &options) {
     return false;
   if (options.backend == "cuda")
     runtimeOptions.backend = DDPRT_BACKEND_CUDA;
+  std::string linkError; // checkRunOptions said it
+  (void)parseSimulatedLinkOption(options, runtimeOptions.simulated_link_gbps,
+                                 runtimeOptions.simulated_link_latency_us,
+                                 linkError);
   backendName = options.backend;
   failOnNonfinite = options.onNonfinite == "fail";
   // MPI_Init and the runtime's start wait for every rank without a timeout
@@ -129,6 +133,14 @@ bool Job::start(const RunOptions &options) {
   }
   agreeOrStop(true, "to start the runtime");
   watchdog.disarm();
+  if (ddprt_get_options(context, &runtimeOptions) == DDPRT_OK) {
+    simulatedLinkGbps = runtimeOptions.simulated_link_gbps;
+    simulatedLinkLatencyUs = runtimeOptions.simulated_link_latency_us;
+  }
+  if (rank == 0 && simulatedLinkGbps > 0 && !options.quiet)
+    Line(tool + ": ") << "simulated link " << simulatedLinkText()
+                      << ": each collective is held to latency + bytes / "
+                         "bandwidth; every time below includes it\n";
   ddprt_set_current_context(context);
   ddprt_set_error_handler(onRuntimeError, this);
   sharedMemory = runtimeOptions.backend == DDPRT_BACKEND_CUDA;
@@ -180,6 +192,11 @@ void Job::maxOverRanksBounded(double *values, int count,
   MPI_Finalized(&finalized);
   if (!initialized || finalized || worldSize <= 1)
     return;
+  // MPI allows one thread in it at a time: the runtime's communication
+  // thread calls it only while collectives are queued, and this drains
+  // them (their failures are the runtime's to report, at their waits).
+  if (context)
+    (void)ddprt_synchronize(context);
   // Nonblocking and polled, as the runtime's collectives are: a blocking
   // MPI_Allreduce would wait forever for a rank that stopped.
   MPI_Request request;
@@ -290,6 +307,12 @@ bool Job::agreeOrStopSame(bool succeeded, const std::string &what,
     if (all[1 + i] != -all[4 + i])
       return false;
   return true;
+}
+
+std::string Job::simulatedLinkText() const {
+  std::ostringstream os;
+  os << simulatedLinkGbps << " Gb/s, " << simulatedLinkLatencyUs << " \u00b5s";
+  return os.str();
 }
 
 std::string Job::expand(std::string_view pattern, int64_t step, int64_t result,

@@ -10,6 +10,8 @@
 #include "Npy.h"
 #include "StepSignature.h"
 
+#include "../SimulatedLink.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -30,7 +32,26 @@ bool checkRunOptions(const std::string &tool, const RunOptions &options) {
                              << options.onNonfinite << "'\n";
     ok = false;
   }
+  double gbps = 0.0, latencyUs = 0.0;
+  std::string error;
+  if (!parseSimulatedLinkOption(options, gbps, latencyUs, error)) {
+    Line(tool + ": error: ") << "--simulated-link: " << error << "\n";
+    ok = false;
+  }
   return ok;
+}
+
+bool parseSimulatedLinkOption(const RunOptions &options, double &gbps,
+                              double &latencyUs, std::string &error) {
+  gbps = latencyUs = 0.0;
+  if (options.simulatedLink.empty())
+    return true;
+  ddprt::SimulatedLink link;
+  if (!ddprt::parseSimulatedLink(options.simulatedLink, link, error))
+    return false;
+  gbps = link.gbps;
+  latencyUs = link.latencyUs;
+  return true;
 }
 
 bool parseCarries(const Job &job, const StepSignature &signature,

@@ -125,12 +125,15 @@ void printSummary(const Job &job, const StepSignature &signature,
                      ? double(total.elements_before_compression) /
                            total.elements_after_compression
                      : 1.0;
+  std::string link = job.simulatedLinkGbps > 0
+                         ? " (simulated link " + job.simulatedLinkText() + ")"
+                         : "";
   std::printf(
-      "%s: %u steps of @%s on %d rank%s (%s): %s ms per step "
+      "%s: %u steps of @%s on %d rank%s (%s)%s: %s ms per step "
       "(median), last step sent %s elements per rank; over the run "
       "%sx fewer elements than uncompressed\n",
       job.tool.c_str(), options.steps, signature.entry.c_str(), job.worldSize,
-      job.worldSize == 1 ? "" : "s", job.backendName.c_str(),
+      job.worldSize == 1 ? "" : "s", job.backendName.c_str(), link.c_str(),
       fixed(stepTimes(totals.stepSeconds).median * 1e3, 3).c_str(),
       withThousands(totals.lastStepElements).c_str(), fixed(ratio, 2).c_str());
   if (totals.warmupSteps || totals.powersgdSteps)
@@ -161,6 +164,13 @@ bool writeSummaryJson(const Job &job, const StepSignature &signature,
   out << "{\n  \"rank\": " << job.rank
       << ",\n  \"world_size\": " << job.worldSize << ",\n  \"backend\": \""
       << job.backendName << "\",\n  \"steps\": " << options.steps;
+  // Every figure obtained over a simulated link says so.
+  out << ",\n  \"simulated_link\": ";
+  if (job.simulatedLinkGbps > 0)
+    out << "{\"gbps\": " << job.simulatedLinkGbps
+        << ", \"latency_us\": " << job.simulatedLinkLatencyUs << "}";
+  else
+    out << "null";
   out << ",\n  \"arguments\": [";
   for (size_t a = 0; a < signature.arguments.size(); ++a)
     out << (a ? ", " : "") << jsonString(argumentName(signature, a));
