@@ -14,7 +14,10 @@
 // call that finds the queue empty runs its work on the caller's thread at
 // once instead (Communicator::run): the thread is idle then, and stays idle
 // while the caller, the only one who queues, is busy with it, so the two
-// never call MPI at once and the order is the same. MPI's setup and
+// never call MPI at once and the order is the same. Likewise a caller that
+// waits for a request runs the queued work the thread has not taken yet, up
+// to that request, itself (Communicator::wait): `executing_` says which of
+// the two runs the first work, and only one does. MPI's setup and
 // teardown (Collectives::create and its destructor) run on the caller's
 // thread before the thread starts and after it is joined.
 //
@@ -89,7 +92,9 @@ Communicator::~Communicator() {
 void Communicator::serve() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
-    queued_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    queued_.wait(lock, [&] {
+      return (stopping_ && !executing_) || (!queue_.empty() && !executing_);
+    });
     if (queue_.empty())
       return;
     runFirst(lock);
@@ -113,6 +118,7 @@ Error Communicator::execute(Work &work) {
 
 void Communicator::runFirst(std::unique_lock<std::mutex> &lock) {
   std::shared_ptr<Operation> operation = queue_.front();
+  executing_ = true;
   lock.unlock();
   Error result = execute(operation->work);
   // The work holds the caller's buffers: release it here, not whenever the
@@ -120,9 +126,11 @@ void Communicator::runFirst(std::unique_lock<std::mutex> &lock) {
   operation->work = nullptr;
   lock.lock();
   queue_.pop_front();
+  executing_ = false;
   operation->result = std::move(result);
   operation->done = true;
   finished_.notify_all();
+  queued_.notify_one();
 }
 
 std::shared_ptr<Operation> Communicator::start(Work work) {
@@ -137,11 +145,15 @@ std::shared_ptr<Operation> Communicator::start(Work work) {
 
 Error Communicator::wait(Operation &operation) {
   std::unique_lock<std::mutex> lock(mutex_);
-  if (thread_.joinable())
-    finished_.wait(lock, [&] { return operation.done; });
-  else
-    while (!operation.done)
+  // Work the thread has not taken yet, up to this operation, the caller
+  // runs itself, in order: on an oversubscribed machine the thread may not
+  // get a core for milliseconds, and the caller has nothing else to do.
+  while (!operation.done) {
+    if (!executing_ && !queue_.empty())
       runFirst(lock);
+    else
+      finished_.wait(lock);
+  }
   return operation.result;
 }
 

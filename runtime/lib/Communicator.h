@@ -99,6 +99,9 @@ private:
   std::condition_variable finished_;
   std::deque<std::shared_ptr<Operation>> queue_;
   bool stopping_ = false;
+  /// Whether a thread (the communication thread, or a caller in wait) is
+  /// running the first queued work: the other may not take it.
+  bool executing_ = false;
   std::thread thread_;
 };
 
