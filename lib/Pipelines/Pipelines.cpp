@@ -83,6 +83,12 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
+  // A value whose layout One-Shot cannot infer (the results of the scf.if a
+  // versioned step is) gets the identity layout too, so that the function
+  // returns it as it is instead of copying every fully dynamic result into
+  // an identity buffer at the end of the step.
+  bufferize.unknownTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
   // A loop-carried value that a compressed allreduce rewrites (fp16/bf16
   // cast, then reduce, then cast back) is a fresh buffer every iteration,
   // not the iter_arg's: let the loop yield it (the ownership-based

@@ -42,6 +42,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/MapVector.h"
 
+#include <limits>
 #include <queue>
 
 namespace mlir::ddp {
@@ -158,8 +159,9 @@ class BlockScheduler {
 public:
   /// `quiet`: ops with regions that get no remark when they run as one unit
   /// (the versions of an unswitched step).
-  BlockScheduler(Block &block, const DenseSet<Operation *> &quiet)
-      : block(block), quiet(quiet) {}
+  BlockScheduler(Block &block, const DenseSet<Operation *> &quiet,
+                 bool deferDependent)
+      : block(block), quiet(quiet), deferDependent(deferDependent) {}
 
   void run();
 
@@ -176,6 +178,7 @@ private:
 
   Block &block;
   const DenseSet<Operation *> &quiet;
+  bool deferDependent;
   std::vector<Node> nodes;
   DenseMap<Operation *, unsigned> indexOf;
   /// Collectives in issue order.
@@ -302,9 +305,16 @@ void BlockScheduler::orderCollectives() {
   for (auto [i, node] : llvm::enumerate(nodes))
     if (node.kind == Kind::Collective)
       collectives.push_back(i);
-  llvm::stable_sort(collectives, [&](unsigned a, unsigned b) {
-    return nodes[a].frontier < nodes[b].frontier;
-  });
+  // With `deferDependent`, a collective that needs a wait (PowerSGD's Q)
+  // goes after every one that does not: nothing waits before the block's
+  // computation needs a result.
+  auto key = [&](unsigned i) {
+    return deferDependent && nodes[i].afterWait
+               ? std::numeric_limits<int>::max()
+               : nodes[i].frontier;
+  };
+  llvm::stable_sort(collectives,
+                    [&](unsigned a, unsigned b) { return key(a) < key(b); });
   for (unsigned i = 1; i < collectives.size(); ++i)
     addEdge(collectives[i - 1], collectives[i]);
 }
@@ -617,7 +627,7 @@ struct DDPScheduleOverlapPass
     function->walk<WalkOrder::PostOrder>(
         [&](Block *block) { blocks.push_back(block); });
     for (Block *block : blocks)
-      BlockScheduler(*block, quiet).run();
+      BlockScheduler(*block, quiet, deferDependent).run();
   }
 };
 

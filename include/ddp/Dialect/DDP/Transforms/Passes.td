@@ -186,6 +186,10 @@ def DDPScheduleOverlap : Pass<"ddp-schedule-overlap", "::mlir::func::FuncOp"> {
     bitwise the results of the unscheduled one.
   }];
   let options = [
+    Option<"deferDependent", "defer-dependent", "bool", "false",
+           "Issue collectives that need an earlier collective's result "
+           "(PowerSGD's Q) after the backward pass, not at the next "
+           "bucket's ready point (default: false)">,
     Option<"unswitch", "unswitch", "bool", "true",
            "Version the function on PowerSGD's warm-up condition so that "
            "both versions overlap (default: true)">
