@@ -36,10 +36,15 @@
 # Every figure on such a row is labelled "simulated link".
 #
 # Environment (defaults in brackets):
-#   STEPS [5] measured steps, WARMUP [4] steps before them (PowerSGD: 2
+#   STEPS [9] measured steps, WARMUP [4] steps before them (PowerSGD: 2
 #   exact steps, the first compressed one, the first warm-started one),
-#   LAYERS [8], HIDDEN [1024], BATCH [16] per rank, LR [0.1],
-#   BUCKET_MB [25] (ddp-compress bucket-cap-mb and DDP's bucket_cap_mb),
+#   LAYERS [8], HIDDEN [1024], BATCH [4] per rank, LR [0.1],
+#   BUCKET_MB [5] (ddp-compress bucket-cap-mb and DDP's bucket_cap_mb: 5
+#   MiB puts about one 1024 x 1024 layer in a bucket on both sides, so that
+#   buckets can start as layers finish; at 25 ours makes 2 buckets and DDP,
+#   with its 1 MiB first bucket, 2 as well, and little can overlap),
+#   (BATCH 4: our naive compiled loops take ~200 ms per step; a larger batch
+#   buries the communication under compute and its noise),
 #   POWERSGD_RANK [2], START_ITER [2], CONFIGS ["plain fp16 powersgd"],
 #   LINKS ["loopback 1 10 100"], LATENCY_US [20],
 #   DDP_OPT [build/bin/ddp-opt], DDP_RUN [build/bin/ddp-run],
@@ -64,13 +69,13 @@ cd "$(dirname "$0")/../.."
 HERE=bench/overlap
 COMMAND_LINE="bash $HERE/run.sh $*"
 
-STEPS="${STEPS:-5}"
+STEPS="${STEPS:-9}"
 WARMUP="${WARMUP:-4}"
 LAYERS="${LAYERS:-8}"
 HIDDEN="${HIDDEN:-1024}"
-BATCH="${BATCH:-16}"
+BATCH="${BATCH:-4}"
 LR="${LR:-0.1}"
-BUCKET_MB="${BUCKET_MB:-25}"
+BUCKET_MB="${BUCKET_MB:-5}"
 POWERSGD_RANK="${POWERSGD_RANK:-2}"
 START_ITER="${START_ITER:-2}"
 CONFIGS="${CONFIGS:-plain fp16 powersgd}"
