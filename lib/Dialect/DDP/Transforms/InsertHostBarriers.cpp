@@ -42,7 +42,8 @@ bool touchesMemory(Operation *op) {
 }
 
 bool isRuntimeCall(Operation *op) {
-  return isa<DDPDialect>(op->getDialect()) && !isa<BufferHostBarrierOp>(op);
+  return isa_and_nonnull<DDPDialect>(op->getDialect()) &&
+         !isa<BufferHostBarrierOp>(op);
 }
 
 struct Summary {

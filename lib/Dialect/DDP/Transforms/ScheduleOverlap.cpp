@@ -42,7 +42,6 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/MapVector.h"
 
-#include <limits>
 #include <queue>
 
 namespace mlir::ddp {
@@ -61,9 +60,9 @@ namespace {
 bool isGlue(Operation *op) {
   if (op->getNumRegions() != 0 || !isPure(op))
     return false;
-  if (isa<tensor::TensorDialect>(op->getDialect()))
+  if (isa_and_nonnull<tensor::TensorDialect>(op->getDialect()))
     return true;
-  return isa<arith::ArithDialect>(op->getDialect()) &&
+  return isa_and_nonnull<arith::ArithDialect>(op->getDialect()) &&
          llvm::none_of(op->getResultTypes(), llvm::IsaPred<ShapedType>);
 }
 
@@ -75,8 +74,8 @@ bool isChainRegionOp(Operation *op) {
   return !op->walk([&](Operation *nested) {
               if (nested == op || nested->hasTrait<OpTrait::IsTerminator>())
                 return WalkResult::advance();
-              if (isa<DDPDialect>(nested->getDialect()) || isGlue(nested) ||
-                  isa<scf::IfOp>(nested))
+              if (isa_and_nonnull<DDPDialect>(nested->getDialect()) ||
+                  isGlue(nested) || isa<scf::IfOp>(nested))
                 return WalkResult::advance();
               return WalkResult::interrupt();
             }).wasInterrupted();
@@ -159,9 +158,8 @@ class BlockScheduler {
 public:
   /// `quiet`: ops with regions that get no remark when they run as one unit
   /// (the versions of an unswitched step).
-  BlockScheduler(Block &block, const DenseSet<Operation *> &quiet,
-                 bool deferDependent)
-      : block(block), quiet(quiet), deferDependent(deferDependent) {}
+  BlockScheduler(Block &block, const DenseSet<Operation *> &quiet)
+      : block(block), quiet(quiet) {}
 
   void run();
 
@@ -178,7 +176,6 @@ private:
 
   Block &block;
   const DenseSet<Operation *> &quiet;
-  bool deferDependent;
   std::vector<Node> nodes;
   DenseMap<Operation *, unsigned> indexOf;
   /// Collectives in issue order.
@@ -207,7 +204,8 @@ void BlockScheduler::buildNodes() {
       node.kind = Kind::Wait;
     else if (node.effects.collective && !node.effects.unknown)
       node.kind = Kind::Collective;
-    else if (isa<DDPDialect>(op->getDialect()) || isChainRegionOp(op))
+    else if (isa_and_nonnull<DDPDialect>(op->getDialect()) ||
+             isChainRegionOp(op))
       node.kind = Kind::Chain;
     else if (isGlue(op) && !op->use_empty() &&
              llvm::all_of(op->getUsers(), [&](Operation *user) {
@@ -305,16 +303,9 @@ void BlockScheduler::orderCollectives() {
   for (auto [i, node] : llvm::enumerate(nodes))
     if (node.kind == Kind::Collective)
       collectives.push_back(i);
-  // With `deferDependent`, a collective that needs a wait (PowerSGD's Q)
-  // goes after every one that does not: nothing waits before the block's
-  // computation needs a result.
-  auto key = [&](unsigned i) {
-    return deferDependent && nodes[i].afterWait
-               ? std::numeric_limits<int>::max()
-               : nodes[i].frontier;
-  };
-  llvm::stable_sort(collectives,
-                    [&](unsigned a, unsigned b) { return key(a) < key(b); });
+  llvm::stable_sort(collectives, [&](unsigned a, unsigned b) {
+    return nodes[a].frontier < nodes[b].frontier;
+  });
   for (unsigned i = 1; i < collectives.size(); ++i)
     addEdge(collectives[i - 1], collectives[i]);
 }
@@ -461,7 +452,7 @@ bool containsCollective(Operation *op) {
 /// terminator) becomes one scf.if whose branches are copies of it with each
 /// such scf.if replaced by the branch it takes. Returns the new scf.if, or
 /// null (with a remark where versioning was wanted but is not possible).
-scf::IfOp unswitchOnWarmUp(func::FuncOp function) {
+scf::IfOp unswitchOnWarmUp(func::FuncOp function, bool &alreadyVersioned) {
   Region &body = function.getBody();
   if (!body.hasOneBlock())
     return {};
@@ -473,6 +464,13 @@ scf::IfOp unswitchOnWarmUp(func::FuncOp function) {
       branches.push_back(ifOp);
   if (branches.empty())
     return {};
+  // Already versioned (by an earlier run), or nothing to gain: the one
+  // branch is the last op before the terminator.
+  if (branches.size() == 1 &&
+      branches.front()->getNextNode() == block.getTerminator()) {
+    alreadyVersioned = true;
+    return branches.front();
+  }
   // The same value, or the same pure op on the same operands (PowerSGD
   // computes the condition once per bucket).
   Value condition = branches.front().getCondition();
@@ -492,6 +490,34 @@ scf::IfOp unswitchOnWarmUp(func::FuncOp function) {
              "each runs as one unit";
       return {};
     }
+  // A collective started before the first branch and waited for after it
+  // would be waited for in both versions: leave such a function alone
+  // (checked before anything moves).
+  DenseSet<Operation *> fromFirstBranch;
+  for (Operation *op = branches.front(); op != block.getTerminator();
+       op = op->getNextNode())
+    fromFirstBranch.insert(op);
+  for (Operation *op : fromFirstBranch) {
+    WalkResult crossing = op->walk([&](Operation *nested) {
+      for (Value operand : nested->getOperands()) {
+        if (!isa<RequestType>(operand.getType()))
+          continue;
+        Operation *def = operand.getDefiningOp();
+        Operation *ancestor = def ? block.findAncestorOpInBlock(*def) : nullptr;
+        if (!ancestor || !fromFirstBranch.contains(ancestor))
+          return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (crossing.wasInterrupted()) {
+      op->emitRemark() << "ddp-schedule-overlap: not versioning @"
+                       << function.getSymName()
+                       << " on its branches' condition: this op waits for a "
+                          "collective started before the branches; they run "
+                          "as one unit each";
+      return {};
+    }
+  }
   // Hoist the pure ops the condition is computed with.
   Operation *conditionOp = condition.getDefiningOp();
   if (conditionOp) {
@@ -513,6 +539,9 @@ scf::IfOp unswitchOnWarmUp(func::FuncOp function) {
     llvm::sort(slice, [](Operation *a, Operation *b) {
       return a->isBeforeInBlock(b);
     });
+    // Ops with no operand from this block go first, in their order (so
+    // that scheduling again moves nothing).
+    Operation *first = nullptr;
     for (Operation *op : slice) {
       Operation *after = nullptr;
       for (Value operand : op->getOperands())
@@ -520,10 +549,14 @@ scf::IfOp unswitchOnWarmUp(func::FuncOp function) {
             def && def->getBlock() == &block &&
             (!after || after->isBeforeInBlock(def)))
           after = def;
+      if (!after && first)
+        after = first;
       if (after)
         op->moveAfter(after);
       else
         op->moveBefore(&block, block.begin());
+      if (!first || first == after)
+        first = op;
     }
   }
   // The ops to version, and the values the terminator takes from them.
@@ -615,10 +648,12 @@ struct DDPScheduleOverlapPass
     if (function.isExternal())
       return;
     DenseSet<Operation *> quiet;
+    bool alreadyVersioned = false;
     if (unswitch)
-      if (scf::IfOp version = unswitchOnWarmUp(function)) {
+      if (scf::IfOp version = unswitchOnWarmUp(function, alreadyVersioned)) {
         quiet.insert(version);
-        ++numUnswitched;
+        if (!alreadyVersioned)
+          ++numUnswitched;
       }
     numStarted += splitAllReduces(function);
     // Inner blocks first: an op with regions is one node outside, whatever
@@ -627,7 +662,7 @@ struct DDPScheduleOverlapPass
     function->walk<WalkOrder::PostOrder>(
         [&](Block *block) { blocks.push_back(block); });
     for (Block *block : blocks)
-      BlockScheduler(*block, quiet, deferDependent).run();
+      BlockScheduler(*block, quiet).run();
   }
 };
 

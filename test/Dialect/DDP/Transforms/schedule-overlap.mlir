@@ -1,7 +1,7 @@
-// RUN: ddp-opt %s --split-input-file --ddp-schedule-overlap -verify-diagnostics | FileCheck %s
+// RUN: ddp-opt %s -allow-unregistered-dialect --split-input-file --ddp-schedule-overlap -verify-diagnostics | FileCheck %s
 // The schedule is a fixed point: scheduling again changes nothing.
-// RUN: ddp-opt %s --split-input-file --ddp-schedule-overlap -o %t.once 2>/dev/null
-// RUN: ddp-opt %t.once --split-input-file --ddp-schedule-overlap -o %t.twice 2>/dev/null
+// RUN: ddp-opt %s -allow-unregistered-dialect --split-input-file --ddp-schedule-overlap -o %t.once 2>/dev/null
+// RUN: ddp-opt %t.once -allow-unregistered-dialect --split-input-file --ddp-schedule-overlap -o %t.twice 2>/dev/null
 // RUN: diff %t.once %t.twice
 
 // Three layers; backward produces g3, g2, g1 in that order and the
@@ -177,4 +177,46 @@ func.func @in_loop(%w: tensor<256xf32>, %x: tensor<256xf32>, %n: index) -> tenso
     scf.yield %s : tensor<256xf32>
   }
   return %r : tensor<256xf32>
+}
+
+// -----
+
+// An unregistered op's effects are unknown: a barrier too (it crashed the
+// pass once).
+// CHECK-LABEL: func.func @unregistered
+// CHECK-NEXT:    %[[G:.*]] = arith.mulf
+// CHECK-NEXT:    "foo.op"()
+// CHECK-NEXT:    ddp.allreduce_start mean %[[G]]
+func.func @unregistered(%w: tensor<16xf32>, %x: tensor<16xf32>) -> tensor<16xf32> {
+  %g = arith.mulf %x, %w : tensor<16xf32>
+  "foo.op"() : () -> ()
+  // expected-remark @below {{this collective cannot start before 'foo.op'}}
+  %m = ddp.allreduce mean %g : tensor<16xf32>
+  return %m : tensor<16xf32>
+}
+
+// -----
+
+// A collective started before branches on one condition and waited for
+// after them would be waited for in both versions: not versioned.
+ddp.state @st : i64
+// CHECK-LABEL: func.func @started_before
+// CHECK-NOT:     scf.if %{{.*}} -> (tensor<16xf32>, tensor<16xf32>)
+func.func @started_before(%g: tensor<16xf32>, %h: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
+  %r = ddp.allreduce_start mean %h : tensor<16xf32>
+  %s = ddp.state_load @st : i64
+  %c2 = arith.constant 2 : i64
+  %c = arith.cmpi slt, %s, %c2 : i64
+  // expected-remark @below {{the collectives inside this 'scf.if' run as one unit}}
+  %x = scf.if %c -> tensor<16xf32> {
+    %a = ddp.allreduce mean %g : tensor<16xf32>
+    scf.yield %a : tensor<16xf32>
+  } else {
+    %b = ddp.allreduce sum %g : tensor<16xf32>
+    scf.yield %b : tensor<16xf32>
+  }
+  // expected-remark @below {{not versioning @started_before on its branches' condition: this op waits for a collective started before the branches}}
+  %m = ddp.wait %r : !ddp.request<tensor<16xf32>>
+  %y = arith.addf %x, %m : tensor<16xf32>
+  return %y, %m : tensor<16xf32>, tensor<16xf32>
 }

@@ -168,28 +168,28 @@ def DDPScheduleOverlap : Pass<"ddp-schedule-overlap", "::mlir::func::FuncOp"> {
     * Ops with side effects keep their order relative to each other where
       they touch the same state (per `ddp.state` symbol); an op whose
       effects are unknown (a call, an unregistered op) is a barrier that no
-      collective and no effect crosses, and each collective it holds back
-      gets a remark naming it. An op with regions that contains collectives
+      collective and no effect crosses (a wait may: a request in flight
+      belongs to its collective), and each collective it holds back gets a
+      remark naming it. An op with regions that contains collectives
       (a loop, PowerSGD's warm-up branch) is scheduled as one unit, with a
       remark: nothing outside it overlaps the collectives inside; each of
       its blocks is scheduled on its own.
 
-    With `unswitch` (the default), a function whose PowerSGD warm-up
-    branches (`scf.if` on `step < start-iter` around a bucket's
-    collectives) all test the same condition is versioned on it: the body
-    after the condition becomes one `scf.if` whose branches are the warm-up
-    and the compressed step, each straight-line and scheduled, instead of
-    one branch per bucket that would run as a unit. The body is duplicated
+    With `unswitch` (the default), a single-block function whose top-level
+    `scf.if` ops around collectives all test the same condition (PowerSGD's
+    warm-up, `step < start-iter`, one branch per bucket; or a user's) is
+    versioned on it: the body after the condition becomes one `scf.if`
+    whose branches are the two straight-line versions (for PowerSGD, the
+    warm-up and the compressed step), each scheduled, instead of branches
+    that would each run as a unit. A function is left as it is, with a
+    remark, when a collective started before the branches is waited for
+    after them. The body is duplicated
     (the statistic num-unswitched counts the functions).
 
     Values and their computation are unchanged: a scheduled step gives
     bitwise the results of the unscheduled one.
   }];
   let options = [
-    Option<"deferDependent", "defer-dependent", "bool", "false",
-           "Issue collectives that need an earlier collective's result "
-           "(PowerSGD's Q) after the backward pass, not at the next "
-           "bucket's ready point (default: false)">,
     Option<"unswitch", "unswitch", "bool", "true",
            "Version the function on PowerSGD's warm-up condition so that "
            "both versions overlap (default: true)">
