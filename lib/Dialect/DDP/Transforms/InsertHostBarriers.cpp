@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
+#include "ddp/Dialect/DDP/Transforms/Utils.h"
 
 #include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -28,17 +29,8 @@ namespace {
 /// Whether `op` (not counting the ops it contains) may read, write or free
 /// memory on the host. An allocation does not touch memory in use.
 bool touchesMemory(Operation *op) {
-  if (op->hasTrait<OpTrait::HasRecursiveMemoryEffects>() ||
-      op->hasTrait<OpTrait::IsTerminator>())
-    return false;
-  auto memory = dyn_cast<MemoryEffectOpInterface>(op);
-  if (!memory)
-    return true;
-  SmallVector<MemoryEffects::EffectInstance> effects;
-  memory.getEffects(effects);
-  return llvm::any_of(effects, [](const MemoryEffects::EffectInstance &e) {
-    return !isa<MemoryEffects::Allocate>(e.getEffect());
-  });
+  auto effects = conflictingEffects(op);
+  return !effects || !effects->empty();
 }
 
 bool isRuntimeCall(Operation *op) {

@@ -36,11 +36,9 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
-#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/MapVector.h"
 
 #include <queue>
 
@@ -113,20 +111,12 @@ Effects effectsOf(Operation *root) {
           {store.getStateAttr().getAttr().getAsOpaquePointer(), true});
       return;
     }
-    if (op->hasTrait<OpTrait::HasRecursiveMemoryEffects>() ||
-        op->hasTrait<OpTrait::IsTerminator>())
-      return;
-    auto memory = dyn_cast<MemoryEffectOpInterface>(op);
-    if (!memory) {
+    auto instances = conflictingEffects(op);
+    if (!instances) {
       effects.unknown = true;
       return;
     }
-    SmallVector<MemoryEffects::EffectInstance> instances;
-    memory.getEffects(instances);
-    for (const MemoryEffects::EffectInstance &instance : instances) {
-      // A fresh allocation conflicts with nothing that came before it.
-      if (isa<MemoryEffects::Allocate>(instance.getEffect()))
-        continue;
+    for (const MemoryEffects::EffectInstance &instance : *instances) {
       effects.accesses.push_back(
           {instance.getResource(),
            !isa<MemoryEffects::Read>(instance.getEffect())});

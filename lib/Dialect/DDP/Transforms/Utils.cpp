@@ -186,23 +186,23 @@ Operation *mlir::ddp::mergeMultiTensorOps(RewriterBase &rewriter,
 /// Nothing else lies between them, and an allreduce of another one's result
 /// is ready only after it, so the order stays valid.
 static void orderByReadiness(Block &block, MergeKeyFn keyOf) {
-  DenseMap<Operation *, unsigned> position;
-  for (auto [i, op] : llvm::enumerate(block))
+  // Where each op's last input from this block is defined (-1: none).
+  DenseMap<Operation *, int64_t> position, readiness;
+  for (auto [i, op] : llvm::enumerate(block)) {
     position[&op] = i;
-  auto readiness = [&](Operation *op) {
     int64_t ready = -1;
-    for (Value operand : op->getOperands())
+    for (Value operand : op.getOperands())
       if (Operation *def = operand.getDefiningOp();
           def && def->getBlock() == &block)
-        ready = std::max<int64_t>(ready, position[def]);
-    return ready;
-  };
+        ready = std::max(ready, position.lookup(def));
+    readiness[&op] = ready;
+  }
   SmallVector<Operation *> run;
   auto flush = [&](Operation *before) {
     if (run.size() > 1) {
       SmallVector<Operation *> sorted(run);
       llvm::stable_sort(sorted, [&](Operation *a, Operation *b) {
-        return readiness(a) < readiness(b);
+        return readiness.lookup(a) < readiness.lookup(b);
       });
       if (sorted != run)
         for (Operation *op : sorted)
@@ -218,6 +218,22 @@ static void orderByReadiness(Block &block, MergeKeyFn keyOf) {
     flush(&op);
   }
   // A run that ends a block without a terminator stays as it is.
+}
+
+std::optional<SmallVector<MemoryEffects::EffectInstance>>
+mlir::ddp::conflictingEffects(Operation *op) {
+  SmallVector<MemoryEffects::EffectInstance> effects;
+  if (op->hasTrait<OpTrait::HasRecursiveMemoryEffects>() ||
+      op->hasTrait<OpTrait::IsTerminator>())
+    return effects;
+  auto memory = dyn_cast<MemoryEffectOpInterface>(op);
+  if (!memory)
+    return std::nullopt;
+  memory.getEffects(effects);
+  llvm::erase_if(effects, [](const MemoryEffects::EffectInstance &effect) {
+    return isa<MemoryEffects::Allocate>(effect.getEffect());
+  });
+  return effects;
 }
 
 unsigned mlir::ddp::bucketizeAllReduces(Operation *root, uint64_t capBytes) {

@@ -9,11 +9,20 @@
 
 #include "ddp/Dialect/DDP/IR/DDP.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include <optional>
 #include <string>
 
 namespace mlir::ddp {
+
+/// The memory effects of `op` itself (not of the ops it contains) that may
+/// conflict with other ops: every effect but an allocation (a fresh buffer
+/// conflicts with nothing before it). None for ops whose effects are those
+/// of their regions and for terminators; std::nullopt when `op` does not say
+/// (no MemoryEffectOpInterface): it may do anything.
+std::optional<SmallVector<MemoryEffects::EffectInstance>>
+conflictingEffects(Operation *op);
 
 /// Why a tensor of `type` cannot be compressed (dynamic shape, non-float
 /// elements, 0-d), or an empty string when it can.
