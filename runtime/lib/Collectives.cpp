@@ -91,6 +91,8 @@ MPI_Datatype mpiType(ddprt_dtype dtype) {
   case DDPRT_F16:
   case DDPRT_BF16:
     return MPI_UINT16_T;
+  case DDPRT_I8:
+  case DDPRT_I32:
   case DDPRT_I64: // state only: the C API keeps it from collectives
     break;
   }

@@ -149,6 +149,8 @@ template <typename Fn> bool dispatchDtype(ddprt_dtype dtype, Fn &&fn) {
   case DDPRT_BF16:
     fn(BFloat16{});
     return true;
+  case DDPRT_I8:
+  case DDPRT_I32:
   case DDPRT_I64: // state only: the C API keeps it from the kernels
     break;
   }

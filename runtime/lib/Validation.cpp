@@ -47,7 +47,8 @@ bool knownDtype(int dtype) {
 }
 
 std::string dtypeProblem(int dtype) {
-  return dtype == DDPRT_I64 ? "i64 is only for state buffers"
+  return dtype == DDPRT_I64 || dtype == DDPRT_I8 || dtype == DDPRT_I32
+             ? "integer dtypes are only for state buffers and allgather"
                             : "unknown dtype " + std::to_string(dtype);
 }
 

@@ -84,6 +84,8 @@ double normwiseTolerance(ddprt_dtype dtype, int64_t k) {
     return 2e-3;
   case DDPRT_BF16:
     return 1.6e-2;
+  case DDPRT_I8:
+  case DDPRT_I32:
   case DDPRT_I64: // no kernel takes it
     break;
   }
@@ -672,6 +674,8 @@ double orthonormalTolerance(ddprt_dtype dtype) {
     return 4e-3;
   case DDPRT_BF16:
     return 3e-2;
+  case DDPRT_I8:
+  case DDPRT_I32:
   case DDPRT_I64: // no kernel takes it
     break;
   }

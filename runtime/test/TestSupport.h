@@ -41,6 +41,10 @@ inline const char *dtypeName(ddprt_dtype dtype) {
     return "bf16";
   case DDPRT_I64:
     return "i64";
+  case DDPRT_I8:
+    return "i8";
+  case DDPRT_I32:
+    return "i32";
   }
   return "unknown";
 }
@@ -61,6 +65,8 @@ inline Format formatOf(ddprt_dtype dtype) {
     return {11, -14, 15};
   case DDPRT_BF16:
     return {8, -126, 127};
+  case DDPRT_I8:
+  case DDPRT_I32:
   case DDPRT_I64: // not a float format
     break;
   }
@@ -184,6 +190,10 @@ public:
       return referenceBFloat16Value(load<uint16_t>(i));
     case DDPRT_I64:
       return double(load<int64_t>(i));
+    case DDPRT_I8:
+      return double(load<int8_t>(i));
+    case DDPRT_I32:
+      return double(load<int32_t>(i));
     }
     return std::numeric_limits<double>::quiet_NaN();
   }
@@ -200,6 +210,10 @@ public:
       return store<uint16_t>(i, referenceBFloat16Bits(value));
     case DDPRT_I64:
       return store<int64_t>(i, int64_t(value));
+    case DDPRT_I8:
+      return store<int8_t>(i, int8_t(value));
+    case DDPRT_I32:
+      return store<int32_t>(i, int32_t(value));
     }
   }
 

@@ -89,14 +89,17 @@ typedef enum ddprt_backend_kind {
    RuntimeABI.h), so a type the runtime lacks fails at verification.
      X(NAME, value, bytes, kind, compute)
    kind: FLOAT (IEEE 754 binary), BFLOAT (bfloat16) or INT (signless two's
-   complement). compute: 1 if collectives and kernels take the type; 0 if
-   only state buffers hold it (the step counter). */
+   complement). compute: 1 if allreduces and kernels take the type; 0 if
+   only state buffers and ddprt_allgather hold it (the step counter; a
+   quantized payload in i8, read as unsigned by the code that made it). */
 #define DDPRT_FOR_EACH_DTYPE(X)                                                \
   X(F32, 0, 4, FLOAT, 1)                                                       \
   X(F16, 1, 2, FLOAT, 1)                                                       \
   X(BF16, 2, 2, BFLOAT, 1)                                                     \
   X(F64, 3, 8, FLOAT, 1)                                                       \
-  X(I64, 4, 8, INT, 0)
+  X(I64, 4, 8, INT, 0)                                                         \
+  X(I8, 5, 1, INT, 0)                                                          \
+  X(I32, 6, 4, INT, 0)
 
 typedef enum ddprt_dtype {
 #define DDPRT_DTYPE_ENUMERATOR(NAME, value, bytes, kind, compute)              \
@@ -124,7 +127,9 @@ typedef enum ddprt_role {
   DDPRT_ROLE_WARMUP = 2,
   DDPRT_ROLE_POWERSGD_P = 3,
   DDPRT_ROLE_POWERSGD_Q = 4,
-  DDPRT_ROLE_COUNT = 5
+  DDPRT_ROLE_COMPRESSED = 5, /* a collective a compression scheme issues
+                                (a hook's, quantization's) */
+  DDPRT_ROLE_COUNT = 6
 } ddprt_role;
 
 /* A dense tensor: `numel` elements of `dtype` at `data`. Compiled code
@@ -268,6 +273,16 @@ ddprt_status ddprt_wait(ddprt_context *context, ddprt_request *request);
 ddprt_status ddprt_request_completed(ddprt_context *context,
                                      ddprt_request *request,
                                      int32_t *completed);
+
+/* Gathers every rank's `inputs` on every rank, for all `count` tensors as
+   one collective: outputs[i] has inputs[i]'s dtype and world size times its
+   numel, rank-major (rank r's inputs[i] at element r * inputs[i].numel).
+   Any dtype of the list, integers included; every rank must pass the same
+   sizes and dtypes (DDPRT_ERROR_MISMATCH otherwise). The counters add
+   what this rank contributes (inputs[i].numel) to `role`. */
+ddprt_status ddprt_allgather(ddprt_context *context, ddprt_role role,
+                             const ddprt_buffer *inputs,
+                             const ddprt_buffer *outputs, int count);
 
 /*===--- Scaling and casting ----------------------------------------------===*/
 

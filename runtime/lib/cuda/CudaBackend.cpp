@@ -78,6 +78,8 @@ ncclDataType_t ncclType(ddprt_dtype dtype) {
     return ncclFloat16;
   case DDPRT_BF16:
     return ncclBfloat16;
+  case DDPRT_I8:
+  case DDPRT_I32:
   case DDPRT_I64: // state only: the C API keeps it from collectives
     break;
   }

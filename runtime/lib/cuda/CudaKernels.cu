@@ -87,6 +87,8 @@ template <typename Fn> cudaError_t dispatch(ddprt_dtype dtype, Fn &&fn) {
     return fn(__half{});
   case DDPRT_BF16:
     return fn(__nv_bfloat16{});
+  case DDPRT_I8:
+  case DDPRT_I32:
   case DDPRT_I64: // state only: the C API keeps it from the kernels
     break;
   }

@@ -131,6 +131,8 @@ ddprt_role mlir::ddp::getRuntimeRole(CommRole role) {
     return DDPRT_ROLE_POWERSGD_P;
   case CommRole::powersgd_q:
     return DDPRT_ROLE_POWERSGD_Q;
+  case CommRole::compressed:
+    return DDPRT_ROLE_COMPRESSED;
   }
   llvm_unreachable("unknown role");
 }

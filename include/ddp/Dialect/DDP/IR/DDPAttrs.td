@@ -52,7 +52,7 @@ def DDP_WorldScale : EnumAttr<DDP_Dialect, DDP_WorldScaleEnum, "world_scale">;
 
 // What an allreduce carries. Passes use it not to compress twice; reports and
 // runtime counters use it to attribute bytes to phases.
-def DDP_CommRoleEnum : DDP_I32Enum<"CommRole", "a role", "what an allreduce carries", [
+def DDP_CommRoleEnum : DDP_I32Enum<"CommRole", "a role", "what a collective carries", [
   // Gradients nobody has compressed yet.
   I32EnumAttrCase<"gradient", 0>,
   // Tensors PowerSGD leaves uncompressed (biases, small layers), averaged.
@@ -62,7 +62,10 @@ def DDP_CommRoleEnum : DDP_I32Enum<"CommRole", "a role", "what an allreduce carr
   // PowerSGD's P factors (summed, not averaged).
   I32EnumAttrCase<"powersgd_p", 3>,
   // PowerSGD's Q factors (averaged).
-  I32EnumAttrCase<"powersgd_q", 4>
+  I32EnumAttrCase<"powersgd_q", 4>,
+  // What a bucket compression scheme sends (a hook's collectives, a
+  // quantized payload and its scales): already compressed, never a bucket.
+  I32EnumAttrCase<"compressed", 5>
 ]>;
 def DDP_CommRole : EnumAttr<DDP_Dialect, DDP_CommRoleEnum, "role">;
 
