@@ -365,6 +365,34 @@ struct HostBarrierLowering : RuntimePattern<BufferHostBarrierOp> {
   }
 };
 
+struct AllGatherLowering : RuntimePattern<BufferAllGatherOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult lower(BufferAllGatherOp op, OpAdaptor adaptor,
+                      RuntimeCall &rt) const override {
+    return replaceWithCall(
+        op, rt, "ddprt_allgather",
+        {rt.constantI32(getRuntimeRole(op.getRole())),
+         rt.buffers(adaptor.getInputs(), op.getInputs().getTypes()),
+         rt.buffers(adaptor.getOutputs(), op.getOutputs().getTypes()),
+         rt.constantI32(op.getNumTensors())});
+  }
+};
+
+/// ddprt_world_size(context), widened to the index type.
+struct WorldSizeLowering : RuntimePattern<WorldSizeOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult lower(WorldSizeOp op, OpAdaptor,
+                      RuntimeCall &rt) const override {
+    Value size = rt.call("ddprt_world_size", {rt.context()}, rt.i32);
+    Type index = getTypeConverter()->convertType(op.getType());
+    if (!size || !index)
+      return op.emitOpError("cannot declare the runtime function "
+                            "'ddprt_world_size'");
+    rt.b.replaceOp(op, LLVM::SExtOp::create(rt.b, rt.loc, index, size));
+    return success();
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // Scale, cast, copy, random_normal
 //===----------------------------------------------------------------------===//
@@ -632,9 +660,10 @@ void mlir::ddp::populateDDPToLLVMConversionPatterns(
     SymbolTableCollection *symbolTables) {
   populateDDPToLLVMTypeConversions(converter);
   patterns.add<AllReduceLowering, AllReduceStartLowering, WaitLowering,
-               HostBarrierLowering, ScaleLowering, CastLowering, CopyLowering,
-               RandomNormalLowering, InspectLowering, ProjectLowering,
-               OrthogonalizeLowering, ReconstructLowering, BufferStateLowering,
+               AllGatherLowering, WorldSizeLowering, HostBarrierLowering,
+               ScaleLowering, CastLowering, CopyLowering, RandomNormalLowering,
+               InspectLowering, ProjectLowering, OrthogonalizeLowering,
+               ReconstructLowering, BufferStateLowering,
                ScalarStateLoadLowering, ScalarStateStoreLowering>(converter,
                                                                   symbolTables);
   patterns.add<StateLowering>(converter);

@@ -290,6 +290,85 @@ LogicalResult RequestType::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult AllGatherOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  for (Type type : adaptor.getInputs().getTypes()) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor)
+      return emitOptionalError(loc,
+                               "'ddp.allgather' op expects ranked "
+                               "tensors, got ",
+                               type);
+    SmallVector<int64_t> shape{ShapedType::kDynamic};
+    llvm::append_range(shape, tensor.getShape());
+    results.push_back(RankedTensorType::get(shape, tensor.getElementType()));
+  }
+  return success();
+}
+
+LogicalResult AllGatherOp::verify() {
+  if (failed(verifyNonEmpty(*this, getInputs().size())) ||
+      failed(verifyCountable(*this, getInputs().getTypes())))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// FlattenOp, UnflattenOp
+//===----------------------------------------------------------------------===//
+
+/// The pieces of a bucket share one element type and fill it exactly.
+static LogicalResult verifyBucketPieces(Operation *op, RankedTensorType flat,
+                                        TypeRange pieces, StringRef what) {
+  if (failed(verifyNonEmpty(op, pieces.size())) ||
+      failed(verifyCountable(op, pieces)))
+    return failure();
+  if (flat.getRank() != 1)
+    return op->emitOpError() << "the bucket must be a 1-D tensor, got " << flat;
+  int64_t total = 0;
+  for (auto [i, type] : llvm::enumerate(pieces)) {
+    auto piece = cast<RankedTensorType>(type);
+    if (piece.getElementType() != flat.getElementType())
+      return op->emitOpError()
+             << what << " #" << i << " has element type "
+             << piece.getElementType() << " but the bucket has "
+             << flat.getElementType();
+    if (llvm::AddOverflow(total, piece.getNumElements(), total))
+      return op->emitOpError()
+             << "the " << what << "s hold more elements than a 64-bit count";
+  }
+  if (total != flat.getNumElements())
+    return op->emitOpError() << "the " << what << "s hold " << total
+                             << " elements but the bucket " << flat << " holds "
+                             << flat.getNumElements();
+  return success();
+}
+
+LogicalResult FlattenOp::verify() {
+  if (getScheme().empty())
+    return emitOpError("needs the name of the scheme that reduces the bucket");
+  return verifyBucketPieces(*this, getResult().getType(),
+                            getInputs().getTypes(), "input");
+}
+
+LogicalResult UnflattenOp::verify() {
+  return verifyBucketPieces(*this, getInput().getType(), getResultTypes(),
+                            "result");
+}
+
+/// unflatten(flatten(x...)) with the same pieces is x... (a bucket nothing
+/// communicated: noop).
+LogicalResult UnflattenOp::fold(FoldAdaptor,
+                                SmallVectorImpl<OpFoldResult> &results) {
+  auto flatten = getInput().getDefiningOp<FlattenOp>();
+  if (!flatten || flatten.getInputs().getTypes() != getResultTypes())
+    return failure();
+  llvm::append_range(results, flatten.getInputs());
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // ScaleOp, CastOp
 //===----------------------------------------------------------------------===//
@@ -496,12 +575,14 @@ LogicalResult StateOp::verify() {
   // The runtime holds integer state only as scalar step counters.
   if (type.isSignlessInteger(64))
     return success();
+  // A dynamic dimension makes the state a hook's per-bucket template:
+  // ddp-apply-hook declares one state per bucket, of the bucket's size, and
+  // the lowering refuses a template that is left.
   auto tensor = dyn_cast<RankedTensorType>(type);
-  if (tensor && tensor.hasStaticShape() &&
-      isComputeElementType(tensor.getElementType()))
+  if (tensor && isComputeElementType(tensor.getElementType()))
     return verifyCountable(*this, tensor);
-  return emitOpError() << "state must be an i64 counter or a statically "
-                          "shaped tensor of "
+  return emitOpError() << "state must be an i64 counter or a ranked "
+                          "tensor of "
                        << computeElementTypeNames(getContext()) << ", got "
                        << type;
 }
@@ -619,6 +700,33 @@ LogicalResult BufferCastOp::verify() {
     if (from.getShape() != to.getShape())
       return emitOpError() << "output #" << i << " has type " << to
                            << " but a cast keeps the shape of " << from;
+  }
+  return success();
+}
+
+LogicalResult BufferAllGatherOp::verify() {
+  if (failed(verifyNonEmpty(*this, getInputs().size())) ||
+      failed(verifySameCount(*this, getInputs().size(), getOutputs().size(),
+                             "inputs", "outputs")))
+    return failure();
+  for (auto [i, types] : llvm::enumerate(
+           llvm::zip(getInputs().getTypes(), getOutputs().getTypes()))) {
+    auto from = cast<MemRefType>(std::get<0>(types));
+    auto to = cast<MemRefType>(std::get<1>(types));
+    // Rank-major: a leading dimension of ranks, then the input's shape.
+    bool matches =
+        to.getElementType() == from.getElementType() &&
+        to.getRank() == from.getRank() + 1 &&
+        llvm::all_of(llvm::seq<int64_t>(0, from.getRank()), [&](int64_t d) {
+          int64_t a = from.getDimSize(d);
+          int64_t b = to.getDimSize(d + 1);
+          return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+        });
+    if (!matches)
+      return emitOpError() << "output #" << i << " has type " << to
+                           << " but gathering " << from
+                           << " needs a leading dimension of ranks, then its "
+                              "shape and element type";
   }
   return success();
 }

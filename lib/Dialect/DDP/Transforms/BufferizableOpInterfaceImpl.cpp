@@ -391,6 +391,46 @@ struct RandomNormalModel : FreshResultModel<RandomNormalModel, RandomNormalOp> {
   }
 };
 
+/// allgather: reads its inputs, writes fresh buffers of world size times
+/// their shape (the leading dimension is the world size, known at run time).
+struct AllGatherModel : NonAliasingModel<AllGatherModel, AllGatherOp,
+                                         /*Reads=*/true, /*Writes=*/false> {
+  bool bufferizesToAllocation(Operation *, Value) const { return true; }
+  FailureOr<BufferLikeType> getBufferType(Operation *, Value value,
+                                          const BufferizationOptions &,
+                                          const BufferizationState &,
+                                          SmallVector<Value> &) const {
+    auto type = cast<RankedTensorType>(value.getType());
+    return cast<BufferLikeType>(identityBuffer(type));
+  }
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto gather = cast<AllGatherOp>(op);
+    Location loc = op->getLoc();
+    FailureOr<SmallVector<Value>> inputs =
+        contiguousBuffers(rewriter, loc, gather.getInputs(), options, state);
+    if (failed(inputs))
+      return failure();
+    Value world = WorldSizeOp::create(rewriter, loc, rewriter.getIndexType());
+    SmallVector<Value> outputs;
+    for (auto [input, result] : llvm::zip(*inputs, gather.getResults())) {
+      SmallVector<Value> sizes{world};
+      llvm::append_range(sizes, dynamicSizes(rewriter, loc, input));
+      FailureOr<Value> output =
+          allocate(rewriter, loc, cast<RankedTensorType>(result.getType()),
+                   sizes, options);
+      if (failed(output))
+        return failure();
+      outputs.push_back(*output);
+    }
+    BufferAllGatherOp::create(rewriter, loc, *inputs, outputs,
+                              gather.getRole());
+    replaceOpWithBufferizedValues(rewriter, op, outputs);
+    return success();
+  }
+};
+
 /// inspect: reads its operand, returns flags (no tensor results).
 struct InspectModel : NonAliasingModel<InspectModel, InspectOp,
                                        /*Reads=*/true, /*Writes=*/false> {
@@ -574,6 +614,7 @@ void mlir::ddp::registerBufferizableOpInterfaceExternalModels(
     ReconstructResidualOp::attachInterface<ReconstructResidualModel>(*context);
     RandomNormalOp::attachInterface<RandomNormalModel>(*context);
     InspectOp::attachInterface<InspectModel>(*context);
+    AllGatherOp::attachInterface<AllGatherModel>(*context);
     StateLoadOp::attachInterface<StateLoadModel>(*context);
     StateStoreOp::attachInterface<StateStoreModel>(*context);
     AddResidualOp::attachInterface<UnfusedModel<AddResidualOp>>(*context);

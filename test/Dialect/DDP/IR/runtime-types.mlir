@@ -69,12 +69,12 @@ func.func @cast_to_f8(%x: tensor<4xf32>) -> tensor<4xf8E5M2> {
 // -----
 
 // A tensor state holds compute types; integers only as the i64 counter.
-// expected-error @+1 {{'ddp.state' op state must be an i64 counter or a statically shaped tensor of f32, f16, bf16 or f64, got 'tensor<4xi64>'}}
+// expected-error @+1 {{'ddp.state' op state must be an i64 counter or a ranked tensor of f32, f16, bf16 or f64, got 'tensor<4xi64>'}}
 ddp.state @int_tensor : tensor<4xi64>
 
 // -----
 
-// expected-error @+1 {{state must be an i64 counter or a statically shaped tensor of f32, f16, bf16 or f64, got 'i32'}}
+// expected-error @+1 {{state must be an i64 counter or a ranked tensor of f32, f16, bf16 or f64, got 'i32'}}
 ddp.state @i32_counter : i32
 
 // -----

@@ -24,6 +24,14 @@ def DDP_CommBuffer : Type<
          SubstLeaves<"$_self", "::llvm::cast<::mlir::MemRefType>($_self).getElementType()",
                      DDP_ComputeElement.predicate>]>,
     "contiguous row-major memref of f32, f16, bf16 or f64", "::mlir::MemRefType">;
+// What an allgather moves: every type of the runtime's list.
+def DDP_GatherBuffer : Type<
+    And<[IsMemRefTypePred,
+         CPred<"::mlir::ddp::isContiguousBuffer(::llvm::cast<::mlir::MemRefType>($_self))">,
+         SubstLeaves<"$_self", "::llvm::cast<::mlir::MemRefType>($_self).getElementType()",
+                     DDP_RuntimeElement.predicate>]>,
+    "contiguous row-major memref of f32, f16, bf16, f64, i64, i8 or i32",
+    "::mlir::MemRefType">;
 // What a ddp.state holds (the compute types, and the step counter's i64).
 def DDP_StateBuffer : Type<
     And<[IsMemRefTypePred,
@@ -87,6 +95,27 @@ def DDP_BufferWaitOp : DDP_BufferOp<"wait"> {
   }];
   let arguments = (ins Arg<DDP_RequestType, "", [MemRead, MemWrite]>:$request);
   let assemblyFormat = "$request attr-dict `:` qualified(type($request))";
+}
+
+def DDP_BufferAllGatherOp : DDP_BufferOp<"allgather", [DDP_MultiTensorOpInterface, AttrSizedOperandSegments]> {
+  let summary = "ddp.allgather from buffers into buffers";
+  let description = [{
+    `ddp.allgather` after bufferization: output `i` holds world size times
+    input `i`'s elements, rank-major. One `ddprt_allgather` call.
+
+    ```mlir
+    ddp.buffer.allgather %s, %q into %S, %Q
+        : memref<2xf32>, memref<4096xi8> into memref<?x2xf32>, memref<?x4096xi8>
+    ```
+  }];
+  let arguments = (ins Arg<Variadic<DDP_GatherBuffer>, "", [MemRead]>:$inputs,
+                       Arg<Variadic<DDP_GatherBuffer>, "", [MemWrite]>:$outputs,
+                       DefaultValuedAttr<DDP_CommRole,
+                                         "::mlir::ddp::CommRole::compressed">:$role);
+  let assemblyFormat = [{
+    $inputs `into` $outputs (`role` $role^)? attr-dict `:` type($inputs) `into` type($outputs)
+  }];
+  let hasVerifier = 1;
 }
 
 def DDP_BufferHostBarrierOp : DDP_BufferOp<"host_barrier"> {

@@ -4,8 +4,10 @@
 // See LICENSE for license information.
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
-// Three families of ops:
-//   * communication: allreduce, allreduce_start / wait;
+// Four families of ops:
+//   * communication: allreduce, allreduce_start / wait, allgather,
+//     world_size;
+//   * buckets for compression schemes: flatten, unflatten;
 //   * local compression steps: scale, cast, and PowerSGD's add_residual,
 //     project, orthogonalize, backproject, reconstruct, update_residual, plus
 //     the fused forms the runtime runs as single kernels;
@@ -34,6 +36,12 @@ def DDP_ComputeElement : Type<
     CPred<"::mlir::ddp::isComputeElementType($_self)">,
     "f32, f16, bf16 or f64 (the runtime's float types)">;
 def DDP_CommTensor : RankedTensorOf<[DDP_ComputeElement]>;
+// Every element type of the runtime's list, integers included: what an
+// allgather moves (it copies bytes, it does not add them).
+def DDP_RuntimeElement : Type<
+    CPred<"::mlir::ddp::isStateElementType($_self)">,
+    "f32, f16, bf16, f64, i64, i8 or i32 (the runtime's types)">;
+def DDP_GatherTensor : RankedTensorOf<[DDP_RuntimeElement]>;
 def DDP_Matrix : ConfinedType<2DTensorOf<[DDP_ComputeElement]>,
     [HasStaticShapePred], "statically shaped 2-D tensor">;
 
@@ -109,6 +117,94 @@ def DDP_WaitOp : DDP_Op<"wait", [InferTypeOpAdaptor]> {
   let arguments = (ins DDP_RequestType:$request);
   let results = (outs Variadic<DDP_CommTensor>:$results);
   let assemblyFormat = "$request attr-dict `:` qualified(type($request))";
+}
+
+def DDP_AllGatherOp : DDP_Op<"allgather", [InferTypeOpAdaptor]> {
+  let summary = "gather every rank's tensors on every rank";
+  let description = [{
+    One collective over all ranks for all `inputs` together. Result `i` has
+    a leading dimension of the world size (dynamic: known at run time) and
+    holds every rank's input `i` in rank order, identical on every rank.
+    Integer tensors may be gathered (a quantized payload in `i8`, indices in
+    `i32`): nothing is added up. `role` records what the collective carries;
+    a compression scheme's collectives are `compressed`.
+
+    ```mlir
+    %s, %q = ddp.allgather %scales, %payload : tensor<2xf32>, tensor<4096xi8>
+    // %s : tensor<?x2xf32>, %q : tensor<?x4096xi8>
+    ```
+  }];
+  let arguments = (ins Variadic<DDP_GatherTensor>:$inputs,
+                       DefaultValuedAttr<DDP_CommRole,
+                                         "::mlir::ddp::CommRole::compressed">:$role);
+  let results = (outs Variadic<DDP_GatherTensor>:$results);
+  let assemblyFormat = [{
+    $inputs (`role` $role^)? attr-dict `:` type($inputs)
+  }];
+  let hasVerifier = 1;
+}
+
+def DDP_WorldSizeOp : DDP_Op<"world_size", [Pure]> {
+  let summary = "the number of ranks in the job";
+  let description = [{
+    Known only at run time (`ddp-run --np`), the same on every rank and for
+    the whole run. A compression scheme divides by it to average what it
+    gathered.
+
+    ```mlir
+    %w = ddp.world_size : index
+    ```
+  }];
+  let results = (outs Index:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Buckets
+//===----------------------------------------------------------------------===//
+
+def DDP_FlattenOp : DDP_Op<"flatten", [Pure]> {
+  let summary = "concatenate gradients into one flat bucket for a compression scheme";
+  let description = [{
+    The flat view PyTorch's `GradBucket.buffer()` gives a communication
+    hook: the elements of every input, in order, one after the other, in
+    a 1-D tensor. `scheme` names the compression scheme that reduces the
+    bucket (the compression report prints it); `ddp.unflatten` splits the
+    reduced bucket back into the gradients' shapes. Inputs share one element
+    type and are statically shaped.
+
+    ```mlir
+    %flat = ddp.flatten %w, %b scheme "quantize-per-tensor"
+        : tensor<64x32xf32>, tensor<64xf32> -> tensor<2112xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<StaticShapeTensorOf<[DDP_ComputeElement]>>:$inputs,
+                       StrAttr:$scheme);
+  let results = (outs StaticShapeTensorOf<[DDP_ComputeElement]>:$result);
+  let assemblyFormat = [{
+    $inputs `scheme` $scheme attr-dict `:` type($inputs) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def DDP_UnflattenOp : DDP_Op<"unflatten", [Pure]> {
+  let summary = "split a flat bucket back into its gradients' shapes";
+  let description = [{
+    The inverse of `ddp.flatten`: result `i` takes the next elements of
+    `input`, as many as its (static) shape holds, in order; together they
+    take all of them.
+
+    ```mlir
+    %w, %b = ddp.unflatten %mean : tensor<2112xf32> -> tensor<64x32xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins StaticShapeTensorOf<[DDP_ComputeElement]>:$input);
+  let results = (outs Variadic<StaticShapeTensorOf<[DDP_ComputeElement]>>:$results);
+  let assemblyFormat = [{
+    $input attr-dict `:` type($input) `->` type($results)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 //===----------------------------------------------------------------------===//
