@@ -74,6 +74,8 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createConvertShardToDDP(ConvertShardToDDPOptions{true}));
   // Only the fused PowerSGD ops have runtime calls.
   pm.addNestedPass<func::FuncOp>(createDDPFuseKernels());
+  // A compression scheme's buckets: flatten and unflatten as tensor ops.
+  pm.addNestedPass<func::FuncOp>(createDDPExpandBuckets());
   // Element-wise arith/math on tensors bufferize as linalg.generic.
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
   // Every tensor op has a bufferization model (the host registers them):

@@ -48,6 +48,20 @@ struct DDPCheckLowerablePass
     bool failed = false;
     // Outer ops first: a function is reported before the ops in it.
     getOperation().walk<WalkOrder::PreOrder>([&](Operation *op) {
+      // A hook's state template is instantiated per bucket by ddp-apply-hook;
+      // the runtime cannot allocate one of unknown size.
+      if (auto state = dyn_cast<StateOp>(op)) {
+        auto tensor = dyn_cast<RankedTensorType>(state.getType());
+        if (tensor && !tensor.hasStaticShape()) {
+          failed = true;
+          op->emitError() << "state '" << state.getSymName() << "' has type "
+                          << tensor
+                          << ", with a dynamic size: only a hook's state may "
+                             "(--ddp-apply-hook declares one of each "
+                             "bucket's size); give it a static shape";
+        }
+        return;
+      }
       if (!takesOrMakesTensors(op))
         return;
       OperationName name = op->getName();

@@ -147,6 +147,64 @@ static Value matrixOf(Value communicated) {
   return value;
 }
 
+/// The ddp.flatten a compression scheme's collective operand was computed
+/// from (its bucket), found by a search back through the ops that compute
+/// it. The search does not go through collectives' results or
+/// ddp.unflatten (a later step's gradients may come from an earlier step's
+/// reduced bucket), and ops known to lead to no bucket are not searched
+/// again.
+class BucketFinder {
+public:
+  FlattenOp find(Value value) {
+    SmallVector<Operation *> stack{value.getDefiningOp()};
+    llvm::SmallPtrSet<Operation *, 16> seen;
+    while (!stack.empty()) {
+      Operation *op = stack.pop_back_val();
+      if (!op || noBucket.contains(op) || !seen.insert(op).second)
+        continue;
+      if (auto flatten = dyn_cast<FlattenOp>(op))
+        return flatten;
+      if (isa<AllReduceOp, AllGatherOp, WaitOp, UnflattenOp>(op))
+        continue;
+      for (Value operand : op->getOperands())
+        stack.push_back(operand.getDefiningOp());
+      // Values an op's regions use (the branches of an scf.if).
+      for (Region &region : op->getRegions())
+        region.walk([&](Operation *inner) {
+          for (Value operand : inner->getOperands())
+            stack.push_back(operand.getDefiningOp());
+        });
+    }
+    noBucket.insert(seen.begin(), seen.end());
+    return nullptr;
+  }
+
+private:
+  llvm::DenseSet<Operation *> noBucket;
+};
+
+/// A bucket a compression scheme reduces: one row for all its gradients.
+static Row describeSchemeBucket(FlattenOp flatten) {
+  Row row;
+  row.decision = flatten.getScheme().str();
+  row.compressed = true;
+  auto type = flatten.getType();
+  row.shape.assign(type.getShape().begin(), type.getShape().end());
+  row.dtype = typeName(type.getElementType());
+  row.numelBefore = numElements(type);
+  row.bytesBefore = numBytes(type);
+  std::string names;
+  for (auto [i, input] : llvm::enumerate(flatten.getInputs())) {
+    Value source = input;
+    traceSource(source);
+    names += (i ? "," : "") + describeValue(source);
+  }
+  row.tensors = flatten.getInputs().size();
+  row.where = "bucket of " + std::to_string(row.tensors) + " [" + names + "]";
+  row.sentAs = "-";
+  return row;
+}
+
 /// Rows are listed function by function; a function's arguments first, in
 /// order, then gradients computed in its body, in order of communication.
 static std::tuple<unsigned, unsigned, unsigned>
@@ -197,20 +255,58 @@ using RowKey = std::pair<void *, Reduction>;
 
 static void collectRows(ModuleOp module, llvm::MapVector<RowKey, Row> &rows) {
   llvm::DenseMap<Operation *, unsigned> functionIndex;
+  BucketFinder buckets;
   module.walk([&](Operation *op) {
     CommRole role;
     ValueRange inputs;
+    if (auto flatten = dyn_cast<FlattenOp>(op)) {
+      // A bucket that sends nothing (noop) still has its row.
+      Reduction whole{flatten, 0};
+      auto [it, inserted] = rows.insert({{flatten, whole}, Row()});
+      if (inserted) {
+        it->second = describeSchemeBucket(flatten);
+        it->second.order = rowOrder(nullptr, op, rows.size(), functionIndex);
+      }
+      return;
+    }
     if (auto allreduce = dyn_cast<AllReduceOp>(op)) {
       role = allreduce.getRole();
       inputs = allreduce.getInputs();
     } else if (auto start = dyn_cast<AllReduceStartOp>(op)) {
       role = start.getRole();
       inputs = start.getInputs();
+    } else if (auto gather = dyn_cast<AllGatherOp>(op)) {
+      role = gather.getRole();
+      inputs = gather.getInputs();
     } else {
       return;
     }
     if (role == CommRole::warmup)
       return;
+    if (role == CommRole::compressed) {
+      // A scheme's collective: what it sends counts for its bucket.
+      for (Value input : inputs) {
+        FlattenOp flatten = buckets.find(input);
+        if (!flatten)
+          continue;
+        Reduction whole{flatten, 0};
+        auto [it, inserted] = rows.insert({{flatten, whole}, Row()});
+        Row &row = it->second;
+        if (inserted) {
+          row = describeSchemeBucket(flatten);
+          row.order = rowOrder(nullptr, op, rows.size(), functionIndex);
+        }
+        auto sent = cast<RankedTensorType>(input.getType());
+        row.numelAfter += numElements(sent);
+        row.bytesAfter += numBytes(sent);
+        std::string type = typeName(sent.getElementType());
+        if (row.sentAs == "-")
+          row.sentAs = type;
+        else if (!llvm::is_contained(llvm::split(row.sentAs, '+'), type))
+          row.sentAs += "+" + type;
+      }
+      return;
+    }
     bool powersgd =
         role == CommRole::powersgd_p || role == CommRole::powersgd_q;
     for (auto [index, input] : llvm::enumerate(inputs)) {
@@ -284,13 +380,13 @@ static void printText(raw_ostream &os, ArrayRef<Row> rows,
                       "#", where("where"), "shape", "dtype", "decision", "rank",
                       "sent-as", "elements", "sent", "ratio");
   for (auto [i, row] : llvm::enumerate(rows)) {
-    os << llvm::formatv(
-        "{0,4}  {1} {2,-16} {3,-5} {4,-16} {5,4} {6,-7} "
-        "{7,12} {8,12} {9,7:F2}x\n",
-        i, where(row.where), shapeText(row.shape), row.dtype, row.decision,
-        row.compressed ? std::to_string(row.rank) : std::string("-"),
-        row.sentAs, row.numelBefore, row.numelAfter,
-        ratio(row.numelBefore, row.numelAfter));
+    os << llvm::formatv("{0,4}  {1} {2,-16} {3,-5} {4,-16} {5,4} {6,-7} "
+                        "{7,12} {8,12} {9,7:F2}x\n",
+                        i, where(row.where), shapeText(row.shape), row.dtype,
+                        row.decision,
+                        row.rank ? std::to_string(row.rank) : std::string("-"),
+                        row.sentAs, row.numelBefore, row.numelAfter,
+                        ratio(row.numelBefore, row.numelAfter));
   }
   os << llvm::formatv(
       "total: {0} tensors, {1} compressed; elements {2} -> "

@@ -126,6 +126,113 @@ def InsertBF16Compression : Pass<"insert-bf16-compression", "::mlir::func::FuncO
   let dependentDialects = ["::mlir::ddp::DDPDialect"];
 }
 
+def DDPApplyHook : Pass<"ddp-apply-hook", "::mlir::ModuleOp"> {
+  let summary = "Reduce each gradient bucket with a hook function written in the module";
+  let description = [{
+    PyTorch's `register_comm_hook`, as a rewrite. The hook is a function of
+    the module that takes a flat bucket and returns its average over the
+    ranks, written with ddp ops (allreduce, allgather, world_size, cast,
+    state) and upstream ops (arith, math, linalg, tensor, scf):
+
+    ```mlir
+    func.func private @my_hook(%bucket: tensor<?xf32>) -> tensor<?xf32>
+    ```
+
+    Every gradient `ddp.allreduce` (after `ddp-bucketize`: every bucket)
+    whose gradients' names match `buckets` becomes: `ddp.flatten`, the
+    hook's body inlined and given the bucket's static size, `ddp.unflatten`.
+    A `sum` allreduce gets the hook's average times the world size. Every
+    `ddp.state` the hook uses is per bucket: the pass declares
+    `<state>.<function>.<bucket>` with the template's dynamic dimensions
+    set to the bucket's element count. A hook whose element type differs
+    from the bucket's gets the bucket cast to its type and its result cast
+    back, as PyTorch's `bf16_compress_wrapper` does. The hook's collectives
+    get the role `compressed`; the hook function and its state templates
+    are removed from the module.
+  }];
+  let options = [
+    Option<"hook", "hook", "std::string", "\"\"",
+           "The hook function's name (required)">,
+    Option<"buckets", "buckets", "std::string", "\"\"",
+           "Only buckets with a gradient whose name matches this regular "
+           "expression (default: every bucket)">
+  ];
+  let statistics = [
+    Statistic<"numBuckets", "num-buckets", "Buckets the hook reduces">
+  ];
+  let dependentDialects = [
+    "::mlir::ddp::DDPDialect", "::mlir::tensor::TensorDialect"
+  ];
+}
+
+def InsertQuantization : Pass<"insert-quantization", "::mlir::ModuleOp"> {
+  let summary = "Send gradient buckets as uint8 (PyTorch's quantization hooks)";
+  let description = [{
+    PyTorch 1.13's `quantization_pertensor_hook` and
+    `quantization_perchannel_hook`, with their defaults: each rank finds its
+    bucket's min-max range (per tensor, or per channel of `channel-size`
+    elements after zero padding), quantizes to uint8 with that scale and
+    zero point, the ranks allgather scales, zero points and payloads, and
+    each rank dequantizes every rank's payload, adds them up in rank order
+    and divides by the world size. The float32 operations are PyTorch's, in
+    its order: results match its hooks bit for bit.
+
+    `exchange=fused` (the default) gathers scales and payload in one
+    collective; `exchange=pytorch` gathers the scales first and the payload
+    second, as PyTorch does (two latencies instead of one; same values).
+    Float32 buckets only; others stay plain allreduces with a remark.
+  }];
+  let options = [
+    Option<"granularity", "granularity", "std::string", "\"per-tensor\"",
+           "per-tensor (quantization_pertensor_hook) or per-channel "
+           "(quantization_perchannel_hook) (default: per-tensor)">,
+    Option<"channelSize", "channel-size", "int64_t", "512",
+           "Elements per channel for per-channel (bucket_size; default: 512)">,
+    Option<"exchange", "exchange", "std::string", "\"fused\"",
+           "fused: scales and payload in one allgather; pytorch: two "
+           "allgathers, as PyTorch (default: fused)">,
+    Option<"buckets", "buckets", "std::string", "\"\"",
+           "Only buckets with a gradient whose name matches this regular "
+           "expression (default: every bucket)">
+  ];
+  let statistics = [
+    Statistic<"numBuckets", "num-buckets", "Buckets quantized">
+  ];
+  let dependentDialects = [
+    "::mlir::ddp::DDPDialect", "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect", "::mlir::math::MathDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
+def InsertNoop : Pass<"insert-noop", "::mlir::ModuleOp"> {
+  let summary = "Do not communicate gradients at all (PyTorch's noop_hook)";
+  let description = [{
+    Every rank keeps its own gradients: the allreduces go. For measuring
+    the headroom of communication (a step without it), never for training.
+  }];
+  let options = [
+    Option<"buckets", "buckets", "std::string", "\"\"",
+           "Only buckets with a gradient whose name matches this regular "
+           "expression (default: every bucket)">
+  ];
+  let statistics = [
+    Statistic<"numBuckets", "num-buckets", "Buckets no longer communicated">
+  ];
+  let dependentDialects = ["::mlir::ddp::DDPDialect"];
+}
+
+def DDPExpandBuckets : Pass<"ddp-expand-buckets", "::mlir::func::FuncOp"> {
+  let summary = "Expand ddp.flatten and ddp.unflatten into tensor ops";
+  let description = [{
+    Before bufferization (in ddp-lower-to-llvm): `ddp.flatten` becomes
+    `tensor.collapse_shape` of each gradient and one `tensor.concat`,
+    `ddp.unflatten` a `tensor.extract_slice` and `tensor.expand_shape` per
+    result. An unflatten of a flatten of the same tensors folds away first.
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
 def DDPFuseKernels : Pass<"ddp-fuse-kernels", "::mlir::func::FuncOp"> {
   let summary = "Merge fine-grained ddp steps into the runtime's fused kernels";
   let description = [{

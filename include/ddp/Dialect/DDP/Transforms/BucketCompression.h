@@ -1,0 +1,121 @@
+//===- BucketCompression.h - compression schemes over flat buckets -*- C++
+//-*-===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+// The extension point for compression schemes, as PyTorch's communication
+// hooks see a bucket: the gradients of one allreduce, flattened into one 1-D
+// tensor (GradBucket.buffer()). A scheme says how that flat bucket is
+// averaged over the ranks, with ddp ops (allreduce, allgather, casts, state)
+// and upstream ops (arith, math, linalg, tensor); applyCompressionScheme does
+// the rest: it finds the buckets, flattens the gradients (ddp.flatten), calls
+// the scheme, splits the result back (ddp.unflatten), declares the state the
+// scheme asks for, once per bucket, and leaves buckets the scheme refuses as
+// plain allreduces with a remark. What a scheme emits lowers through
+// ddp-lower-to-llvm and runs under ddp-run like the built-in passes, and the
+// compression report prints a row per bucket with the scheme's name.
+//
+// Built on it: ddp-apply-hook (a hook written as a function in the module),
+// insert-quantization (PyTorch's quantization hooks), insert-noop
+// (noop_hook), and schemes from plugins (examples/compression-plugin).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DDP_DIALECT_DDP_TRANSFORMS_BUCKETCOMPRESSION_H
+#define DDP_DIALECT_DDP_TRANSFORMS_BUCKETCOMPRESSION_H
+
+#include "ddp/Dialect/DDP/IR/DDP.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
+
+#include <string>
+
+namespace mlir::ddp {
+
+/// One bucket: the gradients of one ddp.allreduce that share an element type.
+struct Bucket {
+  /// The function and the allreduce the bucket comes from.
+  func::FuncOp function;
+  AllReduceOp allreduce;
+  /// Its place among the buckets of `function`, in program order.
+  unsigned index = 0;
+  /// The gradients (operands of `allreduce`) and their names, as the
+  /// compression report prints them.
+  SmallVector<Value> gradients;
+  SmallVector<std::string> names;
+  /// The flat bucket: tensor<N x element>.
+  RankedTensorType flatType;
+
+  int64_t getNumElements() const { return flatType.getNumElements(); }
+  Type getElementType() const { return flatType.getElementType(); }
+};
+
+/// What a scheme builds with: an op builder at the bucket's place, and the
+/// bucket's own persistent state.
+class BucketBuilder : public ImplicitLocOpBuilder {
+public:
+  BucketBuilder(const Bucket &bucket, Location loc, OpBuilder &builder,
+                SymbolTable &symbols);
+
+  const Bucket &getBucket() const { return bucket; }
+
+  /// A ddp.state of `type` that belongs to this bucket alone, named
+  /// `<base>.<function>.<bucket index>`; it is zeros before the first step
+  /// and is saved with checkpoints. Asking twice for one base gives the
+  /// same state.
+  FlatSymbolRefAttr getState(StringRef base, Type type);
+
+private:
+  const Bucket &bucket;
+  SymbolTable &symbols;
+};
+
+/// A compression scheme: how a flat bucket is averaged over the ranks.
+class CompressionScheme {
+public:
+  virtual ~CompressionScheme();
+
+  /// The name in remarks and in the compression report's decision column
+  /// ("quantize-per-tensor").
+  virtual StringRef getName() const = 0;
+
+  /// Why `bucket` stays a plain allreduce, or "" when the scheme takes it.
+  /// By default every bucket is taken.
+  virtual std::string whyNot(const Bucket &bucket) const;
+
+  /// Emits, at the builder's insertion point, the ops that compute the
+  /// average over the ranks of the bucket from `flat` (this rank's values,
+  /// of the bucket's flat type), and returns that average (same type).
+  /// Collectives a scheme emits should have the role `compressed`, so that
+  /// no other pass takes them for gradients. On failure, emit an error.
+  virtual FailureOr<Value> reduce(BucketBuilder &builder, Value flat) = 0;
+
+  /// Called once per module before the first bucket (declare what the
+  /// scheme shares, check options); may fail with an error emitted.
+  virtual LogicalResult initialize(ModuleOp module);
+};
+
+/// Which buckets a scheme takes: those with a gradient whose name matches
+/// `pattern` (an extended regular expression, searched anywhere in the
+/// name; empty: every bucket).
+struct BucketFilter {
+  std::string pattern;
+};
+
+/// Rewrites every gradient ddp.allreduce of `module` (whole-grid
+/// shard.all_reduce included) that `filter` accepts with `scheme`, one
+/// bucket per element type; `passName` prefixes remarks. Returns the number
+/// of buckets the scheme compressed.
+FailureOr<unsigned> applyCompressionScheme(ModuleOp module,
+                                           CompressionScheme &scheme,
+                                           const BucketFilter &filter,
+                                           StringRef passName);
+
+} // namespace mlir::ddp
+
+#endif // DDP_DIALECT_DDP_TRANSFORMS_BUCKETCOMPRESSION_H

@@ -1,0 +1,257 @@
+//===- ApplyHook.cpp - hooks written in MLIR, and noop
+//---------------------===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+// ddp-apply-hook: a user's communication hook, written as a function of the
+// module over a flat bucket, inlined at every bucket and specialised to its
+// size; the hook's state is instantiated per bucket. insert-noop: PyTorch's
+// noop_hook, the bucket as it is.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddp/Dialect/DDP/Transforms/BucketCompression.h"
+#include "ddp/Dialect/DDP/Transforms/Passes.h"
+#include "ddp/Dialect/DDP/Transforms/Utils.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace mlir::ddp {
+#define GEN_PASS_DEF_DDPAPPLYHOOK
+#define GEN_PASS_DEF_INSERTNOOP
+#include "ddp/Dialect/DDP/Transforms/Passes.h.inc"
+} // namespace mlir::ddp
+
+using namespace mlir;
+using namespace mlir::ddp;
+
+namespace {
+/// A hook function of the module as a compression scheme. initialize()
+/// takes the function out of the module (its own collectives are not
+/// buckets); every bucket gets a copy of its body.
+class HookScheme : public CompressionScheme {
+public:
+  HookScheme(StringRef name, StringRef passName)
+      : name(name.str()), passName(passName.str()) {}
+
+  StringRef getName() const override { return schemeName; }
+
+  LogicalResult initialize(ModuleOp module) override;
+
+  std::string whyNot(const Bucket &bucket) const override {
+    int64_t size = argumentType().getDimSize(0);
+    if (!ShapedType::isDynamic(size) && size != bucket.getNumElements())
+      return "the hook takes " + std::to_string(size) +
+             " elements and the bucket has " +
+             std::to_string(bucket.getNumElements());
+    return "";
+  }
+
+  FailureOr<Value> reduce(BucketBuilder &b, Value flat) override;
+
+  /// The state templates the hook used, to remove once no bucket is left.
+  ArrayRef<StringAttr> getStates() const { return states; }
+
+private:
+  RankedTensorType argumentType() const {
+    return cast<RankedTensorType>(const_cast<OwningOpRef<func::FuncOp> &>(hook)
+                                      ->getFunctionType()
+                                      .getInput(0));
+  }
+
+  std::string name, passName, schemeName;
+  OwningOpRef<func::FuncOp> hook;
+  SmallVector<StringAttr> states;
+};
+} // namespace
+
+LogicalResult HookScheme::initialize(ModuleOp module) {
+  auto fail = [&](Operation *at) {
+    return emitPassError(at ? at : module.getOperation(), passName);
+  };
+  if (name.empty())
+    return fail(nullptr) << "needs hook=<the name of a function of the "
+                            "module>, e.g. hook=my_hook";
+  auto function = module.lookupSymbol<func::FuncOp>(name);
+  if (!function)
+    return fail(nullptr) << "the module has no function @" << name
+                         << " to use as a hook";
+  FunctionType type = function.getFunctionType();
+  auto input = type.getNumInputs() == 1
+                   ? dyn_cast<RankedTensorType>(type.getInput(0))
+                   : RankedTensorType();
+  if (!input || type.getNumResults() != 1 || type.getResult(0) != input ||
+      input.getRank() != 1 || !isComputeElementType(input.getElementType()))
+    return fail(function)
+           << "the hook @" << name
+           << " must take the flat bucket and return its average over the "
+              "ranks, one 1-D tensor of "
+           << computeElementTypeNames(module.getContext())
+           << " in and the same type out, e.g. (tensor<?xf32>) -> "
+              "tensor<?xf32>; it has type "
+           << type;
+  if (function.isExternal())
+    return fail(function) << "the hook @" << name << " has no body";
+  if (!function.getBody().hasOneBlock())
+    return fail(function) << "the hook @" << name
+                          << " must be one block (use scf for control flow)";
+  if (std::optional<SymbolTable::UseRange> uses =
+          SymbolTable::getSymbolUses(function, module);
+      uses && !uses->empty())
+    return fail(uses->begin()->getUser())
+           << "the hook @" << name
+           << " is called here; a hook is applied to buckets, not called";
+  // Every state the hook names must exist and be per bucket.
+  WalkResult walk = function.walk([&](Operation *op) {
+    FlatSymbolRefAttr symbol;
+    if (auto load = dyn_cast<StateLoadOp>(op))
+      symbol = load.getStateAttr();
+    else if (auto store = dyn_cast<StateStoreOp>(op))
+      symbol = store.getStateAttr();
+    else
+      return WalkResult::advance();
+    auto state = module.lookupSymbol<StateOp>(symbol.getAttr());
+    if (!state) {
+      op->emitError() << "'" << symbol.getValue()
+                      << "' does not name a 'ddp.state'";
+      return WalkResult::interrupt();
+    }
+    if (!llvm::is_contained(states, state.getSymNameAttr()))
+      states.push_back(state.getSymNameAttr());
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  schemeName = "hook:" + name;
+  function->remove();
+  hook = function;
+  return success();
+}
+
+/// The static type of a per-bucket state: the template's dynamic
+/// dimensions are the bucket's element count.
+static Type instanceType(Type type, int64_t elements) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || tensor.hasStaticShape())
+    return type;
+  SmallVector<int64_t> shape(tensor.getShape());
+  for (int64_t &dim : shape)
+    if (ShapedType::isDynamic(dim))
+      dim = elements;
+  return tensor.clone(shape);
+}
+
+FailureOr<Value> HookScheme::reduce(BucketBuilder &b, Value flat) {
+  const Bucket &bucket = b.getBucket();
+  RankedTensorType argType = argumentType();
+  int64_t n = bucket.getNumElements();
+  // In the hook's element type (bf16_compress_wrapper), at its shape.
+  auto hookFlat = RankedTensorType::get({n}, argType.getElementType());
+  Value input = flat;
+  if (hookFlat != bucket.flatType)
+    input = CastOp::create(b, TypeRange{hookFlat}, ValueRange{flat},
+                           WorldScaleAttr())
+                .getResult(0);
+  if (input.getType() != argType)
+    input = tensor::CastOp::create(b, argType, input);
+
+  IRMapping mapping;
+  Block &body = hook->getBody().front();
+  mapping.map(body.getArgument(0), input);
+  SmallVector<Operation *> cloned;
+  for (Operation &op : body.without_terminator())
+    cloned.push_back(b.clone(op, mapping));
+
+  // Each state the hook names becomes this bucket's own, statically shaped.
+  ModuleOp module = bucket.function->getParentOfType<ModuleOp>();
+  auto instance = [&](FlatSymbolRefAttr symbol) {
+    auto state = module.lookupSymbol<StateOp>(symbol.getAttr());
+    Type type = instanceType(state.getType(), n);
+    return std::make_pair(b.getState(symbol.getValue(), type), type);
+  };
+  // (Casts are built with `b`, so that the shape refinement sees them.)
+  SmallVector<Operation *> stateOps;
+  for (Operation *top : cloned)
+    top->walk([&](Operation *op) {
+      if (isa<StateLoadOp, StateStoreOp>(op))
+        stateOps.push_back(op);
+    });
+  for (Operation *op : stateOps) {
+    OpBuilder::InsertionGuard guard(b);
+    if (auto load = dyn_cast<StateLoadOp>(op)) {
+      auto [symbol, type] = instance(load.getStateAttr());
+      load.setStateAttr(symbol);
+      Type old = load.getType();
+      if (old != type) {
+        b.setInsertionPointAfter(load);
+        load.getResult().setType(type);
+        auto back = tensor::CastOp::create(b, load.getLoc(), old, load);
+        load.getResult().replaceAllUsesExcept(back, back);
+      }
+    } else if (auto store = dyn_cast<StateStoreOp>(op)) {
+      auto [symbol, type] = instance(store.getStateAttr());
+      store.setStateAttr(symbol);
+      if (store.getValue().getType() != type) {
+        b.setInsertionPoint(store);
+        store.getValueMutable().assign(
+            tensor::CastOp::create(b, store.getLoc(), type, store.getValue()));
+      }
+    }
+  }
+
+  Value result = mapping.lookup(body.getTerminator()->getOperand(0));
+  if (result.getType() != hookFlat)
+    result = tensor::CastOp::create(b, hookFlat, result);
+  if (hookFlat != bucket.flatType)
+    result = CastOp::create(b, TypeRange{bucket.flatType}, ValueRange{result},
+                            WorldScaleAttr())
+                 .getResult(0);
+  return result;
+}
+
+namespace {
+/// noop_hook: the bucket as it is, nothing sent.
+class NoopScheme : public CompressionScheme {
+public:
+  StringRef getName() const override { return "noop"; }
+  FailureOr<Value> reduce(BucketBuilder &, Value flat) override { return flat; }
+};
+
+struct DDPApplyHookPass : public ddp::impl::DDPApplyHookBase<DDPApplyHookPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    HookScheme scheme(hook, getArgument());
+    FailureOr<unsigned> count = applyCompressionScheme(
+        module, scheme, BucketFilter{buckets}, getArgument());
+    if (failed(count))
+      return signalPassFailure();
+    numBuckets += *count;
+    // The templates go with the hook, unless something else uses them.
+    for (StringAttr name : scheme.getStates()) {
+      auto state = module.lookupSymbol<StateOp>(name);
+      if (!state)
+        continue;
+      std::optional<SymbolTable::UseRange> uses =
+          SymbolTable::getSymbolUses(state, module);
+      if (uses && uses->empty())
+        state.erase();
+    }
+  }
+};
+
+struct InsertNoopPass : public ddp::impl::InsertNoopBase<InsertNoopPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    NoopScheme scheme;
+    FailureOr<unsigned> count = applyCompressionScheme(
+        getOperation(), scheme, BucketFilter{buckets}, getArgument());
+    if (failed(count))
+      return signalPassFailure();
+    numBuckets += *count;
+  }
+};
+} // namespace

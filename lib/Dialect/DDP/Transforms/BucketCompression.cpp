@@ -1,0 +1,402 @@
+//===- BucketCompression.cpp - compression schemes over flat buckets ------===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+// Finds the buckets of a module (the gradients of each ddp.allreduce, per
+// element type), flattens them, lets a CompressionScheme reduce the flat
+// bucket, and splits the result back. Shape-generic code a scheme emits
+// (a hook written for tensor<?xf32>) is given the bucket's static shape
+// where ops allow, by local rewrites on the scheme's ops only.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddp/Dialect/DDP/Transforms/BucketCompression.h"
+
+#include "ddp/Conversion/ShardToDDP/ShardToDDP.h"
+#include "ddp/Dialect/DDP/Transforms/Utils.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Rewrite/FrozenRewritePatternSet.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/WalkPatternRewriteDriver.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/Support/Regex.h"
+
+using namespace mlir;
+using namespace mlir::ddp;
+
+CompressionScheme::~CompressionScheme() = default;
+
+std::string CompressionScheme::whyNot(const Bucket &) const { return ""; }
+
+LogicalResult CompressionScheme::initialize(ModuleOp) { return success(); }
+
+BucketBuilder::BucketBuilder(const Bucket &bucket, Location loc,
+                             OpBuilder &builder, SymbolTable &symbols)
+    : ImplicitLocOpBuilder(loc, builder), bucket(bucket), symbols(symbols) {}
+
+FlatSymbolRefAttr BucketBuilder::getState(StringRef base, Type type) {
+  func::FuncOp function = bucket.function;
+  std::string name =
+      (base + "." + function.getSymName() + "." + Twine(bucket.index)).str();
+  if (auto existing = symbols.lookup<StateOp>(name))
+    if (existing.getType() == type)
+      return FlatSymbolRefAttr::get(existing.getSymNameAttr());
+  OpBuilder builder(getContext());
+  auto module = cast<ModuleOp>(symbols.getOp());
+  builder.setInsertionPointToStart(module.getBody());
+  auto state = StateOp::create(builder, getLoc(), builder.getStringAttr(name),
+                               TypeAttr::get(type));
+  // A name taken by something else gets a unique suffix.
+  return FlatSymbolRefAttr::get(symbols.insert(state));
+}
+
+//===----------------------------------------------------------------------===//
+// Shape refinement
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The static type `value` was cast from (tensor.cast), if any.
+RankedTensorType staticSource(Value value) {
+  auto cast = value.getDefiningOp<tensor::CastOp>();
+  if (!cast)
+    return {};
+  auto source = dyn_cast<RankedTensorType>(cast.getSource().getType());
+  return source && source.hasStaticShape() ? source : RankedTensorType();
+}
+
+/// `op` with other operands and result types (attributes and properties
+/// as they are).
+OperationState withOperands(Operation *op, ValueRange operands,
+                            TypeRange types) {
+  OperationState state(op->getLoc(), op->getName(), operands, types,
+                       llvm::to_vector(op->getDiscardableAttrs()),
+                       op->getSuccessors());
+  state.propertiesAttr = op->getPropertiesAsAttribute();
+  return state;
+}
+
+/// An op whose results have the shape of its tensor operands (elementwise
+/// arith/math, ddp.scale/cast/allreduce, ...) and whose operand is a
+/// tensor.cast from a static type: the op on the static type, cast back.
+/// Upstream's canonicalizations then carry the static type on.
+struct RefineFromCast : RewritePattern {
+  RefineFromCast(MLIRContext *context)
+      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context) {}
+
+  static bool takesShapeFromOperands(Operation *op) {
+    if (op->hasTrait<OpTrait::Elementwise>())
+      return true;
+    return isa<CastOp>(op);
+  }
+
+  LogicalResult matchAndRewrite(Operation *op,
+                                PatternRewriter &rewriter) const override {
+    if (!takesShapeFromOperands(op) || op->getNumRegions() != 0)
+      return failure();
+    // The static shape, from the first operand cast from one; all dynamic
+    // tensor operands must agree with it.
+    std::optional<SmallVector<int64_t>> shape;
+    for (Value operand : op->getOperands())
+      if (RankedTensorType source = staticSource(operand)) {
+        shape = llvm::to_vector(source.getShape());
+        break;
+      }
+    if (!shape)
+      return failure();
+    SmallVector<Value> operands;
+    for (Value operand : op->getOperands()) {
+      auto type = dyn_cast<RankedTensorType>(operand.getType());
+      if (!type) {
+        operands.push_back(operand);
+        continue;
+      }
+      if (type.getRank() != int64_t(shape->size()))
+        return failure();
+      RankedTensorType refined = type.clone(*shape);
+      if (!tensor::CastOp::areCastCompatible(type, refined))
+        return failure();
+      if (RankedTensorType source = staticSource(operand);
+          source && source == refined)
+        operands.push_back(operand.getDefiningOp<tensor::CastOp>().getSource());
+      else if (type == refined)
+        operands.push_back(operand);
+      else
+        operands.push_back(
+            tensor::CastOp::create(rewriter, op->getLoc(), refined, operand));
+    }
+    SmallVector<Type> resultTypes;
+    for (Type type : op->getResultTypes()) {
+      auto tensor = dyn_cast<RankedTensorType>(type);
+      if (!tensor || tensor.getRank() != int64_t(shape->size()))
+        return failure();
+      resultTypes.push_back(tensor.clone(*shape));
+    }
+    if (resultTypes == SmallVector<Type>(op->getResultTypes()))
+      return failure();
+    Operation *refined =
+        rewriter.create(withOperands(op, operands, resultTypes));
+    SmallVector<Value> replacements;
+    for (auto [old, now] : llvm::zip(op->getResults(), refined->getResults()))
+      replacements.push_back(old.getType() == now.getType()
+                                 ? Value(now)
+                                 : tensor::CastOp::create(rewriter,
+                                                          op->getLoc(),
+                                                          old.getType(), now)
+                                       .getResult());
+    rewriter.replaceOp(op, replacements);
+    return success();
+  }
+};
+
+/// A ddp op that infers its result types (allgather, allreduce, scale)
+/// whose operand is a tensor.cast from a static type: the op on the cast's
+/// source, re-inferred, cast back. Operands may differ in shape.
+struct RefineInferredFromCast
+    : OpInterfaceRewritePattern<InferTypeOpInterface> {
+  using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
+
+  LogicalResult matchAndRewrite(InferTypeOpInterface op,
+                                PatternRewriter &rewriter) const override {
+    if (!isa<DDPDialect>(op->getDialect()) || op->getNumRegions() != 0)
+      return failure();
+    SmallVector<Value> operands(op->getOperands());
+    bool refined = false;
+    for (Value &operand : operands)
+      if (RankedTensorType source = staticSource(operand)) {
+        operand = operand.getDefiningOp<tensor::CastOp>().getSource();
+        refined = true;
+      }
+    if (!refined)
+      return failure();
+    SmallVector<Type> types;
+    if (failed(op.inferReturnTypes(
+            op->getContext(), op->getLoc(), ValueRange(operands),
+            op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+            op->getRegions(), types)))
+      return failure();
+    for (auto [old, now] : llvm::zip(op->getResultTypes(), types))
+      if (!tensor::CastOp::areCastCompatible(old, now))
+        return failure();
+    Operation *created = rewriter.create(withOperands(op, operands, types));
+    SmallVector<Value> replacements;
+    for (auto [old, now] : llvm::zip(op->getResults(), created->getResults()))
+      replacements.push_back(old.getType() == now.getType()
+                                 ? Value(now)
+                                 : tensor::CastOp::create(rewriter,
+                                                          op->getLoc(),
+                                                          old.getType(), now)
+                                       .getResult());
+    rewriter.replaceOp(op, replacements);
+    return success();
+  }
+};
+
+FrozenRewritePatternSet refinementPatterns(MLIRContext *context) {
+  RewritePatternSet patterns(context);
+  patterns.add<RefineFromCast, RefineInferredFromCast>(context);
+  for (Dialect *dialect : context->getLoadedDialects())
+    dialect->getCanonicalizationPatterns(patterns);
+  for (RegisteredOperationName op : context->getRegisteredOperations())
+    op.getCanonicalizationPatterns(patterns, context);
+  return FrozenRewritePatternSet(std::move(patterns));
+}
+
+/// Records the ops a scheme inserts.
+struct InsertedOps : OpBuilder::Listener {
+  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
+    ops.push_back(op);
+  }
+  SmallVector<Operation *> ops;
+};
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Buckets
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The inputs of an allreduce with one element type.
+struct Group {
+  SmallVector<unsigned> indices;
+};
+
+class Applier {
+public:
+  Applier(ModuleOp module, CompressionScheme &scheme, StringRef passName)
+      : module(module), scheme(scheme), passName(passName), symbols(module),
+        patterns(refinementPatterns(module.getContext())) {}
+
+  LogicalResult run(const BucketFilter &filter, unsigned &compressed);
+
+private:
+  LogicalResult rewrite(func::FuncOp function, AllReduceOp allreduce,
+                        unsigned &nextIndex, unsigned &compressed);
+  bool selected(ArrayRef<std::string> names) const {
+    if (!regex)
+      return true;
+    return llvm::any_of(names,
+                        [&](const std::string &n) { return regex->match(n); });
+  }
+
+  ModuleOp module;
+  CompressionScheme &scheme;
+  StringRef passName;
+  SymbolTable symbols;
+  FrozenRewritePatternSet patterns;
+  std::optional<llvm::Regex> regex;
+};
+} // namespace
+
+LogicalResult Applier::run(const BucketFilter &filter, unsigned &compressed) {
+  if (!filter.pattern.empty()) {
+    regex.emplace(filter.pattern, llvm::Regex::NoFlags);
+    std::string error;
+    if (!regex->isValid(error))
+      return emitPassError(module, passName)
+             << "buckets='" << filter.pattern
+             << "' is not a valid regular expression: " << error;
+  }
+  SmallVector<func::FuncOp> functions(module.getOps<func::FuncOp>());
+  SymbolTableCollection symbolTables;
+  for (func::FuncOp function : functions) {
+    if (function.isExternal())
+      continue;
+    // Whole-grid shard.all_reduces are gradients too.
+    RewritePatternSet shard(module.getContext());
+    populateShardToDDPPatterns(shard, symbolTables);
+    walkAndApplyPatterns(function, std::move(shard));
+    SmallVector<AllReduceOp> allreduces;
+    function.walk([&](AllReduceOp op) {
+      if (op.getRole() == CommRole::gradient)
+        allreduces.push_back(op);
+    });
+    unsigned nextIndex = 0;
+    for (AllReduceOp allreduce : allreduces)
+      if (failed(rewrite(function, allreduce, nextIndex, compressed)))
+        return failure();
+  }
+  return success();
+}
+
+LogicalResult Applier::rewrite(func::FuncOp function, AllReduceOp allreduce,
+                               unsigned &nextIndex, unsigned &compressed) {
+  MLIRContext *context = module.getContext();
+  ValueRange inputs = allreduce.getInputs();
+  // One bucket per element type, in order of first appearance.
+  llvm::MapVector<Type, Group> groups;
+  SmallVector<unsigned> plain;
+  for (auto [i, input] : llvm::enumerate(inputs)) {
+    auto type = cast<RankedTensorType>(input.getType());
+    if (!type.hasStaticShape()) {
+      allreduce.emitRemark() << passName << " leaves tensor #" << i << " ("
+                             << type << " from " << describeValue(input)
+                             << ") as a plain allreduce: its shape is dynamic";
+      plain.push_back(i);
+      continue;
+    }
+    groups[type.getElementType()].indices.push_back(i);
+  }
+
+  IRRewriter rewriter(context);
+  rewriter.setInsertionPoint(allreduce);
+  SmallVector<Value> replacements(allreduce->getNumResults());
+  bool changed = false;
+  for (auto &[element, group] : groups) {
+    Bucket bucket;
+    bucket.function = function;
+    bucket.allreduce = allreduce;
+    int64_t total = 0;
+    for (unsigned i : group.indices) {
+      bucket.gradients.push_back(inputs[i]);
+      bucket.names.push_back(describeValue(inputs[i]));
+      total += cast<RankedTensorType>(inputs[i].getType()).getNumElements();
+    }
+    bucket.flatType = RankedTensorType::get({total}, element);
+    if (!selected(bucket.names)) {
+      llvm::append_range(plain, group.indices);
+      continue;
+    }
+    if (std::string why = scheme.whyNot(bucket); !why.empty()) {
+      allreduce.emitRemark()
+          << passName << " leaves a bucket of " << group.indices.size()
+          << " tensor(s) of " << element << " ("
+          << llvm::join(bucket.names, ", ")
+          << ") as a plain allreduce: " << why;
+      llvm::append_range(plain, group.indices);
+      continue;
+    }
+    bucket.index = nextIndex++;
+    Location loc = allreduce.getLoc();
+    Value flat = FlattenOp::create(rewriter, loc, bucket.flatType,
+                                   bucket.gradients, scheme.getName());
+    InsertedOps inserted;
+    BucketBuilder builder(bucket, loc, rewriter, symbols);
+    builder.setListener(&inserted);
+    FailureOr<Value> mean = scheme.reduce(builder, flat);
+    if (failed(mean))
+      return failure();
+    if (mean->getType() != bucket.flatType)
+      return allreduce.emitError()
+             << passName << ": the scheme '" << scheme.getName()
+             << "' returned " << mean->getType() << " for a bucket of type "
+             << bucket.flatType;
+    // The scheme's collectives are not gradients for later passes.
+    for (Operation *op : inserted.ops)
+      if (auto inner = dyn_cast<AllReduceOp>(op);
+          inner && inner.getRole() == CommRole::gradient)
+        inner.setRole(CommRole::compressed);
+    // A shape-generic scheme (a hook) gets the bucket's static shapes.
+    GreedyRewriteConfig config;
+    config.setStrictness(GreedyRewriteStrictness::ExistingAndNewOps);
+    rewriter.setInsertionPoint(allreduce);
+    Value result = *mean;
+    if (allreduce.getKind() == ReductionKind::sum)
+      result = ScaleOp::create(rewriter, loc, ValueRange(result),
+                               WorldScale::world_size)
+                   .getResult(0);
+    SmallVector<Type> types;
+    for (unsigned i : group.indices)
+      types.push_back(inputs[i].getType());
+    auto unflatten = UnflattenOp::create(rewriter, loc, types, result);
+    // After the uses of the mean exist: the rewrites keep them up to date.
+    (void)applyOpPatternsGreedily(inserted.ops, patterns, config);
+    for (auto [i, value] : llvm::zip(group.indices, unflatten.getResults()))
+      replacements[i] = value;
+    ++compressed;
+    changed = true;
+  }
+  if (!changed)
+    return success();
+  if (!plain.empty()) {
+    llvm::sort(plain);
+    SmallVector<Value> rest;
+    for (unsigned i : plain)
+      rest.push_back(inputs[i]);
+    rewriter.setInsertionPoint(allreduce);
+    auto leftover =
+        AllReduceOp::create(rewriter, allreduce.getLoc(), allreduce.getKind(),
+                            rest, allreduce.getRole());
+    for (auto [i, value] : llvm::zip(plain, leftover.getResults()))
+      replacements[i] = value;
+  }
+  rewriter.replaceOp(allreduce, replacements);
+  return success();
+}
+
+FailureOr<unsigned>
+mlir::ddp::applyCompressionScheme(ModuleOp module, CompressionScheme &scheme,
+                                  const BucketFilter &filter,
+                                  StringRef passName) {
+  // First: a scheme may take functions out of the module (a hook).
+  if (failed(scheme.initialize(module)))
+    return failure();
+  Applier applier(module, scheme, passName);
+  unsigned compressed = 0;
+  if (failed(applier.run(filter, compressed)))
+    return failure();
+  return compressed;
+}
