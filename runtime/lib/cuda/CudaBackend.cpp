@@ -78,12 +78,15 @@ ncclDataType_t ncclType(ddprt_dtype dtype) {
     return ncclFloat16;
   case DDPRT_BF16:
     return ncclBfloat16;
+  // Not summed: the C API keeps integers from allreduces.
   case DDPRT_I8:
+    return ncclInt8;
   case DDPRT_I32:
-  case DDPRT_I64: // state only: the C API keeps it from collectives
-    break;
+    return ncclInt32;
+  case DDPRT_I64:
+    return ncclInt64;
   }
-  return ncclFloat32;
+  return ncclFloat32; // not reached: the C API validated the dtype
 }
 
 double secondsSince(Clock::time_point start) {
@@ -274,50 +277,16 @@ public:
       CUDA_TRY(cuda::scale(1.0 / world, divideFirst.data(),
                            int(divideFirst.size()), commScratch_, commStream_));
     }
-    // Older NCCL releases take at most 2048 operations per group.
-    constexpr int kMaxGroupOps = 2048;
-    for (int begin = 0; begin < count; begin += kMaxGroupOps) {
-      int end = std::min(count, begin + kMaxGroupOps);
-      uint64_t watched = beginWatched();
-      Error enqueued;
-      ncclResult_t grouped;
-      {
-        if (!ncclComm_ || failed_.load()) {
-          endWatched(watched, nullptr);
-          return failed_.load()
-                     ? failure()
-                     : fail(DDPRT_ERROR_STATE, "the NCCL communicator is gone");
-        }
-        enqueued = ncclCheck(ncclGroupStart(), "ncclGroupStart");
-        for (int i = begin; i < end && !enqueued; ++i) {
-          if (buffers[i].numel == 0)
-            continue;
-          ncclRedOp_t op =
-              mean && !narrow(buffers[i].dtype) ? ncclAvg : ncclSum;
-          enqueued = ncclCheck(ncclAllReduce(buffers[i].data, buffers[i].data,
-                                             size_t(buffers[i].numel),
-                                             ncclType(buffers[i].dtype), op,
-                                             ncclComm_, commStream_),
-                               "ncclAllReduce");
-        }
-        // The group is closed on every path: an open group would swallow
-        // every later NCCL call of this thread.
-        grouped = ncclGroupEnd();
-      }
-      cudaEvent_t done = nullptr;
-      if (!enqueued && grouped == ncclSuccess)
-        done = recordOnComm();
-      endWatched(watched, done);
-      if (Error failed = failure())
-        return failed;
-      if (enqueued || grouped != ncclSuccess) {
-        Error error = enqueued ? enqueued : ncclCheck(grouped, "ncclGroupEnd");
-        // This rank now runs a different sequence of collectives than its
-        // peers: the communicator cannot be used again.
-        abortCommunicators(error.message);
-        return error;
-      }
-    }
+    DDPRT_TRY(enqueueGrouped(count, [&](int i) {
+      if (buffers[i].numel == 0)
+        return Error::success();
+      ncclRedOp_t op = mean && !narrow(buffers[i].dtype) ? ncclAvg : ncclSum;
+      return ncclCheck(ncclAllReduce(buffers[i].data, buffers[i].data,
+                                     size_t(buffers[i].numel),
+                                     ncclType(buffers[i].dtype), op, ncclComm_,
+                                     commStream_),
+                       "ncclAllReduce");
+    }));
     CUDA_TRY(cudaEventRecord(request->done, commStream_));
     result = std::move(request);
     return Error::success();
@@ -630,6 +599,46 @@ private:
         entry.done = done;
         entry.enqueued = true;
       }
+  }
+
+  /// Enqueues operations 0 to count - 1 on the communication stream in NCCL
+  /// groups (`operation(i)` enqueues the i-th on ncclComm_ and commStream_,
+  /// or nothing, and says what NCCL answered), each watched by the watchdog
+  /// from here to its end on the device.
+  template <typename Operation>
+  Error enqueueGrouped(int count, Operation &&operation) {
+    // Older NCCL releases take at most 2048 operations per group.
+    constexpr int kMaxGroupOps = 2048;
+    for (int begin = 0; begin < count; begin += kMaxGroupOps) {
+      int end = std::min(count, begin + kMaxGroupOps);
+      uint64_t watched = beginWatched();
+      if (!ncclComm_ || failed_.load()) {
+        endWatched(watched, nullptr);
+        return failed_.load()
+                   ? failure()
+                   : fail(DDPRT_ERROR_STATE, "the NCCL communicator is gone");
+      }
+      Error enqueued = ncclCheck(ncclGroupStart(), "ncclGroupStart");
+      for (int i = begin; i < end && !enqueued; ++i)
+        enqueued = operation(i);
+      // The group is closed on every path: an open group would swallow
+      // every later NCCL call of this thread.
+      ncclResult_t grouped = ncclGroupEnd();
+      cudaEvent_t done = nullptr;
+      if (!enqueued && grouped == ncclSuccess)
+        done = recordOnComm();
+      endWatched(watched, done);
+      if (Error failed = failure())
+        return failed;
+      if (enqueued || grouped != ncclSuccess) {
+        Error error = enqueued ? enqueued : ncclCheck(grouped, "ncclGroupEnd");
+        // This rank now runs a different sequence of collectives than its
+        // peers: the communicator cannot be used again.
+        abortCommunicators(error.message);
+        return error;
+      }
+    }
+    return Error::success();
   }
 
   /// An event recorded on the communication stream, from the pool.
