@@ -8,6 +8,7 @@
 
 #include "SimulatedLink.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
@@ -46,10 +47,29 @@ bool knownDtype(int dtype) {
   return false;
 }
 
+/// A dtype as the dialect names it (i8, f32), or "dtype N" if it is none.
+std::string dtypeText(int dtype) {
+  std::string name;
+  switch (dtype) {
+#define DDPRT_DTYPE_NAME(NAME, value, bytes, kind, compute)                    \
+  case DDPRT_##NAME:                                                           \
+    name = #NAME;                                                              \
+    break;
+    DDPRT_FOR_EACH_DTYPE(DDPRT_DTYPE_NAME)
+#undef DDPRT_DTYPE_NAME
+  default:
+    return "dtype " + std::to_string(dtype);
+  }
+  for (char &c : name)
+    c = char(std::tolower(static_cast<unsigned char>(c)));
+  return name;
+}
+
+/// Why a call does not take `dtype` (knownDtype said no).
 std::string dtypeProblem(int dtype) {
-  return dtype == DDPRT_I64 || dtype == DDPRT_I8 || dtype == DDPRT_I32
-             ? "integer dtypes are only for state buffers and allgather"
-                            : "unknown dtype " + std::to_string(dtype);
+  if (dtypeSize(dtype) == 0)
+    return "unknown " + dtypeText(dtype);
+  return dtypeText(dtype) + " is only for state buffers and ddprt_allgather";
 }
 
 Error checkCount(const void *array, int count, const char *what) {

@@ -187,6 +187,9 @@ TEST(CApiLifecycle, StatusStringsAndDtypeSizes) {
   EXPECT_EQ(ddprt_dtype_size(DDPRT_F64), 8u);
   EXPECT_EQ(ddprt_dtype_size(DDPRT_F16), 2u);
   EXPECT_EQ(ddprt_dtype_size(DDPRT_BF16), 2u);
+  EXPECT_EQ(ddprt_dtype_size(DDPRT_I64), 8u);
+  EXPECT_EQ(ddprt_dtype_size(DDPRT_I8), 1u);
+  EXPECT_EQ(ddprt_dtype_size(DDPRT_I32), 4u);
   EXPECT_EQ(ddprt_dtype_size(kUnknownDtype), 0u);
 }
 
@@ -1278,6 +1281,20 @@ TEST(StepCounter, I64StateRoundTripsAndComputeRejectsIt) {
   EXPECT_EQ(ddprt_scale(context, DDPRT_SCALE_WORLD_SIZE, &buffer, 1),
             DDPRT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(ddprt_finalize(context), DDPRT_OK);
+}
+
+TEST_F(CApi, AllreducesAndKernelsRefuseIntegersNamingThem) {
+  int8_t bytes[4] = {};
+  int32_t words[4] = {};
+  ddprt_buffer i8{bytes, DDPRT_I8, 4}, i32{words, DDPRT_I32, 4};
+  EXPECT_FAILS(
+      ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_COMPRESSED, &i8, 1),
+      DDPRT_ERROR_INVALID_ARGUMENT,
+      "allreduce buffer #0: i8 is only for state buffers and "
+      "ddprt_allgather");
+  EXPECT_FAILS(ddprt_scale(context, DDPRT_SCALE_NONE, &i32, 1),
+               DDPRT_ERROR_INVALID_ARGUMENT,
+               "i32 is only for state buffers and ddprt_allgather");
 }
 
 TEST_F(CApi, CopyMovesBuffersAndChecksThem) {
