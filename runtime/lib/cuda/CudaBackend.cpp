@@ -135,6 +135,7 @@ public:
     CUDA_TRY(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
     CUDA_TRY(cudaStreamCreateWithFlags(&commStream_, cudaStreamNonBlocking));
     CUDA_TRY(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    CUDA_TRY(cudaEventCreateWithFlags(&gathered_, cudaEventDisableTiming));
     // Rank 0 sends the id, or word that it has none, so that the other
     // ranks fail with it instead of waiting in the broadcast.
     struct {
@@ -194,6 +195,8 @@ public:
         cudaEventDestroy(entry.done);
     if (ready_)
       cudaEventDestroy(ready_);
+    if (gathered_)
+      cudaEventDestroy(gathered_);
     if (compute_)
       cudaStreamDestroy(compute_);
     if (commStream_)
@@ -289,6 +292,30 @@ public:
     }));
     CUDA_TRY(cudaEventRecord(request->done, commStream_));
     result = std::move(request);
+    return Error::success();
+  }
+
+  /// Ordered as an allreduce and its wait are: after the compute work
+  /// before it, on the communication stream (so after the allreduces
+  /// started before it), and the compute work after it waits for it.
+  Error allgather(const ddprt_buffer *inputs, const ddprt_buffer *outputs,
+                  int count) override {
+    DDPRT_TRY(enter());
+    DDPRT_TRY(communicator_.checkSameOnAllRanks(
+        allgatherSignature(inputs, count), "allgather"));
+    CUDA_TRY(cudaEventRecord(ready_, compute_));
+    CUDA_TRY(cudaStreamWaitEvent(commStream_, ready_, 0));
+    DDPRT_TRY(enqueueGrouped(count, [&](int i) {
+      if (inputs[i].numel == 0)
+        return Error::success();
+      return ncclCheck(ncclAllGather(inputs[i].data, outputs[i].data,
+                                     size_t(inputs[i].numel),
+                                     ncclType(inputs[i].dtype), ncclComm_,
+                                     commStream_),
+                       "ncclAllGather");
+    }));
+    CUDA_TRY(cudaEventRecord(gathered_, commStream_));
+    CUDA_TRY(cudaStreamWaitEvent(compute_, gathered_, 0));
     return Error::success();
   }
 
@@ -787,7 +814,10 @@ private:
   double timeoutSeconds_;
   int device_ = 0;
   cudaStream_t compute_ = nullptr, commStream_ = nullptr;
-  cudaEvent_t ready_ = nullptr;
+  /// ready_: the compute stream's work so far, for the communication
+  /// stream to wait for; gathered_: a blocking allgather's end, for the
+  /// compute stream to wait for. Recorded anew by each call.
+  cudaEvent_t ready_ = nullptr, gathered_ = nullptr;
   /// initComm_: the nonblocking communicator; ncclComm_: the blocking one
   /// split from it, which the collectives use. Written under mutex_ (the
   /// watchdog reads them).
