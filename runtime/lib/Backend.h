@@ -40,6 +40,11 @@ public:
                                int count,
                                std::unique_ptr<Request> &request) = 0;
   virtual Error wait(Request &request) = 0;
+  /// Every rank's inputs[i] into outputs[i], rank-major, as one collective
+  /// (validated: outputs[i] holds world size times inputs[i]). Blocking, and
+  /// ordered after the allreduces started before it.
+  virtual Error allgather(const ddprt_buffer *inputs,
+                          const ddprt_buffer *outputs, int count) = 0;
   /// Whether the request has completed (on the device, for CUDA), without
   /// waiting or making progress.
   virtual Error completed(Request &request, bool &done) = 0;

@@ -177,6 +177,19 @@ ddprt_status ddprt_request_completed(ddprt_context *context,
   return report(context, error);
 }
 
+ddprt_status ddprt_allgather(ddprt_context *context, ddprt_role role,
+                             const ddprt_buffer *inputs,
+                             const ddprt_buffer *outputs, int count) {
+  Error error = checkAllgather(context, role, inputs, outputs, count);
+  if (!error) {
+    countCollective(context->counters, role, inputs, count);
+    error = timed(context, DDPRT_PHASE_COMMUNICATION, [&] {
+      return context->backend->allgather(inputs, outputs, count);
+    });
+  }
+  return report(context, error);
+}
+
 ddprt_status ddprt_synchronize(ddprt_context *context) {
   Error error = checkContext(context);
   if (!error)

@@ -15,20 +15,35 @@
 #include <chrono>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <sched.h>
 #include <string>
 #include <thread>
 
 namespace ddprt {
 
-std::vector<int64_t> bucketSignature(ddprt_reduction reduction,
-                                     const ddprt_buffer *buffers, int count) {
-  std::vector<int64_t> signature = {count, reduction};
+namespace {
+/// The count, what the collective does (`operation`), then each buffer's
+/// dtype and size.
+std::vector<int64_t> signatureOf(int64_t operation, const ddprt_buffer *buffers,
+                                 int count) {
+  std::vector<int64_t> signature = {count, operation};
   for (int i = 0; i < count; ++i) {
     signature.push_back(buffers[i].dtype);
     signature.push_back(buffers[i].numel);
   }
   return signature;
+}
+} // namespace
+
+std::vector<int64_t> bucketSignature(ddprt_reduction reduction,
+                                     const ddprt_buffer *buffers, int count) {
+  return signatureOf(reduction, buffers, count);
+}
+
+std::vector<int64_t> allgatherSignature(const ddprt_buffer *inputs, int count) {
+  const int64_t kAllgather = -1; // no ddprt_reduction
+  return signatureOf(kAllgather, inputs, count);
 }
 
 Error Collectives::brokenError() const {
@@ -93,7 +108,7 @@ MPI_Datatype mpiType(ddprt_dtype dtype) {
     return MPI_UINT16_T;
   case DDPRT_I8:
   case DDPRT_I32:
-  case DDPRT_I64: // state only: the C API keeps it from collectives
+  case DDPRT_I64: // never summed: the C API keeps them from allreduces
     break;
   }
   return MPI_DATATYPE_NULL;
@@ -372,6 +387,47 @@ Error Collectives::wait(MpiRequests &requests) {
   }
 }
 
+Error Collectives::gather(const void *send, int64_t bytes, void *received) {
+  DDPRT_TRY(failIfBroken());
+  if (bytes == 0)
+    return Error::success();
+  if (size_ == 1) {
+    std::memcpy(received, send, size_t(bytes));
+    return Error::success();
+  }
+  // A ring allgather sends the W - 1 other ranks' blocks on: (W - 1) B.
+  return overLink(double(size_ - 1) * double(bytes), [&] {
+    // Each piece of a rank's block lands `bytes` apart from the same piece
+    // of the next rank's: a contiguous type of the piece's size whose extent
+    // is the whole block. With one piece (up to 1 GiB) that is the block
+    // itself.
+    const int64_t kPiece = int64_t(1) << 30;
+    const char *from = static_cast<const char *>(send);
+    char *to = static_cast<char *>(received);
+    MpiRequests requests;
+    for (int64_t offset = 0; offset < bytes; offset += kPiece) {
+      int piece = int(std::min(kPiece, bytes - offset));
+      MPI_Datatype block = MPI_DATATYPE_NULL, strided = MPI_DATATYPE_NULL;
+      DDPRT_TRY(check(MPI_Type_contiguous(piece, MPI_BYTE, &block),
+                      "MPI_Type_contiguous"));
+      int created =
+          MPI_Type_create_resized(block, 0, MPI_Aint(bytes), &strided);
+      MPI_Type_free(&block);
+      DDPRT_TRY(check(created, "MPI_Type_create_resized"));
+      int code = MPI_Type_commit(&strided);
+      MPI_Request request;
+      if (code == MPI_SUCCESS)
+        code = MPI_Iallgather(from + offset, piece, MPI_BYTE, to + offset, 1,
+                              strided, comm_, &request);
+      // Freeing a type does not affect pending operations that use it.
+      MPI_Type_free(&strided);
+      DDPRT_TRY(check(code, "MPI_Iallgather"));
+      requests.requests.push_back(request);
+    }
+    return wait(requests);
+  });
+}
+
 Error Collectives::checkSameOnAllRanks(const std::vector<int64_t> &signature,
                                        const char *what) {
   DDPRT_TRY(failIfBroken());
@@ -455,6 +511,13 @@ Error Collectives::sum(void *data, int64_t count, ddprt_dtype dtype,
   DDPRT_TRY(failIfBroken());
   if (scale != 1.0)
     cpu::scale(scale, ddprt_buffer{data, dtype, count});
+  return Error::success();
+}
+
+Error Collectives::gather(const void *send, int64_t bytes, void *received) {
+  DDPRT_TRY(failIfBroken());
+  if (bytes > 0)
+    std::memcpy(received, send, size_t(bytes));
   return Error::success();
 }
 

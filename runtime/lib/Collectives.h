@@ -44,6 +44,10 @@ struct MpiRequests {
 /// count, the reduction, and each buffer's dtype and size.
 std::vector<int64_t> bucketSignature(ddprt_reduction reduction,
                                      const ddprt_buffer *buffers, int count);
+/// The same for an allgather of `inputs`, with a code no reduction has in
+/// the reduction's place: a rank that allgathers where the others allreduce
+/// a bucket of the same sizes is a mismatch too.
+std::vector<int64_t> allgatherSignature(const ddprt_buffer *inputs, int count);
 
 class Collectives {
 public:
@@ -70,6 +74,12 @@ public:
   /// reduced once, by one rank, so all ranks get the same bits); small ones
   /// use MPI's allreduce. f16/bf16 are added in f32 and rounded back.
   Error sum(void *data, int64_t count, ddprt_dtype dtype, double scale = 1.0);
+
+  /// Every rank's `bytes` bytes at `send` into `received`, rank-major (rank
+  /// r's at r * bytes; size() * bytes in all), in one MPI_Iallgather (in
+  /// pieces MPI's int counts can hold beyond 1 GiB). `send` must not
+  /// overlap `received`.
+  Error gather(const void *send, int64_t bytes, void *received);
 
   /// Fails with DDPRT_ERROR_MISMATCH unless every rank passes the same
   /// `signature` (one small collective).

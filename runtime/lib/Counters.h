@@ -45,7 +45,9 @@ Error timed(ddprt_context *context, ddprt_phase phase, Fn &&fn) {
   return guarded(std::forward<Fn>(fn));
 }
 
-/// Counts a collective of `role` over the (validated) bucket.
+/// Counts a collective of `role` over the (validated) bucket: an
+/// allreduce's buffers, or the inputs of an allgather (what this rank
+/// contributes, not the world size times it that it receives).
 void countCollective(ddprt_counters &counters, ddprt_role role,
                      const ddprt_buffer *buffers, int count);
 /// Counts the gradients a projection compresses (before compression).

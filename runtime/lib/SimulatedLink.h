@@ -17,6 +17,10 @@
 //    (reduce-scatter then allgather) sends; small buffers, which go through
 //    MPI's own allreduce, are modelled the same way (at W = 2, the case the
 //    benchmarks measure, MPI's recursive doubling also sends B);
+//  - an allgather to which each rank contributes B bytes (all its tensors
+//    together; W B gathered): (W - 1) B, what the ring sends, each rank's
+//    block passed on by W - 1 ranks (nccl-tests' bus bandwidth counts the
+//    same: (W - 1) / W of the gathered bytes);
 //  - a broadcast of B bytes: B;
 //  - the shape check before each bucket (ddprt_options.check_shapes) is an
 //    allreduce of 64 bytes, and pays the latency like any collective.

@@ -8,6 +8,7 @@
 
 #include "SimulatedLink.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
@@ -33,23 +34,45 @@ Error invalid(const std::string &message) {
 
 namespace {
 
-/// The element types compute and collectives take (I64 is for state only):
-/// the compute column of ddprt.h's list.
-bool knownDtype(int dtype) {
+/// Which element types a call takes: allreduces and kernels those of the
+/// compute column of ddprt.h's list; state and allgathers, which only move
+/// bytes, every type of the list.
+enum class Dtypes { Compute, Any };
+
+bool takesDtype(int dtype, Dtypes accepted) {
   switch (dtype) {
-#define DDPRT_DTYPE_COMPUTE(NAME, value, bytes, kind, compute)                 \
+#define DDPRT_DTYPE_TAKEN(NAME, value, bytes, kind, compute)                   \
   case DDPRT_##NAME:                                                           \
-    return compute;
-    DDPRT_FOR_EACH_DTYPE(DDPRT_DTYPE_COMPUTE)
-#undef DDPRT_DTYPE_COMPUTE
+    return compute || accepted == Dtypes::Any;
+    DDPRT_FOR_EACH_DTYPE(DDPRT_DTYPE_TAKEN)
+#undef DDPRT_DTYPE_TAKEN
   }
   return false;
 }
 
+/// A dtype as the dialect names it (i8, f32), or "dtype N" if it is none.
+std::string dtypeText(int dtype) {
+  std::string name;
+  switch (dtype) {
+#define DDPRT_DTYPE_NAME(NAME, value, bytes, kind, compute)                    \
+  case DDPRT_##NAME:                                                           \
+    name = #NAME;                                                              \
+    break;
+    DDPRT_FOR_EACH_DTYPE(DDPRT_DTYPE_NAME)
+#undef DDPRT_DTYPE_NAME
+  default:
+    return "dtype " + std::to_string(dtype);
+  }
+  for (char &c : name)
+    c = char(std::tolower(static_cast<unsigned char>(c)));
+  return name;
+}
+
+/// Why a call does not take `dtype` (takesDtype said no).
 std::string dtypeProblem(int dtype) {
-  return dtype == DDPRT_I64 || dtype == DDPRT_I8 || dtype == DDPRT_I32
-             ? "integer dtypes are only for state buffers and allgather"
-                            : "unknown dtype " + std::to_string(dtype);
+  if (dtypeSize(dtype) == 0)
+    return "unknown " + dtypeText(dtype);
+  return dtypeText(dtype) + " is only for state buffers and ddprt_allgather";
 }
 
 Error checkCount(const void *array, int count, const char *what) {
@@ -62,9 +85,10 @@ Error checkCount(const void *array, int count, const char *what) {
   return Error::success();
 }
 
-Error checkBuffer(const ddprt_buffer &buffer, const char *what, int index) {
+Error checkBuffer(const ddprt_buffer &buffer, const char *what, int index,
+                  Dtypes accepted = Dtypes::Compute) {
   std::string where = std::string(what) + " #" + std::to_string(index);
-  if (!knownDtype(asInt(buffer.dtype)))
+  if (!takesDtype(asInt(buffer.dtype), accepted))
     return invalid(where + ": " + dtypeProblem(asInt(buffer.dtype)));
   if (buffer.numel < 0)
     return invalid(where + ": negative size " + std::to_string(buffer.numel));
@@ -76,10 +100,11 @@ Error checkBuffer(const ddprt_buffer &buffer, const char *what, int index) {
   return Error::success();
 }
 
-Error checkBuffers(const ddprt_buffer *buffers, int count, const char *what) {
+Error checkBuffers(const ddprt_buffer *buffers, int count, const char *what,
+                   Dtypes accepted = Dtypes::Compute) {
   DDPRT_TRY(checkCount(buffers, count, what));
   for (int i = 0; i < count; ++i)
-    DDPRT_TRY(checkBuffer(buffers[i], what, i));
+    DDPRT_TRY(checkBuffer(buffers[i], what, i, accepted));
   return Error::success();
 }
 
@@ -101,7 +126,7 @@ Error checkMatrix(const ddprt_matrix &matrix, const char *what, int index,
 
 Error checkFirstMatrix(const ddprt_matrix &matrix, const char *what,
                        int index) {
-  if (!knownDtype(asInt(matrix.dtype)))
+  if (!takesDtype(asInt(matrix.dtype), Dtypes::Compute))
     return invalid(std::string(what) + " #" + std::to_string(index) + ": " +
                    dtypeProblem(asInt(matrix.dtype)));
   if (matrix.rows < 0 || matrix.cols < 0)
@@ -109,6 +134,12 @@ Error checkFirstMatrix(const ddprt_matrix &matrix, const char *what,
                    ": negative size");
   return checkMatrix(matrix, what, index, matrix.rows, matrix.cols,
                      asInt(matrix.dtype));
+}
+
+Error checkRole(const ddprt_role &role) {
+  if (asInt(role) < 0 || asInt(role) >= DDPRT_ROLE_COUNT)
+    return invalid("unknown role " + std::to_string(asInt(role)));
+  return Error::success();
 }
 
 Error checkWorldScale(const ddprt_world_scale &factor) {
@@ -270,9 +301,33 @@ Error checkAllreduce(const ddprt_context *context,
   DDPRT_TRY(checkContext(context));
   if (asInt(reduction) != DDPRT_SUM && asInt(reduction) != DDPRT_MEAN)
     return invalid("unknown reduction " + std::to_string(asInt(reduction)));
-  if (asInt(role) < 0 || asInt(role) >= DDPRT_ROLE_COUNT)
-    return invalid("unknown role " + std::to_string(asInt(role)));
+  DDPRT_TRY(checkRole(role));
   return checkBuffers(buffers, count, "allreduce buffer");
+}
+
+Error checkAllgather(const ddprt_context *context, const ddprt_role &role,
+                     const ddprt_buffer *inputs, const ddprt_buffer *outputs,
+                     int count) {
+  DDPRT_TRY(checkContext(context));
+  DDPRT_TRY(checkRole(role));
+  DDPRT_TRY(checkBuffers(inputs, count, "allgather input", Dtypes::Any));
+  DDPRT_TRY(checkBuffers(outputs, count, "allgather output", Dtypes::Any));
+  const int64_t world = context->communicator->size();
+  for (int i = 0; i < count; ++i) {
+    const ddprt_buffer &input = inputs[i], &output = outputs[i];
+    // The input's bytes fit in 64 bits (checked); world times them may not.
+    bool fits = input.numel <= INT64_MAX / world;
+    if (asInt(output.dtype) != asInt(input.dtype) || !fits ||
+        output.numel != world * input.numel)
+      return invalid("allgather #" + std::to_string(i) +
+                     ": the output must have the input's dtype (" +
+                     dtypeText(asInt(input.dtype)) + ") and world size x " +
+                     "its elements (" + std::to_string(world) + " x " +
+                     std::to_string(input.numel) + "), but has " +
+                     dtypeText(asInt(output.dtype)) + " and " +
+                     std::to_string(output.numel) + " elements");
+  }
+  return Error::success();
 }
 
 Error checkWait(const ddprt_context *context, const ddprt_request *request) {

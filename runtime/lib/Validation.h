@@ -62,6 +62,11 @@ Error checkOptions(const ddprt_options &options);
 Error checkAllreduce(const ddprt_context *context,
                      const ddprt_reduction &reduction, const ddprt_role &role,
                      const ddprt_buffer *buffers, int count);
+/// Any dtype of the list; outputs[i] has inputs[i]'s dtype and world size
+/// times its elements.
+Error checkAllgather(const ddprt_context *context, const ddprt_role &role,
+                     const ddprt_buffer *inputs, const ddprt_buffer *outputs,
+                     int count);
 Error checkWait(const ddprt_context *context, const ddprt_request *request);
 Error checkRequestCompleted(const ddprt_context *context,
                             const ddprt_request *request,

@@ -21,6 +21,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -187,6 +188,9 @@ TEST(CApiLifecycle, StatusStringsAndDtypeSizes) {
   EXPECT_EQ(ddprt_dtype_size(DDPRT_F64), 8u);
   EXPECT_EQ(ddprt_dtype_size(DDPRT_F16), 2u);
   EXPECT_EQ(ddprt_dtype_size(DDPRT_BF16), 2u);
+  EXPECT_EQ(ddprt_dtype_size(DDPRT_I64), 8u);
+  EXPECT_EQ(ddprt_dtype_size(DDPRT_I8), 1u);
+  EXPECT_EQ(ddprt_dtype_size(DDPRT_I32), 4u);
   EXPECT_EQ(ddprt_dtype_size(kUnknownDtype), 0u);
 }
 
@@ -209,6 +213,9 @@ TEST(CApiArguments, NullContextIsRejectedEverywhere) {
                                   &buffer, 1, &request),
             invalid);
   EXPECT_EQ(request, nullptr);
+  EXPECT_EQ(
+      ddprt_allgather(nullptr, DDPRT_ROLE_COMPRESSED, &buffer, &buffer, 1),
+      invalid);
   EXPECT_EQ(ddprt_wait(nullptr, nullptr), invalid);
   EXPECT_EQ(ddprt_host_barrier(nullptr), invalid);
   EXPECT_EQ(ddprt_synchronize(nullptr), invalid);
@@ -283,6 +290,56 @@ TEST_F(CApi, AllreduceArgumentChecks) {
   ddprt_counters counters;
   ASSERT_EQ(ddprt_get_counters(context, &counters), DDPRT_OK);
   EXPECT_EQ(counters.collectives[DDPRT_ROLE_GRADIENT], 0u);
+}
+
+TEST_F(CApi, AllgatherArgumentChecks) {
+  int8_t in[4] = {1, -2, 3, -4}, out[5] = {9, 9, 9, 9, 9};
+  float f[2] = {};
+  ddprt_buffer input{in, DDPRT_I8, 4}, output{out, DDPRT_I8, 4};
+  ddprt_buffer inputs[2] = {input, input}, outputs[2] = {output, output};
+  auto allgather = [&](int count) {
+    return ddprt_allgather(context, DDPRT_ROLE_COMPRESSED, inputs, outputs,
+                           count);
+  };
+  const ddprt_status invalid = DDPRT_ERROR_INVALID_ARGUMENT;
+  EXPECT_FAILS(allgather(-1), invalid, "negative");
+  EXPECT_FAILS(
+      ddprt_allgather(context, DDPRT_ROLE_COMPRESSED, nullptr, outputs, 1),
+      invalid, "allgather input: the array of 1 is null");
+  EXPECT_FAILS(
+      ddprt_allgather(context, DDPRT_ROLE_COMPRESSED, inputs, nullptr, 1),
+      invalid, "allgather output: the array of 1 is null");
+  EXPECT_FAILS(ddprt_allgather(context, DDPRT_ROLE_COUNT, inputs, outputs, 1),
+               invalid, "unknown role 6");
+  EXPECT_FAILS(ddprt_allgather(context, ddprt_role(-1), inputs, outputs, 1),
+               invalid, "unknown role -1");
+  inputs[1].dtype = kUnknownDtype;
+  EXPECT_FAILS(allgather(2), invalid, "allgather input #1: unknown dtype 42");
+  inputs[1] = {nullptr, DDPRT_I8, 4};
+  EXPECT_FAILS(allgather(2), invalid, "allgather input #1: data is null");
+  inputs[1] = {in, DDPRT_I8, -4};
+  EXPECT_FAILS(allgather(2), invalid, "allgather input #1: negative size");
+  inputs[1] = input;
+  outputs[1] = {nullptr, DDPRT_I8, 4};
+  EXPECT_FAILS(allgather(2), invalid, "allgather output #1: data is null");
+  // On one rank the output holds 1 x the input's elements, of its dtype.
+  outputs[1] = {out, DDPRT_I8, 5};
+  EXPECT_FAILS(allgather(2), invalid,
+               "allgather #1: the output must have the input's dtype (i8) "
+               "and world size x its elements (1 x 4), but has i8 and 5 "
+               "elements");
+  outputs[1] = {f, DDPRT_F32, 4};
+  EXPECT_FAILS(allgather(2), invalid, "but has f32 and 4 elements");
+  outputs[1] = {out, DDPRT_I32, 1}; // the same bytes, another dtype
+  EXPECT_FAILS(allgather(2), invalid, "but has i32 and 1 elements");
+
+  // Nothing ran: the outputs are untouched and nothing was counted.
+  for (int8_t value : out)
+    EXPECT_EQ(value, 9);
+  ddprt_counters counters;
+  ASSERT_EQ(ddprt_get_counters(context, &counters), DDPRT_OK);
+  EXPECT_EQ(counters.collectives[DDPRT_ROLE_COMPRESSED], 0u);
+  EXPECT_EQ(counters.elements_sent[DDPRT_ROLE_COMPRESSED], 0u);
 }
 
 TEST_F(CApi, ScaleAndCastArgumentChecks) {
@@ -612,6 +669,66 @@ TEST_F(CApi, StartAndWaitWithTwoRequestsInFlight) {
   for (size_t i = 0; i < secondBefore.size(); ++i)
     EXPECT_TRUE(second.storage[i].bitwiseEqual(secondBefore[i]));
   EXPECT_TRUE(first.guardsIntact() && second.guardsIntact());
+}
+
+// On one rank an allgather is a copy: every dtype of the list, integers
+// included, in one call, with empty tensors and guards after each output.
+TEST_F(CApi, AllgatherOnOneRankCopiesEveryDtype) {
+  std::mt19937 rng(23);
+  std::vector<std::pair<ddprt_dtype, int64_t>> layout;
+  for (ddprt_dtype dtype : kEveryDtype)
+    layout.push_back({dtype, 17});
+  layout.push_back({DDPRT_I8, 0});
+  layout.push_back({DDPRT_F32, 70001});
+  Bucket inputs(layout, rng), outputs(layout, rng);
+  std::vector<TypedArray> before = inputs.storage;
+  ASSERT_EQ(ddprt_allgather(context, DDPRT_ROLE_COMPRESSED,
+                            inputs.buffers.data(), outputs.buffers.data(),
+                            inputs.count()),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  for (size_t i = 0; i < layout.size(); ++i) {
+    std::string what =
+        std::string(dtypeName(layout[i].first)) + " #" + std::to_string(i);
+    EXPECT_TRUE(inputs.storage[i].bitwiseEqual(before[i])) << what;
+    EXPECT_EQ(std::memcmp(outputs.storage[i].data(), before[i].data(),
+                          size_t(layout[i].second) *
+                              ddprt_dtype_size(layout[i].first)),
+              0)
+        << what;
+  }
+  EXPECT_TRUE(outputs.guardsIntact());
+  EXPECT_EQ(
+      ddprt_allgather(context, DDPRT_ROLE_COMPRESSED, nullptr, nullptr, 0),
+      DDPRT_OK)
+      << "no tensors";
+}
+
+TEST_F(CApi, AllgatherCountsWhatThisRankContributes) {
+  std::vector<int8_t> payload(100, 1), gathered(100);
+  std::vector<float> scales(3, 0.5f), gatheredScales(3);
+  ddprt_buffer inputs[2] = {{payload.data(), DDPRT_I8, 100},
+                            {scales.data(), DDPRT_F32, 3}};
+  ddprt_buffer outputs[2] = {{gathered.data(), DDPRT_I8, 100},
+                             {gatheredScales.data(), DDPRT_F32, 3}};
+  ASSERT_EQ(ddprt_allgather(context, DDPRT_ROLE_COMPRESSED, inputs, outputs, 2),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  ddprt_counters counters;
+  ASSERT_EQ(ddprt_get_counters(context, &counters), DDPRT_OK);
+  for (int role = 0; role < DDPRT_ROLE_COUNT; ++role)
+    if (role != DDPRT_ROLE_COMPRESSED)
+      EXPECT_EQ(counters.collectives[role], 0u) << "role " << role;
+  EXPECT_EQ(counters.collectives[DDPRT_ROLE_COMPRESSED], 1u);
+  EXPECT_EQ(counters.elements_sent[DDPRT_ROLE_COMPRESSED], 103u);
+  EXPECT_EQ(counters.bytes_sent[DDPRT_ROLE_COMPRESSED], 112u);
+  // As other collectives: what it sends, before and after compression.
+  EXPECT_EQ(counters.elements_before_compression, 103u);
+  EXPECT_EQ(counters.elements_after_compression, 103u);
+  EXPECT_GT(counters.seconds[DDPRT_PHASE_COMMUNICATION], 0.0);
+  EXPECT_EQ(counters.seconds[DDPRT_PHASE_CAST], 0.0);
+  EXPECT_EQ(gathered[99], 1);
+  EXPECT_EQ(gatheredScales[2], 0.5f);
 }
 
 TEST_F(CApi, CountersFollowRolesAndCompression) {
@@ -1277,7 +1394,29 @@ TEST(StepCounter, I64StateRoundTripsAndComputeRejectsIt) {
       << ddprt_last_error(context);
   EXPECT_EQ(ddprt_scale(context, DDPRT_SCALE_WORLD_SIZE, &buffer, 1),
             DDPRT_ERROR_INVALID_ARGUMENT);
+  // ... but an allgather does (a copy on one rank).
+  int64_t gathered = 0;
+  ddprt_buffer output{&gathered, DDPRT_I64, 1};
+  EXPECT_EQ(
+      ddprt_allgather(context, DDPRT_ROLE_COMPRESSED, &buffer, &output, 1),
+      DDPRT_OK)
+      << ddprt_last_error(context);
+  EXPECT_EQ(gathered, (int64_t(1) << 40) + 7);
   EXPECT_EQ(ddprt_finalize(context), DDPRT_OK);
+}
+
+TEST_F(CApi, AllreducesAndKernelsRefuseIntegersNamingThem) {
+  int8_t bytes[4] = {};
+  int32_t words[4] = {};
+  ddprt_buffer i8{bytes, DDPRT_I8, 4}, i32{words, DDPRT_I32, 4};
+  EXPECT_FAILS(
+      ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_COMPRESSED, &i8, 1),
+      DDPRT_ERROR_INVALID_ARGUMENT,
+      "allreduce buffer #0: i8 is only for state buffers and "
+      "ddprt_allgather");
+  EXPECT_FAILS(ddprt_scale(context, DDPRT_SCALE_NONE, &i32, 1),
+               DDPRT_ERROR_INVALID_ARGUMENT,
+               "i32 is only for state buffers and ddprt_allgather");
 }
 
 TEST_F(CApi, CopyMovesBuffersAndChecksThem) {

@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -695,6 +696,53 @@ TEST_F(Cuda, AllreduceOnOneRankAndCheckpointOfDeviceState) {
             cudaSuccess);
   EXPECT_TRUE(restored.bitwiseEqual(x));
   std::remove(path.c_str());
+}
+
+// On one rank an allgather copies each input into its output, every dtype
+// of the list in one call (NCCL's integer types included), in stream order:
+// after the cast that writes its f32 input, before the cast that reads its
+// f32 output.
+TEST_F(Cuda, AllgatherOnOneRankCopiesEveryDtypeInStreamOrder) {
+  std::vector<TypedArray> host;
+  for (ddprt_dtype dtype : kEveryDtype) {
+    TypedArray array(dtype, 1001);
+    array.randomize(rng_, 10.0); // in i8 range
+    host.push_back(array);
+  }
+  TypedArray source(DDPRT_F32, 4099), zeros(DDPRT_F32, 4099);
+  source.randomize(rng_);
+  zeros.fill(0.0);
+  std::vector<std::unique_ptr<DeviceArray>> inputs, outputs;
+  std::vector<ddprt_buffer> inputBuffers, outputBuffers;
+  for (const TypedArray &array : host) {
+    TypedArray poison(array.dtype(), array.size());
+    poison.fill(-96.0);
+    inputs.push_back(std::make_unique<DeviceArray>(array));
+    outputs.push_back(std::make_unique<DeviceArray>(poison));
+  }
+  DeviceArray dSource(source), dStaged(zeros), dGathered(zeros), dBack(zeros);
+  for (size_t i = 0; i < host.size(); ++i) {
+    inputBuffers.push_back(inputs[i]->buffer());
+    outputBuffers.push_back(outputs[i]->buffer());
+  }
+  inputBuffers.push_back(dStaged.buffer());
+  outputBuffers.push_back(dGathered.buffer());
+  ddprt_buffer from = dSource.buffer(), staged = dStaged.buffer(),
+               gathered = dGathered.buffer(), back = dBack.buffer();
+  ASSERT_EQ(ddprt_cast(context_, DDPRT_SCALE_NONE, &from, &staged, 1),
+            DDPRT_OK);
+  ASSERT_EQ(ddprt_allgather(context_, DDPRT_ROLE_COMPRESSED,
+                            inputBuffers.data(), outputBuffers.data(),
+                            int(inputBuffers.size())),
+            DDPRT_OK)
+      << ddprt_last_error(context_);
+  ASSERT_EQ(ddprt_cast(context_, DDPRT_SCALE_NONE, &gathered, &back, 1),
+            DDPRT_OK);
+  sync();
+  for (size_t i = 0; i < host.size(); ++i)
+    EXPECT_TRUE(outputs[i]->toHost().bitwiseEqual(host[i]))
+        << dtypeName(host[i].dtype());
+  EXPECT_TRUE(dBack.toHost().bitwiseEqual(source));
 }
 
 } // namespace

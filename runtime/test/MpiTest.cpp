@@ -510,6 +510,187 @@ TEST_F(Mpi, PowerSgdStepReconstructsALowRankMeanOnEveryRank) {
 }
 
 //===----------------------------------------------------------------------===//
+// Allgathers
+//===----------------------------------------------------------------------===//
+
+/// Element i of rank `rank`'s input to tensor `t` of an allgather: exact in
+/// its dtype, different on every rank; i8 runs through every byte value
+/// and i64 through values beyond 32 bits.
+double gatheredValue(ddprt_dtype dtype, int64_t t, int rank, int64_t i) {
+  if (dtype == DDPRT_I8)
+    return double((i * 37 + rank * 101 + t) % 256 - 128);
+  if (dtype == DDPRT_I64)
+    return double((int64_t(rank + 1) << 40) - i * 1000003 - t);
+  return smallInteger(i + t, rank);
+}
+
+/// An allgather's inputs (this rank's values) and outputs (world size times
+/// as many elements, holding guards until written), each output followed by
+/// guard elements no call may touch.
+struct Gather {
+  static constexpr int64_t kGuard = 2;
+  static constexpr double kGuardValue = -96.0; // exact in every dtype
+  std::vector<std::pair<ddprt_dtype, int64_t>> layout;
+  std::vector<TypedArray> in, out;
+  std::vector<ddprt_buffer> inputs, outputs;
+
+  Gather(std::vector<std::pair<ddprt_dtype, int64_t>> layoutOf, int rank)
+      : layout(std::move(layoutOf)) {
+    for (size_t t = 0; t < layout.size(); ++t) {
+      auto [dtype, numel] = layout[t];
+      TypedArray input(dtype, numel), output(dtype, kWorld * numel + kGuard);
+      for (int64_t i = 0; i < numel; ++i)
+        input.set(i, gatheredValue(dtype, int64_t(t), rank, i));
+      output.fill(kGuardValue);
+      in.push_back(input);
+      out.push_back(output);
+    }
+    for (size_t t = 0; t < layout.size(); ++t) {
+      int64_t numel = layout[t].second;
+      inputs.push_back(
+          {numel ? in[t].data() : nullptr, layout[t].first, numel});
+      outputs.push_back(
+          {numel ? out[t].data() : nullptr, layout[t].first, kWorld * numel});
+    }
+  }
+  int count() const { return int(layout.size()); }
+
+  /// Expects every output to hold every rank's input, rank-major, the
+  /// guards to be intact and the inputs unchanged.
+  void expectGathered(const std::string &what) const {
+    for (size_t t = 0; t < layout.size(); ++t) {
+      auto [dtype, numel] = layout[t];
+      std::string tensor =
+          what + " tensor " + std::to_string(t) + " (" + dtypeName(dtype) + ")";
+      int wrong = 0;
+      for (int r = 0; r < kWorld; ++r)
+        for (int64_t i = 0; i < numel; ++i) {
+          double expected = gatheredValue(dtype, int64_t(t), r, i);
+          if (out[t].get(r * numel + i) != expected && wrong++ < 3)
+            ADD_FAILURE() << tensor << " rank " << r << " element " << i << ": "
+                          << out[t].get(r * numel + i) << " instead of "
+                          << expected;
+        }
+      EXPECT_EQ(wrong, 0) << tensor;
+      for (int64_t k = 0; k < kGuard; ++k)
+        EXPECT_EQ(out[t].get(kWorld * numel + k), kGuardValue)
+            << tensor << ": guard overwritten";
+      EXPECT_TRUE(sameOnAllRanks(out[t].data(), out[t].byteSize())) << tensor;
+      for (int64_t i = 0; i < numel; ++i)
+        if (in[t].get(i) != gatheredValue(dtype, int64_t(t), worldRank(), i)) {
+          ADD_FAILURE() << tensor << ": input changed at " << i;
+          break;
+        }
+    }
+  }
+  /// Whether every output still holds only guards.
+  bool untouched() const {
+    for (const TypedArray &output : out)
+      for (int64_t i = 0; i < output.size(); ++i)
+        if (output.get(i) != kGuardValue)
+          return false;
+    return true;
+  }
+};
+
+/// Floats and integers of every width, empty tensors, and one of 1 MB.
+const std::vector<std::pair<ddprt_dtype, int64_t>> kGatherLayout = {
+    {DDPRT_F32, 5}, {DDPRT_I8, 1001}, {DDPRT_I64, 3},     {DDPRT_I32, 0},
+    {DDPRT_F16, 7}, {DDPRT_BF16, 2},  {DDPRT_F64, 4},     {DDPRT_I32, 9},
+    {DDPRT_I8, 0},  {DDPRT_I8, 3},    {DDPRT_F32, 250001}};
+
+TEST_F(Mpi, AllgatherOfMixedDtypesIsRankMajorOnEveryRank) {
+  Gather gather(kGatherLayout, rank);
+  ASSERT_EQ(ddprt_allgather(context, DDPRT_ROLE_COMPRESSED,
+                            gather.inputs.data(), gather.outputs.data(),
+                            gather.count()),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  gather.expectGathered("mixed");
+  ddprt_counters counters;
+  ASSERT_EQ(ddprt_get_counters(context, &counters), DDPRT_OK);
+  EXPECT_EQ(counters.collectives[DDPRT_ROLE_COMPRESSED], 1u);
+  EXPECT_EQ(counters.elements_sent[DDPRT_ROLE_COMPRESSED],
+            5u + 1001 + 3 + 7 + 2 + 4 + 9 + 3 + 250001);
+  EXPECT_EQ(counters.bytes_sent[DDPRT_ROLE_COMPRESSED],
+            4u * 5 + 1001 + 8 * 3 + 2 * 7 + 2 * 2 + 8 * 4 + 4 * 9 + 3 +
+                4 * 250001);
+  EXPECT_EQ(
+      ddprt_allgather(context, DDPRT_ROLE_COMPRESSED, nullptr, nullptr, 0),
+      DDPRT_OK)
+      << "no tensors";
+}
+
+// An input may be this rank's slice of its own output (NCCL's in place).
+TEST_F(Mpi, AllgatherInPlace) {
+  const int64_t n = 1000;
+  std::vector<int32_t> data(size_t(kWorld * n), -1);
+  for (int64_t i = 0; i < n; ++i)
+    data[size_t(rank * n + i)] = int32_t(rank * 100000 + i);
+  ddprt_buffer input{data.data() + rank * n, DDPRT_I32, n},
+      output{data.data(), DDPRT_I32, kWorld * n};
+  ASSERT_EQ(ddprt_allgather(context, DDPRT_ROLE_COMPRESSED, &input, &output, 1),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  int64_t wrong = 0;
+  for (int r = 0; r < kWorld; ++r)
+    for (int64_t i = 0; i < n; ++i)
+      wrong += data[size_t(r * n + i)] != int32_t(r * 100000 + i);
+  EXPECT_EQ(wrong, 0);
+}
+
+TEST_F(Mpi, RanksPassingDifferentAllgathersAllGetMismatch) {
+  struct Case {
+    const char *what;
+    int oddRank;
+    std::vector<std::pair<ddprt_dtype, int64_t>> odd;
+  };
+  const std::vector<std::pair<ddprt_dtype, int64_t>> usual = {{DDPRT_F32, 5},
+                                                              {DDPRT_I8, 8}};
+  const Case cases[] = {
+      {"size", 2, {{DDPRT_F32, 5}, {DDPRT_I8, 9}}},
+      // The same bytes: only the dtype tells them apart.
+      {"dtype", 1, {{DDPRT_I32, 5}, {DDPRT_I8, 8}}},
+      {"count", 3, {{DDPRT_F32, 5}, {DDPRT_I8, 8}, {DDPRT_I8, 1}}},
+      {"order", 0, {{DDPRT_I8, 8}, {DDPRT_F32, 5}}},
+  };
+  for (const Case &c : cases) {
+    Gather gather(rank == c.oddRank ? c.odd : usual, rank);
+    ddprt_status status =
+        ddprt_allgather(context, DDPRT_ROLE_COMPRESSED, gather.inputs.data(),
+                        gather.outputs.data(), gather.count());
+    EXPECT_EQ(status, DDPRT_ERROR_MISMATCH)
+        << c.what << ": " << ddprt_status_string(status);
+    std::string message = ddprt_last_error(context);
+    EXPECT_NE(message.find("allgather: ranks passed different"),
+              std::string::npos)
+        << c.what << ": " << message;
+    EXPECT_TRUE(gather.untouched()) << c.what << ": an output changed";
+  }
+  // A rank that allreduces where the others allgather tensors of the same
+  // sizes and dtypes.
+  float values[5] = {1, 2, 3, 4, 5};
+  Gather gather({{DDPRT_F32, 5}}, rank);
+  ddprt_buffer buffer{values, DDPRT_F32, 5};
+  ddprt_status status =
+      rank == 0
+          ? ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT, &buffer, 1)
+          : ddprt_allgather(context, DDPRT_ROLE_COMPRESSED,
+                            gather.inputs.data(), gather.outputs.data(), 1);
+  EXPECT_EQ(status, DDPRT_ERROR_MISMATCH) << ddprt_status_string(status);
+  EXPECT_TRUE(gather.untouched());
+  EXPECT_EQ(values[4], 5.0f);
+  // Still in step: a correct allgather works.
+  Gather correct(usual, rank);
+  ASSERT_EQ(ddprt_allgather(context, DDPRT_ROLE_COMPRESSED,
+                            correct.inputs.data(), correct.outputs.data(),
+                            correct.count()),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  correct.expectGathered("after the mismatches");
+}
+
+//===----------------------------------------------------------------------===//
 // Started allreduces: the communication thread and its queue
 //===----------------------------------------------------------------------===//
 
@@ -607,6 +788,38 @@ TEST_F(Mpi, ABlockingAllreduceKeepsItsPlaceAmongStartedOnes) {
   first.expectReduced(DDPRT_MEAN, "started first");
   second.expectReduced(DDPRT_SUM, "blocking");
   third.expectReduced(DDPRT_SUM, "started last");
+}
+
+// The allgather runs in the same queue as started allreduces (on the
+// caller's thread where MPI is below MPI_THREAD_SERIALIZED), after them.
+TEST_F(Mpi, AnAllgatherKeepsItsPlaceAfterStartedAllreduces) {
+  Bucket first(kLargeLayout, rank), second(kMixedLayout, rank);
+  Gather gather(kGatherLayout, rank);
+  ddprt_request *a = nullptr, *b = nullptr;
+  ASSERT_EQ(ddprt_allreduce_start(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT,
+                                  first.buffers.data(), first.count(), &a),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  ASSERT_EQ(ddprt_allreduce_start(context, DDPRT_MEAN, DDPRT_ROLE_GRADIENT,
+                                  second.buffers.data(), second.count(), &b),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  ASSERT_EQ(ddprt_allgather(context, DDPRT_ROLE_COMPRESSED,
+                            gather.inputs.data(), gather.outputs.data(),
+                            gather.count()),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  // The allgather completed, so the allreduces started before it did too.
+  for (ddprt_request *request : {a, b}) {
+    int32_t completed = 0;
+    ASSERT_EQ(ddprt_request_completed(context, request, &completed), DDPRT_OK);
+    EXPECT_EQ(completed, 1);
+  }
+  EXPECT_EQ(ddprt_wait(context, b), DDPRT_OK) << ddprt_last_error(context);
+  EXPECT_EQ(ddprt_wait(context, a), DDPRT_OK) << ddprt_last_error(context);
+  first.expectReduced(DDPRT_SUM, "started first");
+  second.expectReduced(DDPRT_MEAN, "started second");
+  gather.expectGathered("gathered after them");
 }
 
 TEST_F(Mpi, AStartedAllreduceReportsAMismatchAtItsWait) {
@@ -723,6 +936,33 @@ TEST_F(Mpi, ASimulatedLinkHoldsEachCollectiveForLatencyPlusBytesOverBandwidth) {
     }
 }
 
+// An allgather where each rank contributes B bytes is held for latency +
+// (W - 1) B / bandwidth: what each rank sends in a ring allgather.
+TEST_F(Mpi, ASimulatedLinkHoldsAnAllgatherForWhatEachRankSends) {
+  TearDown();
+  ddprt_options options;
+  ddprt_default_options(&options);
+  options.timeout_seconds = 30.0;
+  options.check_shapes = 0; // one collective per call
+  options.simulated_link_gbps = 1.0;
+  options.simulated_link_latency_us = 40000.0;
+  create(options);
+  if (std::getenv("DDPRT_SIMULATED_LINK"))
+    GTEST_SKIP() << "DDPRT_SIMULATED_LINK overrides the link this test sets";
+  // 1 MiB of i8 and 4 bytes of f32 from each rank.
+  Gather gather({{DDPRT_I8, int64_t(1) << 20}, {DDPRT_F32, 1}}, rank);
+  double bytes = double((int64_t(1) << 20) + 4);
+  double expected = 40000.0 * 1e-6 + (kWorld - 1) * bytes * 8.0 / 1e9;
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(ddprt_allgather(context, DDPRT_ROLE_COMPRESSED,
+                            gather.inputs.data(), gather.outputs.data(),
+                            gather.count()),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  EXPECT_GE(secondsSince(start), expected);
+  gather.expectGathered("over the link");
+}
+
 //===----------------------------------------------------------------------===//
 // Timeouts: last, since a timed-out communicator stays out of step
 //===----------------------------------------------------------------------===//
@@ -810,6 +1050,43 @@ TEST_F(Mpi, ZZ_AStartedAllreduceARankNeverJoinsTimesOutAtItsWait) {
     status = ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT, &a, 1);
     EXPECT_EQ(status, DDPRT_ERROR_STATE) << ddprt_status_string(status);
     EXPECT_EQ(ddprt_synchronize(context), DDPRT_ERROR_STATE);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// Without the shape check the allgather itself waits for the rank that
+// skips it: a timeout, after which every call fails at once.
+TEST_F(Mpi, ZZ_AnAllgatherARankSkipsTimesOut) {
+  TearDown();
+  ddprt_options options;
+  ddprt_default_options(&options);
+  options.timeout_seconds = 1.0;
+  options.check_shapes = 0;
+  create(options);
+  Gather gather({{DDPRT_I8, 100}, {DDPRT_F32, 3}}, rank);
+  if (rank != 3) {
+    auto start = std::chrono::steady_clock::now();
+    ddprt_status status =
+        ddprt_allgather(context, DDPRT_ROLE_COMPRESSED, gather.inputs.data(),
+                        gather.outputs.data(), gather.count());
+    double seconds = secondsSince(start);
+    EXPECT_EQ(status, DDPRT_ERROR_TIMEOUT) << ddprt_status_string(status);
+    EXPECT_GE(seconds, 0.9);
+    EXPECT_LT(seconds, 10.0);
+    EXPECT_NE(std::string(ddprt_last_error(context)).find("did not complete"),
+              std::string::npos)
+        << ddprt_last_error(context);
+    start = std::chrono::steady_clock::now();
+    status =
+        ddprt_allgather(context, DDPRT_ROLE_COMPRESSED, gather.inputs.data(),
+                        gather.outputs.data(), gather.count());
+    EXPECT_EQ(status, DDPRT_ERROR_STATE) << ddprt_status_string(status);
+    EXPECT_LT(secondsSince(start), 0.5);
+    float value = 1.0f;
+    ddprt_buffer buffer{&value, DDPRT_F32, 1};
+    EXPECT_EQ(
+        ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_GRADIENT, &buffer, 1),
+        DDPRT_ERROR_STATE);
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }

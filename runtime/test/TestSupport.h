@@ -26,8 +26,15 @@
 
 namespace ddprt::test {
 
+/// The dtypes allreduces and kernels take.
 constexpr ddprt_dtype kAllDtypes[] = {DDPRT_F32, DDPRT_F64, DDPRT_F16,
                                       DDPRT_BF16};
+/// Every dtype of ddprt.h's list (state and allgathers take them all).
+constexpr ddprt_dtype kEveryDtype[] = {
+#define DDPRT_TEST_DTYPE(NAME, value, bytes, kind, compute) DDPRT_##NAME,
+    DDPRT_FOR_EACH_DTYPE(DDPRT_TEST_DTYPE)
+#undef DDPRT_TEST_DTYPE
+};
 
 inline const char *dtypeName(ddprt_dtype dtype) {
   switch (dtype) {

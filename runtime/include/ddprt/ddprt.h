@@ -179,7 +179,8 @@ typedef struct ddprt_options {
      (its real time counted), as if the ranks were joined by a network link
      of this bandwidth (10^9 bits per second) and latency (microseconds);
      `bytes` is what this rank sends (an allreduce of B bytes on W ranks:
-     2 (W - 1) / W * B). The environment variable
+     2 (W - 1) / W * B; an allgather of B bytes from each rank:
+     (W - 1) * B). The environment variable
      DDPRT_SIMULATED_LINK=<gbps>,<latency_us> (e.g. 10,20) overrides both.
      The CUDA backend refuses it (DDPRT_ERROR_UNSUPPORTED). */
   double simulated_link_gbps;
@@ -279,7 +280,10 @@ ddprt_status ddprt_request_completed(ddprt_context *context,
    numel, rank-major (rank r's inputs[i] at element r * inputs[i].numel).
    Any dtype of the list, integers included; every rank must pass the same
    sizes and dtypes (DDPRT_ERROR_MISMATCH otherwise). The counters add
-   what this rank contributes (inputs[i].numel) to `role`. */
+   what this rank contributes (inputs[i].numel) to `role`. An output may
+   not overlap an input, except that inputs[i] may be this rank's slice of
+   outputs[i] (in place, as NCCL allows). Ordered as ddprt_allreduce is:
+   after the allreduces started before it. */
 ddprt_status ddprt_allgather(ddprt_context *context, ddprt_role role,
                              const ddprt_buffer *inputs,
                              const ddprt_buffer *outputs, int count);

@@ -91,6 +91,49 @@ Error reduce(Collectives &collectives, Bucket &bucket) {
   return Error::success();
 }
 
+/// Tensors being gathered: a copy of the caller's buffer lists, owned by
+/// the queued work.
+struct Gathering {
+  std::vector<ddprt_buffer> inputs, outputs;
+  std::vector<int64_t> signature;
+};
+
+/// Checks that every rank passes the same tensors, then gathers them in one
+/// collective: this rank's inputs packed back to back, every rank's packed
+/// block received rank-major, then each tensor's slice of each block copied
+/// to its place in the output. Staging both sides lets inputs and outputs
+/// overlap, and costs two copies of what the ranks' loopback MPI copies
+/// anyway; the tensors schemes gather are compressed, hence small.
+Error gather(Collectives &collectives, const Gathering &gathering) {
+  DDPRT_TRY(collectives.checkSameOnAllRanks(gathering.signature, "allgather"));
+  auto bytesOf = [](const ddprt_buffer &buffer) {
+    return size_t(buffer.numel) * ddprt_dtype_size(buffer.dtype);
+  };
+  size_t block = 0;
+  for (const ddprt_buffer &input : gathering.inputs)
+    block += bytesOf(input);
+  // Not zero-filled: every byte is written before it is read.
+  std::unique_ptr<char[]> sent(new char[block]),
+      received(new char[block * size_t(collectives.size())]);
+  size_t offset = 0;
+  for (const ddprt_buffer &input : gathering.inputs) {
+    if (bytesOf(input) > 0)
+      std::memcpy(sent.get() + offset, input.data, bytesOf(input));
+    offset += bytesOf(input);
+  }
+  DDPRT_TRY(collectives.gather(sent.get(), int64_t(block), received.get()));
+  offset = 0;
+  for (size_t i = 0; i < gathering.inputs.size(); ++i) {
+    size_t bytes = bytesOf(gathering.inputs[i]);
+    char *output = static_cast<char *>(gathering.outputs[i].data);
+    for (int rank = 0; bytes > 0 && rank < collectives.size(); ++rank)
+      std::memcpy(output + size_t(rank) * bytes,
+                  received.get() + size_t(rank) * block + offset, bytes);
+    offset += bytes;
+  }
+  return Error::success();
+}
+
 /// A bucket queued on the communicator; a mismatch or a failure of its
 /// collectives is reported by the wait.
 class CpuRequest : public Request {
@@ -120,6 +163,18 @@ public:
 
   Error wait(Request &request) override {
     return communicator_.wait(*static_cast<CpuRequest &>(request).operation);
+  }
+
+  /// Through the queue too, after the allreduces started before it.
+  Error allgather(const ddprt_buffer *inputs, const ddprt_buffer *outputs,
+                  int count) override {
+    Gathering gathering{std::vector<ddprt_buffer>(inputs, inputs + count),
+                        std::vector<ddprt_buffer>(outputs, outputs + count),
+                        allgatherSignature(inputs, count)};
+    return communicator_.run(
+        [gathering = std::move(gathering)](Collectives &collectives) {
+          return gather(collectives, gathering);
+        });
   }
 
   Error completed(Request &request, bool &done) override {

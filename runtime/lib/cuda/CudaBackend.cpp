@@ -78,12 +78,15 @@ ncclDataType_t ncclType(ddprt_dtype dtype) {
     return ncclFloat16;
   case DDPRT_BF16:
     return ncclBfloat16;
+  // Not summed: the C API keeps integers from allreduces.
   case DDPRT_I8:
+    return ncclInt8;
   case DDPRT_I32:
-  case DDPRT_I64: // state only: the C API keeps it from collectives
-    break;
+    return ncclInt32;
+  case DDPRT_I64:
+    return ncclInt64;
   }
-  return ncclFloat32;
+  return ncclFloat32; // not reached: the C API validated the dtype
 }
 
 double secondsSince(Clock::time_point start) {
@@ -132,6 +135,7 @@ public:
     CUDA_TRY(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
     CUDA_TRY(cudaStreamCreateWithFlags(&commStream_, cudaStreamNonBlocking));
     CUDA_TRY(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    CUDA_TRY(cudaEventCreateWithFlags(&gathered_, cudaEventDisableTiming));
     // Rank 0 sends the id, or word that it has none, so that the other
     // ranks fail with it instead of waiting in the broadcast.
     struct {
@@ -191,6 +195,8 @@ public:
         cudaEventDestroy(entry.done);
     if (ready_)
       cudaEventDestroy(ready_);
+    if (gathered_)
+      cudaEventDestroy(gathered_);
     if (compute_)
       cudaStreamDestroy(compute_);
     if (commStream_)
@@ -274,52 +280,42 @@ public:
       CUDA_TRY(cuda::scale(1.0 / world, divideFirst.data(),
                            int(divideFirst.size()), commScratch_, commStream_));
     }
-    // Older NCCL releases take at most 2048 operations per group.
-    constexpr int kMaxGroupOps = 2048;
-    for (int begin = 0; begin < count; begin += kMaxGroupOps) {
-      int end = std::min(count, begin + kMaxGroupOps);
-      uint64_t watched = beginWatched();
-      Error enqueued;
-      ncclResult_t grouped;
-      {
-        if (!ncclComm_ || failed_.load()) {
-          endWatched(watched, nullptr);
-          return failed_.load()
-                     ? failure()
-                     : fail(DDPRT_ERROR_STATE, "the NCCL communicator is gone");
-        }
-        enqueued = ncclCheck(ncclGroupStart(), "ncclGroupStart");
-        for (int i = begin; i < end && !enqueued; ++i) {
-          if (buffers[i].numel == 0)
-            continue;
-          ncclRedOp_t op =
-              mean && !narrow(buffers[i].dtype) ? ncclAvg : ncclSum;
-          enqueued = ncclCheck(ncclAllReduce(buffers[i].data, buffers[i].data,
-                                             size_t(buffers[i].numel),
-                                             ncclType(buffers[i].dtype), op,
-                                             ncclComm_, commStream_),
-                               "ncclAllReduce");
-        }
-        // The group is closed on every path: an open group would swallow
-        // every later NCCL call of this thread.
-        grouped = ncclGroupEnd();
-      }
-      cudaEvent_t done = nullptr;
-      if (!enqueued && grouped == ncclSuccess)
-        done = recordOnComm();
-      endWatched(watched, done);
-      if (Error failed = failure())
-        return failed;
-      if (enqueued || grouped != ncclSuccess) {
-        Error error = enqueued ? enqueued : ncclCheck(grouped, "ncclGroupEnd");
-        // This rank now runs a different sequence of collectives than its
-        // peers: the communicator cannot be used again.
-        abortCommunicators(error.message);
-        return error;
-      }
-    }
+    DDPRT_TRY(enqueueGrouped(count, [&](int i) {
+      if (buffers[i].numel == 0)
+        return Error::success();
+      ncclRedOp_t op = mean && !narrow(buffers[i].dtype) ? ncclAvg : ncclSum;
+      return ncclCheck(ncclAllReduce(buffers[i].data, buffers[i].data,
+                                     size_t(buffers[i].numel),
+                                     ncclType(buffers[i].dtype), op, ncclComm_,
+                                     commStream_),
+                       "ncclAllReduce");
+    }));
     CUDA_TRY(cudaEventRecord(request->done, commStream_));
     result = std::move(request);
+    return Error::success();
+  }
+
+  /// Ordered as an allreduce and its wait are: after the compute work
+  /// before it, on the communication stream (so after the allreduces
+  /// started before it), and the compute work after it waits for it.
+  Error allgather(const ddprt_buffer *inputs, const ddprt_buffer *outputs,
+                  int count) override {
+    DDPRT_TRY(enter());
+    DDPRT_TRY(communicator_.checkSameOnAllRanks(
+        allgatherSignature(inputs, count), "allgather"));
+    CUDA_TRY(cudaEventRecord(ready_, compute_));
+    CUDA_TRY(cudaStreamWaitEvent(commStream_, ready_, 0));
+    DDPRT_TRY(enqueueGrouped(count, [&](int i) {
+      if (inputs[i].numel == 0)
+        return Error::success();
+      return ncclCheck(ncclAllGather(inputs[i].data, outputs[i].data,
+                                     size_t(inputs[i].numel),
+                                     ncclType(inputs[i].dtype), ncclComm_,
+                                     commStream_),
+                       "ncclAllGather");
+    }));
+    CUDA_TRY(cudaEventRecord(gathered_, commStream_));
+    CUDA_TRY(cudaStreamWaitEvent(compute_, gathered_, 0));
     return Error::success();
   }
 
@@ -632,6 +628,46 @@ private:
       }
   }
 
+  /// Enqueues operations 0 to count - 1 on the communication stream in NCCL
+  /// groups (`operation(i)` enqueues the i-th on ncclComm_ and commStream_,
+  /// or nothing, and says what NCCL answered), each watched by the watchdog
+  /// from here to its end on the device.
+  template <typename Operation>
+  Error enqueueGrouped(int count, Operation &&operation) {
+    // Older NCCL releases take at most 2048 operations per group.
+    constexpr int kMaxGroupOps = 2048;
+    for (int begin = 0; begin < count; begin += kMaxGroupOps) {
+      int end = std::min(count, begin + kMaxGroupOps);
+      uint64_t watched = beginWatched();
+      if (!ncclComm_ || failed_.load()) {
+        endWatched(watched, nullptr);
+        return failed_.load()
+                   ? failure()
+                   : fail(DDPRT_ERROR_STATE, "the NCCL communicator is gone");
+      }
+      Error enqueued = ncclCheck(ncclGroupStart(), "ncclGroupStart");
+      for (int i = begin; i < end && !enqueued; ++i)
+        enqueued = operation(i);
+      // The group is closed on every path: an open group would swallow
+      // every later NCCL call of this thread.
+      ncclResult_t grouped = ncclGroupEnd();
+      cudaEvent_t done = nullptr;
+      if (!enqueued && grouped == ncclSuccess)
+        done = recordOnComm();
+      endWatched(watched, done);
+      if (Error failed = failure())
+        return failed;
+      if (enqueued || grouped != ncclSuccess) {
+        Error error = enqueued ? enqueued : ncclCheck(grouped, "ncclGroupEnd");
+        // This rank now runs a different sequence of collectives than its
+        // peers: the communicator cannot be used again.
+        abortCommunicators(error.message);
+        return error;
+      }
+    }
+    return Error::success();
+  }
+
   /// An event recorded on the communication stream, from the pool.
   cudaEvent_t recordOnComm() {
     cudaEvent_t event = nullptr;
@@ -778,7 +814,10 @@ private:
   double timeoutSeconds_;
   int device_ = 0;
   cudaStream_t compute_ = nullptr, commStream_ = nullptr;
-  cudaEvent_t ready_ = nullptr;
+  /// ready_: the compute stream's work so far, for the communication
+  /// stream to wait for; gathered_: a blocking allgather's end, for the
+  /// compute stream to wait for. Recorded anew by each call.
+  cudaEvent_t ready_ = nullptr, gathered_ = nullptr;
   /// initComm_: the nonblocking communicator; ncclComm_: the blocking one
   /// split from it, which the collectives use. Written under mutex_ (the
   /// watchdog reads them).
