@@ -122,6 +122,45 @@ func.func @host_barrier() {
 
 // -----
 
+// ddp.buffer.allgather: role compressed = DDPRT_ROLE_COMPRESSED 5; i8 =
+// DDPRT_I8 5 with 15 elements in, and world size times as many out (the
+// output's leading dimension, from its descriptor).
+// CHECK-DAG: llvm.func @ddprt_allgather(!llvm.ptr, i32, !llvm.ptr, !llvm.ptr, i32) -> i32
+// CHECK-LABEL: func.func @allgather(
+// (Stack arrays are placed at the function's entry, the last one first.)
+// CHECK: %[[OUT:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// CHECK: %[[IN:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// CHECK: %[[ROLE:.*]] = llvm.mlir.constant(5 : i32) : i32
+// CHECK: %[[I8:.*]] = llvm.mlir.constant(5 : i32) : i32
+// CHECK: %[[NUMEL:.*]] = llvm.mlir.constant(15 : i64) : i64
+// CHECK: llvm.insertvalue %[[NUMEL]], %{{.*}}[2]
+// CHECK: %[[RANKS:.*]] = llvm.extractvalue %{{.*}}[3, 0]
+// CHECK: %[[TOTAL:.*]] = llvm.mul %[[RANKS]], %{{.*}} : i64
+// CHECK: llvm.insertvalue %[[TOTAL]], %{{.*}}[2]
+// CHECK: %[[COUNT:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK: %[[CTX:.*]] = llvm.call @ddprt_current_context()
+// CHECK: %[[STATUS:.*]] = llvm.call @ddprt_allgather(%[[CTX]], %[[ROLE]], %[[IN]], %[[OUT]], %[[COUNT]])
+// CHECK: llvm.call @ddprt_check(%[[CTX]], %[[STATUS]], %{{.*}})
+func.func @allgather(%in: memref<15xi8>, %out: memref<?x15xi8>) {
+  ddp.buffer.allgather %in into %out : memref<15xi8> into memref<?x15xi8>
+  return
+}
+
+// -----
+
+// ddp.world_size: ddprt_world_size(context) (an int), widened to index.
+// CHECK-DAG: llvm.func @ddprt_world_size(!llvm.ptr) -> i32
+// CHECK-LABEL: func.func @world_size(
+// CHECK: %[[CTX:.*]] = llvm.call @ddprt_current_context()
+// CHECK: %[[SIZE:.*]] = llvm.call @ddprt_world_size(%[[CTX]]) : (!llvm.ptr) -> i32
+// CHECK: %[[WIDE:.*]] = llvm.sext %[[SIZE]] : i32 to i64
+func.func @world_size() -> index {
+  %n = ddp.world_size : index
+  return %n : index
+}
+
+// -----
+
 // ddp.buffer.scale: world_size = DDPRT_SCALE_WORLD_SIZE 2, f16 = 1.
 // CHECK-DAG: llvm.func @ddprt_scale(!llvm.ptr, i32, !llvm.ptr, i32) -> i32
 // CHECK-LABEL: func.func @scale(

@@ -252,14 +252,8 @@ private:
 } // namespace
 
 LogicalResult Applier::run(const BucketFilter &filter, unsigned &compressed) {
-  if (!filter.pattern.empty()) {
+  if (!filter.pattern.empty())
     regex.emplace(filter.pattern, llvm::Regex::NoFlags);
-    std::string error;
-    if (!regex->isValid(error))
-      return emitPassError(module, passName)
-             << "buckets='" << filter.pattern
-             << "' is not a valid regular expression: " << error;
-  }
   SmallVector<func::FuncOp> functions(module.getOps<func::FuncOp>());
   SymbolTableCollection symbolTables;
   for (func::FuncOp function : functions) {
@@ -391,7 +385,12 @@ FailureOr<unsigned>
 mlir::ddp::applyCompressionScheme(ModuleOp module, CompressionScheme &scheme,
                                   const BucketFilter &filter,
                                   StringRef passName) {
-  // First: a scheme may take functions out of the module (a hook).
+  std::string error;
+  if (!filter.pattern.empty() && !llvm::Regex(filter.pattern).isValid(error))
+    return emitPassError(module, passName)
+           << "buckets='" << filter.pattern
+           << "' is not a valid regular expression: " << error;
+  // Then the scheme: it may take functions out of the module (a hook).
   if (failed(scheme.initialize(module)))
     return failure();
   Applier applier(module, scheme, passName);

@@ -375,12 +375,12 @@ static void printText(raw_ostream &os, ArrayRef<Row> rows,
     return (text + std::string(width - text.size(), ' ')).str();
   };
   os << "ddp compression report: what each gradient sends per step\n";
-  os << llvm::formatv("{0,4}  {1} {2,-16} {3,-5} {4,-16} {5,4} {6,-7} "
+  os << llvm::formatv("{0,4}  {1} {2,-16} {3,-5} {4,-20} {5,4} {6,-7} "
                       "{7,12} {8,12} {9,8}\n",
                       "#", where("where"), "shape", "dtype", "decision", "rank",
                       "sent-as", "elements", "sent", "ratio");
   for (auto [i, row] : llvm::enumerate(rows)) {
-    os << llvm::formatv("{0,4}  {1} {2,-16} {3,-5} {4,-16} {5,4} {6,-7} "
+    os << llvm::formatv("{0,4}  {1} {2,-16} {3,-5} {4,-20} {5,4} {6,-7} "
                         "{7,12} {8,12} {9,7:F2}x\n",
                         i, where(row.where), shapeText(row.shape), row.dtype,
                         row.decision,

@@ -316,11 +316,9 @@ Value InsertPowerSGDPass::getStep(FunctionOpInterface function) {
   StateOp state =
       createState(function, "step", IntegerType::get(&getContext(), 64));
   // For hosts: the steps before start-iter are warm-up (ddp-run says so).
-  getContext()
-      .getLoadedDialect<DDPDialect>()
-      ->getStartIterAttrHelper()
-      .setAttr(state, IntegerAttr::get(IntegerType::get(&getContext(), 64),
-                                       int64_t(startIter)));
+  getContext().getLoadedDialect<DDPDialect>()->getStartIterAttrHelper().setAttr(
+      state, IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                              int64_t(startIter)));
   Block &entry = function.getFunctionBody().front();
   OpBuilder b = OpBuilder::atBlockBegin(&entry);
   Location loc = function.getLoc();

@@ -266,7 +266,7 @@ struct InsertQuantizationPass
     }
     if (channelSize <= 0) {
       emitPassError(module, getArgument())
-          << "channel-size=" << channelSize << " must be positive";
+          << "channel-size=" << int64_t(channelSize) << " must be positive";
       return signalPassFailure();
     }
     QuantizationScheme scheme(granularity == "per-channel", channelSize,

@@ -88,3 +88,11 @@ func.func @cast_groups(%a: memref<4xf32>, %b: memref<4xf16>, %c: memref<4xf16>) 
   "ddp.buffer.cast"(%a, %b, %c) <{operandSegmentSizes = array<i32: 1, 2>}> : (memref<4xf32>, memref<4xf16>, memref<4xf16>) -> ()
   return
 }
+
+// -----
+
+func.func @allgather_output(%in: memref<4xi8>, %out: memref<?x5xi8>) {
+  // expected-error @+1 {{'ddp.buffer.allgather' op output #0 has type 'memref<?x5xi8>' but gathering 'memref<4xi8>' needs a leading dimension of ranks, then its shape and element type}}
+  ddp.buffer.allgather %in into %out : memref<4xi8> into memref<?x5xi8>
+  return
+}

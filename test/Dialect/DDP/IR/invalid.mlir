@@ -376,3 +376,67 @@ func.func @bad_role(%x: tensor<4xf32>) -> tensor<4xf32> {
   %r = ddp.allreduce mean %x role bogus : tensor<4xf32>
   return %r : tensor<4xf32>
 }
+
+// -----
+
+func.func @flatten_mixed(%a: tensor<4xf32>, %b: tensor<4xf16>) {
+  // expected-error @+1 {{'ddp.flatten' op input #1 has element type 'f16' but the bucket has 'f32'}}
+  %f = ddp.flatten %a, %b scheme "s" : tensor<4xf32>, tensor<4xf16> -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @flatten_count(%a: tensor<4x2xf32>) {
+  // expected-error @+1 {{'ddp.flatten' op the inputs hold 8 elements but the bucket 'tensor<9xf32>' holds 9}}
+  %f = ddp.flatten %a scheme "s" : tensor<4x2xf32> -> tensor<9xf32>
+  return
+}
+
+// -----
+
+func.func @flatten_not_flat(%a: tensor<4x2xf32>) {
+  // expected-error @+1 {{'ddp.flatten' op the bucket must be a 1-D tensor, got 'tensor<4x2xf32>'}}
+  %f = ddp.flatten %a scheme "s" : tensor<4x2xf32> -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @flatten_unnamed(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'ddp.flatten' op needs the name of the scheme that reduces the bucket}}
+  %f = ddp.flatten %a scheme "" : tensor<4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @flatten_dynamic(%a: tensor<?xf32>) {
+  // expected-error @+1 {{'ddp.flatten' op operand #0 must be variadic of statically shaped tensor}}
+  %f = ddp.flatten %a scheme "s" : tensor<?xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @unflatten_count(%f: tensor<8xf32>) {
+  // expected-error @+1 {{'ddp.unflatten' op the results hold 6 elements but the bucket 'tensor<8xf32>' holds 8}}
+  %u:2 = ddp.unflatten %f : tensor<8xf32> -> tensor<2x2xf32>, tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @allgather_empty() {
+  // expected-error @+1 {{'ddp.allgather' op needs at least one tensor}}
+  "ddp.allgather"() : () -> ()
+  return
+}
+
+// -----
+
+func.func @allgather_unknown_type(%x: tensor<4xi16>) {
+  // expected-error @+1 {{'ddp.allgather' op operand #0 must be variadic of ranked tensor of f32, f16, bf16, f64, i64, i8 or i32 (the runtime's types) values, but got 'tensor<4xi16>'}}
+  %g = ddp.allgather %x : tensor<4xi16>
+  return
+}

@@ -97,3 +97,22 @@ func.func @inspect(%q: tensor<32x2xbf16>) -> (i1, i1) {
   %finite, %nonzero = ddp.inspect %q : tensor<32x2xbf16>
   return %finite, %nonzero : i1, i1
 }
+
+// Compression schemes: the flat bucket, gathers of any runtime type, the
+// world size.
+// CHECK-LABEL: func @buckets
+// CHECK-SAME: (%[[W:.*]]: tensor<4x3xf32>, %[[B:.*]]: tensor<3xf32>, %[[Q:.*]]: tensor<15xi8>, %[[S:.*]]: tensor<f32>)
+func.func @buckets(%w: tensor<4x3xf32>, %b: tensor<3xf32>, %q: tensor<15xi8>, %s: tensor<f32>)
+    -> (tensor<4x3xf32>, tensor<3xf32>, tensor<?xf32>, tensor<?x15xi8>, index) {
+  // CHECK: %[[F:.*]] = ddp.flatten %[[W]], %[[B]] scheme "hook:h" : tensor<4x3xf32>, tensor<3xf32> -> tensor<15xf32>
+  %f = ddp.flatten %w, %b scheme "hook:h" : tensor<4x3xf32>, tensor<3xf32> -> tensor<15xf32>
+  // CHECK: %[[G:.*]]:2 = ddp.allgather %[[S]], %[[Q]] : tensor<f32>, tensor<15xi8>
+  %gs, %gq = ddp.allgather %s, %q : tensor<f32>, tensor<15xi8>
+  // CHECK: ddp.allgather %[[F]] role gradient : tensor<15xf32>
+  %gf = ddp.allgather %f role gradient : tensor<15xf32>
+  // CHECK: %[[N:.*]] = ddp.world_size : index
+  %n = ddp.world_size : index
+  // CHECK: %[[U:.*]]:2 = ddp.unflatten %[[F]] : tensor<15xf32> -> tensor<4x3xf32>, tensor<3xf32>
+  %u:2 = ddp.unflatten %f : tensor<15xf32> -> tensor<4x3xf32>, tensor<3xf32>
+  return %u#0, %u#1, %gs, %gq, %n : tensor<4x3xf32>, tensor<3xf32>, tensor<?xf32>, tensor<?x15xi8>, index
+}

@@ -20,3 +20,10 @@ func.func @scalars(%x: f32) -> f32 {
   %0 = "foo.baz"(%x) : (f32) -> f32
   return %0 : f32
 }
+
+// -----
+
+// A hook's per-bucket state template cannot be allocated: ddp-apply-hook
+// declares one of each bucket's size.
+// expected-error @+1 {{state 'error' has type 'tensor<?xf32>', with a dynamic size: only a hook's state may (--ddp-apply-hook declares one of each bucket's size); give it a static shape}}
+ddp.state @error : tensor<?xf32>

@@ -1,0 +1,38 @@
+// Every way a hook can be wrong gets a message that says what to change.
+// RUN: not ddp-opt %s --split-input-file --ddp-apply-hook=hook=h 2>&1 | FileCheck %s
+// RUN: not ddp-opt %s --split-input-file --ddp-apply-hook 2>&1 | FileCheck %s --check-prefix=NONE
+// RUN: not ddp-opt %s --split-input-file --ddp-apply-hook=hook=missing 2>&1 | FileCheck %s --check-prefix=MISSING
+// RUN: not ddp-opt %s --split-input-file --ddp-apply-hook="hook=h buckets=(" 2>&1 | FileCheck %s --check-prefix=REGEX
+// NONE: error: ddp-apply-hook: needs hook=<the name of a function of the module>, e.g. hook=my_hook
+// MISSING: error: ddp-apply-hook: the module has no function @missing to use as a hook
+// REGEX: error: ddp-apply-hook: buckets='(' is not a valid regular expression
+
+// CHECK: error: ddp-apply-hook: the hook @h must take the flat bucket and return its average over the ranks, one 1-D tensor of f32, f16, bf16 or f64 in and the same type out, e.g. (tensor<?xf32>) -> tensor<?xf32>; it has type '(tensor<4x4xf32>) -> tensor<4x4xf32>'
+func.func private @h(%g: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  return %g : tensor<4x4xf32>
+}
+
+// -----
+
+// CHECK: error: ddp-apply-hook: the hook @h must take the flat bucket
+// CHECK-SAME: it has type '(tensor<?xf32>, tensor<?xf32>) -> tensor<?xf32>'
+func.func private @h(%g: tensor<?xf32>, %x: tensor<?xf32>) -> tensor<?xf32> {
+  return %g : tensor<?xf32>
+}
+
+// -----
+
+// CHECK: error: ddp-apply-hook: the hook @h is called here; a hook is applied to buckets, not called
+func.func private @h(%g: tensor<?xf32>) -> tensor<?xf32> {
+  return %g : tensor<?xf32>
+}
+func.func @user(%g: tensor<?xf32>) -> tensor<?xf32> {
+  %r = func.call @h(%g) : (tensor<?xf32>) -> tensor<?xf32>
+  return %r : tensor<?xf32>
+}
+
+// -----
+
+// CHECK: error: ddp-apply-hook: the hook @h has no body
+func.func private @h(%g: tensor<?xf32>) -> tensor<?xf32>
+

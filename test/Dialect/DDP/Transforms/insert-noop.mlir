@@ -1,0 +1,20 @@
+// PyTorch's noop_hook: no communication, every rank keeps its gradients.
+// The bucket is flattened for the report (a row that sends nothing) and
+// folds away in the lowering.
+// RUN: ddp-opt %s --insert-noop --ddp-compression-report 2>&1 | FileCheck %s
+// RUN: ddp-opt %s --insert-noop --ddp-expand-buckets | FileCheck %s --check-prefix=EXPANDED
+
+// CHECK: bucket of 2 [@step:%arg0,@step:%arg1] 12 f32 noop - - 12 0
+// CHECK: total: 2 tensors, 2 compressed; elements 12 -> 0
+// CHECK-LABEL: func.func @step
+// CHECK: %[[F:.*]] = ddp.flatten %arg0, %arg1 scheme "noop"
+// CHECK: %[[U:.*]]:2 = ddp.unflatten %[[F]]
+// CHECK-NOT: ddp.allreduce
+// CHECK: return %[[U]]#0, %[[U]]#1
+
+// EXPANDED-LABEL: func.func @step
+// EXPANDED-NEXT: return %arg0, %arg1 : tensor<2x4xf32>, tensor<4xf32>
+func.func @step(%w: tensor<2x4xf32>, %b: tensor<4xf32>) -> (tensor<2x4xf32>, tensor<4xf32>) {
+  %r:2 = ddp.allreduce mean %w, %b : tensor<2x4xf32>, tensor<4xf32>
+  return %r#0, %r#1 : tensor<2x4xf32>, tensor<4xf32>
+}
