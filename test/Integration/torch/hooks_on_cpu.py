@@ -86,36 +86,42 @@ class _StackedFutureWork:
 
 
 class _DistWithNcclAllgatherFuture(types.ModuleType):
-    """torch.distributed, but all_gather's future holds the stacked outputs."""
+    """torch.distributed, but all_gather's future holds the stacked outputs;
+    each all_gather's input (what this rank sends) is appended to `log`."""
 
-    def __init__(self):
+    def __init__(self, log):
         super().__init__("torch.distributed (allgather futures as NCCL's)")
+        self._log = log
 
     def __getattr__(self, name):
         return getattr(dist, name)
 
-    @staticmethod
-    def all_gather(tensor_list, tensor, group=None, async_op=False):
+    def all_gather(self, tensor_list, tensor, group=None, async_op=False):
+        self._log.append({"dtype": str(tensor.dtype).replace("torch.", ""),
+                          "numel": tensor.numel(),
+                          "bytes": tensor.numel() * tensor.element_size()})
         work = dist.all_gather(tensor_list, tensor, group=group, async_op=async_op)
         return _StackedFutureWork(work) if async_op else work
 
 
 @contextlib.contextmanager
-def nccl_allgather_futures():
+def nccl_allgather_futures(log):
     """Patch 2 above, for quantization_hooks only."""
     assert quantization_hooks.dist is dist, "quantization_hooks no longer imports dist"
-    quantization_hooks.dist = _DistWithNcclAllgatherFuture()
+    quantization_hooks.dist = _DistWithNcclAllgatherFuture(log)
     try:
         yield
     finally:
         quantization_hooks.dist = dist
 
 
-def run_quantization_hook(hook, process_group, bucket, **kwargs):
+def run_quantization_hook(hook, process_group, bucket, allgathers=None, **kwargs):
     """Runs `hook(process_group, bucket, **kwargs)` with both patches and
     waits for it; returns a completed future with its result (DDP waits for
-    a hook's future anyway)."""
-    with cuda_is_to_for_cpu_devices(), nccl_allgather_futures():
+    a hook's future anyway). Appends one {dtype, numel, bytes} per allgather
+    the hook issued (this rank's input) to `allgathers`, if given."""
+    log = [] if allgathers is None else allgathers
+    with cuda_is_to_for_cpu_devices(), nccl_allgather_futures(log):
         result = hook(process_group, bucket, **kwargs).wait()
     fut = torch.futures.Future()
     fut.set_result(result)
