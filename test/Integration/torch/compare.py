@@ -4,8 +4,12 @@
 
   compare.py outputs MANIFEST SCENARIO --torch TORCHDIR/SCENARIO --ours OURSDIR
              [--warmup] [--ours-stats PATTERN] [--rtol 1e-5]
+             [--exchange fused|pytorch] [--max-ulp 0] [--same-as OURSDIR2]
       (--warmup: PyTorch's warm-up steps, TORCHDIR/SCENARIO/warmup, against
-      our run of the warm-up gradients from a zero step counter)
+      our run of the warm-up gradients from a zero step counter;
+      --exchange: how our quantization exchanges scales and payload, one
+      allgather or PyTorch's two; --same-as: another run of ours that must
+      have given bitwise the same results, e.g. the other exchange)
   compare.py states  MANIFEST SCENARIO COMPILED.mlir
   compare.py report  MANIFEST SCENARIO --torch TORCHDIR/SCENARIO REPORT.json
 
@@ -16,7 +20,10 @@ and PATTERN (with {rank}) what it wrote with --summary-json=PATTERN: per rank,
 the runtime's counters (elements before/after compression, and elements and
 collectives per role). For PowerSGD they are checked role by role against the
 manifest, then, without the warmup role, against compression_stats() (see
-check_stats); for fp16, one fp16 allreduce of the whole bucket per step.
+check_stats); for fp16, one fp16 allreduce of the whole bucket per step; for
+quantization, only 'compressed' collectives (1 or 2 per step, --exchange),
+their bytes printed beside what PyTorch's hook sent (it has no counters:
+torch_hooks_ref.py records its allgathers); for noop, nothing at all.
 
 Tolerances (every check says which it used):
 - fp16: each side's result differs from the exact mean sum_i g_i / W by at
@@ -39,6 +46,17 @@ Tolerances (every check says which it used):
   bound that grows with its error buffer (below): it is not compared with
   ours directly.
 - Warm-up (plain mean in f32): (N + 1) * 2^-24 * S per element.
+- Quantization (per tensor, per channel): bitwise (--max-ulp 0). Our
+  passes do PyTorch's f32 operations in PyTorch's order (QUANT_NOTES.md;
+  quant_vectors.py shows that this recipe reproduces PyTorch bit for bit),
+  so any difference is an operation done differently, which a tolerance
+  would hide: a reciprocal instead of a division, a fused multiply-add,
+  another summation order. Differences are counted and their largest
+  absolute and ulp sizes printed. PyTorch itself is checked against the
+  exact mean with the quantization bound sum_r scale_r / (2 W) per element
+  (plus f32 rounding), scale_r being rank r's scale of that element's
+  channel, so a harness that fed the hook something else would show.
+- noop: each rank's own gradient, bitwise, on both sides.
 
 Deliberate differences asserted (docs/pytorch-comparison.md, docs/ir-design.md):
 - An all-zero compressed tensor: P is all-zero; with epsilon 0 and r <= 2
@@ -66,6 +84,8 @@ U16 = 2.0 ** -11
 SUB16 = 2.0 ** -25
 U32 = 2.0 ** -24
 FP16_MAX = 65504.0
+EPS32 = 2.0 ** -23  # MinMaxObserver's default eps, torch.finfo(torch.float32).eps
+QUANT_HOOKS = ("quantization_pertensor_hook", "quantization_perchannel_hook")
 
 
 class Checker:
@@ -372,7 +392,127 @@ def check_powersgd_state(c, manifest, scenario, grads, torch_dir, ours_dir, rtol
                    % sum(not e["compressed"] for e in scenario["tensors"]))
 
 
-ROLES = ("gradient", "uncompressed", "warmup", "powersgd_p", "powersgd_q")
+def ordered_f32(x):
+    """f32 values as integers whose difference counts ulps (+0 == -0)."""
+    i = np.ascontiguousarray(x, np.float32).view(np.int32).astype(np.int64)
+    return np.where(i < 0, -(2 ** 31) - i, i)
+
+
+def bucket_channels(manifest, scenario, per_arg):
+    """A rank's gradients as DDP's flat bucket (the manifest's layout), padded
+    and cut into channels as the quantization hook does: channels x size."""
+    flat = np.concatenate([np.asarray(per_arg[a], np.float64).ravel()
+                           for a in scenario["bucket_layout"]])
+    flat = np.concatenate([flat, np.zeros(scenario["padding"])])
+    return flat.reshape(scenario["channels"], scenario["channel_size"])
+
+
+def unbucket(manifest, scenario, flat):
+    """The inverse of bucket_channels without the padding: per argument."""
+    out, offset = {}, 0
+    for a in scenario["bucket_layout"]:
+        shape = manifest["tensors"][a]["shape"]
+        n = int(np.prod(shape))
+        out[a] = flat[offset:offset + n].reshape(shape)
+        offset += n
+    return [out[a] for a in range(len(manifest["tensors"]))]
+
+
+def check_quantization(c, manifest, scenario, grads, torch_outs, ours_outs, max_ulp):
+    world = manifest["world_size"]
+    nargs = len(manifest["tensors"])
+    check_same_on_ranks(c, "PyTorch", torch_outs)
+    compared = differ = 0
+    worst_abs, worst_ulp = 0.0, 0
+    zero_channels = []
+    for t, per_rank in enumerate(grads):
+        # PyTorch against the exact mean, within the quantization bound.
+        chans = [bucket_channels(manifest, scenario, per_rank[r]) for r in range(world)]
+        scales = []
+        for x in chans:
+            lo = np.minimum(x.min(axis=1), 0)
+            hi = np.maximum(x.max(axis=1), 0)
+            scales.append(np.maximum((hi - lo) / 255.0, EPS32))
+            zero_channels.append(int(np.sum(~np.any(x != 0, axis=1))))
+        half_step = sum(np.repeat(sc, scenario["channel_size"]) for sc in scales) / (2 * world)
+        magnitude = sum(np.abs(x).ravel() for x in chans) / world
+        bound = unbucket(manifest, scenario, 1.001 * half_step +
+                         (world + 2) * U32 * (magnitude + 2 * half_step) + 1e-45)
+        for a in range(nargs):
+            exact = sum(per_rank[r][a] for r in range(world)) / world
+            e = np.abs(torch_outs[t][0][a].astype(np.float64) - exact) / bound[a]
+            c.ratio("|torch - exact mean| / quantization bound", e.max())
+            if not np.all(e <= 1):
+                c.fail("%s step %d %s: PyTorch is off the exact mean by %.3g x the quantization "
+                       "bound (the harness fed the hook something else?)"
+                       % (scenario["hook"], t, manifest["tensors"][a]["name"], np.nanmax(e)))
+        # Ours against PyTorch: bitwise, or within --max-ulp.
+        for r in range(world):
+            for a in range(nargs):
+                ours = np.asarray(ours_outs[t][r][a], np.float32)
+                ref = np.asarray(torch_outs[t][r][a], np.float32)
+                what = "step %d rank %d %s" % (t, r, manifest["tensors"][a]["name"])
+                if ours.shape != ref.shape:
+                    c.fail("%s: shape %s, PyTorch %s" % (what, ours.shape, ref.shape))
+                    continue
+                compared += ours.size
+                if ours.tobytes() == ref.tobytes():
+                    continue
+                bad = ours.view(np.int32) != ref.view(np.int32)
+                differ += int(bad.sum())
+                finite = np.isfinite(ours) & np.isfinite(ref)
+                if not np.all(finite[bad]):
+                    c.fail("%s: non-finite values differ from PyTorch's" % what)
+                ulp = np.abs(ordered_f32(ours) - ordered_f32(ref))[finite]
+                worst_ulp = max(worst_ulp, int(ulp.max()) if ulp.size else 0)
+                diff = np.abs(ours.astype(np.float64) - ref)[finite]
+                worst_abs = max(worst_abs, float(diff.max()) if diff.size else 0.0)
+                if ulp.size and ulp.max() > max_ulp:
+                    i = np.unravel_index(np.argmax(np.where(finite, np.abs(
+                        ordered_f32(ours) - ordered_f32(ref)), -1)), ours.shape)
+                    c.fail("%s: %d element(s) differ from PyTorch, worst %d ulp at %s: ours %r, "
+                           "PyTorch %r" % (what, int(bad.sum()), int(ulp.max()), list(i),
+                                           float(ours[i]), float(ref[i])))
+    zmin, zmax = min(zero_channels), max(zero_channels)
+    if scenario["channels"] > 1:
+        c.notes.append("channels: %d of %d values (%d padding zeros); %s all-zero per rank and "
+                       "step (scale = eps)" % (scenario["channels"], scenario["channel_size"],
+                                               scenario["padding"],
+                                               zmin if zmin == zmax else "%d-%d" % (zmin, zmax)))
+    c.notes.append("ours vs PyTorch: %d of %d elements differ, max |diff| %.3g, max %d ulp "
+                   "(tolerance: %s)" % (differ, compared, worst_abs, worst_ulp,
+                                        "bitwise" if max_ulp == 0 else "%d ulp" % max_ulp))
+
+
+def check_noop(c, manifest, grads, torch_outs, ours_outs):
+    """noop_hook: every rank keeps its own gradient, bit for bit."""
+    same = {"ours": 0, "PyTorch": 0}
+    total = 0
+    for t, per_rank in enumerate(grads):
+        for r in range(manifest["world_size"]):
+            for a, g in enumerate(per_rank[r]):
+                own = g.astype(np.float32).tobytes()
+                total += 1
+                for side, outs in (("ours", ours_outs), ("PyTorch", torch_outs)):
+                    if np.asarray(outs[t][r][a], np.float32).tobytes() == own:
+                        same[side] += 1
+                    else:
+                        c.fail("step %d rank %d %s: %s is not the rank's own gradient"
+                               % (t, r, manifest["tensors"][a]["name"], side))
+    c.notes.append("noop: the rank's own gradient, bitwise: ours %d of %d results, PyTorch %d"
+                   % (same["ours"], total, same["PyTorch"]))
+
+
+def check_bitwise_same(c, name, outs, other_outs):
+    for t, per_rank in enumerate(outs):
+        for r, per_arg in enumerate(per_rank):
+            for a, x in enumerate(per_arg):
+                if x.tobytes() != other_outs[t][r][a].tobytes():
+                    c.fail("step %d rank %d result %d differs from %s's (must be bitwise "
+                           "identical)" % (t, r, a, name))
+
+
+ROLES = ("gradient", "uncompressed", "warmup", "powersgd_p", "powersgd_q", "compressed")
 
 
 def per_step_figures(manifest, scenario):
@@ -404,9 +544,12 @@ def load_summary(pattern, rank):
 
 
 def check_summary_roles(c, r, ours, want_sent, want_collectives):
+    """Elements and collectives per role as expected (absent: 0); a role in
+    want_collectives but not in want_sent may send any number of elements."""
     for role in ROLES:
         got = (ours["elements_sent"][role], ours["collectives"][role])
-        want = (want_sent.get(role, 0), want_collectives.get(role, 0))
+        want = (want_sent.get(role, got[0] if role in want_collectives else 0),
+                want_collectives.get(role, 0))
         if got != want:
             c.fail("rank %d: role %s: we sent %d elements in %d collectives, expected %d in %d"
                    % ((r, role) + got + want))
@@ -492,12 +635,53 @@ def check_fp16_stats(c, manifest, pattern, world, steps):
                       ours["collectives"]["gradient"] // steps))
 
 
+def check_quant_stats(c, manifest, scenario, torch_dir, pattern, world, steps, exchange):
+    """Quantization: everything we send is 'compressed' (no other role), in one
+    collective per step (fused) or two (PyTorch's exchange: scales and zero
+    points, then the payload). PyTorch's hook has no counters:
+    torch_hooks_ref.py recorded the allgathers it issued, checked here against
+    the manifest; our bytes are printed beside them, not required equal."""
+    want_bytes = scenario["torch_allgather_bytes"]
+    per_step = 2 if exchange == "pytorch" else 1
+    for r in range(world):
+        with open(os.path.join(torch_dir, "stats.rank%d.json" % r)) as f:
+            gathers = json.load(f)["allgathers"]
+        if len(gathers) != steps or any([g["bytes"] for g in step] != want_bytes
+                                        for step in gathers):
+            c.fail("rank %d: PyTorch's hook sent %s per step, the manifest says %s"
+                   % (r, [[g["bytes"] for g in step] for step in gathers], want_bytes))
+        ours = load_summary(pattern, r)
+        # The quantization scheme sends everything: no other role.
+        check_summary_roles(c, r, ours, {}, {"compressed": per_step * steps})
+        if r == 0:
+            ours_bytes = ours["bytes_sent"]["compressed"] / steps
+            c.notes.append(
+                "traffic per rank and step: ours %g bytes (%g elements) in %g collective(s) "
+                "(exchange=%s); PyTorch's hook %d bytes in 2 allgathers (%d f32 scale/zero-point "
+                "bytes, %d uint8 payload bytes)"
+                % (ours_bytes, ours["elements_sent"]["compressed"] / steps,
+                   ours["collectives"]["compressed"] / steps, exchange, sum(want_bytes),
+                   want_bytes[0], want_bytes[1]))
+
+
+def check_noop_stats(c, pattern, world):
+    for r in range(world):
+        ours = load_summary(pattern, r)
+        check_summary_roles(c, r, ours, {}, {})
+        if r == 0:
+            c.notes.append("noop traffic per rank: ours %d collectives, %d bytes; noop_hook "
+                           "sends nothing" % (sum(ours["collectives"].values()),
+                                              sum(ours["bytes_sent"].values())))
+
+
 def cmd_outputs(args):
     manifest, mdir = load_manifest(args.manifest)
     scenario = manifest["scenarios"][args.scenario]
     world = manifest["world_size"]
     nargs = len(manifest["tensors"])
     powersgd = scenario["hook"] == "powerSGD_hook"
+    quant = scenario["hook"] in QUANT_HOOKS
+    noop = scenario["hook"] == "noop_hook"
     if args.warmup and not powersgd:
         raise SystemExit("--warmup is for PowerSGD scenarios")
     steps = scenario["start_iter"] if args.warmup else manifest["steps"]
@@ -506,16 +690,29 @@ def cmd_outputs(args):
                             world, steps, nargs)
     ours_outs = outputs_of(args.ours, world, steps, nargs)
     c = Checker()
-    check_same_on_ranks(c, "ours", ours_outs)
+    if not noop:  # noop: every rank keeps its own gradient
+        check_same_on_ranks(c, "ours", ours_outs)
     if args.warmup:
         check_warmup(c, manifest, grads, torch_outs, ours_outs)
     elif powersgd:
         check_powersgd(c, manifest, scenario, grads, torch_outs, ours_outs, args.rtol)
         check_powersgd_state(c, manifest, scenario, grads, args.torch, args.ours, args.rtol)
+    elif quant:
+        check_quantization(c, manifest, scenario, grads, torch_outs, ours_outs, args.max_ulp)
+    elif noop:
+        check_noop(c, manifest, grads, torch_outs, ours_outs)
     else:
         check_fp16(c, manifest, grads, torch_outs, ours_outs)
+    if args.same_as:
+        check_bitwise_same(c, args.same_as, ours_outs, outputs_of(args.same_as, world, steps, nargs))
+        c.notes.append("bitwise identical to %s" % os.path.basename(os.path.normpath(args.same_as)))
     if powersgd:
         check_stats(c, manifest, scenario, args.torch, args.ours_stats, world, args.warmup, steps)
+    elif args.ours_stats and quant:
+        check_quant_stats(c, manifest, scenario, args.torch, args.ours_stats, world, steps,
+                          args.exchange)
+    elif args.ours_stats and noop:
+        check_noop_stats(c, args.ours_stats, world)
     elif args.ours_stats:
         check_fp16_stats(c, manifest, args.ours_stats, world, steps)
     if not args.ours_stats:
@@ -578,6 +775,13 @@ def main():
     p.add_argument("--warmup", action="store_true")
     p.add_argument("--ours-stats")
     p.add_argument("--rtol", type=float, default=1e-5)
+    p.add_argument("--exchange", choices=["fused", "pytorch"], default="fused",
+                   help="quantization: our exchange (1 or 2 collectives per step)")
+    p.add_argument("--max-ulp", type=int, default=0,
+                   help="quantization: largest ulp difference from PyTorch accepted "
+                        "(0: bitwise; see the docstring)")
+    p.add_argument("--same-as", help="another run of ours (its --output directory) that "
+                                     "must have given bitwise the same results")
     p.set_defaults(fn=cmd_outputs)
     p = sub.add_parser("states")
     p.add_argument("manifest")

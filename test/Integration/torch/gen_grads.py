@@ -8,8 +8,10 @@ DIR/step.mlir            the step function: gradients in, one
                          `ddp.allreduce mean` per gradient, averages out
                          (what DDP does before any compression pass)
 DIR/manifest.json        tensors, what PowerSGD's rule decides for each at every
-                         rank in --ranks, the state names our pass creates, and
-                         the file patterns below; every other script reads it
+                         rank in --ranks, the state names our pass creates, the
+                         quantization and noop scenarios (channels, padding,
+                         bucket layout, PyTorch's allgather bytes), and the file
+                         patterns below; every other script reads it
 DIR/grads/rank{rank}.step{step}.arg{arg}.npy
                          the gradients of the compared steps (PyTorch's
                          compressed steps start_iter .. start_iter+steps-1)
@@ -116,6 +118,43 @@ def gradients(rng, world_size, steps):
     return out
 
 
+def quantization_scenarios(tensors):
+    """PyTorch's quantization hooks and noop_hook (QUANT_NOTES.md).
+
+    The per-channel hook cuts the flat bucket into channels of bucket_size
+    values, so its results depend on the bucket's layout: argument order,
+    which is how ddp-bucketize lays out step.mlir (every gradient is an
+    argument, ready at entry: the written order stays) and how DDP lays out
+    its first bucket. find_unused_parameters=True stops DDP from rebuilding
+    (reversing) it after the first step; torch_hooks_ref.py asserts the
+    layout at every step. It pads by bucket_size - L % bucket_size: at least
+    one zero, a whole zero channel when L % bucket_size == 0 (24 here)."""
+    total = sum(t["matrix"][0] * t["matrix"][1] for t in tensors)
+    layout = list(range(len(tensors)))
+    out = {"quant_pertensor": {"hook": "quantization_pertensor_hook", "channels": 1,
+                               "channel_size": total, "padding": 0}}
+    for name, size in (("quant_perchannel", 512), ("quant_perchannel64", 64),
+                       ("quant_perchannel24", 24)):
+        padding = size - total % size
+        out[name] = {"hook": "quantization_perchannel_hook", "bucket_size": size,
+                     "channels": (total + padding) // size, "channel_size": size,
+                     "padding": padding}
+    out["noop"] = {"hook": "noop_hook"}
+    if total % 24 != 0:
+        raise SystemExit("quant_perchannel24 expects a bucket of a multiple of 24 values, "
+                         "not %d" % total)
+    for scenario in out.values():
+        scenario["find_unused_parameters"] = True
+        scenario["bucket_layout"] = layout
+        if scenario["hook"] != "noop_hook":
+            # What one rank contributes per step to the hook's two
+            # allgathers: f32 scales and zero points, then the uint8 payload
+            # (padding included).
+            c = scenario["channels"]
+            scenario["torch_allgather_bytes"] = [8 * c, c * scenario["channel_size"]]
+    return out
+
+
 def mlir_type(shape):
     return "tensor<%sxf32>" % "x".join(str(d) for d in shape)
 
@@ -181,6 +220,7 @@ def main():
         tensors.append({"name": name, "shape": list(shape), "matrix": [n, m], "kind": kind})
 
     scenarios = {"fp16": {"hook": "fp16_compress_hook"}}
+    scenarios.update(quantization_scenarios(tensors))
     for rank in [int(x) for x in args.ranks.split(",") if x]:
         name = "psgd_r%d" % rank
         os.makedirs(os.path.join(args.out, "init", "r%d" % rank), exist_ok=True)

@@ -6,6 +6,11 @@ rank gets back, PowerSGD's state and its compression_stats().
   torch_hooks_ref.py DIR/manifest.json --out TORCHDIR [--scenarios fp16,psgd_r2]
                      [--start-method fork|spawn]
 
+Hooks: default_hooks.fp16_compress_hook, powerSGD_hook.powerSGD_hook,
+quantization_hooks.quantization_pertensor_hook and
+quantization_perchannel_hook (bucket_size from the manifest), and
+debugging_hooks.noop_hook (1.13 has it there, not in default_hooks).
+
 Needs PyTorch (Debian's 1.13, CPU). Writes, per scenario S:
   TORCHDIR/S/rank{rank}.step{step}.out{arg}.npy         compared steps
   TORCHDIR/S/warmup/rank{rank}.step{step}.out{arg}.npy  PowerSGD's warm-up steps
@@ -15,7 +20,9 @@ Needs PyTorch (Debian's 1.13, CPU). Writes, per scenario S:
       an uncompressed tensor: it keeps one for the whole bucket) and
       torch.iter (state.iter)
   TORCHDIR/S/stats.rank{rank}.json                      compression_stats(),
-      the bucket layout DDP used at every step, and the step count
+      the bucket layout DDP used at every step, the step count, and for the
+      quantization hooks the allgathers they issued at every step (dtype,
+      elements and bytes this rank sent)
 
 How exact gradients get in: the model's forward is sum_k (p_k * g_k).sum() for
 the step's gradients g_k, so backward produces p_k.grad == g_k bit for bit (a
@@ -42,6 +49,14 @@ order GROUPED BY MATRIX SHAPE (powerSGD_hook's shape_to_tensors, a dict in
 order of first appearance; even without batch_tensors_with_same_shape), an
 m x r row-major block: tensor_q = buffer[off:off + m*r].view(m, r), exactly
 our ddp.q.NAME. The same mapping reads the final Q back out.
+
+The quantization hooks of 1.13 were written for CUDA and NCCL and fail on
+CPU with gloo; hooks_on_cpu.run_quantization_hook runs them unchanged with
+two patches active only during the hook (its docstring, README.md). Their
+scenarios build DDP with find_unused_parameters=True, which keeps DDP's
+first bucket layout (argument order, ours) instead of rebuilding it after
+the first step: the per-channel hook's channels follow that layout. The
+wrapper asserts the manifest's bucket_layout at every step.
 """
 import argparse
 import datetime
@@ -54,9 +69,14 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torch.distributed.algorithms.ddp_comm_hooks import debugging_hooks
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
+from torch.distributed.algorithms.ddp_comm_hooks import quantization_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hooks_on_cpu import run_quantization_hook  # noqa: E402
 
 
 class GradFeeder(torch.nn.Module):
@@ -96,10 +116,13 @@ def run_scenario(name, scenario, manifest, mdir, out, rank, world):
     tensors = manifest["tensors"]
     shapes = [tuple(t["shape"]) for t in tensors]
     model = GradFeeder(shapes)
-    ddp = DDP(model, bucket_cap_mb=100, broadcast_buffers=False)
+    ddp = DDP(model, bucket_cap_mb=100, broadcast_buffers=False,
+              find_unused_parameters=scenario.get("find_unused_parameters", False))
     ptr_to_arg = {p.data_ptr(): k for k, p in enumerate(model.ps)}
-    powersgd = scenario["hook"] == "powerSGD_hook"
+    hook = scenario["hook"]
+    powersgd = hook == "powerSGD_hook"
     layouts = []
+    allgathers = []
     expected = {}
 
     if powersgd:
@@ -129,8 +152,18 @@ def run_scenario(name, scenario, manifest, mdir, out, rank, world):
         want = torch.cat([torch.from_numpy(expected[a]).reshape(-1) for a in layout])
         if not torch.equal(bucket.buffer(), want):
             raise RuntimeError("the bucket is not the gradients from the files")
-        if not powersgd:
+        if "bucket_layout" in scenario and layout != scenario["bucket_layout"]:
+            raise RuntimeError("DDP's bucket layout %s is not the manifest's %s"
+                               % (layout, scenario["bucket_layout"]))
+        if hook == "fp16_compress_hook":
             return default_hooks.fp16_compress_hook(hook_state, bucket)
+        if hook == "noop_hook":
+            return debugging_hooks.noop_hook(hook_state, bucket)
+        if hook.startswith("quantization_"):
+            kwargs = {"bucket_size": scenario["bucket_size"]} if "bucket_size" in scenario else {}
+            allgathers.append([])
+            return run_quantization_hook(getattr(quantization_hooks, hook), hook_state, bucket,
+                                         allgathers=allgathers[-1], **kwargs)
         idx = bucket.index()
         if hook_state.iter == hook_state.start_powerSGD_iter and idx not in hook_state.p_memory_dict:
             # Our initial Q, through PyTorch's warm-start path (module docstring).
@@ -167,6 +200,8 @@ def run_scenario(name, scenario, manifest, mdir, out, rank, world):
         step(manifest["grads"], t, os.path.join(sdir, "rank{rank}.step{step}.out{arg}.npy"))
     stats["layouts"] = layouts
     stats["compared_steps"] = manifest["steps"]
+    if hook.startswith("quantization_"):
+        stats["allgathers"] = allgathers
 
     if powersgd:
         rate, before, after = state.compression_stats()
