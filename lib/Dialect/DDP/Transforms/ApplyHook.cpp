@@ -18,6 +18,7 @@
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Parser/Parser.h"
 
 namespace mlir::ddp {
 #define GEN_PASS_DEF_DDPAPPLYHOOK
@@ -34,8 +35,8 @@ namespace {
 /// buckets); every bucket gets a copy of its body.
 class HookScheme : public CompressionScheme {
 public:
-  HookScheme(StringRef name, StringRef passName)
-      : name(name.str()), passName(passName.str()) {}
+  HookScheme(StringRef name, StringRef library, StringRef passName)
+      : name(name.str()), library(library.str()), passName(passName.str()) {}
 
   StringRef getName() const override { return schemeName; }
 
@@ -62,7 +63,10 @@ private:
                                       .getInput(0));
   }
 
-  std::string name, passName, schemeName;
+  /// Copies the hook and the states it names from `library` into `module`.
+  LogicalResult import(ModuleOp module);
+
+  std::string name, library, passName, schemeName;
   OwningOpRef<func::FuncOp> hook;
   SmallVector<StringAttr> states;
 };
@@ -75,6 +79,8 @@ LogicalResult HookScheme::initialize(ModuleOp module) {
   if (name.empty())
     return fail(nullptr) << "needs hook=<the name of a function of the "
                             "module>, e.g. hook=my_hook";
+  if (!library.empty() && failed(import(module)))
+    return failure();
   auto function = module.lookupSymbol<func::FuncOp>(name);
   if (!function)
     return fail(nullptr) << "the module has no function @" << name
@@ -128,6 +134,47 @@ LogicalResult HookScheme::initialize(ModuleOp module) {
   schemeName = "hook:" + name;
   function->remove();
   hook = function;
+  return success();
+}
+
+LogicalResult HookScheme::import(ModuleOp module) {
+  auto fail = [&]() { return emitPassError(module, passName); };
+  ParserConfig config(module.getContext());
+  OwningOpRef<ModuleOp> file = parseSourceFile<ModuleOp>(library, config);
+  if (!file)
+    return fail() << "cannot read the hook library '" << library
+                  << "' (see the error above)";
+  auto function = file->lookupSymbol<func::FuncOp>(name);
+  if (!function)
+    return fail() << "the hook library '" << library
+                  << "' has no function @" << name;
+  if (module.lookupSymbol(name))
+    return fail() << "the module already has a symbol @" << name
+                  << "; the hook comes from '" << library << "'";
+  OpBuilder builder(module.getContext());
+  builder.setInsertionPointToEnd(module.getBody());
+  // The states it names, unless the module declares them the same way.
+  SmallVector<StringAttr> names;
+  function.walk([&](Operation *op) {
+    if (auto load = dyn_cast<StateLoadOp>(op))
+      names.push_back(load.getStateAttr().getAttr());
+    else if (auto store = dyn_cast<StateStoreOp>(op))
+      names.push_back(store.getStateAttr().getAttr());
+  });
+  for (StringAttr stateName : names) {
+    auto state = file->lookupSymbol<StateOp>(stateName);
+    if (!state)
+      continue; // reported with the hook's other errors
+    if (auto existing = module.lookupSymbol<StateOp>(stateName)) {
+      if (existing.getType() != state.getType())
+        return fail() << "the module's state @" << stateName.getValue()
+                      << " has type " << existing.getType()
+                      << " but the hook library's has " << state.getType();
+      continue;
+    }
+    builder.clone(*state);
+  }
+  builder.clone(*function);
   return success();
 }
 
@@ -224,7 +271,7 @@ struct DDPApplyHookPass : public ddp::impl::DDPApplyHookBase<DDPApplyHookPass> {
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    HookScheme scheme(hook, getArgument());
+    HookScheme scheme(hook, from, getArgument());
     FailureOr<unsigned> count = applyCompressionScheme(
         module, scheme, BucketFilter{buckets}, getArgument());
     if (failed(count))

@@ -153,6 +153,9 @@ def DDPApplyHook : Pass<"ddp-apply-hook", "::mlir::ModuleOp"> {
   let options = [
     Option<"hook", "hook", "std::string", "\"\"",
            "The hook function's name (required)">,
+    Option<"from", "from", "std::string", "\"\"",
+           "Take the hook (and the states it uses) from this .mlir file "
+           "instead of the module (default: the module)">,
     Option<"buckets", "buckets", "std::string", "\"\"",
            "Only buckets with a gradient whose name matches this regular "
            "expression (default: every bucket)">
