@@ -48,6 +48,13 @@ CONFIGS = {
     "powersgd-r1-noef": dict(method="powersgd", rank=1, error_feedback=False),
     "powersgd-r2-noef": dict(method="powersgd", rank=2, error_feedback=False),
     "powersgd-r4-noef": dict(method="powersgd", rank=4, error_feedback=False),
+    # PyTorch's quantization hooks (ddp-opt --insert-quantization): uint8
+    # with a min-max scale per bucket, or per channel of 512 elements.
+    "quant-pertensor": dict(method="quantization", channel_size=None),
+    "quant-perchannel": dict(method="quantization", channel_size=512),
+    # A user's own hook, written in MLIR (examples/hooks/sign_ef_hook.mlir,
+    # ddp-opt --ddp-apply-hook): error-feedback scaled sign.
+    "sign-ef": dict(method="sign-ef"),
 }
 
 # PowerSGD's warm-up: plain averaged allreduces before this step

@@ -208,6 +208,96 @@ class PowerSGD:
         return approx
 
 
+def flat_bucket(grads_of_rank):
+    """The one bucket ddp-bucketize makes of the step's gradients, flat
+    (GradBucket.buffer()): in the order backward produces them."""
+    return np.concatenate([grads_of_rank[k].ravel() for k in mlp.ALLREDUCE_ORDER])
+
+
+def unflatten(flat, like):
+    out, offset = {}, 0
+    for k in mlp.ALLREDUCE_ORDER:
+        size = like[k].size
+        out[k] = flat[offset:offset + size].reshape(like[k].shape)
+        offset += size
+    return out
+
+
+class Quantization:
+    """quantization_pertensor_hook / quantization_perchannel_hook (PyTorch
+    1.13) over the one bucket, in float32 and in PyTorch's order of
+    operations (docs/pytorch-comparison.md): per channel of K elements (the
+    whole bucket per tensor; zero padding to C = N // K + 1 channels per
+    channel), min-max scale and zero point, uint8 payload, dequantized and
+    summed in rank order, divided by W."""
+
+    def __init__(self, channel_size):
+        self.channel_size = channel_size
+
+    def layout(self, n):
+        if self.channel_size is None:
+            return 1, n
+        return n // self.channel_size + 1, self.channel_size
+
+    def elements_sent(self, shapes):
+        c, k = self.layout(sum(int(np.prod(s)) for s in shapes))
+        return 2 * c + c * k
+
+    def bytes_sent(self, shapes):
+        c, k = self.layout(sum(int(np.prod(s)) for s in shapes))
+        return 8 * c + c * k
+
+    def reduce(self, grads):
+        f32 = np.float32
+        flats = [flat_bucket(g) for g in grads]
+        n = flats[0].size
+        c, k = self.layout(n)
+        parts = []
+        for x in flats:
+            x = np.concatenate([x, np.zeros(c * k - n, f32)]).reshape(c, k)
+            low = np.minimum(x.min(axis=1), f32(0))
+            high = np.maximum(x.max(axis=1), f32(0))
+            scale = np.maximum((high - low) / f32(255), f32(2.0 ** -23))
+            zero = np.clip(0 - np.rint(low / scale).astype(np.int32), 0, 255).astype(f32)
+            q = np.clip(np.rint(x / scale[:, None]) + zero[:, None], 0, 255).astype(np.uint8)
+            parts.append((scale, zero, q))
+        total = np.zeros((c, k), f32)
+        for scale, zero, q in parts:
+            total = total + scale[:, None] * (q.astype(f32) - zero[:, None])
+        return unflatten(total.ravel()[:n] / f32(len(grads)), grads[0])
+
+
+class SignEF:
+    """examples/hooks/sign_ef_hook.mlir: each rank sends mean(|m|) and
+    sign(m) of m = g + e (one f32, one i8 per element) and keeps
+    e = m - mean(|m|) * sign(m); the result is the ranks' mean of their
+    scaled signs."""
+
+    def __init__(self):
+        self.errors = None
+
+    def elements_sent(self, shapes):
+        return 1 + sum(int(np.prod(s)) for s in shapes)
+
+    def bytes_sent(self, shapes):
+        return 4 + sum(int(np.prod(s)) for s in shapes)
+
+    def reduce(self, grads):
+        f32 = np.float32
+        flats = [flat_bucket(g) for g in grads]
+        if self.errors is None:
+            self.errors = [np.zeros_like(x) for x in flats]
+        total = np.zeros_like(flats[0])
+        for r, x in enumerate(flats):
+            m = x + self.errors[r]
+            # The compiled loop adds in order (cumsum does; sum is pairwise).
+            scale = np.cumsum(np.abs(m), dtype=f32)[-1] / f32(m.size)
+            signs = np.where(m >= 0, f32(1), f32(-1))
+            self.errors[r] = m - signs * scale
+            total = total + signs * scale
+        return unflatten(total / f32(len(grads)), grads[0])
+
+
 def make_reducer(config, seed, initial_q="runtime"):
     """The gradient averaging of a configuration in mlp.CONFIGS."""
     spec = mlp.CONFIGS[config]
@@ -215,6 +305,10 @@ def make_reducer(config, seed, initial_q="runtime"):
         return ExactMean()
     if spec["method"] == "fp16":
         return Fp16Mean()
+    if spec["method"] == "quantization":
+        return Quantization(spec["channel_size"])
+    if spec["method"] == "sign-ef":
+        return SignEF()
     return PowerSGD(spec["rank"], spec["error_feedback"], mlp.POWERSGD_START_ITER, seed, initial_q)
 
 

@@ -104,16 +104,22 @@ def number(value, fmt):
 def table(runs, x_test, y_test, epoch):
     exact = next((r for r in runs if r.name == "exact"), None)
     exact_sent = exact.stats.get("elements_sent_per_step") if exact else None
+    exact_bytes = exact.stats.get("bytes_sent_per_step") if exact else None
     lines = ["| config | test accuracy % | elements sent per step per rank "
-             "| ratio vs exact | bytes sent per step per rank | time per step (ms) "
-             "| loss, last epoch |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             "| ratio vs exact | bytes sent per step per rank | bytes ratio vs exact "
+             "| time per step (ms) | loss, last epoch |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def ratio(reference, value):
+        return f"{reference / value:.2f}x" if reference and value else "n/a"
+
     for run in runs:
         sent = run.stats.get("elements_sent_per_step")
-        ratio = f"{exact_sent / sent:.2f}x" if exact_sent and sent else "n/a"
+        sent_bytes = run.stats.get("bytes_sent_per_step")
         accuracy = 100 * mlp.accuracy(run.weights, x_test, y_test)
-        lines.append(f"| {run.name} | {accuracy:.2f} | {number(sent, ',')} | {ratio} | "
-                     f"{number(run.stats.get('bytes_sent_per_step'), ',')} | "
+        lines.append(f"| {run.name} | {accuracy:.2f} | {number(sent, ',')} | "
+                     f"{ratio(exact_sent, sent)} | {number(sent_bytes, ',')} | "
+                     f"{ratio(exact_bytes, sent_bytes)} | "
                      f"{number(run.stats.get('ms_per_step'), '.2f')} | "
                      f"{run.losses[-epoch:].mean():.4f} |")
     return "\n".join(lines)
@@ -126,6 +132,11 @@ def line_style(name):
         return dict(color="black", linewidth=2.0)
     if name == "fp16":
         return dict(color="0.55", linestyle=":", linewidth=2.0)
+    if name.startswith("quant-"):
+        return dict(color="tab:purple", linestyle="-" if name.endswith("pertensor") else "--",
+                    linewidth=1.3)
+    if name == "sign-ef":
+        return dict(color="tab:orange", linewidth=1.3)
     match = re.match(r"powersgd-r(\d+)(-noef)?$", name)
     if not match:
         return {}

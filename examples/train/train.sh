@@ -8,8 +8,8 @@
 #
 #   bash examples/train/train.sh [--dry-run] [CONFIG...]
 #
-# CONFIG: exact fp16 powersgd-r{1,2,4} powersgd-r{1,2,4}-noef (default: all
-# eight). --dry-run prepares the data and compiles every step function but
+# CONFIG: exact fp16 powersgd-r{1,2,4} powersgd-r{1,2,4}-noef quant-pertensor
+# quant-perchannel sign-ef (default: all eleven). --dry-run prepares the data and compiles every step function but
 # prints the ddp-run commands instead of running them.
 # Environment: DDP_OPT (default build/bin/ddp-opt), DDP_RUN (default
 # build/bin/ddp-run), PYTHON (default /usr/bin/python3, with numpy,
@@ -48,19 +48,33 @@ fi
 CONFIGS=("$@")
 if ((${#CONFIGS[@]} == 0)); then
   CONFIGS=(exact fp16 powersgd-r1 powersgd-r2 powersgd-r4
-           powersgd-r1-noef powersgd-r2-noef powersgd-r4-noef)
+           powersgd-r1-noef powersgd-r2-noef powersgd-r4-noef
+           quant-pertensor quant-perchannel sign-ef)
 fi
 
-# compress_options CONFIG: the --ddp-compress options of a configuration.
-compress_options() {
+# compile_args CONFIG: ddp-opt's passes for a configuration, one per line.
+# PowerSGD and fp16 are options of --ddp-compress; the bucket schemes
+# (quantization, the user's hook) rewrite the bucket first, then
+# --ddp-compress fuses and schedules.
+compile_args() {
   case "$1" in
-    exact) echo "narrow=none" ;;
-    fp16) echo "narrow=fp16" ;;
+    exact) echo "--ddp-compress=narrow=none" ;;
+    fp16) echo "--ddp-compress=narrow=fp16" ;;
+    quant-pertensor | quant-perchannel)
+      printf '%s\n' --ddp-bucketize "--insert-quantization=granularity=${1#quant-}" \
+        | sed 's/granularity=pertensor/granularity=per-tensor/; s/granularity=perchannel/granularity=per-channel/'
+      echo "--ddp-compress=narrow=none"
+      ;;
+    sign-ef)
+      printf '%s\n' --ddp-bucketize \
+        "--ddp-apply-hook=hook=sign_ef_hook from=examples/hooks/sign_ef_hook.mlir" \
+        "--ddp-compress=narrow=none"
+      ;;
     *)
       if [[ "$1" =~ ^powersgd-r([0-9]+)(-noef)?$ ]]; then
         local options="powersgd-rank=${BASH_REMATCH[1]} start-iter=$START_ITER seed=$SEED"
         [ -n "${BASH_REMATCH[2]}" ] && options+=" error-feedback=false"
-        echo "$options"
+        echo "--ddp-compress=$options"
       else
         echo "train.sh: unknown configuration '$1'" >&2
         return 1
@@ -70,7 +84,7 @@ compress_options() {
 }
 
 for config in "${CONFIGS[@]}"; do
-  compress_options "$config" >/dev/null
+  compile_args "$config" >/dev/null
 done
 if ((!DRY_RUN)) && [ ! -x "$DDP_RUN" ]; then
   echo "train.sh: $DDP_RUN not found; build it (ninja -C build ddp-run) or set DDP_RUN" >&2
@@ -90,12 +104,14 @@ echo "   $NB steps per epoch, $STEPS steps"
 "$PYTHON" "$HERE/gen_mlp_step.py" --hidden "$HIDDEN" --batch "$BATCH" --lr "$LR" \
   -o "$WORK_DIR/step.mlir"
 
-echo "== compile: ddp-opt --ddp-compress (plans in $RUNS/<config>/plan.txt)"
+echo "== compile: ddp-opt (plans in $RUNS/<config>/plan.txt)"
 for config in "${CONFIGS[@]}"; do
-  options="$(compress_options "$config")"
+  mapfile -t args < <(compile_args "$config")
   mkdir -p "$RUNS/$config"
-  "$DDP_OPT" "$WORK_DIR/step.mlir" --ddp-compress="$options" \
+  "$DDP_OPT" "$WORK_DIR/step.mlir" "${args[@]}" \
     --ddp-compression-report="output=$RUNS/$config/plan.txt" -o "$RUNS/$config/step.mlir"
+  options="${args[*]}"
+  options="${options//--ddp-compress=/}"
   printf '   %-17s %-59s %s\n' "$config" "$options" "$(tail -n 1 "$RUNS/$config/plan.txt")"
 done
 
