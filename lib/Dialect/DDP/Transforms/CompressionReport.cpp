@@ -193,12 +193,17 @@ static Row describeSchemeBucket(FlattenOp flatten) {
   row.dtype = typeName(type.getElementType());
   row.numelBefore = numElements(type);
   row.bytesBefore = numBytes(type);
-  std::string names;
-  for (auto [i, input] : llvm::enumerate(flatten.getInputs())) {
+  // A bucket of a real model has dozens of gradients: the first and the
+  // last name it (they are distinct per bucket).
+  SmallVector<std::string> all;
+  for (Value input : flatten.getInputs()) {
     Value source = input;
     traceSource(source);
-    names += (i ? "," : "") + describeValue(source);
+    all.push_back(describeValue(source));
   }
+  std::string names = all.size() <= 4
+                          ? llvm::join(all, ",")
+                          : all.front() + ",...," + all.back();
   row.tensors = flatten.getInputs().size();
   row.where = "bucket of " + std::to_string(row.tensors) + " [" + names + "]";
   row.sentAs = "-";
