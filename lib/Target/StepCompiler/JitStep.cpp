@@ -9,7 +9,9 @@
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
 
 using namespace mlir;
 
@@ -22,8 +24,24 @@ llvm::Expected<std::unique_ptr<ExecutionEngine>> mlir::ddp::jitCompileStep(
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   ExecutionEngineOptions engineOptions;
-  auto optimize = makeOptimizingTransformer(2, 0, nullptr);
-  engineOptions.transformer = optimize;
+  // Optimized for this machine's CPU (the JIT's code generator targets it
+  // too): without a target machine the optimizer does not know the vector
+  // width, and the loops of compiled compute (a quantizer's, a model's)
+  // stay scalar. Floating-point results do not change: nothing allows
+  // reassociation or contraction.
+  auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!builder)
+    return stepError("cannot describe this machine: " +
+                     llvm::toString(builder.takeError()));
+  auto machine = builder->createTargetMachine();
+  if (!machine)
+    return stepError("cannot target this machine: " +
+                     llvm::toString(machine.takeError()));
+  std::shared_ptr<llvm::TargetMachine> host = std::move(*machine);
+  auto optimize = makeOptimizingTransformer(2, 0, host.get());
+  engineOptions.transformer = [host, optimize](llvm::Module *module) {
+    return optimize(module);
+  };
   engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
   auto engine = ExecutionEngine::create(lowered, engineOptions);
   if (!engine)

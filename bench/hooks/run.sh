@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+# Bucket schemes side by side: ResNet-18's gradient sync (62 tensors, 11.7 M
+# f32 elements, DDP's 25 MiB buckets) on 2 ranks, time per step with plain
+# allreduce, fp16, PyTorch's per-tensor quantization hook (our default
+# one-allgather exchange and PyTorch's two-allgather one) and the user
+# guide's sign hook, on loopback and on simulated 1 and 10 Gb/s links (a
+# model of a link in the runtime, not a network: ddp-run --simulated-link).
+#   bash bench/hooks/run.sh [steps]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+STEPS="${1:-5}"
+BUILD_DIR="${BUILD_DIR:-build}"
+OPT="$BUILD_DIR/bin/ddp-opt"
+RUN="$BUILD_DIR/bin/ddp-run"
+WORK="$BUILD_DIR/bench-hooks"
+rm -rf "$WORK" && mkdir -p "$WORK/data"
+MODEL=examples/resnet18_grads.mlir
+
+# Gradients: one standard-normal tensor per argument and rank.
+/usr/bin/python3 - "$MODEL" "$WORK/data" <<'PY'
+import re, sys
+import numpy as np
+text = open(sys.argv[1]).read()
+for r in range(2):
+    rng = np.random.default_rng(r)
+    for shape, name in re.findall(r'tensor<([0-9x]+)xf32> loc\("([^"]+)"\)', text):
+        dims = [int(d) for d in shape.split("x")]
+        np.save(f"{sys.argv[2]}/{name}.r{r}.npy", rng.standard_normal(dims).astype(np.float32))
+PY
+
+declare -A PASSES=(
+  [plain]="--ddp-compress=narrow=none"
+  [fp16]="--ddp-compress=narrow=fp16"
+  [quant-fused]="--ddp-bucketize --insert-quantization --ddp-compress=narrow=none"
+  [quant-pytorch]="--ddp-bucketize --insert-quantization=exchange=pytorch --ddp-compress=narrow=none"
+  [sign-ef]="--ddp-bucketize --ddp-apply-hook=hook=sign_ef_hook%from=examples/hooks/sign_ef_hook.mlir --ddp-compress=narrow=none"
+)
+CONFIGS=(plain fp16 quant-fused quant-pytorch sign-ef)
+for config in "${CONFIGS[@]}"; do
+  read -r -a args <<<"${PASSES[$config]}"
+  args=("${args[@]//%/ }")
+  "$OPT" "$MODEL" "${args[@]}" --mlir-print-debuginfo -o "$WORK/$config.mlir"
+done
+
+echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), source $(git rev-parse --short HEAD)"
+echo "| config | bytes per rank and step | loopback ms | 10 Gb/s (sim) ms | 1 Gb/s (sim) ms |"
+echo "|---|---:|---:|---:|---:|"
+for config in "${CONFIGS[@]}"; do
+  row="| $config"
+  first=1
+  for link in "" "10,20" "1,50"; do
+    json="$WORK/$config.${link:-loopback}.json"
+    extra=()
+    [ -n "$link" ] && extra=(--simulated-link="$link")
+    "$RUN" --np=2 "$WORK/$config.mlir" --steps="$STEPS" --quiet \
+      --input="$WORK/data/{name}.r{rank}.npy" --summary-json="$json" "${extra[@]}" >/dev/null
+    read -r bytes ms < <(/usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); \
+print(d['bytes_sent_per_step'], d['ms_per_step'])" "$json")
+    ((first)) && row+=" | $bytes"
+    first=0
+    row+=" | $ms"
+  done
+  echo "$row |"
+done
