@@ -112,9 +112,18 @@ Error gather(Collectives &collectives, const Gathering &gathering) {
   size_t block = 0;
   for (const ddprt_buffer &input : gathering.inputs)
     block += bytesOf(input);
-  // Not zero-filled: every byte is written before it is read.
-  std::unique_ptr<char[]> sent(new char[block]),
-      received(new char[block * size_t(collectives.size())]);
+  // Kept from call to call (per thread: the caller may run queued work):
+  // a step gathers the same sizes every time, and fresh pages cost a page
+  // fault each. Not zero-filled: every byte is written before it is read.
+  thread_local std::vector<char> sentBuffer, receivedBuffer;
+  if (sentBuffer.size() < block)
+    sentBuffer.resize(block);
+  if (receivedBuffer.size() < block * size_t(collectives.size()))
+    receivedBuffer.resize(block * size_t(collectives.size()));
+  struct Span {
+    char *data;
+    char *get() const { return data; }
+  } sent{sentBuffer.data()}, received{receivedBuffer.data()};
   size_t offset = 0;
   for (const ddprt_buffer &input : gathering.inputs) {
     if (bytesOf(input) > 0)
