@@ -4,9 +4,11 @@
 # docs/user-guide.md shows ("A compression scheme in C++ (a pass plugin)":
 # its CMake block as written, with RandomK.cpp) against that prefix only, and
 # uses it as the guide does: ddp-opt --load-pass-plugin compresses step.mlir
-# (the report's rows, the IR), lowers it, and ddp-run runs it on 2 MPI ranks
-# for 3 steps, checked against a NumPy model of random-k (check.py); bad
-# options and a missing plugin fail with a message. Part of scripts/test.sh.
+# (the report's rows, the IR), lowers it, upstream mlir-opt runs it after the
+# installed DDPPlugin.so, and ddp-run runs the compressed module on 2 MPI
+# ranks for 3 steps, checked against a NumPy model of random-k (check.py);
+# bad options and a missing plugin fail with a message. Part of
+# scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR="${BUILD_DIR:-build}"
@@ -67,6 +69,13 @@ $FILECHECK --check-prefix=IR "$HERE/expected.txt" < "$WORK/step.rk.mlir"
 pass
 "${opt[@]}" --insert-random-k=ratio=0.25 --ddp-lower-to-llvm "$HERE/step.mlir" 2>/dev/null |
   $FILECHECK --check-prefix=LOWER "$HERE/expected.txt"
+pass
+# Upstream mlir-opt, the ddp code coming from the installed DDPPlugin.so.
+/usr/lib/llvm-22/bin/mlir-opt --load-dialect-plugin="$PREFIX/lib/DDPPlugin.so" \
+  --load-pass-plugin="$PREFIX/lib/DDPPlugin.so" --load-pass-plugin="$plugin" \
+  -p 'builtin.module(insert-random-k{ratio=0.25},ddp-compression-report)' \
+  "$HERE/step.mlir" -o /dev/null 2>"$WORK/mlir-opt.txt"
+$FILECHECK --check-prefix=REPORT "$HERE/expected.txt" < "$WORK/mlir-opt.txt"
 pass
 
 # 3 steps on 2 ranks, with the installed ddp-run (no plugin needed: the
