@@ -18,8 +18,9 @@ HASH = (".py", ".sh", ".cmake", ".in", "CMakeLists.txt")
 SKIP_DIRS = {".git", "build", ".gtest", ".gpu-step", "__pycache__", "Inputs",
              "images"}
 # Files a document quotes whole, which readers copy into their own projects
-# (examples/embed/test.sh compares the user guide's CMake block with it).
-QUOTED = {os.path.join("examples", "embed", "CMakeLists.txt")}
+# (examples/*/test.sh compare the user guide's CMake blocks with them).
+QUOTED = {os.path.join("examples", "embed", "CMakeLists.txt"),
+          os.path.join("examples", "compression-plugin", "CMakeLists.txt")}
 TOP = ("include", "lib", "runtime", "tools", "test", "scripts", "bench",
        "examples", "cmake", ".ci")
 

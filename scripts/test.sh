@@ -3,7 +3,8 @@
 # The whole test suite: installs and builds what is missing, then runs every
 # lit test (dialect, passes, pipelines, bad input, random modules) and the
 # runtime's GoogleTest tests (on 1 rank and on 4 MPI ranks), and builds the
-# embedding example against a fresh install of the package.
+# embedding example and the compression plugin against a fresh install of
+# the package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -24,8 +25,10 @@ BUILD_DIR="${BUILD_DIR:-build}"
 # configures; configure again now that they are installed.
 cmake "$BUILD_DIR" >/dev/null
 cmake --build "$BUILD_DIR" --target check-ddp
-# An out-of-tree compiler built against the installed package only.
+# An out-of-tree compiler built against the installed package only, and a
+# pass plugin that ddp-opt loads (run on 2 MPI ranks).
 bash examples/embed/test.sh
+bash examples/compression-plugin/test.sh
 cmake --build "$BUILD_DIR" --target check-runtime
 # The runtime again under ASan+UBSan (scripts/sanitize.sh --all adds the
 # compiler and the lit suite; too slow for every run).
