@@ -79,6 +79,21 @@ OperationState withOperands(Operation *op, ValueRange operands,
   return state;
 }
 
+/// Replaces `op` by the same op on `operands` with result `types` (more
+/// static), cast back to the old types for its users.
+void replaceRefined(PatternRewriter &rewriter, Operation *op,
+                    ValueRange operands, TypeRange types) {
+  Operation *refined = rewriter.create(withOperands(op, operands, types));
+  SmallVector<Value> replacements;
+  for (auto [old, now] : llvm::zip(op->getResults(), refined->getResults()))
+    replacements.push_back(
+        old.getType() == now.getType()
+            ? Value(now)
+            : tensor::CastOp::create(rewriter, op->getLoc(), old.getType(), now)
+                  .getResult());
+  rewriter.replaceOp(op, replacements);
+}
+
 /// An op whose results have the shape of its tensor operands (elementwise
 /// arith/math, ddp.scale/cast/allreduce, ...) and whose operand is a
 /// tensor.cast from a static type: the op on the static type, cast back.
@@ -137,17 +152,7 @@ struct RefineFromCast : RewritePattern {
     }
     if (resultTypes == SmallVector<Type>(op->getResultTypes()))
       return failure();
-    Operation *refined =
-        rewriter.create(withOperands(op, operands, resultTypes));
-    SmallVector<Value> replacements;
-    for (auto [old, now] : llvm::zip(op->getResults(), refined->getResults()))
-      replacements.push_back(old.getType() == now.getType()
-                                 ? Value(now)
-                                 : tensor::CastOp::create(rewriter,
-                                                          op->getLoc(),
-                                                          old.getType(), now)
-                                       .getResult());
-    rewriter.replaceOp(op, replacements);
+    replaceRefined(rewriter, op, operands, resultTypes);
     return success();
   }
 };
@@ -181,16 +186,7 @@ struct RefineInferredFromCast
     for (auto [old, now] : llvm::zip(op->getResultTypes(), types))
       if (!tensor::CastOp::areCastCompatible(old, now))
         return failure();
-    Operation *created = rewriter.create(withOperands(op, operands, types));
-    SmallVector<Value> replacements;
-    for (auto [old, now] : llvm::zip(op->getResults(), created->getResults()))
-      replacements.push_back(old.getType() == now.getType()
-                                 ? Value(now)
-                                 : tensor::CastOp::create(rewriter,
-                                                          op->getLoc(),
-                                                          old.getType(), now)
-                                       .getResult());
-    rewriter.replaceOp(op, replacements);
+    replaceRefined(rewriter, op, operands, types);
     return success();
   }
 };
