@@ -16,6 +16,8 @@
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Parser/Parser.h"
@@ -146,33 +148,40 @@ LogicalResult HookScheme::import(ModuleOp module) {
                   << "' (see the error above)";
   auto function = file->lookupSymbol<func::FuncOp>(name);
   if (!function)
-    return fail() << "the hook library '" << library
-                  << "' has no function @" << name;
+    return fail() << "the hook library '" << library << "' has no function @"
+                  << name;
   if (module.lookupSymbol(name))
     return fail() << "the module already has a symbol @" << name
                   << "; the hook comes from '" << library << "'";
   OpBuilder builder(module.getContext());
   builder.setInsertionPointToEnd(module.getBody());
-  // The states it names, unless the module declares them the same way.
-  SmallVector<StringAttr> names;
-  function.walk([&](Operation *op) {
-    if (auto load = dyn_cast<StateLoadOp>(op))
-      names.push_back(load.getStateAttr().getAttr());
-    else if (auto store = dyn_cast<StateStoreOp>(op))
-      names.push_back(store.getStateAttr().getAttr());
-  });
-  for (StringAttr stateName : names) {
-    auto state = file->lookupSymbol<StateOp>(stateName);
-    if (!state)
-      continue; // reported with the hook's other errors
-    if (auto existing = module.lookupSymbol<StateOp>(stateName)) {
-      if (existing.getType() != state.getType())
-        return fail() << "the module's state @" << stateName.getValue()
-                      << " has type " << existing.getType()
-                      << " but the hook library's has " << state.getType();
+  // What the hook names, transitively: its states and the functions it
+  // calls (and theirs), unless the module declares the same.
+  SmallVector<Operation *> worklist{function};
+  llvm::SmallPtrSet<Operation *, 8> copied{function};
+  while (!worklist.empty()) {
+    Operation *from = worklist.pop_back_val();
+    std::optional<SymbolTable::UseRange> uses =
+        SymbolTable::getSymbolUses(from);
+    if (!uses)
       continue;
+    for (const SymbolTable::SymbolUse &use : *uses) {
+      StringAttr symbol = use.getSymbolRef().getRootReference();
+      Operation *definition = file->lookupSymbol(symbol);
+      if (!definition || !copied.insert(definition).second)
+        continue; // undefined ones are reported with the hook's errors
+      if (Operation *existing = module.lookupSymbol(symbol)) {
+        auto state = dyn_cast<StateOp>(definition);
+        auto same = dyn_cast<StateOp>(existing);
+        if (state && same && state.getType() == same.getType())
+          continue;
+        return fail() << "the module's @" << symbol.getValue()
+                      << " differs from the hook library's ('" << library
+                      << "'), which the hook uses";
+      }
+      builder.clone(*definition);
+      worklist.push_back(definition);
     }
-    builder.clone(*state);
   }
   builder.clone(*function);
   return success();
@@ -250,8 +259,28 @@ FailureOr<Value> HookScheme::reduce(BucketBuilder &b, Value flat) {
   }
 
   Value result = mapping.lookup(body.getTerminator()->getOperand(0));
-  if (result.getType() != hookFlat)
+  if (result.getType() != hookFlat) {
+    // A hook must return the bucket's size. Where that is not known until
+    // the shapes are refined, an assertion says it; refined to a constant,
+    // a false one is an error of the pass (applyCompressionScheme).
+    auto resultType = cast<RankedTensorType>(result.getType());
+    if (!resultType.isDynamicDim(0) && resultType.getDimSize(0) != n)
+      return AllReduceOp(bucket.allreduce).emitError()
+             << passName << ": the hook @" << name << " returns " << resultType
+             << " for a bucket of " << n << " elements";
+    if (resultType.isDynamicDim(0)) {
+      Value size = tensor::DimOp::create(b, result, 0);
+      Value expected = arith::ConstantIndexOp::create(b, n);
+      Value same =
+          arith::CmpIOp::create(b, arith::CmpIPredicate::eq, size, expected);
+      cf::AssertOp::create(b, same,
+                           "the hook @" + name +
+                               " returns a tensor of another size than the "
+                               "bucket's " +
+                               std::to_string(n) + " elements");
+    }
     result = tensor::CastOp::create(b, hookFlat, result);
+  }
   if (hookFlat != bucket.flatType)
     result = CastOp::create(b, TypeRange{bucket.flatType}, ValueRange{result},
                             WorldScaleAttr())

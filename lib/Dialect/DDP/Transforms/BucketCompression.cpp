@@ -17,7 +17,9 @@
 #include "ddp/Conversion/ShardToDDP/ShardToDDP.h"
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
 
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Rewrite/FrozenRewritePatternSet.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -39,19 +41,22 @@ BucketBuilder::BucketBuilder(const Bucket &bucket, Location loc,
     : ImplicitLocOpBuilder(loc, builder), bucket(bucket), symbols(symbols) {}
 
 FlatSymbolRefAttr BucketBuilder::getState(StringRef base, Type type) {
+  auto key = std::make_pair(StringAttr::get(getContext(), base), type);
+  if (FlatSymbolRefAttr known = states.lookup(key))
+    return known;
   func::FuncOp function = bucket.function;
   std::string name =
       (base + "." + function.getSymName() + "." + Twine(bucket.index)).str();
-  if (auto existing = symbols.lookup<StateOp>(name))
-    if (existing.getType() == type)
-      return FlatSymbolRefAttr::get(existing.getSymNameAttr());
   OpBuilder builder(getContext());
   auto module = cast<ModuleOp>(symbols.getOp());
   builder.setInsertionPointToStart(module.getBody());
   auto state = StateOp::create(builder, getLoc(), builder.getStringAttr(name),
                                TypeAttr::get(type));
-  // A name taken by something else gets a unique suffix.
-  return FlatSymbolRefAttr::get(symbols.insert(state));
+  // Never another bucket's state: a name already taken (a scheme applied
+  // before, a user's state) gets a unique suffix.
+  auto symbol = FlatSymbolRefAttr::get(symbols.insert(state));
+  states[key] = symbol;
+  return symbol;
 }
 
 //===----------------------------------------------------------------------===//
@@ -244,6 +249,8 @@ private:
   SymbolTable symbols;
   FrozenRewritePatternSet patterns;
   std::optional<llvm::Regex> regex;
+  /// Whether some bucket's names matched `regex`.
+  bool anySelected = false;
 };
 } // namespace
 
@@ -269,6 +276,11 @@ LogicalResult Applier::run(const BucketFilter &filter, unsigned &compressed) {
       if (failed(rewrite(function, allreduce, nextIndex, compressed)))
         return failure();
   }
+  // A pattern that takes nothing is most likely a typo.
+  if (regex && !anySelected)
+    emitWarning(module.getLoc())
+        << passName << ": buckets='" << filter.pattern
+        << "' matches no gradient's name: no bucket was changed";
   return success();
 }
 
@@ -310,6 +322,7 @@ LogicalResult Applier::rewrite(func::FuncOp function, AllReduceOp allreduce,
       llvm::append_range(plain, group.indices);
       continue;
     }
+    anySelected = true;
     if (std::string why = scheme.whyNot(bucket); !why.empty()) {
       allreduce.emitRemark()
           << passName << " leaves a bucket of " << group.indices.size()
@@ -334,11 +347,14 @@ LogicalResult Applier::rewrite(func::FuncOp function, AllReduceOp allreduce,
              << passName << ": the scheme '" << scheme.getName()
              << "' returned " << mean->getType() << " for a bucket of type "
              << bucket.flatType;
-    // The scheme's collectives are not gradients for later passes.
-    for (Operation *op : inserted.ops)
-      if (auto inner = dyn_cast<AllReduceOp>(op);
-          inner && inner.getRole() == CommRole::gradient)
+    // The scheme's collectives are what the bucket sends (the report and
+    // the counters), and not gradients for later passes.
+    for (Operation *op : inserted.ops) {
+      if (auto inner = dyn_cast<AllReduceOp>(op))
         inner.setRole(CommRole::compressed);
+      else if (auto gather = dyn_cast<AllGatherOp>(op))
+        gather.setRole(CommRole::compressed);
+    }
     // A shape-generic scheme (a hook) gets the bucket's static shapes.
     GreedyRewriteConfig config;
     config.setStrictness(GreedyRewriteStrictness::ExistingAndNewOps);
@@ -354,6 +370,19 @@ LogicalResult Applier::rewrite(func::FuncOp function, AllReduceOp allreduce,
     auto unflatten = UnflattenOp::create(rewriter, loc, types, result);
     // After the uses of the mean exist: the rewrites keep them up to date.
     (void)applyOpPatternsGreedily(inserted.ops, patterns, config);
+    // An assertion of the scheme's that the refined shapes make false
+    // (a hook returning another size) is an error here, not at run time.
+    std::optional<std::string> failedAssertion;
+    for (Operation *op = flat.getDefiningOp(); op && op != unflatten;
+         op = op->getNextNode())
+      op->walk([&](cf::AssertOp assertion) {
+        if (matchPattern(assertion.getArg(), m_Zero()))
+          failedAssertion = assertion.getMsg().str();
+      });
+    if (failedAssertion)
+      return allreduce.emitError()
+             << passName << ": " << *failedAssertion << " (bucket of "
+             << llvm::join(bucket.names, ", ") << ")";
     for (auto [i, value] : llvm::zip(group.indices, unflatten.getResults()))
       replacements[i] = value;
     ++compressed;

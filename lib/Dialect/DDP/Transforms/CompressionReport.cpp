@@ -201,9 +201,8 @@ static Row describeSchemeBucket(FlattenOp flatten) {
     traceSource(source);
     all.push_back(describeValue(source));
   }
-  std::string names = all.size() <= 4
-                          ? llvm::join(all, ",")
-                          : all.front() + ",...," + all.back();
+  std::string names = all.size() <= 4 ? llvm::join(all, ",")
+                                      : all.front() + ",...," + all.back();
   row.tensors = flatten.getInputs().size();
   row.where = "bucket of " + std::to_string(row.tensors) + " [" + names + "]";
   row.sentAs = "-";

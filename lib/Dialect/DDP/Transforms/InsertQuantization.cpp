@@ -65,11 +65,13 @@ public:
   std::string whyNot(const Bucket &bucket) const override {
     if (!bucket.getElementType().isF32())
       return "quantization takes float32 buckets, as PyTorch's hooks do";
-    int64_t channels = 0, padded = 0;
+    int64_t channels = 0, padded = 0, bytes = 0;
     if (perChannel && (llvm::AddOverflow(bucket.getNumElements() / channelSize,
                                          int64_t(1), channels) ||
-                       llvm::MulOverflow(channels, channelSize, padded)))
-      return "its padded size overflows a 64-bit count";
+                       llvm::MulOverflow(channels, channelSize, padded) ||
+                       llvm::MulOverflow(padded, int64_t(4), bytes)))
+      return "padded to channels of " + std::to_string(channelSize) +
+             " elements it would hold more bytes than a 64-bit count";
     return "";
   }
 

@@ -23,3 +23,7 @@ func.func @step(%w: tensor<2x4xf32> loc("fc1.weight"), %b: tensor<4xf32> loc("fc
   %v2 = ddp.allreduce mean %v : tensor<8xf32>
   return %w2, %b2, %v2 : tensor<2x4xf32>, tensor<4xf32>, tensor<8xf32>
 }
+
+// A pattern that matches nothing changes nothing, with a warning.
+// RUN: ddp-opt %s --ddp-apply-hook="hook=h8 buckets=^fc3" 2>&1 | FileCheck %s --check-prefix=NONE
+// NONE: warning: ddp-apply-hook: buckets='^fc3' matches no gradient's name: no bucket was changed

@@ -36,3 +36,18 @@ func.func @user(%g: tensor<?xf32>) -> tensor<?xf32> {
 // CHECK: error: ddp-apply-hook: the hook @h has no body
 func.func private @h(%g: tensor<?xf32>) -> tensor<?xf32>
 
+
+// -----
+
+// A hook that returns another size than its bucket's: an error of the pass
+// once the shapes are known, not an out-of-bounds slice in the lowering.
+// CHECK: error: ddp-apply-hook: the hook @h returns a tensor of another size than the bucket's 15 elements (bucket of @step:%arg0)
+func.func private @h(%g: tensor<?xf32>) -> tensor<?xf32> {
+  %c5 = arith.constant 5 : index
+  %e = tensor.empty(%c5) : tensor<?xf32>
+  return %e : tensor<?xf32>
+}
+func.func @step(%a: tensor<15xf32>) -> tensor<15xf32> {
+  %r = ddp.allreduce mean %a : tensor<15xf32>
+  return %r : tensor<15xf32>
+}

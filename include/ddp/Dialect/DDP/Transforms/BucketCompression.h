@@ -65,14 +65,17 @@ public:
   const Bucket &getBucket() const { return bucket; }
 
   /// A ddp.state of `type` that belongs to this bucket alone, named
-  /// `<base>.<function>.<bucket index>`; it is zeros before the first step
-  /// and is saved with checkpoints. Asking twice for one base gives the
-  /// same state.
+  /// `<base>.<function>.<bucket index>` (with a suffix if that name is
+  /// taken: by another application of a scheme, say); it is zeros before
+  /// the first step and is saved with checkpoints. Asking again for one
+  /// base and type in this bucket gives the same state.
   FlatSymbolRefAttr getState(StringRef base, Type type);
 
 private:
   const Bucket &bucket;
   SymbolTable &symbols;
+  /// The states this bucket declared, by base name and type.
+  llvm::DenseMap<std::pair<StringAttr, Type>, FlatSymbolRefAttr> states;
 };
 
 /// A compression scheme: how a flat bucket is averaged over the ranks.

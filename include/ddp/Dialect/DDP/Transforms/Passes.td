@@ -164,7 +164,8 @@ def DDPApplyHook : Pass<"ddp-apply-hook", "::mlir::ModuleOp"> {
     Statistic<"numBuckets", "num-buckets", "Buckets the hook reduces">
   ];
   let dependentDialects = [
-    "::mlir::ddp::DDPDialect", "::mlir::tensor::TensorDialect"
+    "::mlir::ddp::DDPDialect", "::mlir::tensor::TensorDialect",
+    "::mlir::arith::ArithDialect", "::mlir::cf::ControlFlowDialect"
   ];
 }
 
