@@ -55,6 +55,20 @@ void mlir::ddp::buildCompressionPipeline(
     powersgd.bucketCapMb = 0.0;
     pm.addPass(createInsertPowerSGD(powersgd));
   }
+  if (!options.hook.empty()) {
+    DDPApplyHookOptions hook;
+    hook.hook = options.hook;
+    hook.from = options.hookFrom;
+    pm.addPass(createDDPApplyHook(hook));
+  }
+  if (options.quantize != QuantizeMode::none) {
+    InsertQuantizationOptions quantization;
+    quantization.granularity = options.quantize == QuantizeMode::perTensor
+                                   ? "per-tensor"
+                                   : "per-channel";
+    quantization.channelSize = options.channelSize;
+    pm.addPass(createInsertQuantization(quantization));
+  }
   if (options.narrow == NarrowType::fp16)
     pm.addNestedPass<func::FuncOp>(createInsertFP16Compression());
   else if (options.narrow == NarrowType::bf16)
@@ -169,6 +183,20 @@ void mlir::ddp::registerPipelines() {
             });
         if (failed(valid))
           return failure();
+        // Each compresses every bucket: the second would find none left.
+        int schemes = (options.powersgdRank > 0) + !options.hook.empty() +
+                      (options.quantize != QuantizeMode::none);
+        if (schemes > 1)
+          return errorHandler("ddp-compress: choose one of powersgd-rank, "
+                              "hook and quantize (each compresses every "
+                              "bucket; narrow= combines with any)");
+        if (!options.hookFrom.empty() && options.hook.empty())
+          return errorHandler("ddp-compress: hook-from='" + options.hookFrom +
+                              "' needs hook=<name>");
+        if (options.channelSize <= 0)
+          return errorHandler("ddp-compress: channel-size must be positive, "
+                              "got " +
+                              Twine(int64_t(options.channelSize)));
         buildCompressionPipeline(pm, options);
         return success();
       },

@@ -19,6 +19,16 @@
 // UNKNOWN: no such option bogus
 // RUN: not ddp-opt %s --ddp-compress="narrow=fp8" 2>&1 | FileCheck %s --check-prefix=NARROW
 // NARROW: for the --narrow option: Cannot find option named 'fp8'!
+// Bucket schemes: one compressor per pipeline, and their own values.
+// RUN: not ddp-opt %s --ddp-compress="quantize=per-tensor powersgd-rank=2" 2>&1 | FileCheck %s --check-prefix=TWO
+// RUN: not ddp-opt %s --ddp-compress="quantize=per-tensor hook=h" 2>&1 | FileCheck %s --check-prefix=TWO
+// TWO: error: ddp-compress: choose one of powersgd-rank, hook and quantize (each compresses every bucket; narrow= combines with any)
+// RUN: not ddp-opt %s --ddp-compress="hook-from=hooks.mlir" 2>&1 | FileCheck %s --check-prefix=FROM
+// FROM: error: ddp-compress: hook-from='hooks.mlir' needs hook=<name>
+// RUN: not ddp-opt %s --ddp-compress="quantize=per-channel channel-size=-4" 2>&1 | FileCheck %s --check-prefix=CHANNEL
+// CHANNEL: error: ddp-compress: channel-size must be positive, got -4
+// RUN: not ddp-opt %s --ddp-compress="quantize=per-row" 2>&1 | FileCheck %s --check-prefix=QUANTIZE
+// QUANTIZE: for the --quantize option: Cannot find option named 'per-row'!
 // Valid options still work.
 // RUN: ddp-opt %s --ddp-compress="powersgd-rank=0 narrow=bf16" -o /dev/null
 // RUN: ddp-opt %s --ddp-lower-to-llvm= -o /dev/null

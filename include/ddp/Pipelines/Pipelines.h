@@ -15,6 +15,9 @@ namespace mlir::ddp {
 /// The type float allreduces travel in.
 enum class NarrowType { none, fp16, bf16 };
 
+/// PyTorch's quantization hooks, or none.
+enum class QuantizeMode { none, perTensor, perChannel };
+
 /// Options of the `ddp-compress` pipeline. PowerSGD options keep the names
 /// and defaults of insert-powersgd.
 struct CompressionPipelineOptions
@@ -70,6 +73,31 @@ struct CompressionPipelineOptions
           clEnumValN(NarrowType::none, "none", "as they are"),
           clEnumValN(NarrowType::fp16, "fp16", "fp16_compress_hook"),
           clEnumValN(NarrowType::bf16, "bf16", "bf16_compress_hook"))};
+  PassOptions::Option<QuantizeMode> quantize{
+      *this, "quantize",
+      llvm::cl::desc("PyTorch's quantization hooks on every bucket "
+                     "(insert-quantization; default: none)"),
+      llvm::cl::init(QuantizeMode::none),
+      llvm::cl::values(
+          clEnumValN(QuantizeMode::none, "none", "no quantization"),
+          clEnumValN(QuantizeMode::perTensor, "per-tensor",
+                     "quantization_pertensor_hook"),
+          clEnumValN(QuantizeMode::perChannel, "per-channel",
+                     "quantization_perchannel_hook"))};
+  PassOptions::Option<int64_t> channelSize{
+      *this, "channel-size",
+      llvm::cl::desc("Elements per channel for quantize=per-channel "
+                     "(default: 512)"),
+      llvm::cl::init(512)};
+  PassOptions::Option<std::string> hook{
+      *this, "hook",
+      llvm::cl::desc("A hook function to apply to every bucket "
+                     "(ddp-apply-hook; default: none)"),
+      llvm::cl::init("")};
+  PassOptions::Option<std::string> hookFrom{
+      *this, "hook-from",
+      llvm::cl::desc("The .mlir file the hook is in (default: the module)"),
+      llvm::cl::init("")};
   PassOptions::Option<double> bucketCapMb{
       *this, "bucket-cap-mb",
       llvm::cl::desc("Bucket size cap in MiB (default: 25)"),
@@ -85,9 +113,10 @@ struct CompressionPipelineOptions
       llvm::cl::init(true)};
 };
 
-/// bucketize -> insert-powersgd (if powersgd-rank > 0) -> fp16/bf16 (if
-/// narrow) -> ddp-fuse-kernels (if fuse) -> ddp-schedule-overlap (if
-/// overlap).
+/// bucketize -> insert-powersgd (if powersgd-rank > 0), ddp-apply-hook (if
+/// hook) or insert-quantization (if quantize): at most one of the three ->
+/// fp16/bf16 (if narrow) -> ddp-fuse-kernels (if fuse) ->
+/// ddp-schedule-overlap (if overlap).
 void buildCompressionPipeline(OpPassManager &pm,
                               const CompressionPipelineOptions &options);
 
