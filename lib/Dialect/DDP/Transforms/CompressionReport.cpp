@@ -16,6 +16,7 @@
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/FileSystem.h"
@@ -183,6 +184,45 @@ private:
   llvm::DenseSet<Operation *> noBucket;
 };
 
+/// Elements and bytes sent.
+struct Amount {
+  int64_t numel = 0, bytes = 0;
+};
+
+/// What one step sends through the collectives in `amounts`, from the ops
+/// of `region`: their sum, except that of ops whose regions are
+/// alternatives (scf.if, scf.index_switch: one of them runs per step) the
+/// largest counts. `ancestors` holds every op that contains one of them.
+static Amount stepAmount(Region &region,
+                         const llvm::DenseMap<Operation *, Amount> &amounts,
+                         const llvm::DenseSet<Operation *> &ancestors) {
+  Amount total;
+  for (Block &block : region)
+    for (Operation &op : block) {
+      if (auto it = amounts.find(&op); it != amounts.end()) {
+        total.numel += it->second.numel;
+        total.bytes += it->second.bytes;
+        continue;
+      }
+      if (!ancestors.contains(&op))
+        continue;
+      bool alternatives = isa<scf::IfOp, scf::IndexSwitchOp>(op);
+      Amount inner;
+      for (Region &nested : op.getRegions()) {
+        Amount part = stepAmount(nested, amounts, ancestors);
+        if (!alternatives) {
+          inner.numel += part.numel;
+          inner.bytes += part.bytes;
+        } else if (part.bytes > inner.bytes) {
+          inner = part;
+        }
+      }
+      total.numel += inner.numel;
+      total.bytes += inner.bytes;
+    }
+  return total;
+}
+
 /// A bucket a compression scheme reduces: one row for all its gradients.
 static Row describeSchemeBucket(FlattenOp flatten) {
   Row row;
@@ -260,6 +300,8 @@ using RowKey = std::pair<void *, Reduction>;
 static void collectRows(ModuleOp module, llvm::MapVector<RowKey, Row> &rows) {
   llvm::DenseMap<Operation *, unsigned> functionIndex;
   BucketFinder buckets;
+  // A scheme bucket's collectives and what each sends of it.
+  llvm::MapVector<Operation *, llvm::DenseMap<Operation *, Amount>> sends;
   module.walk([&](Operation *op) {
     CommRole role;
     ValueRange inputs;
@@ -288,7 +330,8 @@ static void collectRows(ModuleOp module, llvm::MapVector<RowKey, Row> &rows) {
     if (role == CommRole::warmup)
       return;
     if (role == CommRole::compressed) {
-      // A scheme's collective: what it sends counts for its bucket.
+      // A scheme's collective: what it sends counts for its bucket, once
+      // per step (after the walk: see stepAmount).
       for (Value input : inputs) {
         FlattenOp flatten = buckets.find(input);
         if (!flatten)
@@ -301,8 +344,9 @@ static void collectRows(ModuleOp module, llvm::MapVector<RowKey, Row> &rows) {
           row.order = rowOrder(nullptr, op, rows.size(), functionIndex);
         }
         auto sent = cast<RankedTensorType>(input.getType());
-        row.numelAfter += numElements(sent);
-        row.bytesAfter += numBytes(sent);
+        Amount &amount = sends[flatten][op];
+        amount.numel += numElements(sent);
+        amount.bytes += numBytes(sent);
         std::string type = typeName(sent.getElementType());
         if (row.sentAs == "-")
           row.sentAs = type;
@@ -349,6 +393,20 @@ static void collectRows(ModuleOp module, llvm::MapVector<RowKey, Row> &rows) {
       }
     }
   });
+  for (auto &[flatten, amounts] : sends) {
+    llvm::DenseSet<Operation *> ancestors;
+    for (auto &entry : amounts)
+      for (Operation *op = entry.first->getParentOp(); op;
+           op = op->getParentOp())
+        ancestors.insert(op);
+    auto function = flatten->getParentOfType<FunctionOpInterface>();
+    if (!function)
+      continue;
+    Amount step = stepAmount(function.getFunctionBody(), amounts, ancestors);
+    Row &row = rows.find({flatten, {flatten, 0}})->second;
+    row.numelAfter += step.numel;
+    row.bytesAfter += step.bytes;
+  }
 }
 
 static double ratio(int64_t before, int64_t after) {
