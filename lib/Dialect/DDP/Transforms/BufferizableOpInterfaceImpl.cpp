@@ -315,10 +315,11 @@ struct WaitModel : NonAliasingModel<WaitModel, WaitOp, /*Reads=*/false,
 // Fresh outputs: cast, projections, reconstruct, random_normal
 //===----------------------------------------------------------------------===//
 
-/// Ops that read their tensor operands and write new tensors.
+/// The analysis side of ops that read their tensor operands and write
+/// new tensors: fresh identity-layout buffers.
 template <typename ConcreteModel, typename OpTy>
-struct FreshResultModel : NonAliasingModel<ConcreteModel, OpTy,
-                                           /*Reads=*/true, /*Writes=*/false> {
+struct FreshBuffersModel : NonAliasingModel<ConcreteModel, OpTy,
+                                            /*Reads=*/true, /*Writes=*/false> {
   bool bufferizesToAllocation(Operation *, Value) const { return true; }
   FailureOr<BufferLikeType> getBufferType(Operation *, Value value,
                                           const BufferizationOptions &,
@@ -327,6 +328,12 @@ struct FreshResultModel : NonAliasingModel<ConcreteModel, OpTy,
     auto type = cast<RankedTensorType>(value.getType());
     return cast<BufferLikeType>(identityBuffer(type));
   }
+};
+
+/// Ops that read their tensor operands and write new tensors of their
+/// operands' shapes (or static ones).
+template <typename ConcreteModel, typename OpTy>
+struct FreshResultModel : FreshBuffersModel<ConcreteModel, OpTy> {
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
@@ -393,16 +400,7 @@ struct RandomNormalModel : FreshResultModel<RandomNormalModel, RandomNormalOp> {
 
 /// allgather: reads its inputs, writes fresh buffers of world size times
 /// their shape (the leading dimension is the world size, known at run time).
-struct AllGatherModel : NonAliasingModel<AllGatherModel, AllGatherOp,
-                                         /*Reads=*/true, /*Writes=*/false> {
-  bool bufferizesToAllocation(Operation *, Value) const { return true; }
-  FailureOr<BufferLikeType> getBufferType(Operation *, Value value,
-                                          const BufferizationOptions &,
-                                          const BufferizationState &,
-                                          SmallVector<Value> &) const {
-    auto type = cast<RankedTensorType>(value.getType());
-    return cast<BufferLikeType>(identityBuffer(type));
-  }
+struct AllGatherModel : FreshBuffersModel<AllGatherModel, AllGatherOp> {
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
