@@ -1,0 +1,637 @@
+//===- Calibrate.cpp - a machine profile for planning compression ---------===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+// Measures what a planner needs to choose a compression per bucket on the
+// machine at hand, through the C ABI alone, and writes it as one JSON
+// profile (docs/runtime.md, "A machine profile"):
+//  - collectives: ddprt_allreduce (mean) of f32, f16 and bf16 and
+//    ddprt_allgather of i8 over a geometric range of sizes, the median of a
+//    few repetitions of the slowest rank, fitted to
+//        time = latency + factor * bytes / bandwidth
+//    where `factor` is what the ring sends per byte of payload (allreduce:
+//    2 (W - 1) / W; allgather of B bytes from each rank: W - 1), so that
+//    the bandwidth reported is the link's, reusable for any world size;
+//  - kernels: ddprt_project, ddprt_backproject (with error feedback, the
+//    fused M = G + E path), ddprt_orthogonalize and ddprt_reconstruct for
+//    a few (n, m, r) shapes, ddprt_cast f32 -> f16 and ddprt_scale f32.
+//
+//   mpirun -np W ddprt-calibrate [--backend=cpu|cuda] [--out=PATH]
+//       [--min-bytes=N] [--max-bytes=N] [--reps=N] [--world=W]
+//       [--kernel-shapes=NxMxR,...] [--kernel-elements=N]
+//       [--kernels-only] [--simulated-link=GBPS,LATENCY_US]
+//   ddprt-calibrate --hand --link-gbps=X --latency-us=Y --world=W --out=PATH
+//
+// --hand writes a profile from given link figures without measuring (no
+// MPI, no runtime context): for planning a cluster one is not on.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../lib/SimulatedLink.h"
+#include "ddprt/ddprt.h"
+
+#if defined(DDPRT_HAVE_MPI)
+#include <mpi.h>
+#endif
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr const char *kUsage =
+    "usage: mpirun -np W ddprt-calibrate [--backend=cpu|cuda] [--out=PATH]\n"
+    "         [--min-bytes=N] [--max-bytes=N] [--reps=N] [--world=W]\n"
+    "         [--kernel-shapes=NxMxR,...] [--kernel-elements=N]\n"
+    "         [--kernels-only] [--simulated-link=GBPS,LATENCY_US]\n"
+    "       ddprt-calibrate --hand --link-gbps=X --latency-us=Y --world=W\n"
+    "         --out=PATH\n"
+    "sizes take a K, M or G suffix (KiB, MiB, GiB)\n";
+
+ddprt_context *context = nullptr;
+
+/// Stops every rank the same way: each parses the same arguments and sees
+/// the same failures, so no rank waits in a collective for one that left.
+[[noreturn]] void fail(const std::string &message) {
+  std::fprintf(stderr, "ddprt-calibrate: %s\n", message.c_str());
+  if (context)
+    ddprt_finalize(context);
+#if defined(DDPRT_HAVE_MPI)
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized)
+    MPI_Finalize();
+#endif
+  std::exit(2);
+}
+
+void check(ddprt_status status, const char *what) {
+  if (status != DDPRT_OK)
+    fail(std::string(what) + " failed: " + ddprt_status_string(status) + " (" +
+         ddprt_last_error(context) + ")");
+}
+
+/// A number of bytes or elements >= 1, with an optional K, M or G suffix
+/// (powers of 1024).
+bool parseCount(const std::string &text, int64_t &value) {
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])))
+    return false;
+  char *end = nullptr;
+  unsigned long long number = std::strtoull(text.c_str(), &end, 10);
+  std::string suffix(end);
+  int shift = suffix.empty()  ? 0
+              : suffix == "K" ? 10
+              : suffix == "M" ? 20
+              : suffix == "G" ? 30
+                              : -1;
+  if (shift < 0 || number == 0 || number > (1ull << 40) >> shift)
+    return false;
+  value = int64_t(number << shift);
+  return true;
+}
+
+bool parseNumber(const std::string &text, double &value) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0])))
+    return false;
+  char *end = nullptr;
+  value = std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size() && std::isfinite(value);
+}
+
+struct Shape {
+  int64_t n, m, r;
+};
+
+struct Options {
+  std::string backend = "cpu";
+  std::string out;
+  int64_t minBytes = 4;
+  int64_t maxBytes = 64 << 20;
+  int64_t reps = 5;
+  int64_t world = 0; // 0: whatever mpirun started
+  std::vector<Shape> shapes = {{256, 256, 4}, {1024, 1024, 4}, {4096, 1024, 8}};
+  int64_t kernelElements = 1 << 22;
+  bool kernelsOnly = false;
+  ddprt::SimulatedLink link;
+  bool hand = false;
+  double handGbps = 0.0, handLatencyUs = -1.0;
+};
+
+std::vector<Shape> parseShapes(const std::string &text) {
+  std::vector<Shape> shapes;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t comma = text.find(',', begin);
+    std::string item = text.substr(begin, comma - begin);
+    size_t x1 = item.find('x'), x2 = item.find('x', x1 + 1);
+    Shape shape{};
+    if (x1 == std::string::npos || x2 == std::string::npos ||
+        !parseCount(item.substr(0, x1), shape.n) ||
+        !parseCount(item.substr(x1 + 1, x2 - x1 - 1), shape.m) ||
+        !parseCount(item.substr(x2 + 1), shape.r) ||
+        shape.r > std::min(shape.n, shape.m))
+      fail("--kernel-shapes: '" + item +
+           "' is not NxMxR with 1 <= R <= min(N, M)");
+    shapes.push_back(shape);
+    if (comma == std::string::npos)
+      break;
+    begin = comma + 1;
+  }
+  return shapes;
+}
+
+Options parseOptions(int argc, char **argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    size_t equals = arg.find('=');
+    std::string key = arg.substr(0, equals);
+    std::string value =
+        equals == std::string::npos ? "" : arg.substr(equals + 1);
+    auto count = [&](int64_t &field) {
+      if (!parseCount(value, field))
+        fail(key + ": '" + value + "' is not a count >= 1 (K, M, G suffixes)");
+    };
+    auto number = [&](double &field) {
+      if (!parseNumber(value, field))
+        fail(key + ": '" + value + "' is not a number");
+    };
+    std::string error;
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (key == "--backend")
+      options.backend = value;
+    else if (key == "--out")
+      options.out = value;
+    else if (key == "--min-bytes")
+      count(options.minBytes);
+    else if (key == "--max-bytes")
+      count(options.maxBytes);
+    else if (key == "--reps")
+      count(options.reps);
+    else if (key == "--world")
+      count(options.world);
+    else if (key == "--kernel-shapes")
+      options.shapes = parseShapes(value);
+    else if (key == "--kernel-elements")
+      count(options.kernelElements);
+    else if (arg == "--kernels-only")
+      options.kernelsOnly = true;
+    else if (key == "--simulated-link") {
+      if (!ddprt::parseSimulatedLink(value, options.link, error))
+        fail("--simulated-link: " + error);
+    } else if (arg == "--hand")
+      options.hand = true;
+    else if (key == "--link-gbps")
+      number(options.handGbps);
+    else if (key == "--latency-us")
+      number(options.handLatencyUs);
+    else
+      fail("unknown argument '" + arg + "'\n" + kUsage);
+  }
+  if (options.backend != "cpu" && options.backend != "cuda")
+    fail("--backend: unknown backend '" + options.backend + "' (cpu or cuda)");
+  if (options.minBytes % 4 != 0 || options.maxBytes % 4 != 0 ||
+      options.minBytes >= options.maxBytes)
+    fail("--min-bytes and --max-bytes must be multiples of 4 (whole elements "
+         "of every dtype), with min < max (a fit needs two sizes)");
+  if (options.hand) {
+    if (options.handGbps <= 0.0 || options.handLatencyUs < 0.0 ||
+        options.world < 2 || options.out.empty())
+      fail("--hand needs --link-gbps=X (> 0), --latency-us=Y (>= 0), "
+           "--world=W (>= 2) and --out=PATH");
+  }
+  return options;
+}
+
+double seconds(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+/// The slowest rank's time: a collective is over when it is over everywhere.
+double slowestRank(double value) {
+#if defined(DDPRT_HAVE_MPI)
+  double slowest = 0;
+  MPI_Allreduce(&value, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return slowest;
+#else
+  return value;
+#endif
+}
+
+/// Lines up the ranks before a timed call. The runtime makes no MPI call
+/// after ddprt_synchronize until the next collective, so the tool may.
+void barrier() {
+  check(ddprt_synchronize(context), "ddprt_synchronize");
+#if defined(DDPRT_HAVE_MPI)
+  MPI_Barrier(MPI_COMM_WORLD);
+#endif
+}
+
+/// The median over `reps` timed calls (after one warm-up) of the slowest
+/// rank, each call lined up by a barrier and ended by ddprt_synchronize.
+template <typename Call> double timeCall(int64_t reps, Call call) {
+  std::vector<double> times;
+  for (int64_t i = 0; i <= reps; ++i) {
+    barrier();
+    auto start = std::chrono::steady_clock::now();
+    call();
+    check(ddprt_synchronize(context), "ddprt_synchronize");
+    double slowest = slowestRank(seconds(start));
+    if (i > 0)
+      times.push_back(slowest);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+/// Memory the runtime and the host both address (device memory on CUDA),
+/// filled with standard normal samples so that no kernel meets a NaN.
+void *randomBuffer(ddprt_dtype dtype, int64_t numel, uint64_t stream) {
+  int bytes = dtype == DDPRT_F32 ? 4 : dtype == DDPRT_I8 ? 1 : 2;
+  void *data = nullptr;
+  check(ddprt_alloc(context, size_t(numel * bytes), &data), "ddprt_alloc");
+  if (dtype == DDPRT_I8) {
+    std::memset(data, 1, size_t(numel)); // managed memory on CUDA
+    return data;
+  }
+  ddprt_buffer buffer{data, dtype, numel};
+  check(ddprt_random_normal(context, &buffer, 7, stream, 0),
+        "ddprt_random_normal");
+  return data;
+}
+
+/// time = latency + slope * bytes, fitted by least squares on the relative
+/// error (each point weighted by 1 / time^2): sizes span seven orders of
+/// magnitude, and an unweighted fit would give the latency, which only the
+/// small sizes show, no say.
+struct Fit {
+  double latency = 0.0, slope = 0.0, worstResidual = 0.0;
+};
+
+Fit fitLine(const std::vector<std::pair<double, double>> &points) {
+  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (auto [x, y] : points) {
+    double w = 1.0 / (y * y);
+    sw += w;
+    sx += w * x;
+    sy += w * y;
+    sxx += w * x * x;
+    sxy += w * x * y;
+  }
+  Fit fit;
+  double det = sw * sxx - sx * sx;
+  fit.slope = (sw * sxy - sx * sy) / det;
+  fit.latency = (sy - fit.slope * sx) / sw;
+  for (auto [x, y] : points)
+    fit.worstResidual = std::max(
+        fit.worstResidual, std::fabs(fit.latency + fit.slope * x - y) / y);
+  return fit;
+}
+
+/// What a ring sends per byte of payload: allreduce of B bytes,
+/// 2 (W - 1) / W * B; allgather of B bytes from each rank, (W - 1) B.
+double ringFactor(bool allgather, int world) {
+  return allgather ? double(world - 1) : 2.0 * (world - 1) / world;
+}
+
+struct CollectiveResult {
+  std::string name;
+  double factor = 0.0;
+  Fit fit;
+  std::vector<std::pair<double, double>> points;
+  double linkGbps() const { return factor * 8.0 / (fit.slope * 1e9); }
+};
+
+std::vector<int64_t> geometricSizes(const Options &options) {
+  std::vector<int64_t> sizes;
+  for (int64_t bytes = options.minBytes; bytes < options.maxBytes; bytes *= 4)
+    sizes.push_back(bytes);
+  sizes.push_back(options.maxBytes);
+  return sizes;
+}
+
+CollectiveResult measureCollective(const Options &options, const char *name,
+                                   ddprt_dtype dtype, int elementBytes,
+                                   bool allgather, int world) {
+  CollectiveResult result;
+  result.name = name;
+  result.factor = ringFactor(allgather, world);
+  int64_t maxElements = options.maxBytes / elementBytes;
+  void *input = randomBuffer(dtype, maxElements, 1);
+  void *output = nullptr;
+  if (allgather)
+    check(
+        ddprt_alloc(context, size_t(options.maxBytes) * size_t(world), &output),
+        "ddprt_alloc");
+  for (int64_t bytes : geometricSizes(options)) {
+    int64_t numel = bytes / elementBytes;
+    ddprt_buffer in{input, dtype, numel};
+    ddprt_buffer out{output, dtype, numel * world};
+    double median = timeCall(options.reps, [&] {
+      if (allgather)
+        check(ddprt_allgather(context, DDPRT_ROLE_COMPRESSED, &in, &out, 1),
+              "ddprt_allgather");
+      else
+        check(ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_GRADIENT, &in, 1),
+              "ddprt_allreduce");
+    });
+    result.points.push_back({double(bytes), median});
+  }
+  result.fit = fitLine(result.points);
+  ddprt_free(context, input);
+  if (output)
+    ddprt_free(context, output);
+  return result;
+}
+
+struct KernelResult {
+  std::string name;
+  Shape shape{}; // n = 0: an elementwise kernel over `elements`
+  int64_t elements = 0;
+  double seconds = 0.0;
+};
+
+std::vector<KernelResult> measureKernels(const Options &options) {
+  std::vector<KernelResult> results;
+  for (const Shape &s : options.shapes) {
+    ddprt_matrix g{randomBuffer(DDPRT_F32, s.n * s.m, 2), DDPRT_F32, s.n, s.m};
+    ddprt_matrix e{randomBuffer(DDPRT_F32, s.n * s.m, 3), DDPRT_F32, s.n, s.m};
+    ddprt_matrix p{randomBuffer(DDPRT_F32, s.n * s.r, 4), DDPRT_F32, s.n, s.r};
+    ddprt_matrix q{randomBuffer(DDPRT_F32, s.m * s.r, 5), DDPRT_F32, s.m, s.r};
+    auto add = [&](const char *name, int64_t elements, auto call) {
+      results.push_back({name, s, elements, timeCall(options.reps, call)});
+    };
+    // The error-feedback path PowerSGD runs: M = G + E read in the pass.
+    add("project", s.n * s.m, [&] {
+      check(ddprt_project(context, &g, &e, &q, &p, 1), "ddprt_project");
+    });
+    add("orthogonalize", s.n * s.r, [&] {
+      check(ddprt_orthogonalize(context, &p, 1, 0.0), "ddprt_orthogonalize");
+    });
+    add("backproject", s.n * s.m, [&] {
+      check(ddprt_backproject(context, &g, &e, &p, &q, 1), "ddprt_backproject");
+    });
+    // In place, as compiled steps decompress: G = P Q^T, E = G + E - P Q^T.
+    add("reconstruct", s.n * s.m, [&] {
+      check(ddprt_reconstruct(context, &p, &q, &g, &e, &g, 1),
+            "ddprt_reconstruct");
+    });
+    for (void *data : {g.data, e.data, p.data, q.data})
+      ddprt_free(context, data);
+  }
+  int64_t n = options.kernelElements;
+  ddprt_buffer wide{randomBuffer(DDPRT_F32, n, 6), DDPRT_F32, n};
+  ddprt_buffer narrow{randomBuffer(DDPRT_F16, n, 7), DDPRT_F16, n};
+  results.push_back(
+      {"cast_f32_f16", {}, n, timeCall(options.reps, [&] {
+         check(ddprt_cast(context, DDPRT_SCALE_NONE, &wide, &narrow, 1),
+               "ddprt_cast");
+       })});
+  // Alternately by 1/W and W, so that the values stay where they were.
+  int turn = 0;
+  results.push_back({"scale_f32", {}, n, timeCall(options.reps, [&] {
+                       check(ddprt_scale(context,
+                                         turn++ % 2
+                                             ? DDPRT_SCALE_WORLD_SIZE
+                                             : DDPRT_SCALE_INVERSE_WORLD_SIZE,
+                                         &wide, 1),
+                             "ddprt_scale");
+                     })});
+  ddprt_free(context, wide.data);
+  ddprt_free(context, narrow.data);
+  return results;
+}
+
+std::string utcNow() {
+  std::time_t now = std::time(nullptr);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return text;
+}
+
+struct Profile {
+  std::string mode, backend;
+  int world = 0;
+  double linkGbps = 0.0, linkLatencyUs = 0.0; // the simulated link; 0: off
+  std::vector<CollectiveResult> collectives;
+  std::vector<KernelResult> kernels;
+};
+
+void writeProfile(std::FILE *file, const Profile &profile) {
+  std::fprintf(file, "{\n  \"version\": 1,\n  \"mode\": \"%s\",\n",
+               profile.mode.c_str());
+  std::fprintf(file, "  \"backend\": %s,\n  \"world_size\": %d,\n",
+               profile.backend.empty()
+                   ? "null"
+                   : ("\"" + profile.backend + "\"").c_str(),
+               profile.world);
+  if (profile.linkGbps > 0)
+    std::fprintf(file,
+                 "  \"simulated_link\": {\"gbps\": %.9g, \"latency_us\": "
+                 "%.9g},\n",
+                 profile.linkGbps, profile.linkLatencyUs);
+  else
+    std::fprintf(file, "  \"simulated_link\": null,\n");
+  std::fprintf(file, "  \"date\": \"%s\",\n  \"collectives\": {",
+               utcNow().c_str());
+  const char *separator = "";
+  for (const CollectiveResult &c : profile.collectives) {
+    std::fprintf(file,
+                 "%s\n    \"%s\": {\"latency_us\": %.6g, \"gbps\": %.6g, "
+                 "\"ring_factor\": %.6g, \"max_relative_residual\": %.4g, "
+                 "\"points\": [",
+                 separator, c.name.c_str(), c.fit.latency * 1e6, c.linkGbps(),
+                 c.factor, c.fit.worstResidual);
+    for (size_t i = 0; i < c.points.size(); ++i)
+      std::fprintf(file, "%s[%.0f, %.9g]", i ? ", " : "", c.points[i].first,
+                   c.points[i].second);
+    std::fprintf(file, "]}");
+    separator = ",";
+  }
+  std::fprintf(file, "%s},\n  \"kernels\": {", *separator ? "\n  " : "");
+  separator = "";
+  for (size_t i = 0; i < profile.kernels.size();) {
+    const std::string &name = profile.kernels[i].name;
+    std::fprintf(file, "%s\n    \"%s\": [", separator, name.c_str());
+    for (const char *item = "";
+         i < profile.kernels.size() && profile.kernels[i].name == name;
+         ++i, item = ", ") {
+      const KernelResult &k = profile.kernels[i];
+      std::fprintf(file, "%s{", item);
+      if (k.shape.n)
+        std::fprintf(file, "\"n\": %lld, \"m\": %lld, \"r\": %lld, ",
+                     (long long)k.shape.n, (long long)k.shape.m,
+                     (long long)k.shape.r);
+      std::fprintf(file,
+                   "\"elements\": %lld, \"seconds\": %.6g, "
+                   "\"elements_per_second\": %.6g}",
+                   (long long)k.elements, k.seconds, k.elements / k.seconds);
+    }
+    std::fprintf(file, "]");
+    separator = ",";
+  }
+  std::fprintf(file, "%s}\n}\n", *separator ? "\n  " : "");
+}
+
+/// Sorts kernel results by name so that writeProfile groups them.
+void groupKernels(std::vector<KernelResult> &kernels) {
+  std::stable_sort(kernels.begin(), kernels.end(),
+                   [](const KernelResult &a, const KernelResult &b) {
+                     return a.name < b.name;
+                   });
+}
+
+void printSummary(const Profile &profile) {
+  std::printf("ddprt-calibrate: %s backend, %d ranks, %s\n",
+              profile.backend.empty() ? "no" : profile.backend.c_str(),
+              profile.world, profile.mode.c_str());
+  if (profile.linkGbps > 0)
+    std::printf("simulated link %g Gb/s, %g us: the collectives below measure "
+                "it, not the machine's network\n",
+                profile.linkGbps, profile.linkLatencyUs);
+  for (const CollectiveResult &c : profile.collectives) {
+    std::printf("  %-14s latency %9.2f us  link %9.3f Gb/s  (ring factor %.3g",
+                c.name.c_str(), c.fit.latency * 1e6, c.linkGbps(), c.factor);
+    if (!c.points.empty())
+      std::printf(", fit's worst residual %.1f%%", 100.0 * c.fit.worstResidual);
+    std::printf(")\n");
+  }
+  for (const KernelResult &k : profile.kernels) {
+    std::string shape = k.shape.n ? std::to_string(k.shape.n) + "x" +
+                                        std::to_string(k.shape.m) + "x" +
+                                        std::to_string(k.shape.r)
+                                  : std::to_string(k.elements);
+    std::printf("  %-14s %-16s %10.3f us  %8.3g elements/s\n", k.name.c_str(),
+                shape.c_str(), k.seconds * 1e6, k.elements / k.seconds);
+  }
+}
+
+std::FILE *openOut(const std::string &path) {
+  if (path.empty())
+    return nullptr;
+  return std::fopen(path.c_str(), "w");
+}
+
+void finish(std::FILE *file, const Options &options, const Profile &profile) {
+  printSummary(profile);
+  if (!file)
+    return;
+  writeProfile(file, profile);
+  if (std::fclose(file) != 0)
+    fail("--out: cannot write '" + options.out + "'");
+  std::printf("wrote %s\n", options.out.c_str());
+}
+
+/// A profile from given link figures: every collective with the same link,
+/// no points, no kernels (those belong to the target machine's own
+/// measured profile: --kernels-only there).
+int handProfile(const Options &options) {
+  std::FILE *file = openOut(options.out);
+  if (!file)
+    fail("--out: cannot open '" + options.out +
+         "' for writing: " + std::strerror(errno));
+  Profile profile;
+  profile.mode = "hand";
+  profile.world = int(options.world);
+  for (const char *name :
+       {"allreduce_f32", "allreduce_f16", "allreduce_bf16", "allgather_i8"}) {
+    CollectiveResult c;
+    c.name = name;
+    c.factor =
+        ringFactor(std::strncmp(name, "allgather", 9) == 0, profile.world);
+    c.fit.latency = options.handLatencyUs * 1e-6;
+    c.fit.slope = c.factor * 8.0 / (options.handGbps * 1e9);
+    profile.collectives.push_back(c);
+  }
+  finish(file, options, profile);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options options = parseOptions(argc, argv);
+  if (options.hand)
+    return handProfile(options);
+#if defined(DDPRT_HAVE_MPI)
+  // As ddprt_init would: the runtime's communication thread calls MPI.
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+#else
+  int rank = 0, world = 1;
+#endif
+  if (world == 1 && !options.kernelsOnly)
+    fail("measuring collectives needs 2 or more ranks: run under mpirun -np "
+         "W (W >= 2), or pass --kernels-only or --hand");
+  if (options.world && options.world != world)
+    fail("--world=" + std::to_string(options.world) + " but this job has " +
+         std::to_string(world) + " ranks (run under mpirun -np " +
+         std::to_string(options.world) + ")");
+  // Rank 0 writes the profile: find out before measuring that it can.
+  std::FILE *file = rank == 0 ? openOut(options.out) : nullptr;
+  int outFailed = rank == 0 && !options.out.empty() && !file;
+  std::string why = outFailed ? std::strerror(errno) : "";
+#if defined(DDPRT_HAVE_MPI)
+  MPI_Bcast(&outFailed, 1, MPI_INT, 0, MPI_COMM_WORLD);
+#endif
+  if (outFailed)
+    fail("--out: cannot open '" + options.out + "' for writing" +
+         (why.empty() ? "" : ": " + why));
+
+  ddprt_options runtimeOptions;
+  ddprt_default_options(&runtimeOptions);
+  runtimeOptions.backend =
+      options.backend == "cuda" ? DDPRT_BACKEND_CUDA : DDPRT_BACKEND_CPU;
+  // Only the collective itself: the shape check would add a second
+  // collective (and a second latency) to each.
+  runtimeOptions.check_shapes = 0;
+  runtimeOptions.simulated_link_gbps = options.link.gbps;
+  runtimeOptions.simulated_link_latency_us = options.link.latencyUs;
+  check(ddprt_init(&runtimeOptions, &context), "ddprt_init");
+  // The link the runtime models (DDPRT_SIMULATED_LINK applied).
+  check(ddprt_get_options(context, &runtimeOptions), "ddprt_get_options");
+
+  Profile profile;
+  profile.mode = "measured";
+  profile.backend = options.backend;
+  profile.world = world;
+  profile.linkGbps = runtimeOptions.simulated_link_gbps;
+  profile.linkLatencyUs = runtimeOptions.simulated_link_latency_us;
+  if (!options.kernelsOnly) {
+    profile.collectives.push_back(measureCollective(
+        options, "allreduce_f32", DDPRT_F32, 4, false, world));
+    profile.collectives.push_back(measureCollective(
+        options, "allreduce_f16", DDPRT_F16, 2, false, world));
+    profile.collectives.push_back(measureCollective(
+        options, "allreduce_bf16", DDPRT_BF16, 2, false, world));
+    profile.collectives.push_back(
+        measureCollective(options, "allgather_i8", DDPRT_I8, 1, true, world));
+  }
+  profile.kernels = measureKernels(options);
+  groupKernels(profile.kernels);
+  if (rank == 0)
+    finish(file, options, profile);
+  check(ddprt_finalize(context), "ddprt_finalize");
+  context = nullptr;
+#if defined(DDPRT_HAVE_MPI)
+  MPI_Finalize();
+#endif
+  return 0;
+}
