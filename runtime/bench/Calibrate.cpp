@@ -451,8 +451,8 @@ void writeProfile(std::FILE *file, const Profile &profile) {
   const char *separator = "";
   for (const CollectiveResult &c : profile.collectives) {
     std::fprintf(file,
-                 "%s\n    \"%s\": {\"latency_us\": %.6g, \"gbps\": %.6g, "
-                 "\"ring_factor\": %.6g, \"max_relative_residual\": %.4g, "
+                 "%s\n    \"%s\": {\"latency_us\": %.9g, \"gbps\": %.9g, "
+                 "\"ring_factor\": %.9g, \"max_relative_residual\": %.4g, "
                  "\"points\": [",
                  separator, c.name.c_str(), c.fit.latency * 1e6, c.linkGbps(),
                  c.factor, c.fit.worstResidual);

@@ -1,0 +1,157 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+"""Checks ddprt-calibrate (runtime/bench/Calibrate.cpp) end to end.
+
+  check_calibrate.py simulated TOOL MPIEXEC...  fits recover a simulated link
+  check_calibrate.py hand TOOL                  --hand writes the given link
+  check_calibrate.py bad-input TOOL MPIEXEC...  bad input fails, saying why
+
+MPIEXEC is the launcher with its flags, ending in its rank-count flag and
+the number of ranks W >= 2 (mpirun ... -n 2).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+# The link the simulated test holds collectives to. The latency is large
+# against what the hold itself adds: the runtime holds with sleep_until,
+# which on a loaded VM wakes about 100 us late (this 2-core VM: a 200 us
+# sleep_until takes 309 us, median), and the fit's latency takes that in.
+GBPS = 1.0
+LATENCY_US = 1000.0
+# Fitted latency within [0.95 L, L + 250 us]: the wake-up delay (~100 us)
+# with room for a loaded machine; a shape check left on (a second collective
+# and a second latency) or a missing hold falls far outside.
+LATENCY_BELOW = 0.95
+LATENCY_ABOVE_US = 250.0
+# Link bandwidth: f32 and i8 within 10% (4 MiB at 1 Gb/s is held 33 ms, so
+# a millisecond of noise is 3%). f16 and bf16 lower, to 0.75: the CPU backend
+# converts them to f32 to sum, outside the held window (loopback, 1 MiB:
+# f16 1.2 ms, f32 0.13 ms), which adds to the time per byte. A factor not
+# undone is caught at W = 3: 4/3 for allreduce, 2 for allgather.
+BANDWIDTH_TOLERANCE = 0.10
+CONVERTED_BANDWIDTH_LOW = 0.75
+
+COLLECTIVES = ["allreduce_f32", "allreduce_f16", "allreduce_bf16", "allgather_i8"]
+COLLECTIVE_KEYS = {"latency_us", "gbps", "ring_factor", "max_relative_residual", "points"}
+KERNELS = ["project", "backproject", "orthogonalize", "reconstruct", "cast_f32_f16", "scale_f32"]
+KERNEL_KEYS = {"elements", "seconds", "elements_per_second"}
+TOP_KEYS = {"version", "mode", "backend", "world_size", "simulated_link", "date",
+            "collectives", "kernels"}
+
+failures = []
+
+
+def expect(condition, message):
+    if not condition:
+        failures.append(message)
+
+
+def run(command):
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def check_top(profile, mode, world):
+    expect(set(profile) == TOP_KEYS, f"top-level keys {sorted(profile)}")
+    expect(profile.get("version") == 1, "version is not 1")
+    expect(profile.get("mode") == mode, f"mode is not {mode}")
+    expect(profile.get("world_size") == world, f"world_size is not {world}")
+    expect(set(profile.get("collectives", {})) == set(COLLECTIVES), "collectives")
+
+
+def simulated(tool, mpiexec):
+    world = int(mpiexec[-1])  # the launcher ends with the number of ranks
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "profile.json")
+        result = run(mpiexec + [tool, f"--simulated-link={GBPS:g},{LATENCY_US:g}",
+                                "--max-bytes=4M", "--reps=5", "--kernel-shapes=64x64x2,128x96x4",
+                                "--kernel-elements=64K", f"--out={out}"])
+        print(result.stdout, result.stderr, sep="")
+        if result.returncode != 0:
+            sys.exit(f"ddprt-calibrate failed ({result.returncode})")
+        expect("simulated link" in result.stdout, "the summary does not say the link is simulated")
+        profile = json.load(open(out))
+    check_top(profile, "measured", world)
+    expect(profile["backend"] == "cpu", "backend is not cpu")
+    expect(profile["simulated_link"] == {"gbps": GBPS, "latency_us": LATENCY_US},
+           f"simulated_link is {profile['simulated_link']}")
+    for name in COLLECTIVES:
+        c = profile["collectives"][name]
+        expect(set(c) == COLLECTIVE_KEYS, f"{name}: keys {sorted(c)}")
+        factor = world - 1 if name.startswith("allgather") else 2 * (world - 1) / world
+        expect(abs(c["ring_factor"] - factor) < 1e-6 * factor,
+               f"{name}: ring_factor {c['ring_factor']}")
+        expect(len(c["points"]) >= 2 and all(len(p) == 2 and p[1] > 0 for p in c["points"]),
+               f"{name}: points")
+        latency = c["latency_us"]
+        expect(LATENCY_BELOW * LATENCY_US <= latency <= LATENCY_US + LATENCY_ABOVE_US,
+               f"{name}: latency {latency:.1f} us, simulated {LATENCY_US:g}")
+        low = CONVERTED_BANDWIDTH_LOW if "f16" in name else 1 - BANDWIDTH_TOLERANCE
+        expect(low * GBPS <= c["gbps"] <= (1 + BANDWIDTH_TOLERANCE) * GBPS,
+               f"{name}: {c['gbps']:.3f} Gb/s, simulated {GBPS:g}")
+    expect(set(profile["kernels"]) == set(KERNELS), f"kernels {sorted(profile['kernels'])}")
+    for name, entries in profile["kernels"].items():
+        shaped = name not in ("cast_f32_f16", "scale_f32")
+        expect(len(entries) == (2 if shaped else 1), f"{name}: {len(entries)} entries")
+        for entry in entries:
+            keys = KERNEL_KEYS | ({"n", "m", "r"} if shaped else set())
+            expect(set(entry) == keys, f"{name}: keys {sorted(entry)}")
+            expect(entry["seconds"] > 0 and entry["elements_per_second"] > 0, f"{name}: rates")
+
+
+def hand(tool):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "profile.json")
+        result = run([tool, "--hand", "--link-gbps=100", "--latency-us=5", "--world=8",
+                      f"--out={out}"])
+        print(result.stdout, result.stderr, sep="")
+        if result.returncode != 0:
+            sys.exit(f"ddprt-calibrate --hand failed ({result.returncode})")
+        profile = json.load(open(out))
+    check_top(profile, "hand", 8)
+    expect(profile["backend"] is None and profile["simulated_link"] is None, "backend/link")
+    expect(profile["kernels"] == {}, "a hand profile measures no kernels")
+    for name in COLLECTIVES:
+        c = profile["collectives"][name]
+        expect(set(c) == COLLECTIVE_KEYS, f"{name}: keys {sorted(c)}")
+        expect(c["gbps"] == 100 and c["latency_us"] == 5 and c["points"] == [], f"{name}: {c}")
+        factor = 7 if name.startswith("allgather") else 1.75
+        expect(c["ring_factor"] == factor, f"{name}: ring_factor {c['ring_factor']}")
+
+
+def bad_input(tool, mpiexec):
+    cases = [
+        ([tool, "--backend=tpu", "--kernels-only"], "unknown backend 'tpu'"),
+        ([tool, "--max-bytes=lots"], "--max-bytes: 'lots' is not a count"),
+        ([tool, "--min-bytes=64", "--max-bytes=16"], "min < max"),
+        ([tool, "--max-bytes=6"], "multiples of 4"),
+        ([tool, "--kernel-shapes=8x8x9", "--kernels-only"], "is not NxMxR"),
+        ([tool, "--simulated-link=fast"], "--simulated-link"),
+        ([tool, "--frobnicate"], "unknown argument '--frobnicate'"),
+        ([tool, "--hand", "--link-gbps=10", "--out=x.json"], "--hand needs"),
+        ([tool], "needs 2 or more ranks"),  # not under mpirun
+        (mpiexec + [tool, "--world=5"], "run under mpirun -np 5"),
+        (mpiexec + [tool, "--out=/nonexistent/dir/profile.json"], "cannot open '/nonexistent"),
+        ([tool, "--hand", "--link-gbps=10", "--latency-us=5", "--world=4",
+          "--out=/nonexistent/dir/profile.json"], "cannot open '/nonexistent"),
+    ]
+    for command, message in cases:
+        result = run(command)
+        shown = " ".join(command[-3:])
+        expect(result.returncode != 0, f"{shown}: exit status 0")
+        expect(message in result.stderr, f"{shown}: stderr lacks {message!r}:\n{result.stderr}")
+
+
+def main():
+    mode, tool, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
+    {"simulated": lambda: simulated(tool, rest), "hand": lambda: hand(tool),
+     "bad-input": lambda: bad_input(tool, rest)}[mode]()
+    for failure in failures:
+        print("FAIL:", failure)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
