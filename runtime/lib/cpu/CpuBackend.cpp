@@ -120,24 +120,21 @@ Error gather(Collectives &collectives, const Gathering &gathering) {
     sentBuffer.resize(block);
   if (receivedBuffer.size() < block * size_t(collectives.size()))
     receivedBuffer.resize(block * size_t(collectives.size()));
-  struct Span {
-    char *data;
-    char *get() const { return data; }
-  } sent{sentBuffer.data()}, received{receivedBuffer.data()};
+  char *sent = sentBuffer.data(), *received = receivedBuffer.data();
   size_t offset = 0;
   for (const ddprt_buffer &input : gathering.inputs) {
     if (bytesOf(input) > 0)
-      std::memcpy(sent.get() + offset, input.data, bytesOf(input));
+      std::memcpy(sent + offset, input.data, bytesOf(input));
     offset += bytesOf(input);
   }
-  DDPRT_TRY(collectives.gather(sent.get(), int64_t(block), received.get()));
+  DDPRT_TRY(collectives.gather(sent, int64_t(block), received));
   offset = 0;
   for (size_t i = 0; i < gathering.inputs.size(); ++i) {
     size_t bytes = bytesOf(gathering.inputs[i]);
     char *output = static_cast<char *>(gathering.outputs[i].data);
     for (int rank = 0; bytes > 0 && rank < collectives.size(); ++rank)
       std::memcpy(output + size_t(rank) * bytes,
-                  received.get() + size_t(rank) * block + offset, bytes);
+                  received + size_t(rank) * block + offset, bytes);
     offset += bytes;
   }
   return Error::success();

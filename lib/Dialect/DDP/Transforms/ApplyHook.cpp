@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Parser/Parser.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace mlir::ddp {
 #define GEN_PASS_DEF_DDPAPPLYHOOK
@@ -56,7 +57,9 @@ public:
   FailureOr<Value> reduce(BucketBuilder &b, Value flat) override;
 
   /// The state templates the hook used, to remove once no bucket is left.
-  ArrayRef<StringAttr> getStates() const { return states; }
+  SmallVector<StringAttr> getStates() const {
+    return llvm::to_vector(llvm::make_first_range(templates));
+  }
 
 private:
   RankedTensorType argumentType() const {
@@ -70,7 +73,9 @@ private:
 
   std::string name, library, passName, schemeName;
   OwningOpRef<func::FuncOp> hook;
-  SmallVector<StringAttr> states;
+  /// The states the hook names (the templates), with their types, found
+  /// once: a lookup by name in the module is a scan of its body.
+  llvm::MapVector<StringAttr, Type> templates;
 };
 } // namespace
 
@@ -127,8 +132,7 @@ LogicalResult HookScheme::initialize(ModuleOp module) {
                       << "' does not name a 'ddp.state'";
       return WalkResult::interrupt();
     }
-    if (!llvm::is_contained(states, state.getSymNameAttr()))
-      states.push_back(state.getSymNameAttr());
+    templates[state.getSymNameAttr()] = state.getType();
     return WalkResult::advance();
   });
   if (walk.wasInterrupted())
@@ -222,10 +226,8 @@ FailureOr<Value> HookScheme::reduce(BucketBuilder &b, Value flat) {
     cloned.push_back(b.clone(op, mapping));
 
   // Each state the hook names becomes this bucket's own, statically shaped.
-  ModuleOp module = bucket.function->getParentOfType<ModuleOp>();
   auto instance = [&](FlatSymbolRefAttr symbol) {
-    auto state = module.lookupSymbol<StateOp>(symbol.getAttr());
-    Type type = instanceType(state.getType(), n);
+    Type type = instanceType(templates.lookup(symbol.getAttr()), n);
     return std::make_pair(b.getState(symbol.getValue(), type), type);
   };
   // (Casts are built with `b`, so that the shape refinement sees them.)

@@ -108,11 +108,12 @@ struct DDPExpandBucketsPass
   void runOnOperation() override {
     // A bucket nothing communicated (noop) folds away instead.
     getOperation().walk([](UnflattenOp op) {
-      auto flatten = op.getInput().getDefiningOp<FlattenOp>();
-      if (flatten && flatten.getInputs().getTypes() == op.getResultTypes()) {
-        op->replaceAllUsesWith(flatten.getInputs());
-        op.erase();
-      }
+      SmallVector<OpFoldResult> folded;
+      if (failed(op->fold(folded)))
+        return;
+      for (auto [result, value] : llvm::zip(op.getResults(), folded))
+        result.replaceAllUsesWith(cast<Value>(value));
+      op.erase();
     });
     getOperation().walk([](FlattenOp op) {
       if (op->use_empty())
