@@ -21,18 +21,24 @@ import tempfile
 # sleep_until takes 309 us, median), and the fit's latency takes that in.
 GBPS = 1.0
 LATENCY_US = 1000.0
-# Fitted latency within [0.95 L, L + 250 us]: the wake-up delay (~100 us)
-# with room for a loaded machine; a shape check left on (a second collective
-# and a second latency) or a missing hold falls far outside.
+# The hold is a floor: no collective can beat the simulated link, so the
+# fit's latency is at least about L and its bandwidth at most about the
+# link's; those sides are tight (5% and 10%). Everything else the machine
+# does (the wake-up delay, about 100 us on this 2-core VM; the CPU backend
+# converting f16/bf16 to f32 to sum them, outside the held window) only adds
+# time, so the other sides are loose: latency up to L + 500 us, bandwidth
+# down to 0.6 of the link. What the test guards against still falls far
+# outside: a second latency per collective (a shape check left on) is 2L,
+# a missing hold is microseconds, and a ring factor not undone at W = 3
+# reads 4/3 (allreduce) or 2 (allgather) times the link.
 LATENCY_BELOW = 0.95
-LATENCY_ABOVE_US = 250.0
-# Link bandwidth: f32 and i8 within 10% (4 MiB at 1 Gb/s is held 33 ms, so
-# a millisecond of noise is 3%). f16 and bf16 lower, to 0.75: the CPU backend
-# converts them to f32 to sum, outside the held window (loopback, 1 MiB:
-# f16 1.2 ms, f32 0.13 ms), which adds to the time per byte. A factor not
-# undone is caught at W = 3: 4/3 for allreduce, 2 for allgather.
+LATENCY_ABOVE_US = 500.0
 BANDWIDTH_TOLERANCE = 0.10
-CONVERTED_BANDWIDTH_LOW = 0.75
+BANDWIDTH_LOW = 0.6
+# Under ASan/UBSan (scripts/sanitize.sh sets DDPRT_SANITIZED) every
+# element the backend touches costs several times more, so only the floors
+# are checked there: they hold however slow the machine is.
+SANITIZED = bool(os.environ.get("DDPRT_SANITIZED"))
 
 COLLECTIVES = ["allreduce_f32", "allreduce_f16", "allreduce_bf16", "allgather_i8"]
 COLLECTIVE_KEYS = {"latency_us", "gbps", "ring_factor", "max_relative_residual", "points"}
@@ -85,12 +91,13 @@ def simulated(tool, mpiexec):
                f"{name}: ring_factor {c['ring_factor']}")
         expect(len(c["points"]) >= 2 and all(len(p) == 2 and p[1] > 0 for p in c["points"]),
                f"{name}: points")
-        latency = c["latency_us"]
-        expect(LATENCY_BELOW * LATENCY_US <= latency <= LATENCY_US + LATENCY_ABOVE_US,
-               f"{name}: latency {latency:.1f} us, simulated {LATENCY_US:g}")
-        low = CONVERTED_BANDWIDTH_LOW if "f16" in name else 1 - BANDWIDTH_TOLERANCE
-        expect(low * GBPS <= c["gbps"] <= (1 + BANDWIDTH_TOLERANCE) * GBPS,
-               f"{name}: {c['gbps']:.3f} Gb/s, simulated {GBPS:g}")
+        latency, gbps = c["latency_us"], c["gbps"]
+        latency_ok = latency >= LATENCY_BELOW * LATENCY_US and (
+            SANITIZED or latency <= LATENCY_US + LATENCY_ABOVE_US)
+        expect(latency_ok, f"{name}: latency {latency:.1f} us, simulated {LATENCY_US:g}")
+        gbps_ok = gbps <= (1 + BANDWIDTH_TOLERANCE) * GBPS and (
+            SANITIZED or gbps >= BANDWIDTH_LOW * GBPS)
+        expect(gbps_ok, f"{name}: {gbps:.3f} Gb/s, simulated {GBPS:g}")
     expect(set(profile["kernels"]) == set(KERNELS), f"kernels {sorted(profile['kernels'])}")
     for name, entries in profile["kernels"].items():
         shaped = name not in ("cast_f32_f16", "scale_f32")
