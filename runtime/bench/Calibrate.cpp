@@ -120,7 +120,12 @@ struct Options {
   int64_t maxBytes = 64 << 20;
   int64_t reps = 5;
   int64_t world = 0; // 0: whatever mpirun started
-  std::vector<Shape> shapes = {{256, 256, 4}, {1024, 1024, 4}, {4096, 1024, 8}};
+  // Ranks 1 to 8 at a size out of cache (a step streams every matrix from
+  // memory), fewer at smaller sizes: time is not proportional to r (the
+  // kernels read the whole matrix), so a planner needs several.
+  std::vector<Shape> shapes = {
+      {256, 256, 1},   {256, 256, 4},   {1024, 1024, 1}, {1024, 1024, 4},
+      {4096, 1024, 1}, {4096, 1024, 2}, {4096, 1024, 4}, {4096, 1024, 8}};
   int64_t kernelElements = 1 << 22;
   bool kernelsOnly = false;
   ddprt::SimulatedLink link;
@@ -337,6 +342,9 @@ CollectiveResult measureCollective(const Options &options, const char *name,
     check(
         ddprt_alloc(context, size_t(options.maxBytes) * size_t(world), &output),
         "ddprt_alloc");
+  // f32 as a plain bucket is sent (mean); f16 and bf16 as the compression
+  // passes send them: divided by W when cast, then summed.
+  ddprt_reduction reduction = dtype == DDPRT_F32 ? DDPRT_MEAN : DDPRT_SUM;
   for (int64_t bytes : geometricSizes(options)) {
     int64_t numel = bytes / elementBytes;
     ddprt_buffer in{input, dtype, numel};
@@ -346,7 +354,7 @@ CollectiveResult measureCollective(const Options &options, const char *name,
         check(ddprt_allgather(context, DDPRT_ROLE_COMPRESSED, &in, &out, 1),
               "ddprt_allgather");
       else
-        check(ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_GRADIENT, &in, 1),
+        check(ddprt_allreduce(context, reduction, DDPRT_ROLE_GRADIENT, &in, 1),
               "ddprt_allreduce");
     });
     result.points.push_back({double(bytes), median});

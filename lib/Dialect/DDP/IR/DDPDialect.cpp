@@ -96,5 +96,14 @@ LogicalResult DDPDialect::verifyOperationAttribute(Operation *op,
                              << "' is an i64 attribute of a 'ddp.state'";
     return success();
   }
+  if (name == getPlanAttrHelper().getName()) {
+    auto plan = dyn_cast<DictionaryAttr>(attribute.getValue());
+    if (!plan || !isa<ModuleOp>(op) ||
+        !isa_and_nonnull<ArrayAttr>(plan.get("buckets")))
+      return op->emitError() << "'" << name.getValue()
+                             << "' is a dictionary attribute of a module, "
+                                "with an array of 'buckets'";
+    return success();
+  }
   return op->emitError() << "unknown ddp attribute '" << name.getValue() << "'";
 }

@@ -426,8 +426,190 @@ static std::string shapeText(ArrayRef<int64_t> shape) {
   return text;
 }
 
-static void printText(raw_ostream &os, ArrayRef<Row> rows,
-                      const Totals &totals) {
+//===----------------------------------------------------------------------===//
+// The plan (ddp-plan's module attribute)
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// One bucket of the plan.
+struct PlanRow {
+  std::string function, where, choice, reason;
+  int64_t tensors = 0, elements = 0;
+  /// Microseconds per choice, in the order the planner tried them.
+  SmallVector<std::pair<std::string, double>> predicted;
+
+  std::optional<double> predictedFor(StringRef choice) const {
+    for (auto &[name, us] : predicted)
+      if (name == choice)
+        return us;
+    return std::nullopt;
+  }
+};
+
+struct Plan {
+  std::string profile;
+  int64_t world = 0;
+  SmallVector<PlanRow> rows;
+  /// Every choice some bucket was predicted under, in order.
+  SmallVector<std::string> columns;
+
+  /// Every bucket under `choice` (a bucket not predicted under it, being
+  /// fixed by the user, counts what it was planned with).
+  double totalFor(StringRef choice) const {
+    double total = 0.0;
+    for (const PlanRow &row : rows)
+      total += row.predictedFor(choice).value_or(
+          row.predictedFor(row.choice).value_or(0.0));
+    return total;
+  }
+  double planned() const { return totalFor(""); }
+};
+} // namespace
+
+static std::optional<Plan> readPlan(ModuleOp module) {
+  auto *dialect = module.getContext()->getLoadedDialect<DDPDialect>();
+  if (!dialect)
+    return std::nullopt;
+  DictionaryAttr attr = dialect->getPlanAttrHelper().getAttr(module);
+  if (!attr)
+    return std::nullopt;
+  Plan plan;
+  if (auto profile = attr.getAs<StringAttr>("profile"))
+    plan.profile = profile.str();
+  if (auto world = attr.getAs<IntegerAttr>("world"))
+    plan.world = world.getInt();
+  for (Attribute entry : attr.getAs<ArrayAttr>("buckets")) {
+    auto bucket = dyn_cast<DictionaryAttr>(entry);
+    if (!bucket)
+      continue;
+    PlanRow row;
+    auto text = [&](StringRef key) {
+      auto value = bucket.getAs<StringAttr>(key);
+      return value ? value.str() : std::string("?");
+    };
+    auto count = [&](StringRef key) {
+      auto value = bucket.getAs<IntegerAttr>(key);
+      return value ? value.getInt() : int64_t(0);
+    };
+    row.function = text("function");
+    row.where = text("where");
+    row.choice = text("choice");
+    row.reason = text("reason");
+    row.tensors = count("tensors");
+    row.elements = count("elements");
+    if (auto predicted = bucket.getAs<DictionaryAttr>("predicted_ns"))
+      for (NamedAttribute named : predicted)
+        if (auto ns = dyn_cast<IntegerAttr>(named.getValue())) {
+          row.predicted.push_back(
+              {named.getName().str(), double(ns.getInt()) / 1e3});
+          if (!llvm::is_contained(plan.columns, named.getName().str()))
+            plan.columns.push_back(named.getName().str());
+        }
+    plan.rows.push_back(std::move(row));
+  }
+  // Plain first, then as the planner lists them (a dictionary sorts its
+  // keys): fp16, bf16, powersgd by rank.
+  auto orderOf = [](StringRef name) {
+    if (name == "plain")
+      return std::make_pair(0, 0);
+    if (name == "fp16")
+      return std::make_pair(1, 0);
+    if (name == "bf16")
+      return std::make_pair(2, 0);
+    int rank = 0;
+    name.drop_front(StringRef("powersgd-r").size()).getAsInteger(10, rank);
+    return std::make_pair(3, rank);
+  };
+  llvm::stable_sort(plan.columns,
+                    [&](const std::string &a, const std::string &b) {
+                      return orderOf(a) < orderOf(b);
+                    });
+  return plan;
+}
+
+static std::string milliseconds(double us) {
+  return llvm::formatv("{0:F2}", us / 1e3).str();
+}
+
+static void printPlanText(raw_ostream &os, const Plan &plan) {
+  os << "ddp plan: predicted time of each bucket's exchange per step (ms), "
+     << plan.world << " ranks\n"
+     << "  profile: " << plan.profile << "\n"
+     << "  the exchange alone (overlap with the backward pass is not "
+        "modelled); PowerSGD after its warm-up steps\n";
+  size_t width = 24;
+  for (const PlanRow &row : plan.rows)
+    width = std::max(width, row.where.size());
+  auto pad = [](StringRef text, size_t to) {
+    return (text + std::string(to > text.size() ? to - text.size() : 0, ' '))
+        .str();
+  };
+  os << llvm::formatv("{0,4}  {1} {2,7} {3,10}", "#", pad("bucket", width),
+                      "tensors", "elements");
+  for (const std::string &column : plan.columns)
+    os << llvm::formatv(" {0,11}", column);
+  os << "  " << pad("chosen", 11) << " reason\n";
+  for (auto [i, row] : llvm::enumerate(plan.rows)) {
+    os << llvm::formatv("{0,4}  {1} {2,7} {3,10}", i, pad(row.where, width),
+                        row.tensors, row.elements);
+    for (const std::string &column : plan.columns) {
+      std::optional<double> us = row.predictedFor(column);
+      os << llvm::formatv(" {0,11}", us ? milliseconds(*us) : "-");
+    }
+    os << "  " << pad(row.choice, 11) << " " << row.reason << "\n";
+  }
+  os << llvm::formatv("{0,4}  {1} {2,7} {3,10}", "",
+                      pad("every bucket alike", width), "", "");
+  for (const std::string &column : plan.columns)
+    os << llvm::formatv(" {0,11}", milliseconds(plan.totalFor(column)));
+  os << "\n";
+  double planned = plan.planned(), plain = plan.totalFor("plain");
+  std::string best;
+  double bestUs = 0.0;
+  for (const std::string &column : plan.columns)
+    if (best.empty() || plan.totalFor(column) < bestUs) {
+      best = column;
+      bestUs = plan.totalFor(column);
+    }
+  os << "planned: " << milliseconds(planned) << " ms per step";
+  if (llvm::is_contained(plan.columns, "plain") && planned > 0.0)
+    os << llvm::formatv(" ({0:F2}x plain's {1} ms)", plain / planned,
+                        milliseconds(plain));
+  if (!best.empty())
+    os << "; best single choice for every bucket: " << best << " "
+       << milliseconds(bestUs) << " ms";
+  os << "\n";
+}
+
+static void printPlanJson(llvm::json::OStream &json, const Plan &plan) {
+  json.attributeObject("plan", [&] {
+    json.attribute("profile", plan.profile);
+    json.attribute("world", plan.world);
+    json.attributeArray("buckets", [&] {
+      for (const PlanRow &row : plan.rows)
+        json.object([&] {
+          json.attribute("function", row.function);
+          json.attribute("where", row.where);
+          json.attribute("tensors", row.tensors);
+          json.attribute("elements", row.elements);
+          json.attribute("choice", row.choice);
+          json.attribute("reason", row.reason);
+          json.attributeObject("predicted_us", [&] {
+            for (auto &[name, us] : row.predicted)
+              json.attribute(name, us);
+          });
+        });
+    });
+    json.attributeObject("total_us", [&] {
+      json.attribute("planned", plan.planned());
+      for (const std::string &column : plan.columns)
+        json.attribute(column, plan.totalFor(column));
+    });
+  });
+}
+
+static void printText(raw_ostream &os, ArrayRef<Row> rows, const Totals &totals,
+                      const std::optional<Plan> &plan) {
   // Names are printed whole, the column as wide as the longest: two long
   // names cut to one prefix would read as the same tensor.
   size_t width = 28;
@@ -456,10 +638,12 @@ static void printText(raw_ostream &os, ArrayRef<Row> rows,
       totals.tensors, totals.compressed, totals.numelBefore, totals.numelAfter,
       ratio(totals.numelBefore, totals.numelAfter), totals.bytesBefore,
       totals.bytesAfter, ratio(totals.bytesBefore, totals.bytesAfter));
+  if (plan)
+    printPlanText(os, *plan);
 }
 
-static void printJson(raw_ostream &os, ArrayRef<Row> rows,
-                      const Totals &totals) {
+static void printJson(raw_ostream &os, ArrayRef<Row> rows, const Totals &totals,
+                      const std::optional<Plan> &plan) {
   llvm::json::OStream json(os, /*IndentSize=*/2);
   json.object([&] {
     json.attributeArray("tensors", [&] {
@@ -487,6 +671,8 @@ static void printJson(raw_ostream &os, ArrayRef<Row> rows,
     json.attribute("bytes_before", totals.bytesBefore);
     json.attribute("bytes_after", totals.bytesAfter);
     json.attribute("bytes_ratio", ratio(totals.bytesBefore, totals.bytesAfter));
+    if (plan)
+      printPlanJson(json, *plan);
   });
   os << "\n";
 }
@@ -539,7 +725,8 @@ void DDPCompressionReportPass::runOnOperation() {
   }
   llvm::stable_sort(
       rows, [](const Row &a, const Row &b) { return a.order < b.order; });
-  auto text = [&](raw_ostream &os) { printText(os, rows, totals); };
+  std::optional<Plan> plan = readPlan(module);
+  auto text = [&](raw_ostream &os) { printText(os, rows, totals, plan); };
   auto *dialect = getContext().getLoadedDialect<DDPDialect>();
   if (output.empty() && dialect && dialect->getReportHandler()) {
     std::string table;
@@ -551,7 +738,7 @@ void DDPCompressionReportPass::runOnOperation() {
   else if (failed(writeTo(module, output, text)))
     return signalPassFailure();
   if (!json.empty() && failed(writeTo(module, json, [&](raw_ostream &os) {
-        printJson(os, rows, totals);
+        printJson(os, rows, totals, plan);
       })))
     return signalPassFailure();
   markAllAnalysesPreserved();

@@ -174,6 +174,9 @@ static Location tensorLoc(AllReduceOp op, unsigned i) {
 struct InsertPowerSGDPass
     : public ddp::impl::InsertPowerSGDBase<InsertPowerSGDPass> {
   using Base::Base;
+  InsertPowerSGDPass(const InsertPowerSGDOptions &options,
+                     PowerSGDRankSelector selector)
+      : Base(options), selector(std::move(selector)) {}
 
   void runOnOperation() override;
 
@@ -225,8 +228,19 @@ private:
     llvm::StringMap<unsigned> gradientNames;
   };
   RunState *run = nullptr;
+  /// Which buckets to compress, at which rank (ddp-plan's way in); unset:
+  /// every bucket, at `rank`.
+  PowerSGDRankSelector selector;
+  /// The rank of the bucket being rewritten.
+  unsigned bucketRank = 0;
 };
 } // namespace
+
+std::unique_ptr<Pass>
+mlir::ddp::createInsertPowerSGD(const InsertPowerSGDOptions &options,
+                                PowerSGDRankSelector selector) {
+  return std::make_unique<InsertPowerSGDPass>(options, std::move(selector));
+}
 
 LogicalResult InsertPowerSGDPass::validateOptions() {
   return checkPowerSGDOptions(
@@ -257,30 +271,44 @@ void InsertPowerSGDPass::runOnOperation() {
     state.nextStream = std::max(state.nextStream, int64_t(op.getStream()) + 1);
   });
 
-  SmallVector<std::pair<AllReduceOp, FunctionOpInterface>> buckets;
+  struct Bucket {
+    AllReduceOp op;
+    FunctionOpInterface function;
+    unsigned rank;
+  };
+  SmallVector<Bucket> buckets;
   module.walk([&](AllReduceOp op) {
     if (op.getRole() != CommRole::gradient)
       return;
+    unsigned chosenRank = rank;
+    if (selector) {
+      std::optional<unsigned> chosen = selector(op);
+      if (!chosen)
+        return;
+      chosenRank = *chosen;
+    }
     auto function = op->getParentOfType<FunctionOpInterface>();
     if (!function) {
       op.emitRemark("insert-powersgd leaves an allreduce outside any "
                     "function as it is");
       return;
     }
-    buckets.push_back({op, function});
+    buckets.push_back({op, function, chosenRank});
   });
   // Batched mode packs each bucket into one square matrix: its size must be
   // representable before anything is rewritten.
   bool representable = true;
   if (mode == PowerSGDMode::batched)
-    for (auto [op, function] : buckets)
-      representable &= succeeded(checkBatchable(op));
+    for (Bucket &bucket : buckets)
+      representable &= succeeded(checkBatchable(bucket.op));
   if (!representable) {
     run = nullptr;
     return signalPassFailure();
   }
-  for (auto [op, function] : buckets)
-    rewriteBucket(op, function);
+  for (Bucket &bucket : buckets) {
+    bucketRank = bucket.rank;
+    rewriteBucket(bucket.op, bucket.function);
+  }
   run = nullptr;
 }
 
@@ -398,7 +426,7 @@ void InsertPowerSGDPass::rewriteBucket(AllReduceOp op,
   for (auto [i, type] : llvm::enumerate(op.getInputs().getTypes())) {
     RankedTensorType matrix = matrixViewType(cast<RankedTensorType>(type));
     int64_t n = matrix.getDimSize(0), m = matrix.getDimSize(1);
-    int64_t r = std::min<int64_t>({n, m, int64_t(rank)});
+    int64_t r = std::min<int64_t>({n, m, int64_t(bucketRank)});
     // Batched mode compresses the whole bucket, but for empty tensors.
     // In doubles: the verifier bounds n * m, not (n + m) * r.
     bool compress =
@@ -485,10 +513,11 @@ SmallVector<Value> InsertPowerSGDPass::emitLayerwise(
     Location nameLoc = op.getInputs()[i].getLoc();
     if (!isa<NameLoc>(nameLoc))
       nameLoc = tensorLoc(op, i);
-    matrices.push_back({matrix,
-                        std::min<int64_t>({type.getDimSize(0),
-                                           type.getDimSize(1), int64_t(rank)}),
-                        tensorLoc(op, i), nameLoc});
+    matrices.push_back(
+        {matrix,
+         std::min<int64_t>(
+             {type.getDimSize(0), type.getDimSize(1), int64_t(bucketRank)}),
+         tensorLoc(op, i), nameLoc});
   }
   SmallVector<Value> reconstructions = emitPowerSGD(b, loc, function, matrices);
   for (auto [k, i] : llvm::enumerate(compressed))
@@ -545,7 +574,7 @@ InsertPowerSGDPass::emitBatched(OpBuilder &b, AllReduceOp op,
     auto squareType = RankedTensorType::get({side, side}, element);
     Value square = tensor::ExpandShapeOp::create(
         b, loc, squareType, flat, ArrayRef<ReassociationIndices>{{0, 1}});
-    int64_t r = std::min<int64_t>(side, int64_t(rank));
+    int64_t r = std::min<int64_t>(side, int64_t(bucketRank));
     matrices.push_back({square, r, loc, loc});
     sides.push_back(side);
     numelBefore += length;

@@ -41,7 +41,11 @@ def DDP_Dialect : Dialect {
     // On PowerSGD's step-counter ddp.state: the i64 start-iter of the
     // insertion pass (informational, for hosts: ddp-run reports the warm-up
     // with it).
-    "::mlir::IntegerAttr":$start_iter
+    "::mlir::IntegerAttr":$start_iter,
+    // On a builtin.module: what ddp-plan predicted for each bucket and
+    // chose (a dictionary with `profile`, `world` and `buckets`; the
+    // compression report prints it).
+    "::mlir::DictionaryAttr":$plan
   );
   let hasOperationAttrVerify = 1;
   let extraClassDeclaration = [{

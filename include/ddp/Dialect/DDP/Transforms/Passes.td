@@ -126,6 +126,78 @@ def InsertBF16Compression : Pass<"insert-bf16-compression", "::mlir::func::FuncO
   let dependentDialects = ["::mlir::ddp::DDPDialect"];
 }
 
+def DDPPlan : Pass<"ddp-plan", "::mlir::ModuleOp"> {
+  let summary = "Choose per bucket how it is sent (plain, fp16, bf16, "
+                "PowerSGD at a rank) from a machine profile, and rewrite it so";
+  let description = [{
+    For every gradient bucket (after `convert-shard-to-ddp` and, unless
+    `bucket-cap-mb=0`, `ddp-bucketize`, as insert-powersgd does) predicts
+    the time its exchange takes under each allowed choice, from a machine
+    profile written by `ddprt-calibrate` (measured here, or `--hand` for a
+    cluster you are not on), and rewrites the bucket with the fastest, as
+    the fixed passes would: plain (role `uncompressed`), fp16 or bf16
+    (insert-fp16/bf16-compression on that bucket), or PowerSGD at a rank
+    (insert-powersgd on that bucket). What it predicted and why it chose
+    is kept in the module attribute `ddp.plan`, which
+    `ddp-compression-report` prints as a table. The model (collective
+    latency and bandwidth, kernel times scaled by work; the exchange alone,
+    without overlap with the backward pass) is in docs/cost-model.md.
+
+    What the user allows: `choices` (a subset of plain, fp16, bf16,
+    powersgd), PowerSGD `ranks` and a floor `min-rank`, `never` (a regular
+    expression: gradients whose names match are split off and sent plain).
+    A choice within `tolerance` of plain is not taken (compression that does
+    not pay clearly is not worth its error).
+  }];
+  let options = [
+    Option<"profile", "profile", "std::string", "\"\"",
+           "The machine profile (ddprt-calibrate's JSON); required">,
+    Option<"kernels", "kernels", "std::string", "\"\"",
+           "A profile to take kernel times from (for a --hand profile: "
+           "ddprt-calibrate --kernels-only on the machine that computes; "
+           "default: the profile's own)">,
+    Option<"world", "world", "int64_t", "0",
+           "Ranks to plan for (default: the profile's world_size)">,
+    ListOption<"choices", "choices", "std::string",
+               "What a bucket may become: plain, fp16, bf16, powersgd "
+               "(default: all)">,
+    ListOption<"ranks", "ranks", "unsigned",
+               "PowerSGD ranks to consider (default: 1,2,4)">,
+    Option<"minRank", "min-rank", "unsigned", "1",
+           "No PowerSGD below this rank (default: 1)">,
+    Option<"never", "never", "std::string", "\"\"",
+           "Gradients whose names match this regular expression are sent "
+           "plain (default: none)">,
+    Option<"tolerance", "tolerance", "double", "0.05",
+           "Compress only if predicted faster than plain by this fraction "
+           "(default: 0.05)">,
+    Option<"minCompressionRate", "min-compression-rate", "double", "2.0",
+           "PowerSGD's per-tensor rule, as insert-powersgd (default: 2)">,
+    Option<"startIter", "start-iter", "int64_t", "1000",
+           "PowerSGD's warm-up steps, as insert-powersgd (default: 1000)">,
+    Option<"errorFeedback", "error-feedback", "bool", "true",
+           "PowerSGD error feedback (default: true)">,
+    Option<"warmStart", "warm-start", "bool", "true",
+           "PowerSGD warm start (default: true)">,
+    Option<"orthogonalizationEpsilon", "orthogonalization-epsilon", "double",
+           "0.0", "Added to column norms in Gram-Schmidt (default: 0)">,
+    Option<"seed", "seed", "int64_t", "0",
+           "Seed of PowerSGD's random initial Q (default: 0)">,
+    Option<"bucketCapMb", "bucket-cap-mb", "double", "25.0",
+           "Bucket single allreduces first, as ddp-bucketize; 0 keeps each "
+           "allreduce a bucket (default: 25)">
+  ];
+  let statistics = [
+    Statistic<"numPlain", "num-plain", "Buckets sent plain">,
+    Statistic<"numNarrow", "num-narrow", "Buckets sent as fp16 or bf16">,
+    Statistic<"numPowerSGD", "num-powersgd", "Buckets compressed by PowerSGD">
+  ];
+  let dependentDialects = [
+    "::mlir::ddp::DDPDialect", "::mlir::arith::ArithDialect",
+    "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect"
+  ];
+}
+
 def DDPApplyHook : Pass<"ddp-apply-hook", "::mlir::ModuleOp"> {
   let summary = "Reduce each gradient bucket with a hook function written in the module";
   let description = [{

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+# ddp-plan's predictions against measurement: for ResNet-50's and GPT-2
+# medium's gradient shapes on 2 ranks, every fixed plan (plain, fp16, bf16,
+# PowerSGD rank 1, 2, 4 on every bucket) and the planned one, each compiled
+# by ddp-opt --ddp-plan with a profile that ddprt-calibrate measured on the
+# same link just before, then run by ddp-run; predicted and measured time
+# per step side by side, the prediction's error, and the planned step
+# against the best fixed one. Links: loopback (this machine's MPI) and
+# simulated 100, 10 and 1 Gb/s links (the runtime holds each collective as
+# such a link would: a model, not a network; ddp-run --simulated-link).
+#   bash bench/plan/run.sh [steps]
+# MODELS="resnet50 gpt2-medium" LINKS="loopback 100 10 1" choose the rows;
+# OUT=FILE also writes the table there. GPT-2 medium at 1 Gb/s takes about
+# a minute per plan.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+STEPS="${1:-8}"
+MODELS="${MODELS:-resnet50 gpt2-medium}"
+LINKS="${LINKS:-loopback 100 10 1}"
+BUILD_DIR="${BUILD_DIR:-build}"
+PYTHON=/usr/bin/python3
+WORLD=2
+# Latency of each simulated link (us): a switch hop and the software above.
+declare -A LATENCY=([100]=10 [10]=20 [1]=50)
+PLANS=(plain fp16 bf16 powersgd-r1 powersgd-r2 powersgd-r4 planned)
+
+cmake --build "$BUILD_DIR" --target ddp-opt ddp-run ddprt-calibrate >/dev/null
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+# The tools are copied: a rebuild during the run does not change them.
+mkdir -p "$WORK/bin" "$WORK/lib"
+cp "$BUILD_DIR/bin/ddp-opt" "$BUILD_DIR/bin/ddp-run" "$BUILD_DIR/runtime/ddprt-calibrate" "$WORK/bin/"
+cp -P "$BUILD_DIR"/lib/libddprt.so* "$WORK/lib/"
+MPIRUN=(mpirun --oversubscribe -np "$WORLD")
+[ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
+
+options_of() { # plan -> ddp-plan options (start-iter=0: the steady state)
+  case "$1" in
+    planned) echo "" ;;
+    powersgd-r*) echo "choices=powersgd ranks=${1#powersgd-r}" ;;
+    *) echo "choices=$1" ;;
+  esac
+}
+
+RESULTS="$WORK/results.jsonl"
+echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $WORLD ranks, $STEPS steps, source $(git rev-parse --short HEAD)"
+for link in $LINKS; do
+  sim=()
+  if [ "$link" != loopback ]; then
+    sim=(--simulated-link="$link,${LATENCY[$link]}")
+  fi
+  profile="$WORK/profile.$link.json"
+  "${MPIRUN[@]}" "$WORK/bin/ddprt-calibrate" --out="$profile" --reps=3 "${sim[@]}" >/dev/null
+  for model in $MODELS; do
+    dir="$WORK/$model"
+    if [ ! -f "$dir/step.mlir" ]; then
+      count=$("$PYTHON" bench/cpu/gen_step.py "$dir" --world "$WORLD" --model "$model")
+      echo "$count" >"$dir/count"
+    fi
+    count=$(cat "$dir/count")
+    inputs=()
+    carry=""
+    for ((i = 0; i < count; ++i)); do
+      inputs+=("--input=$dir/g.r{rank}.a$i.npy")
+      carry+="${carry:+,}$i:$i"
+    done
+    for plan in "${PLANS[@]}"; do
+      compiled="$WORK/$model.$link.$plan.mlir"
+      report="$WORK/$model.$link.$plan.report.json"
+      "$WORK/bin/ddp-opt" "$dir/step.mlir" \
+        --ddp-plan="profile=$profile start-iter=0 tolerance=0 $(options_of "$plan")" \
+        --ddp-compress="narrow=none bucket-cap-mb=0" \
+        --ddp-compression-report="output=/dev/null json=$report" -o "$compiled"
+      summary="$WORK/$model.$link.$plan.summary.json"
+      "${MPIRUN[@]}" "$WORK/bin/ddp-run" "$compiled" --steps="$STEPS" --quiet \
+        "${inputs[@]}" --carry="$carry" "${sim[@]}" --summary-json="$summary" >/dev/null
+      "$PYTHON" - "$model" "$link" "$plan" "$report" "$summary" >>"$RESULTS" <<'PY'
+import json, sys
+model, link, plan, report, summary = sys.argv[1:]
+r = json.load(open(report))["plan"]
+s = json.load(open(summary))
+choices = sorted({b["choice"] for b in r["buckets"]})
+print(json.dumps({"model": model, "link": link, "plan": plan,
+                  "predicted_ms": r["total_us"]["planned"] / 1e3,
+                  "measured_ms": s["ms_per_step"], "choices": choices,
+                  "bytes": s.get("bytes_sent_per_step")}))
+PY
+    done
+  done
+done
+
+"$PYTHON" - "$RESULTS" <<'PY' | tee "${OUT:-/dev/null}"
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+def name(link):
+    return "loopback" if link == "loopback" else f"{link} Gb/s (sim)"
+print("| model | link | plan | predicted ms | measured ms | error | buckets became |")
+print("|---|---|---|---:|---:|---:|---|")
+for r in rows:
+    error = (r["predicted_ms"] - r["measured_ms"]) / r["measured_ms"] * 100
+    print(f"| {r['model']} | {name(r['link'])} | {r['plan']} | {r['predicted_ms']:.1f} | "
+          f"{r['measured_ms']:.1f} | {error:+.0f}% | {', '.join(r['choices'])} |")
+print()
+print("| model | link | planned ms | best fixed plan | its ms | planned vs best fixed | plain ms | worst prediction error |")
+print("|---|---|---:|---|---:|---:|---:|---:|")
+groups = {}
+for r in rows:
+    groups.setdefault((r["model"], r["link"]), []).append(r)
+for (model, link), group in groups.items():
+    fixed = [r for r in group if r["plan"] != "planned"]
+    planned = next(r for r in group if r["plan"] == "planned")
+    best = min(fixed, key=lambda r: r["measured_ms"])
+    plain = next(r for r in group if r["plan"] == "plain")
+    worst = max(abs(r["predicted_ms"] - r["measured_ms"]) / r["measured_ms"] for r in group)
+    print(f"| {model} | {name(link)} | {planned['measured_ms']:.1f} | {best['plan']} | "
+          f"{best['measured_ms']:.1f} | {(planned['measured_ms'] / best['measured_ms'] - 1) * 100:+.1f}% | "
+          f"{plain['measured_ms']:.1f} | {worst * 100:.0f}% |")
+PY

@@ -1,0 +1,458 @@
+//===- CostModel.cpp - predicted cost of a bucket's communication --------===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+
+#include "ddp/Dialect/DDP/Transforms/CostModel.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::ddp;
+
+namespace {
+/// Reads one profile file; `error` names the file and the first problem.
+class ProfileReader {
+public:
+  ProfileReader(StringRef path, std::string &error)
+      : path(path), error(error) {}
+
+  std::optional<llvm::json::Object> read() {
+    auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+    if (!buffer) {
+      fail("cannot read it: " + buffer.getError().message());
+      return std::nullopt;
+    }
+    llvm::Expected<llvm::json::Value> value =
+        llvm::json::parse((*buffer)->getBuffer());
+    if (!value) {
+      fail("not JSON: " + llvm::toString(value.takeError()));
+      return std::nullopt;
+    }
+    llvm::json::Object *object = value->getAsObject();
+    if (!object) {
+      fail("not a JSON object");
+      return std::nullopt;
+    }
+    if (object->getInteger("version") != 1) {
+      fail("'version' is not 1 (a profile written by ddprt-calibrate)");
+      return std::nullopt;
+    }
+    return std::move(*object);
+  }
+
+  /// A finite number >= `min` (> `min` if `strict`) at `key` of `object`.
+  bool number(const llvm::json::Object &object, StringRef where, StringRef key,
+              double &out, double min = 0.0, bool strict = false) {
+    std::optional<double> value = object.getNumber(key);
+    if (!value || !std::isfinite(*value) || *value < min ||
+        (strict && *value == min)) {
+      fail(llvm::formatv("{0}: '{1}' is missing or not a number {2} {3}", where,
+                         key, strict ? ">" : ">=", min)
+               .str());
+      return false;
+    }
+    out = *value;
+    return true;
+  }
+
+  void fail(const Twine &message) {
+    if (error.empty())
+      error = ("machine profile '" + path + "': " + message).str();
+  }
+
+  bool failed() const { return !error.empty(); }
+
+private:
+  StringRef path;
+  std::string &error;
+};
+} // namespace
+
+FailureOr<MachineProfile> MachineProfile::load(StringRef path,
+                                               StringRef kernelsPath,
+                                               std::string &error) {
+  MachineProfile profile;
+  ProfileReader reader(path, error);
+  std::optional<llvm::json::Object> top = reader.read();
+  if (!top)
+    return failure();
+  std::optional<int64_t> world = top->getInteger("world_size");
+  if (!world || *world < 1) {
+    reader.fail("'world_size' is missing or not a count >= 1");
+    return failure();
+  }
+  profile.worldSize = *world;
+  const llvm::json::Object *collectives = top->getObject("collectives");
+  if (!collectives) {
+    reader.fail("'collectives' is missing");
+    return failure();
+  }
+  for (StringRef name : {"allreduce_f32", "allreduce_f16", "allreduce_bf16"}) {
+    const llvm::json::Object *entry = collectives->getObject(name);
+    if (!entry) {
+      reader.fail("'collectives' has no '" + name + "'");
+      return failure();
+    }
+    CollectiveCost cost;
+    double latencyUs = 0.0, gbps = 0.0;
+    std::string where = ("collectives." + name).str();
+    if (!reader.number(*entry, where, "latency_us", latencyUs) ||
+        !reader.number(*entry, where, "gbps", gbps, 0.0, /*strict=*/true))
+      return failure();
+    cost.latencySeconds = latencyUs * 1e-6;
+    cost.bytesPerSecond = gbps * 1e9 / 8.0;
+    if (const llvm::json::Array *points = entry->getArray("points")) {
+      for (const llvm::json::Value &point : *points) {
+        const llvm::json::Array *pair = point.getAsArray();
+        std::optional<double> bytes, seconds;
+        if (pair && pair->size() == 2) {
+          bytes = (*pair)[0].getAsNumber();
+          seconds = (*pair)[1].getAsNumber();
+        }
+        if (!bytes || !seconds || !(*bytes > 0) || !(*seconds > 0) ||
+            !std::isfinite(*bytes) || !std::isfinite(*seconds)) {
+          reader.fail(where +
+                      ".points: each point is [bytes > 0, seconds > 0]");
+          return failure();
+        }
+        cost.points.push_back({*bytes, *seconds});
+      }
+      llvm::sort(cost.points);
+    }
+    profile.collectives[name] = std::move(cost);
+  }
+
+  // The kernels: from the profile or from a second one (a --hand profile
+  // has none: kernels belong to the machine that runs them).
+  std::optional<llvm::json::Object> kernelTop;
+  ProfileReader kernelReader(kernelsPath.empty() ? path : kernelsPath, error);
+  const llvm::json::Object *kernels = nullptr;
+  if (kernelsPath.empty()) {
+    kernels = top->getObject("kernels");
+  } else {
+    kernelTop = kernelReader.read();
+    if (!kernelTop)
+      return failure();
+    kernels = kernelTop->getObject("kernels");
+  }
+  if (!kernels) {
+    kernelReader.fail("'kernels' is missing");
+    return failure();
+  }
+  for (const auto &[key, value] : *kernels) {
+    const llvm::json::Array *entries = value.getAsArray();
+    std::string where = "kernels." + key.str();
+    if (!entries) {
+      kernelReader.fail(where + " is not a list");
+      return failure();
+    }
+    SmallVector<KernelCost> &list = profile.kernels[key.str()];
+    for (const llvm::json::Value &item : *entries) {
+      const llvm::json::Object *object = item.getAsObject();
+      KernelCost cost;
+      double elements = 0.0;
+      if (!object) {
+        kernelReader.fail(where + ": an entry is not an object");
+        return failure();
+      }
+      if (!kernelReader.number(*object, where, "seconds", cost.seconds, 0.0,
+                               true) ||
+          !kernelReader.number(*object, where, "elements", elements, 0.0, true))
+        return failure();
+      cost.elements = int64_t(elements);
+      cost.n = object->getInteger("n").value_or(0);
+      cost.m = object->getInteger("m").value_or(0);
+      cost.r = object->getInteger("r").value_or(0);
+      list.push_back(cost);
+    }
+  }
+  for (StringRef name : {"project", "backproject", "orthogonalize",
+                         "reconstruct", "cast_f32_f16", "scale_f32"}) {
+    if (profile.kernels.empty())
+      break; // a profile without kernels: checked where they are needed
+    auto it = profile.kernels.find(name);
+    bool shaped = name != "cast_f32_f16" && name != "scale_f32";
+    if (it == profile.kernels.end() || it->second.empty() ||
+        (shaped && llvm::any_of(it->second, [](const KernelCost &k) {
+           return k.n < 1 || k.m < 1 || k.r < 1;
+         }))) {
+      kernelReader.fail(("'kernels' has no usable '" + name + "'").str());
+      return failure();
+    }
+  }
+
+  // The line reports print.
+  std::string mode = top->getString("mode").value_or("?").str();
+  std::string backend = top->getString("backend").value_or("?").str();
+  profile.backend = backend;
+  std::string link;
+  if (const llvm::json::Object *simulated = top->getObject("simulated_link"))
+    link = llvm::formatv(", simulated link {0} Gb/s {1} us",
+                         simulated->getNumber("gbps").value_or(0),
+                         simulated->getNumber("latency_us").value_or(0))
+               .str();
+  const CollectiveCost &f32 = profile.collectives["allreduce_f32"];
+  profile.description =
+      llvm::formatv("{0} ({1}, {2}, {3} ranks{4}; allreduce f32 {5:F1} us + "
+                    "{6:F3} Gb/s{7})",
+                    path, mode, backend, profile.worldSize, link,
+                    f32.latencySeconds * 1e6, f32.bytesPerSecond * 8 / 1e9,
+                    kernelsPath.empty()
+                        ? std::string()
+                        : ("; kernels from " + kernelsPath).str())
+          .str();
+  return profile;
+}
+
+double MachineProfile::allreduceSeconds(Type element, double bytes,
+                                        int64_t world) const {
+  if (bytes <= 0.0 || world <= 1)
+    return 0.0;
+  StringRef name = element.isF16()    ? "allreduce_f16"
+                   : element.isBF16() ? "allreduce_bf16"
+                                      : "allreduce_f32";
+  const CollectiveCost &cost = collectives.find(name)->second;
+  double ring = 2.0 * double(world - 1) / double(world);
+  double fit = cost.latencySeconds + ring * bytes / cost.bytesPerSecond;
+  const auto &points = cost.points;
+  if (world != worldSize || points.size() < 2)
+    return fit;
+  // Measured here: what was measured, between the points on a log-log line.
+  if (bytes <= points.front().first)
+    return points.front().second;
+  if (bytes >= points.back().first)
+    return points.back().second +
+           ring * (bytes - points.back().first) / cost.bytesPerSecond;
+  auto upper = llvm::upper_bound(
+      points, bytes, [](double b, const std::pair<double, double> &point) {
+        return b < point.first;
+      });
+  auto lower = std::prev(upper);
+  double t = (std::log(bytes) - std::log(lower->first)) /
+             (std::log(upper->first) - std::log(lower->first));
+  return std::exp(std::log(lower->second) +
+                  t * (std::log(upper->second) - std::log(lower->second)));
+}
+
+double MachineProfile::bucketAllreduceSeconds(Type element,
+                                              ArrayRef<double> bytes,
+                                              int64_t world) const {
+  if (backend != "cpu") {
+    double total = 0.0;
+    for (double b : bytes)
+      total += b;
+    return allreduceSeconds(element, total, world);
+  }
+  // runtime/lib/cpu/CpuBackend.cpp, reduce(): kSmallBytes.
+  const double kSmallBytes = 64 * 1024;
+  double seconds = 0.0, small = 0.0;
+  for (double b : bytes) {
+    if (b < kSmallBytes)
+      small += b;
+    else
+      seconds += allreduceSeconds(element, b, world);
+  }
+  return seconds + allreduceSeconds(element, small, world);
+}
+
+double MachineProfile::kernelSeconds(StringRef kernel, int64_t n, int64_t m,
+                                     int64_t r) const {
+  auto it = kernels.find(kernel);
+  if (it == kernels.end() || it->second.empty())
+    return 0.0;
+  // The matrix part of the work: n m (n for orthogonalize, which works on
+  // the n x r P). In a step each matrix is streamed from memory once per
+  // kernel (a model's gradients are far larger than the caches), so the
+  // rate per element is that of the largest measured shape, whose buffers
+  // do not fit in cache; smaller shapes are measured hot and would
+  // flatter the kernels.
+  bool orthogonalize = kernel == "orthogonalize";
+  auto size = [&](double rows, double cols) {
+    return orthogonalize ? rows : rows * cols;
+  };
+  double wanted = size(n, m);
+  double largest = 0.0;
+  for (const KernelCost &k : it->second)
+    largest = std::max(largest, size(k.n, k.m));
+  double best = 0.0;
+  // Among them, time against rank: the kernels read the whole n x m matrix
+  // whatever r is (at small r they are memory-bound), so time is not
+  // proportional to r. Linear in r through the two measured ranks nearest
+  // to r (inter- or extrapolated); one measured rank: proportional to r
+  // (orthogonalize: r^2).
+  SmallVector<std::pair<double, double>> byRank; // (r, seconds per size)
+  for (const KernelCost &k : it->second)
+    if (std::fabs(std::log(size(k.n, k.m) / largest)) <= best + 1e-9)
+      byRank.push_back({double(k.r), k.seconds / size(k.n, k.m)});
+  if (byRank.empty())
+    return 0.0; // not reached: the nearest shape is always among them
+  llvm::sort(byRank);
+  double rank = double(r);
+  double perSize;
+  if (byRank.size() == 1 || byRank.front().first == byRank.back().first) {
+    double measured = byRank.front().first;
+    double factor =
+        orthogonalize ? (rank * rank) / (measured * measured) : rank / measured;
+    perSize = byRank.front().second * factor;
+  } else {
+    // The two nearest ranks (ties to the lower).
+    llvm::stable_sort(byRank, [&](const auto &a, const auto &b) {
+      return std::fabs(a.first - rank) < std::fabs(b.first - rank);
+    });
+    auto first = byRank[0];
+    auto second = byRank[1];
+    for (auto &candidate : byRank)
+      if (candidate.first != first.first) {
+        second = candidate;
+        break;
+      }
+    double slope =
+        (second.second - first.second) / (second.first - first.first);
+    perSize = first.second + slope * (rank - first.first);
+    // Never below a tenth of the nearest measurement: an extrapolation
+    // through noisy points must not predict a free kernel.
+    perSize = std::max(perSize, 0.1 * first.second);
+  }
+  return perSize * wanted;
+}
+
+double MachineProfile::elementwiseSeconds(StringRef kernel,
+                                          int64_t elements) const {
+  auto it = kernels.find(kernel);
+  if (it == kernels.end() || it->second.empty())
+    return 0.0;
+  const KernelCost &k = it->second.front();
+  return k.seconds * double(elements) / double(k.elements);
+}
+
+std::string PlanChoice::name() const {
+  switch (kind) {
+  case Kind::plain:
+    return "plain";
+  case Kind::fp16:
+    return "fp16";
+  case Kind::bf16:
+    return "bf16";
+  case Kind::powersgd:
+    return "powersgd-r" + std::to_string(rank);
+  }
+  llvm_unreachable("a PlanChoice kind");
+}
+
+static double bytesOf(RankedTensorType type) {
+  return double(type.getNumElements()) * double(type.getElementTypeBitWidth()) /
+         8.0;
+}
+
+PlanCost mlir::ddp::predictBucket(const MachineProfile &profile,
+                                  const BucketShape &bucket,
+                                  const PlanChoice &choice, int64_t world,
+                                  double minCompressionRate) {
+  PlanCost cost;
+  if (bucket.tensors.empty())
+    return cost;
+  Type element = bucket.tensors.front().getElementType();
+  double bytes = 0.0;
+  int64_t elements = 0;
+  SmallVector<double> tensorBytes;
+  for (RankedTensorType type : bucket.tensors) {
+    bytes += bytesOf(type);
+    tensorBytes.push_back(bytesOf(type));
+    elements += type.getNumElements();
+  }
+  auto plain = [&] {
+    cost.linkSeconds =
+        profile.bucketAllreduceSeconds(element, tensorBytes, world);
+    cost.seconds = cost.linkSeconds;
+    cost.bytes = bytes;
+    return cost;
+  };
+  switch (choice.kind) {
+  case PlanChoice::Kind::plain:
+    return plain();
+  case PlanChoice::Kind::fp16:
+  case PlanChoice::Kind::bf16: {
+    auto *context = element.getContext();
+    Type narrow = choice.kind == PlanChoice::Kind::fp16
+                      ? Type(Float16Type::get(context))
+                      : Type(BFloat16Type::get(context));
+    auto floatType = dyn_cast<FloatType>(element);
+    if (!floatType || floatType.getWidth() <= 16) {
+      cost.compressesNothing = true;
+      return plain();
+    }
+    // Divided by W and cast down, sent, cast back: two passes over the
+    // bucket (the cast kernel's rate for both; bf16 casts like f16).
+    cost.computeSeconds =
+        2.0 * profile.elementwiseSeconds("cast_f32_f16", elements);
+    SmallVector<double> narrowBytes;
+    for (RankedTensorType type : bucket.tensors)
+      narrowBytes.push_back(double(type.getNumElements()) * 2.0);
+    cost.linkSeconds =
+        profile.bucketAllreduceSeconds(narrow, narrowBytes, world);
+    cost.seconds = cost.computeSeconds + cost.linkSeconds;
+    cost.bytes = double(elements) * 2.0;
+    return cost;
+  }
+  case PlanChoice::Kind::powersgd:
+    break;
+  }
+
+  // insert-powersgd, layerwise: PyTorch's per-tensor rule on the matrix
+  // view shape[0] x prod(shape[1:]).
+  double elementBytes = double(element.getIntOrFloatBitWidth()) / 8.0;
+  SmallVector<double> uncompressedList, pList, qList;
+  double project = 0.0, orthogonalize = 0.0, backproject = 0.0,
+         reconstruct = 0.0;
+  bool any = false;
+  for (RankedTensorType type : bucket.tensors) {
+    bool compressible = isa<FloatType>(element) && type.getRank() >= 1 &&
+                        type.getNumElements() > 0;
+    int64_t n = compressible ? type.getDimSize(0) : 0;
+    int64_t m = compressible ? type.getNumElements() / n : 0;
+    int64_t r = std::min<int64_t>({n, m, int64_t(choice.rank)});
+    if (!compressible ||
+        !((double(n) + double(m)) * double(r) * minCompressionRate <
+          double(n) * double(m))) {
+      uncompressedList.push_back(bytesOf(type));
+      continue;
+    }
+    any = true;
+    pList.push_back(double(n) * double(r) * elementBytes);
+    qList.push_back(double(m) * double(r) * elementBytes);
+    project += profile.kernelSeconds("project", n, m, r);
+    orthogonalize += profile.kernelSeconds("orthogonalize", n, m, r);
+    backproject += profile.kernelSeconds("backproject", n, m, r);
+    reconstruct += profile.kernelSeconds("reconstruct", n, m, r);
+  }
+  if (!any) {
+    cost.compressesNothing = true;
+    return plain();
+  }
+  // The uncompressed tensors' allreduce is started first and overlaps the
+  // projection; P's allreduce waits for both (one link), Q's for the
+  // orthogonalization and the backprojection.
+  double uncompressed =
+      profile.bucketAllreduceSeconds(element, uncompressedList, world);
+  double p = profile.bucketAllreduceSeconds(element, pList, world);
+  double q = profile.bucketAllreduceSeconds(element, qList, world);
+  cost.linkSeconds = uncompressed + p + q;
+  cost.computeSeconds = project + orthogonalize + backproject + reconstruct;
+  cost.seconds = std::max(uncompressed, project) + p + orthogonalize +
+                 backproject + q + reconstruct;
+  cost.bytes = 0.0;
+  for (ArrayRef<double> list :
+       {ArrayRef<double>(uncompressedList), ArrayRef<double>(pList),
+        ArrayRef<double>(qList)})
+    for (double b : list)
+      cost.bytes += b;
+  return cost;
+}

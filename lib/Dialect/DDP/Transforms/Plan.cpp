@@ -1,0 +1,440 @@
+//===- Plan.cpp - choose how each bucket is sent, from a profile ----------===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+// ddp-plan: for each gradient bucket, the predicted time of every allowed
+// way of sending it (CostModel.h), the fastest taken, and the bucket
+// rewritten by the pass that makes that choice, restricted to it: plain
+// buckets are marked uncompressed, fp16/bf16 ones go through the narrowing
+// patterns, PowerSGD ones through insert-powersgd with a per-bucket rank.
+// The predictions and reasons stay in the module's `ddp.plan` attribute for
+// the compression report.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddp/Conversion/Passes.h"
+#include "ddp/Dialect/DDP/Transforms/CostModel.h"
+#include "ddp/Dialect/DDP/Transforms/Passes.h"
+#include "ddp/Dialect/DDP/Transforms/Transforms.h"
+#include "ddp/Dialect/DDP/Transforms/Utils.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Regex.h"
+
+#include <cmath>
+
+namespace mlir::ddp {
+#define GEN_PASS_DEF_DDPPLAN
+#include "ddp/Dialect/DDP/Transforms/Passes.h.inc"
+} // namespace mlir::ddp
+
+using namespace mlir;
+using namespace mlir::ddp;
+
+namespace {
+/// One bucket's decision.
+struct Decision {
+  PlanChoice choice;
+  std::string reason;
+  /// Every choice evaluated, in the order of the allowed list.
+  SmallVector<std::pair<PlanChoice, PlanCost>> costs;
+};
+
+struct DDPPlanPass : public ddp::impl::DDPPlanBase<DDPPlanPass> {
+  using Base::Base;
+  void runOnOperation() override;
+
+private:
+  /// Parses and checks the options into `allowed`; false after an error.
+  bool parseOptions(SmallVectorImpl<PlanChoice> &allowed);
+  /// Splits the inputs of `op` whose names match `never` into a plain
+  /// allreduce of their own; returns it (null if nothing matched) and what
+  /// is left to plan (null if nothing is).
+  std::pair<AllReduceOp, AllReduceOp> splitOffNever(AllReduceOp op,
+                                                    const llvm::Regex &regex);
+  Decision decide(const MachineProfile &profile, AllReduceOp op,
+                  ArrayRef<PlanChoice> allowed, int64_t worldSize);
+};
+} // namespace
+
+static std::string formatSeconds(double seconds) {
+  if (seconds >= 1.0)
+    return llvm::formatv("{0:F2} s", seconds).str();
+  if (seconds >= 1e-3)
+    return llvm::formatv("{0:F2} ms", seconds * 1e3).str();
+  return llvm::formatv("{0:F1} us", seconds * 1e6).str();
+}
+
+bool DDPPlanPass::parseOptions(SmallVectorImpl<PlanChoice> &allowed) {
+  ModuleOp module = getOperation();
+  auto fail = [&](const Twine &message) {
+    emitPassError(module, getArgument()) << message;
+    return false;
+  };
+  if (profile.empty())
+    return fail("needs profile=PATH, a machine profile written by "
+                "ddprt-calibrate (measured with mpirun, or --hand for a "
+                "cluster you are not on)");
+  SmallVector<unsigned> rankList(ranks.begin(), ranks.end());
+  if (rankList.empty())
+    rankList = {1, 2, 4};
+  for (unsigned r : rankList)
+    if (r == 0)
+      return fail("ranks: 0 is not a PowerSGD rank (ranks are >= 1)");
+  if (minRank == 0)
+    return fail("min-rank=0: ranks are >= 1");
+  SmallVector<std::string> choiceList(choices.begin(), choices.end());
+  if (choiceList.empty())
+    choiceList = {"plain", "fp16", "bf16", "powersgd"};
+  for (const std::string &name : choiceList) {
+    if (name == "plain")
+      allowed.push_back({PlanChoice::Kind::plain, 0});
+    else if (name == "fp16")
+      allowed.push_back({PlanChoice::Kind::fp16, 0});
+    else if (name == "bf16")
+      allowed.push_back({PlanChoice::Kind::bf16, 0});
+    else if (name == "powersgd") {
+      unsigned before = allowed.size();
+      for (unsigned r : rankList)
+        if (r >= minRank)
+          allowed.push_back({PlanChoice::Kind::powersgd, r});
+      if (allowed.size() == before)
+        return fail(llvm::formatv(
+            "no rank in ranks={0} is at least "
+            "min-rank={1}: PowerSGD has nothing to try",
+            llvm::join(
+                llvm::map_range(rankList,
+                                [](unsigned r) { return std::to_string(r); }),
+                ","),
+            unsigned(minRank)));
+    } else {
+      return fail("choices: '" + name +
+                  "' is not one of plain, fp16, bf16, powersgd");
+    }
+  }
+  // Duplicates (choices=plain,plain) would print twice.
+  SmallVector<PlanChoice> unique;
+  for (const PlanChoice &c : allowed)
+    if (llvm::none_of(unique, [&](const PlanChoice &u) {
+          return u.kind == c.kind && u.rank == c.rank;
+        }))
+      unique.push_back(c);
+  allowed.assign(unique.begin(), unique.end());
+  if (world < 0)
+    return fail(llvm::formatv("world={0}: a number of ranks >= 1, or 0 for "
+                              "the profile's",
+                              int64_t(world)));
+  if (!(tolerance >= 0.0 && tolerance < 1.0))
+    return fail("tolerance=" + formatNumber(tolerance) +
+                ": a fraction in [0, 1)");
+  std::string error;
+  if (!never.empty() && !llvm::Regex(never).isValid(error))
+    return fail("never='" + never +
+                "' is not a valid regular expression: " + error);
+  unsigned largest = 1;
+  for (const PlanChoice &c : allowed)
+    largest = std::max(largest, c.rank);
+  return succeeded(checkPowerSGDOptions(
+      largest, minCompressionRate, startIter, orthogonalizationEpsilon,
+      bucketCapMb, [&](const Twine &message) { fail(message); }));
+}
+
+std::pair<AllReduceOp, AllReduceOp>
+DDPPlanPass::splitOffNever(AllReduceOp op, const llvm::Regex &regex) {
+  SmallVector<unsigned> kept, matched;
+  for (auto [i, input] : llvm::enumerate(op.getInputs()))
+    (regex.match(describeValue(input)) ? matched : kept).push_back(i);
+  if (matched.empty())
+    return {nullptr, op};
+  IRRewriter rewriter(op->getContext());
+  rewriter.setInsertionPoint(op);
+  auto pick = [&](ArrayRef<unsigned> indices) {
+    SmallVector<Value> values;
+    for (unsigned i : indices)
+      values.push_back(op.getInputs()[i]);
+    return values;
+  };
+  SmallVector<Value> results(op.getNumResults());
+  auto plain = AllReduceOp::create(rewriter, op.getLoc(), op.getKind(),
+                                   pick(matched), CommRole::uncompressed);
+  op.emitRemark() << getArgument() << " sends "
+                  << llvm::join(llvm::map_range(matched,
+                                                [&](unsigned i) {
+                                                  return describeValue(
+                                                      op.getInputs()[i]);
+                                                }),
+                                ", ")
+                  << " plain: never='" << never << "' matches";
+  for (auto [k, i] : llvm::enumerate(matched))
+    results[i] = plain.getResult(k);
+  AllReduceOp rest;
+  if (!kept.empty()) {
+    rest = AllReduceOp::create(rewriter, op.getLoc(), op.getKind(), pick(kept),
+                               op.getRole());
+    for (auto [k, i] : llvm::enumerate(kept))
+      results[i] = rest.getResult(k);
+  }
+  rewriter.replaceOp(op, results);
+  return {plain, rest};
+}
+
+Decision DDPPlanPass::decide(const MachineProfile &profile, AllReduceOp op,
+                             ArrayRef<PlanChoice> allowed, int64_t worldSize) {
+  Decision decision;
+  BucketShape shape;
+  for (Type type : op.getInputs().getTypes()) {
+    auto tensor = cast<RankedTensorType>(type);
+    if (!tensor.hasStaticShape()) {
+      decision.choice = {PlanChoice::Kind::plain, 0};
+      decision.reason = "a dynamic shape: its size is not known before the run";
+      return decision;
+    }
+    shape.tensors.push_back(tensor);
+  }
+  for (const PlanChoice &choice : allowed)
+    decision.costs.push_back(
+        {choice,
+         predictBucket(profile, shape, choice, worldSize, minCompressionRate)});
+  // The fastest; a choice that compresses nothing is plain in effect and
+  // only taken where plain is not allowed.
+  const std::pair<PlanChoice, PlanCost> *best = nullptr, *plain = nullptr;
+  for (const auto &entry : decision.costs) {
+    if (entry.first.kind == PlanChoice::Kind::plain)
+      plain = &entry;
+    if (entry.second.compressesNothing &&
+        entry.first.kind != PlanChoice::Kind::plain)
+      continue;
+    if (!best || entry.second.seconds < best->second.seconds)
+      best = &entry;
+  }
+  if (!best) {
+    // Only choices that compress nothing here (powersgd on biases):
+    // plain in effect, which the rewrite gives.
+    decision.choice = allowed.front();
+    decision.reason = decision.choice.name() +
+                      " compresses none of these tensors (the per-tensor "
+                      "rule, min-compression-rate); they are sent plain";
+    return decision;
+  }
+  decision.choice = best->first;
+  if (allowed.size() == 1) {
+    decision.reason = "the only choice allowed";
+    return decision;
+  }
+  // The runner-up, for the reason.
+  const std::pair<PlanChoice, PlanCost> *second = nullptr;
+  for (const auto &entry : decision.costs)
+    if (&entry != best && !(entry.second.compressesNothing &&
+                            entry.first.kind != PlanChoice::Kind::plain))
+      if (!second || entry.second.seconds < second->second.seconds)
+        second = &entry;
+  std::string next = second
+                         ? llvm::formatv("; next {0} {1}", second->first.name(),
+                                         formatSeconds(second->second.seconds))
+                               .str()
+                         : std::string();
+  if (!plain) {
+    decision.reason = llvm::formatv("fastest allowed ({0}){1}",
+                                    formatSeconds(best->second.seconds), next)
+                          .str();
+    return decision;
+  }
+  double plainSeconds = plain->second.seconds;
+  if (best == plain && !second) {
+    decision.reason = "no allowed compression changes these tensors";
+    return decision;
+  }
+  if (best == plain) {
+    // Plain is fastest: every compression costs more than it saves.
+    const auto &cost = second->second;
+    decision.reason =
+        llvm::formatv("plain {0} is fastest: {1} would take {2} ({3} on the "
+                      "link, {4} computing)",
+                      formatSeconds(plainSeconds), second->first.name(),
+                      formatSeconds(cost.seconds),
+                      formatSeconds(cost.linkSeconds),
+                      formatSeconds(cost.computeSeconds))
+            .str();
+    return decision;
+  }
+  double gain = 1.0 - best->second.seconds / plainSeconds;
+  if (gain < tolerance) {
+    decision.choice = plain->first;
+    decision.reason =
+        llvm::formatv("{0} would save {1:F1}% of plain's {2}, under "
+                      "tolerance={3}: not worth its error",
+                      best->first.name(), gain * 100.0,
+                      formatSeconds(plainSeconds), formatNumber(tolerance))
+            .str();
+    return decision;
+  }
+  decision.reason = llvm::formatv("{0:F2}x faster than plain ({1} vs {2}){3}",
+                                  plainSeconds / best->second.seconds,
+                                  formatSeconds(best->second.seconds),
+                                  formatSeconds(plainSeconds), next)
+                        .str();
+  return decision;
+}
+
+void DDPPlanPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  MLIRContext *context = &getContext();
+  SmallVector<PlanChoice> allowed;
+  if (!parseOptions(allowed))
+    return signalPassFailure();
+  std::string error;
+  FailureOr<MachineProfile> loaded =
+      MachineProfile::load(profile, kernels, error);
+  if (failed(loaded)) {
+    emitPassError(module, getArgument()) << error;
+    return signalPassFailure();
+  }
+  const MachineProfile &machine = *loaded;
+  bool computes = llvm::any_of(allowed, [](const PlanChoice &c) {
+    return c.kind != PlanChoice::Kind::plain;
+  });
+  if (computes && !machine.hasKernels()) {
+    emitPassError(module, getArgument())
+        << "the profile has no kernel times (a --hand profile): give "
+           "kernels=PATH, a profile from ddprt-calibrate --kernels-only on "
+           "the machine that computes, or choices=plain";
+    return signalPassFailure();
+  }
+  int64_t worldSize = world > 0 ? int64_t(world) : machine.getWorldSize();
+
+  // Buckets, as insert-powersgd makes them.
+  OpPassManager prepare(ModuleOp::getOperationName());
+  prepare.addPass(createConvertShardToDDP());
+  if (bucketCapMb > 0.0)
+    prepare.addNestedPass<func::FuncOp>(
+        createDDPBucketize(DDPBucketizeOptions{bucketCapMb}));
+  if (failed(runPipeline(prepare, module)))
+    return signalPassFailure();
+
+  SmallVector<AllReduceOp> buckets;
+  module.walk([&](AllReduceOp op) {
+    if (op.getRole() == CommRole::gradient &&
+        op->getParentOfType<FunctionOpInterface>())
+      buckets.push_back(op);
+  });
+  std::optional<llvm::Regex> neverRegex;
+  if (!never.empty())
+    neverRegex.emplace(never);
+
+  Builder b(context);
+  SmallVector<Attribute> entries;
+  llvm::DenseMap<Operation *, unsigned> powersgdRanks;
+  SmallVector<std::pair<AllReduceOp, PlanChoice>> narrowed;
+  auto record = [&](AllReduceOp op, const Decision &decision) {
+    SmallVector<NamedAttribute> predicted;
+    for (auto &[choice, cost] : decision.costs)
+      predicted.push_back(b.getNamedAttr(
+          choice.name(),
+          b.getI64IntegerAttr(int64_t(std::llround(cost.seconds * 1e9)))));
+    SmallVector<std::string> names;
+    int64_t elements = 0;
+    for (Value input : op.getInputs()) {
+      names.push_back(describeValue(input));
+      auto type = cast<RankedTensorType>(input.getType());
+      if (type.hasStaticShape())
+        elements += type.getNumElements();
+    }
+    std::string where = names.size() <= 4
+                            ? llvm::join(names, ",")
+                            : names.front() + ",...," + names.back();
+    auto function = op->getParentOfType<FunctionOpInterface>();
+    entries.push_back(b.getDictionaryAttr({
+        b.getNamedAttr("function", b.getStringAttr(function.getName())),
+        b.getNamedAttr("tensors", b.getI64IntegerAttr(names.size())),
+        b.getNamedAttr("where", b.getStringAttr(where)),
+        b.getNamedAttr("elements", b.getI64IntegerAttr(elements)),
+        b.getNamedAttr("choice", b.getStringAttr(decision.choice.name())),
+        b.getNamedAttr("reason", b.getStringAttr(decision.reason)),
+        b.getNamedAttr("predicted_ns", b.getDictionaryAttr(predicted)),
+    }));
+  };
+
+  for (AllReduceOp op : buckets) {
+    if (neverRegex) {
+      // The split-off part is a bucket of its own, plain by the user's word.
+      auto [plain, rest] = splitOffNever(op, *neverRegex);
+      if (plain) {
+        Decision byUser;
+        byUser.choice = {PlanChoice::Kind::plain, 0};
+        byUser.reason = "never='" + std::string(never) + "' matches";
+        record(plain, byUser);
+        ++numPlain;
+      }
+      op = rest;
+      if (!op)
+        continue;
+    }
+    Decision decision = decide(machine, op, allowed, worldSize);
+    record(op, decision);
+    switch (decision.choice.kind) {
+    case PlanChoice::Kind::plain:
+      op.setRole(CommRole::uncompressed);
+      ++numPlain;
+      break;
+    case PlanChoice::Kind::fp16:
+    case PlanChoice::Kind::bf16:
+      narrowed.push_back({op, decision.choice});
+      ++numNarrow;
+      break;
+    case PlanChoice::Kind::powersgd:
+      powersgdRanks[op] = decision.choice.rank;
+      ++numPowerSGD;
+      break;
+    }
+  }
+
+  // The rewrites, each restricted to its buckets.
+  for (auto &[op, choice] : narrowed) {
+    FloatType narrow = choice.kind == PlanChoice::Kind::fp16
+                           ? FloatType(Float16Type::get(context))
+                           : FloatType(BFloat16Type::get(context));
+    RewritePatternSet patterns(context);
+    populateNarrowCompressionPatterns(patterns, narrow, getArgument());
+    GreedyRewriteConfig config;
+    config.setStrictness(GreedyRewriteStrictness::ExistingOps);
+    (void)applyOpPatternsGreedily(ArrayRef<Operation *>{op.getOperation()},
+                                  std::move(patterns), config);
+  }
+  if (!powersgdRanks.empty()) {
+    InsertPowerSGDOptions options;
+    options.minCompressionRate = minCompressionRate;
+    options.startIter = startIter;
+    options.errorFeedback = errorFeedback;
+    options.warmStart = warmStart;
+    options.orthogonalizationEpsilon = orthogonalizationEpsilon;
+    options.seed = seed;
+    options.bucketCapMb = 0.0; // bucketed above
+    OpPassManager compress(ModuleOp::getOperationName());
+    compress.addPass(createInsertPowerSGD(
+        options, [&](AllReduceOp op) -> std::optional<unsigned> {
+          auto it = powersgdRanks.find(op);
+          if (it == powersgdRanks.end())
+            return std::nullopt;
+          return it->second;
+        }));
+    if (failed(runPipeline(compress, module)))
+      return signalPassFailure();
+  }
+
+  context->getLoadedDialect<DDPDialect>()->getPlanAttrHelper().setAttr(
+      module,
+      b.getDictionaryAttr({
+          b.getNamedAttr("profile", b.getStringAttr(machine.getDescription())),
+          b.getNamedAttr("world", b.getI64IntegerAttr(worldSize)),
+          b.getNamedAttr("buckets", b.getArrayAttr(entries)),
+      }));
+}

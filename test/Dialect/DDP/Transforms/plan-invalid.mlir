@@ -1,0 +1,51 @@
+// Every bad option and bad profile of ddp-plan is an error that says what
+// is wrong, before anything is rewritten.
+// RUN: not ddp-opt %s --ddp-plan 2>&1 | FileCheck %s --check-prefix=NOPROFILE
+// RUN: not ddp-opt %s --ddp-plan=profile=%t.missing.json 2>&1 | FileCheck %s --check-prefix=MISSING
+// RUN: echo '{"version": 1,' > %t.truncated.json
+// RUN: not ddp-opt %s --ddp-plan=profile=%t.truncated.json 2>&1 | FileCheck %s --check-prefix=JSON
+// RUN: echo '[1, 2]' > %t.array.json
+// RUN: not ddp-opt %s --ddp-plan=profile=%t.array.json 2>&1 | FileCheck %s --check-prefix=OBJECT
+// RUN: echo '{"version": 2}' > %t.version.json
+// RUN: not ddp-opt %s --ddp-plan=profile=%t.version.json 2>&1 | FileCheck %s --check-prefix=VERSION
+// RUN: echo '{"version": 1, "world_size": 2}' > %t.nocollectives.json
+// RUN: not ddp-opt %s --ddp-plan=profile=%t.nocollectives.json 2>&1 | FileCheck %s --check-prefix=COLLECTIVES
+// RUN: sed -e 's/"gbps": 1,/"gbps": -1,/' %S/Inputs/plan-1gbps.json > %t.negative.json
+// RUN: not ddp-opt %s --ddp-plan=profile=%t.negative.json 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// RUN: not ddp-opt %s --ddp-plan=profile=%S/Inputs/plan-hand.json 2>&1 | FileCheck %s --check-prefix=NOKERNELS
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-hand.json choices=plain" | FileCheck %s --check-prefix=PLAINONLY
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,fp8" 2>&1 | FileCheck %s --check-prefix=CHOICE
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json ranks=0" 2>&1 | FileCheck %s --check-prefix=RANK0
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json ranks=1,2 min-rank=4" 2>&1 | FileCheck %s --check-prefix=FLOOR
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json never=(" 2>&1 | FileCheck %s --check-prefix=REGEX
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json tolerance=1.5" 2>&1 | FileCheck %s --check-prefix=TOLERANCE
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json world=-1" 2>&1 | FileCheck %s --check-prefix=WORLD
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json start-iter=-1" 2>&1 | FileCheck %s --check-prefix=START
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json bogus=1" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: sed -e 's/"project"/"projekt"/' %S/Inputs/plan-1gbps.json > %t.nokernel.json
+// RUN: not ddp-opt %s --ddp-plan=profile=%t.nokernel.json 2>&1 | FileCheck %s --check-prefix=KERNEL
+
+// NOPROFILE: error: ddp-plan: needs profile=PATH, a machine profile written by ddprt-calibrate
+// MISSING: error: ddp-plan: machine profile '{{.*}}.missing.json': cannot read it: No such file or directory
+// JSON: error: ddp-plan: machine profile '{{.*}}.truncated.json': not JSON:
+// OBJECT: error: ddp-plan: machine profile '{{.*}}.array.json': not a JSON object
+// VERSION: error: ddp-plan: machine profile '{{.*}}': 'version' is not 1 (a profile written by ddprt-calibrate)
+// COLLECTIVES: error: ddp-plan: machine profile '{{.*}}': 'collectives' is missing
+// NEGATIVE: error: ddp-plan: machine profile '{{.*}}': collectives.allreduce_f32: 'gbps' is missing or not a number > 0
+// NOKERNELS: error: ddp-plan: the profile has no kernel times (a --hand profile): give kernels=PATH, a profile from ddprt-calibrate --kernels-only on the machine that computes, or choices=plain
+// PLAINONLY: choice = "plain"
+// PLAINONLY-SAME: reason = "the only choice allowed"
+// CHOICE: error: ddp-plan: choices: 'fp8' is not one of plain, fp16, bf16, powersgd
+// RANK0: error: ddp-plan: ranks: 0 is not a PowerSGD rank (ranks are >= 1)
+// FLOOR: error: ddp-plan: no rank in ranks=1,2 is at least min-rank=4: PowerSGD has nothing to try
+// REGEX: error: ddp-plan: never='(' is not a valid regular expression:
+// TOLERANCE: error: ddp-plan: tolerance=1.5: a fraction in [0, 1)
+// WORLD: error: ddp-plan: world=-1: a number of ranks >= 1, or 0 for the profile's
+// START: error: ddp-plan: start-iter must be >= 0, got -1
+// UNKNOWN: no such option bogus
+// KERNEL: error: ddp-plan: machine profile '{{.*}}': 'kernels' has no usable 'project'
+
+func.func @step(%w: tensor<64x64xf32> loc("w")) -> tensor<64x64xf32> {
+  %r = ddp.allreduce mean %w : tensor<64x64xf32>
+  return %r : tensor<64x64xf32>
+}

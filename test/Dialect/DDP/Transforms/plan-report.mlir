@@ -1,0 +1,43 @@
+// The compression report prints ddp-plan's table: per bucket the predicted
+// time of every choice, the choice and the reason; every bucket alike
+// under each choice; the planned total. In JSON too.
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json bucket-cap-mb=4" \
+// RUN:   --ddp-compression-report="output=- json=%t.json" -o /dev/null | FileCheck %s
+// RUN: FileCheck %s --check-prefix=JSON < %t.json
+// Without a plan, no plan table.
+// RUN: ddp-opt %s --insert-powersgd --ddp-compression-report=output=- -o /dev/null | FileCheck %s --check-prefix=NOPLAN
+
+func.func @step(%w: tensor<1024x1024xf32> loc("fc.weight"),
+                %b: tensor<1024xf32> loc("fc.bias"),
+                %v: tensor<256xf32> loc("norm.weight"))
+    -> (tensor<1024x1024xf32>, tensor<1024xf32>, tensor<256xf32>) {
+  %rw = ddp.allreduce mean %w : tensor<1024x1024xf32>
+  %rb = ddp.allreduce mean %b : tensor<1024xf32>
+  %rv = ddp.allreduce mean %v : tensor<256xf32>
+  return %rw, %rb, %rv : tensor<1024x1024xf32>, tensor<1024xf32>, tensor<256xf32>
+}
+
+// CHECK-LABEL: ddp plan: predicted time of each bucket's exchange per step (ms), 2 ranks
+// CHECK-NEXT: profile: {{.*}}plan-1gbps.json (hand, cuda, 2 ranks; allreduce f32 50.0 us + 1.000 Gb/s)
+// CHECK-NEXT: the exchange alone (overlap with the backward pass is not modelled); PowerSGD after its warm-up steps
+// CHECK-NEXT: #  bucket                   tensors   elements       plain        fp16        bf16 powersgd-r1 powersgd-r2 powersgd-r4  chosen      reason
+// CHECK-NEXT: 0  fc.weight                      1    1048576       33.60       17.33       17.33        6.19        8.28       12.46  powersgd-r1 5.43x faster than plain (6.19 ms vs 33.60 ms); next powersgd-r2 8.28 ms
+// CHECK-NEXT: 1  fc.bias,norm.weight            2       1280        0.09        0.07        0.07        0.09        0.09        0.09  fp16        1.28x faster than plain (71.1 us vs 91.0 us); next bf16 71.1 us
+// CHECK-NEXT: every bucket alike                                33.70       17.40       17.40        6.28        8.37       12.55
+// CHECK-NEXT: planned: 6.26 ms per step (5.38x plain's 33.70 ms); best single choice for every bucket: powersgd-r1 6.28 ms
+
+// JSON:      "plan": {
+// JSON:        "world": 2,
+// JSON:        "buckets": [
+// JSON:            "where": "fc.weight",
+// JSON:            "choice": "powersgd-r1",
+// JSON:            "predicted_us": {
+// JSON:              "plain": 33604.43
+// JSON:              "powersgd-r1": 6190.53
+// JSON:            "where": "fc.bias,norm.weight",
+// JSON:            "choice": "fp16",
+// JSON:        "total_us": {
+// JSON-NEXT:     "planned": 6261.62
+
+// NOPLAN: total: 3 tensors
+// NOPLAN-NOT: ddp plan

@@ -1,0 +1,75 @@
+// ddp-plan chooses per bucket from a machine profile. The profiles in
+// Inputs/ are written by hand (the CUDA backend's collectives, one per
+// bucket; the same kernel times): a 1 Gb/s link, where PowerSGD pays; 10
+// Gb/s, where only fp16 does; 400 Gb/s, where nothing does.
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json" | FileCheck %s --check-prefix=SLOW
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-10gbps.json" | FileCheck %s --check-prefix=MEDIUM
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-400gbps.json" | FileCheck %s --check-prefix=FAST
+// The user's limits: a rank floor, fp16 only, names never compressed, a
+// tolerance that plain keeps what saves less.
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json min-rank=2" | FileCheck %s --check-prefix=FLOOR
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,fp16" | FileCheck %s --check-prefix=FP16
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json never=weight" 2>&1 | FileCheck %s --check-prefix=NEVER
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-10gbps.json tolerance=0.5" | FileCheck %s --check-prefix=TOLERANCE
+// More ranks, more bytes per rank on the ring: 4 ranks at 10 Gb/s.
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-10gbps.json world=4" | FileCheck %s --check-prefix=WORLD
+// A fixed choice is the fixed pass: powersgd at rank 2 on every bucket is
+// insert-powersgd's rewrite, but for the plan attribute.
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-400gbps.json choices=powersgd ranks=2" \
+// RUN:   | sed -e 's/^module attributes {ddp.plan = .*} {$/module {/' > %t.planned
+// RUN: ddp-opt %s --insert-powersgd=rank=2 > %t.fixed
+// RUN: diff %t.planned %t.fixed
+// A kernel profile for a --hand link profile.
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-hand.json kernels=%S/Inputs/plan-1gbps.json" | FileCheck %s --check-prefix=HAND
+
+func.func @step(%w: tensor<1024x1024xf32> loc("fc.weight"),
+                %b: tensor<1024xf32> loc("fc.bias"))
+    -> (tensor<1024x1024xf32>, tensor<1024xf32>) {
+  %rw = ddp.allreduce mean %w : tensor<1024x1024xf32>
+  %rb = ddp.allreduce mean %b : tensor<1024xf32>
+  return %rw, %rb : tensor<1024x1024xf32>, tensor<1024xf32>
+}
+
+// SLOW: module attributes {ddp.plan = {buckets = [{choice = "powersgd-r1", elements = 1049600 : i64, function = "step"
+// SLOW-SAME: predicted_ns = {bf16 = 17344088 : i64, fp16 = 17344088 : i64, plain = 33637200 : i64, "powersgd-r1" = 6190536 : i64, "powersgd-r2" = 8281072 : i64, "powersgd-r4" = 12462144 : i64}
+// SLOW-SAME: reason = "5.43x faster than plain (6.19 ms vs 33.64 ms); next powersgd-r2 8.28 ms", tensors = 2 : i64, where = "fc.weight,fc.bias"}]
+// SLOW-SAME: profile = "{{.*}}plan-1gbps.json (hand, cuda, 2 ranks; allreduce f32 50.0 us + 1.000 Gb/s)", world = 2 : i64}}
+// SLOW: ddp.state @ddp.q.fc.weight : tensor<1024x1xf32>
+// SLOW: ddp.allreduce_start  mean %arg1 role  uncompressed
+// SLOW: ddp.allreduce  sum %{{.*}} role  powersgd_p : tensor<1024x1xf32>
+
+// MEDIUM: choice = "fp16"
+// MEDIUM-SAME: reason = "1.54x faster than plain (2.20 ms vs 3.38 ms); next bf16 2.20 ms"
+// MEDIUM: ddp.cast %{{.*}}, %{{.*}} : tensor<1024x1024xf32>, tensor<1024xf32> to tensor<1024x1024xf16>, tensor<1024xf16>
+// MEDIUM-NEXT: ddp.allreduce  sum %{{.*}}, %{{.*}} : tensor<1024x1024xf16>, tensor<1024xf16>
+
+// FAST: choice = "plain"
+// FAST-SAME: reason = "plain 89.0 us is fastest: fp16 would take 547.5 us (47.0 us on the link, 500.5 us computing)"
+// FAST: ddp.allreduce  mean %arg0, %arg1 role  uncompressed
+// FAST-NOT: ddp.cast
+
+// FLOOR: choice = "powersgd-r2"
+// FLOOR-SAME: predicted_ns = {bf16 = {{.*}}, fp16 = {{.*}}, plain = {{.*}}, "powersgd-r2" = {{.*}}, "powersgd-r4" = {{.*}}}
+// FLOOR: ddp.state @ddp.q.fc.weight : tensor<1024x2xf32>
+
+// FP16: choice = "fp16"
+// FP16-SAME: predicted_ns = {fp16 = {{.*}}, plain = {{.*}}}
+// FP16-NOT: ddp.state @ddp.q
+
+// NEVER: remark: ddp-plan sends fc.weight plain: never='weight' matches
+// NEVER: ddp.plan = {buckets = [{choice = "plain", elements = 1048576 : i64, function = "step", predicted_ns = {}, reason = "never='weight' matches", tensors = 1 : i64, where = "fc.weight"},
+// NEVER-SAME: {choice = "fp16", elements = 1024 : i64
+// NEVER-SAME: reason = "{{.*}}x faster than plain
+// NEVER-SAME: where = "fc.bias"}
+// NEVER: ddp.allreduce  mean %arg0 role  uncompressed : tensor<1024x1024xf32>
+// NEVER: ddp.allreduce  sum %{{.*}} : tensor<1024xf16>
+
+// TOLERANCE: choice = "plain"
+// TOLERANCE-SAME: reason = "fp16 would save 34.9% of plain's 3.38 ms, under tolerance=0.5: not worth its error"
+// TOLERANCE: ddp.allreduce  mean %arg0, %arg1 role  uncompressed
+
+// WORLD: plain = 5058{{[0-9]+}} : i64
+// WORLD-SAME: world = 4 : i64
+
+// HAND: choice = "plain"
+// HAND-SAME: profile = "{{.*}}plan-hand.json (hand, cuda, 2 ranks; allreduce f32 10.0 us + 100.000 Gb/s; kernels from {{.*}}plan-1gbps.json)"
