@@ -87,3 +87,9 @@ if mpirun:
     config.substitutions.append(("%mpirun", mpirun + flags))
 config.substitutions.append(
     ("%ddp_run", os.path.join(config.ddp_tools_dir, "ddp-run")))
+# The runtime's calibration tool (a benchmark: built unless
+# DDPRT_BUILD_BENCHMARKS=OFF).
+calibrate = os.path.join(config.ddp_obj_root, "runtime", "ddprt-calibrate")
+config.substitutions.append(("%ddprt_calibrate", calibrate))
+if os.path.exists(calibrate):
+    config.available_features.add("ddprt-calibrate")

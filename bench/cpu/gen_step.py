@@ -3,7 +3,7 @@
 """Writes a gradient-sync step for ResNet-50's parameter shapes and one set of
 random gradients per rank, for bench/cpu/compiled_step.sh.
 
-    gen_step.py DIR --world W [--model resnet50|gpt2-medium]
+    gen_step.py DIR --world W [--model resnet50|gpt2-medium] [--no-data]
 
 DIR/step.mlir: func.func @step with one argument per parameter gradient and
 one `ddp.allreduce mean` per gradient (as DDP without hooks would do);
@@ -26,6 +26,8 @@ def main():
     parser.add_argument("--world", type=int, default=2)
     parser.add_argument("--model", choices=["resnet50", "gpt2-medium"],
                         default="resnet50")
+    parser.add_argument("--no-data", action="store_true",
+                        help="write step.mlir only, no gradients")
     args = parser.parse_args()
     shapes = resnet50_shapes() if args.model == "resnet50" else gpt2_medium_shapes()
     os.makedirs(args.dir, exist_ok=True)
@@ -41,7 +43,7 @@ def main():
     with open(os.path.join(args.dir, "step.mlir"), "w") as f:
         f.write("\n".join(lines) + "\n")
     rng = np.random.default_rng(0)
-    for rank in range(args.world):
+    for rank in range(0 if args.no_data else args.world):
         for i, shape in enumerate(shapes):
             np.save(os.path.join(args.dir, "g.r%d.a%d.npy" % (rank, i)),
                     rng.standard_normal(shape, dtype=np.float32))

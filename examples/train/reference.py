@@ -355,8 +355,9 @@ def train(config, data_dir, steps, lr, seed, initial_q="runtime", write_dir=None
     return losses, params
 
 
-def compare(run_dir, config, losses, params):
-    """Checks ddp-run's outputs in run_dir/config against the simulation.
+def compare(run_dir, config, losses, params, simulated=None):
+    """Checks ddp-run's outputs in run_dir/config against the simulation
+    (of `simulated`, by default `config` itself).
 
     Prints one line; returns the failures (empty if it matches)."""
     directory = os.path.join(run_dir, config)
@@ -381,7 +382,7 @@ def compare(run_dir, config, losses, params):
                         f"(tolerance {mlp.COMPARE_EARLY_RTOL:.0e})")
     loss_error = difference(run_losses, losses)
     weight_errors = {k: difference(final[0][k], params[k]) for k in mlp.PARAMS}
-    final_rtol = mlp.COMPARE_FINAL_RTOL.get(mlp.CONFIGS[config]["method"])
+    final_rtol = mlp.COMPARE_FINAL_RTOL.get(mlp.CONFIGS[simulated or config]["method"])
     if final_rtol is not None:
         for name, error in [("losses", loss_error)] + list(weight_errors.items()):
             if not error <= final_rtol:
@@ -403,7 +404,9 @@ def main():
     parser.add_argument("--seed", type=int, default=mlp.SEED, help="seed of PowerSGD's initial Q")
     parser.add_argument("--initial-q", choices=["runtime", "numpy"], default="runtime",
                         help="draw PowerSGD's initial Q as the runtime does, or with numpy")
-    parser.add_argument("--config", nargs="+", choices=list(mlp.CONFIGS), default=list(mlp.CONFIGS))
+    parser.add_argument("--config", nargs="+", default=list(mlp.CONFIGS),
+                        help="configurations (%s); NAME=CONFIG simulates CONFIG for the run "
+                        "directory NAME (train.sh's auto=powersgd-r1)" % ", ".join(mlp.CONFIGS))
     parser.add_argument("--print-every", type=int, default=0,
                         help="print the mean loss of every N steps (default: one epoch; "
                              "-1: do not print losses)")
@@ -416,11 +419,15 @@ def main():
     every = args.print_every or meta["num_batches"]
     summary = []
     failures = []
-    for config in args.config:
+    for entry in args.config:
+        config, _, simulated = entry.partition("=")
+        simulated = simulated or config
+        if simulated not in mlp.CONFIGS:
+            parser.error(f"--config: '{simulated}' is not one of {', '.join(mlp.CONFIGS)}")
         write_dir = os.path.join(args.write_run, config) if args.write_run else None
         if write_dir:
             os.makedirs(write_dir, exist_ok=True)
-        losses, params = train(config, args.data, args.steps, args.lr, args.seed,
+        losses, params = train(simulated, args.data, args.steps, args.lr, args.seed,
                                args.initial_q, write_dir)
         mean_losses = losses.mean(axis=1)
         if every > 0:
@@ -429,7 +436,8 @@ def main():
                 print(f"steps {start:4d}-{min(start + every, args.steps) - 1:4d}  "
                       f"loss {mean_losses[start:start + every].mean():.4f}")
         if args.compare:
-            failures += [f"{config}: {f}" for f in compare(args.compare, config, losses, params)]
+            failures += [f"{config}: {f}" for f in compare(args.compare, config, losses, params,
+                                                                simulated)]
         last = mean_losses[-meta["num_batches"]:].mean()
         summary.append((config, 100 * mlp.accuracy(params, x_test, y_test), last))
     print()

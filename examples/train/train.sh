@@ -9,10 +9,14 @@
 #   bash examples/train/train.sh [--dry-run] [CONFIG...]
 #
 # CONFIG: exact fp16 powersgd-r{1,2,4} powersgd-r{1,2,4}-noef quant-pertensor
-# quant-perchannel sign-ef (default: all eleven). --dry-run prepares the data and compiles every step function but
-# prints the ddp-run commands instead of running them.
+# quant-perchannel sign-ef auto (default: all twelve). auto is ddp-plan's
+# choice among exact, fp16 and PowerSGD rank 1/2/4 for this machine, from a
+# profile ddprt-calibrate measures first on the same ranks (loopback MPI).
+# --dry-run prepares the data and compiles every step function but prints
+# the ddp-run commands instead of running them.
 # Environment: DDP_OPT (default build/bin/ddp-opt), DDP_RUN (default
-# build/bin/ddp-run), PYTHON (default /usr/bin/python3, with numpy,
+# build/bin/ddp-run), DDPRT_CALIBRATE (default build/runtime/ddprt-calibrate),
+# PYTHON (default /usr/bin/python3, with numpy,
 # scikit-learn, matplotlib), WORK_DIR (default build/train: data, step
 # functions, run outputs, compare.txt, report.md, loss.png, losses.csv).
 #
@@ -27,6 +31,7 @@ cd "$(dirname "$0")/../.."
 
 DDP_OPT="${DDP_OPT:-build/bin/ddp-opt}"
 DDP_RUN="${DDP_RUN:-build/bin/ddp-run}"
+DDPRT_CALIBRATE="${DDPRT_CALIBRATE:-build/runtime/ddprt-calibrate}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 WORK_DIR="${WORK_DIR:-build/train}"
 HERE=examples/train
@@ -49,7 +54,7 @@ CONFIGS=("$@")
 if ((${#CONFIGS[@]} == 0)); then
   CONFIGS=(exact fp16 powersgd-r1 powersgd-r2 powersgd-r4
            powersgd-r1-noef powersgd-r2-noef powersgd-r4-noef
-           quant-pertensor quant-perchannel sign-ef)
+           quant-pertensor quant-perchannel sign-ef auto)
 fi
 
 # compile_args CONFIG: ddp-opt's passes for a configuration, one per line.
@@ -63,6 +68,12 @@ compile_args() {
     quant-pertensor | quant-perchannel)
       printf '%s\n' --ddp-bucketize "--insert-quantization=granularity=${1#quant-}" \
         | sed 's/granularity=pertensor/granularity=per-tensor/; s/granularity=perchannel/granularity=per-channel/'
+      echo "--ddp-compress=narrow=none"
+      ;;
+    auto)
+      # Among the choices the demo checks against numpy (no bf16), with
+      # the PowerSGD rows' warm-up and seed.
+      echo "--ddp-plan=profile=$WORK_DIR/profile.json choices=plain,fp16,powersgd start-iter=$START_ITER seed=$SEED"
       echo "--ddp-compress=narrow=none"
       ;;
     sign-ef)
@@ -104,16 +115,44 @@ echo "   $NB steps per epoch, $STEPS steps"
 "$PYTHON" "$HERE/gen_mlp_step.py" --hidden "$HIDDEN" --batch "$BATCH" --lr "$LR" \
   -o "$WORK_DIR/step.mlir"
 
+if [[ " ${CONFIGS[*]} " == *" auto "* ]]; then
+  echo "== calibrate: ddprt-calibrate on $RANKS ranks (for auto; $WORK_DIR/profile.json)"
+  mpirun=(mpirun --oversubscribe -np "$RANKS")
+  [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
+  # The MLP's matrices (64x128, 128x10) stay in cache: kernels timed hot.
+  "${mpirun[@]}" "$DDPRT_CALIBRATE" --out="$WORK_DIR/profile.json" --max-bytes=1M --reps=3 \
+    --kernel-shapes=64x128x1,64x128x2,64x128x4 --kernel-working-set=64K >/dev/null
+fi
+
 echo "== compile: ddp-opt (plans in $RUNS/<config>/plan.txt)"
+# What reference.py simulates each run as: itself, but auto as its choice.
+SIMULATED=()
 for config in "${CONFIGS[@]}"; do
   mapfile -t args < <(compile_args "$config")
   mkdir -p "$RUNS/$config"
   "$DDP_OPT" "$WORK_DIR/step.mlir" "${args[@]}" \
-    --ddp-compression-report="output=$RUNS/$config/plan.txt" -o "$RUNS/$config/step.mlir"
+    --ddp-compression-report="output=$RUNS/$config/plan.txt json=$RUNS/$config/plan.json" \
+    -o "$RUNS/$config/step.mlir"
   options="${args[*]}"
   options="${options//--ddp-compress=/}"
-  printf '   %-17s %-59s %s\n' "$config" "$options" "$(tail -n 1 "$RUNS/$config/plan.txt")"
+  simulated=$config
+  if [ "$config" = auto ]; then
+    choice=$("$PYTHON" -c 'import json, sys
+buckets = json.load(open(sys.argv[1]))["plan"]["buckets"]
+choices = {b["choice"] for b in buckets}
+if len(choices) != 1:
+    sys.exit("train.sh: auto chose %s; the demo checks one choice for all buckets" % sorted(choices))
+print(choices.pop())' "$RUNS/$config/plan.json")
+    case "$choice" in
+      plain) simulated=exact ;;
+      *) simulated=$choice ;;
+    esac
+    options="ddp-plan chose $choice"
+  fi
+  SIMULATED+=("$config=$simulated")
+  printf '   %-17s %-59s %s\n' "$config" "$options" "$(grep '^total:' "$RUNS/$config/plan.txt")"
 done
+grep -A 8 '^ddp plan' "$RUNS/auto/plan.txt" 2>/dev/null | sed 's/^/   /' || true
 
 # Arguments: w1 b1 w2 b2 (read at step 0, then carried from results 0-3),
 # x and y (this rank's batch step % NB). Results: w1 b1 w2 b2, local loss.
@@ -148,7 +187,7 @@ done
 
 echo "== check: ddp-run against reference.py's numpy simulation of the same runs"
 "$PYTHON" "$HERE/reference.py" --data "$DATA" --steps "$STEPS" --lr "$LR" --seed "$SEED" \
-  --config "${CONFIGS[@]}" --compare "$RUNS" --print-every -1 >"$WORK_DIR/compare.txt" || {
+  --config "${SIMULATED[@]}" --compare "$RUNS" --print-every -1 >"$WORK_DIR/compare.txt" || {
   cat "$WORK_DIR/compare.txt"
   echo "train.sh: ddp-run's results do not match the numpy simulation" >&2
   exit 1

@@ -40,6 +40,25 @@ void mlir::ddp::buildCompressionPipeline(
   pm.addPass(createConvertShardToDDP());
   pm.addNestedPass<func::FuncOp>(
       createDDPBucketize(DDPBucketizeOptions{options.bucketCapMb}));
+  if (!options.plan.empty()) {
+    // Bucketed above; the PowerSGD options are the plan's.
+    DDPPlanOptions plan;
+    plan.profile = options.plan;
+    plan.kernels = options.planKernels;
+    plan.world = options.planWorld;
+    plan.choices.assign(options.planChoices.begin(), options.planChoices.end());
+    plan.ranks.assign(options.planRanks.begin(), options.planRanks.end());
+    plan.minRank = options.planMinRank;
+    plan.never = options.planNever;
+    plan.minCompressionRate = options.minCompressionRate;
+    plan.startIter = options.startIter;
+    plan.errorFeedback = options.errorFeedback;
+    plan.warmStart = options.warmStart;
+    plan.orthogonalizationEpsilon = options.orthogonalizationEpsilon;
+    plan.seed = options.seed;
+    plan.bucketCapMb = 0.0;
+    pm.addPass(createDDPPlan(plan));
+  }
   if (options.powersgdRank > 0) {
     InsertPowerSGDOptions powersgd;
     powersgd.rank = options.powersgdRank;
@@ -190,6 +209,20 @@ void mlir::ddp::registerPipelines() {
           return errorHandler("ddp-compress: choose one of powersgd-rank, "
                               "hook and quantize (each compresses every "
                               "bucket; narrow= combines with any)");
+        // The plan chooses each bucket's compression itself.
+        if (!options.plan.empty() &&
+            (schemes > 0 || options.narrow != NarrowType::none))
+          return errorHandler(
+              "ddp-compress: plan= chooses each bucket's compression; it "
+              "does not combine with powersgd-rank, hook, quantize or "
+              "narrow (limit its choices with plan-choices=)");
+        bool planOptions =
+            !options.planKernels.empty() || !options.planChoices.empty() ||
+            !options.planRanks.empty() || options.planMinRank != 1 ||
+            !options.planNever.empty() || options.planWorld != 0;
+        if (options.plan.empty() && planOptions)
+          return errorHandler("ddp-compress: the plan-* options need "
+                              "plan=<profile.json>");
         if (!options.hookFrom.empty() && options.hook.empty())
           return errorHandler("ddp-compress: hook-from='" + options.hookFrom +
                               "' needs hook=<name>");

@@ -21,7 +21,8 @@
 //   mpirun -np W ddprt-calibrate [--backend=cpu|cuda] [--out=PATH]
 //       [--min-bytes=N] [--max-bytes=N] [--reps=N] [--world=W]
 //       [--kernel-shapes=NxMxR,...] [--kernel-elements=N]
-//       [--kernels-only] [--simulated-link=GBPS,LATENCY_US]
+//       [--kernel-working-set=N] [--kernels-only]
+//       [--simulated-link=GBPS,LATENCY_US]
 //   ddprt-calibrate --hand --link-gbps=X --latency-us=Y --world=W --out=PATH
 //
 // --hand writes a profile from given link figures without measuring (no
@@ -41,6 +42,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -48,13 +50,16 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 namespace {
 
 constexpr const char *kUsage =
     "usage: mpirun -np W ddprt-calibrate [--backend=cpu|cuda] [--out=PATH]\n"
     "         [--min-bytes=N] [--max-bytes=N] [--reps=N] [--world=W]\n"
     "         [--kernel-shapes=NxMxR,...] [--kernel-elements=N]\n"
-    "         [--kernels-only] [--simulated-link=GBPS,LATENCY_US]\n"
+    "         [--kernel-working-set=N] [--kernels-only]\n"
+    "         [--simulated-link=GBPS,LATENCY_US]\n"
     "       ddprt-calibrate --hand --link-gbps=X --latency-us=Y --world=W\n"
     "         --out=PATH\n"
     "sizes take a K, M or G suffix (KiB, MiB, GiB)\n";
@@ -120,13 +125,17 @@ struct Options {
   int64_t maxBytes = 64 << 20;
   int64_t reps = 5;
   int64_t world = 0; // 0: whatever mpirun started
-  // Ranks 1 to 8 at a size out of cache (a step streams every matrix from
-  // memory), fewer at smaller sizes: time is not proportional to r (the
-  // kernels read the whole matrix), so a planner needs several.
+  // Ranks 1 to 8 at one size, each call over --kernel-working-set: time is
+  // not proportional to r (the kernels read the whole matrix whatever r
+  // is), so a planner needs several ranks; it scales the size.
   std::vector<Shape> shapes = {
-      {256, 256, 1},   {256, 256, 4},   {1024, 1024, 1}, {1024, 1024, 4},
       {4096, 1024, 1}, {4096, 1024, 2}, {4096, 1024, 4}, {4096, 1024, 8}};
   int64_t kernelElements = 1 << 22;
+  /// Bytes each timed kernel call works on: as many matrices of a shape
+  /// (gradient and error) as fit, in one multi-tensor call, as a step
+  /// streams a model's gradients, far larger than the caches, through each
+  /// kernel.
+  int64_t workingSet = int64_t(1) << 30;
   bool kernelsOnly = false;
   ddprt::SimulatedLink link;
   bool hand = false;
@@ -192,6 +201,8 @@ Options parseOptions(int argc, char **argv) {
       options.shapes = parseShapes(value);
     else if (key == "--kernel-elements")
       count(options.kernelElements);
+    else if (key == "--kernel-working-set")
+      count(options.workingSet);
     else if (arg == "--kernels-only")
       options.kernelsOnly = true;
     else if (key == "--simulated-link") {
@@ -368,7 +379,8 @@ CollectiveResult measureCollective(const Options &options, const char *name,
 
 struct KernelResult {
   std::string name;
-  Shape shape{}; // n = 0: an elementwise kernel over `elements`
+  Shape shape{};     // n = 0: an elementwise kernel over `elements`
+  int64_t count = 1; // matrices of `shape` per call
   int64_t elements = 0;
   double seconds = 0.0;
 };
@@ -376,42 +388,61 @@ struct KernelResult {
 std::vector<KernelResult> measureKernels(const Options &options) {
   std::vector<KernelResult> results;
   for (const Shape &s : options.shapes) {
-    ddprt_matrix g{randomBuffer(DDPRT_F32, s.n * s.m, 2), DDPRT_F32, s.n, s.m};
-    ddprt_matrix e{randomBuffer(DDPRT_F32, s.n * s.m, 3), DDPRT_F32, s.n, s.m};
-    ddprt_matrix p{randomBuffer(DDPRT_F32, s.n * s.r, 4), DDPRT_F32, s.n, s.r};
-    ddprt_matrix q{randomBuffer(DDPRT_F32, s.m * s.r, 5), DDPRT_F32, s.m, s.r};
+    // As many gradient/error pairs as the working set holds, in one call.
+    int64_t count = std::max<int64_t>(1, options.workingSet / (8 * s.n * s.m));
+    std::vector<ddprt_matrix> g, e, p, q;
+    for (int64_t i = 0; i < count; ++i) {
+      uint64_t stream = 4 * uint64_t(i);
+      g.push_back({randomBuffer(DDPRT_F32, s.n * s.m, stream + 2), DDPRT_F32,
+                   s.n, s.m});
+      e.push_back({randomBuffer(DDPRT_F32, s.n * s.m, stream + 3), DDPRT_F32,
+                   s.n, s.m});
+      p.push_back({randomBuffer(DDPRT_F32, s.n * s.r, stream + 4), DDPRT_F32,
+                   s.n, s.r});
+      q.push_back({randomBuffer(DDPRT_F32, s.m * s.r, stream + 5), DDPRT_F32,
+                   s.m, s.r});
+    }
+    int k = int(count);
     auto add = [&](const char *name, int64_t elements, auto call) {
-      results.push_back({name, s, elements, timeCall(options.reps, call)});
+      results.push_back(
+          {name, s, count, elements * count, timeCall(options.reps, call)});
     };
     // The error-feedback path PowerSGD runs: M = G + E read in the pass.
     add("project", s.n * s.m, [&] {
-      check(ddprt_project(context, &g, &e, &q, &p, 1), "ddprt_project");
+      check(ddprt_project(context, g.data(), e.data(), q.data(), p.data(), k),
+            "ddprt_project");
     });
     add("orthogonalize", s.n * s.r, [&] {
-      check(ddprt_orthogonalize(context, &p, 1, 0.0), "ddprt_orthogonalize");
+      check(ddprt_orthogonalize(context, p.data(), k, 0.0),
+            "ddprt_orthogonalize");
     });
     add("backproject", s.n * s.m, [&] {
-      check(ddprt_backproject(context, &g, &e, &p, &q, 1), "ddprt_backproject");
+      check(
+          ddprt_backproject(context, g.data(), e.data(), p.data(), q.data(), k),
+          "ddprt_backproject");
     });
     // In place, as compiled steps decompress: G = P Q^T, E = G + E - P Q^T.
     add("reconstruct", s.n * s.m, [&] {
-      check(ddprt_reconstruct(context, &p, &q, &g, &e, &g, 1),
+      check(ddprt_reconstruct(context, p.data(), q.data(), g.data(), e.data(),
+                              g.data(), k),
             "ddprt_reconstruct");
     });
-    for (void *data : {g.data, e.data, p.data, q.data})
-      ddprt_free(context, data);
+    for (auto *list : {&g, &e, &p, &q})
+      for (ddprt_matrix &matrix : *list)
+        ddprt_free(context, matrix.data);
   }
-  int64_t n = options.kernelElements;
+  // The element-wise kernels over the working set too (f32 in, f16 out).
+  int64_t n = std::max(options.kernelElements, options.workingSet / 6);
   ddprt_buffer wide{randomBuffer(DDPRT_F32, n, 6), DDPRT_F32, n};
   ddprt_buffer narrow{randomBuffer(DDPRT_F16, n, 7), DDPRT_F16, n};
   results.push_back(
-      {"cast_f32_f16", {}, n, timeCall(options.reps, [&] {
+      {"cast_f32_f16", {}, 1, n, timeCall(options.reps, [&] {
          check(ddprt_cast(context, DDPRT_SCALE_NONE, &wide, &narrow, 1),
                "ddprt_cast");
        })});
   // Alternately by 1/W and W, so that the values stay where they were.
   int turn = 0;
-  results.push_back({"scale_f32", {}, n, timeCall(options.reps, [&] {
+  results.push_back({"scale_f32", {}, 1, n, timeCall(options.reps, [&] {
                        check(ddprt_scale(context,
                                          turn++ % 2
                                              ? DDPRT_SCALE_WORLD_SIZE
@@ -435,6 +466,7 @@ struct Profile {
   std::string mode, backend;
   int world = 0;
   double linkGbps = 0.0, linkLatencyUs = 0.0; // the simulated link; 0: off
+  int64_t workingSet = 0; // bytes each timed kernel call works on
   std::vector<CollectiveResult> collectives;
   std::vector<KernelResult> kernels;
 };
@@ -454,6 +486,8 @@ void writeProfile(std::FILE *file, const Profile &profile) {
                  profile.linkGbps, profile.linkLatencyUs);
   else
     std::fprintf(file, "  \"simulated_link\": null,\n");
+  std::fprintf(file, "  \"kernel_working_set_bytes\": %lld,\n",
+               (long long)profile.workingSet);
   std::fprintf(file, "  \"date\": \"%s\",\n  \"collectives\": {",
                utcNow().c_str());
   const char *separator = "";
@@ -481,9 +515,10 @@ void writeProfile(std::FILE *file, const Profile &profile) {
       const KernelResult &k = profile.kernels[i];
       std::fprintf(file, "%s{", item);
       if (k.shape.n)
-        std::fprintf(file, "\"n\": %lld, \"m\": %lld, \"r\": %lld, ",
+        std::fprintf(file,
+                     "\"n\": %lld, \"m\": %lld, \"r\": %lld, \"count\": %lld, ",
                      (long long)k.shape.n, (long long)k.shape.m,
-                     (long long)k.shape.r);
+                     (long long)k.shape.r, (long long)k.count);
       std::fprintf(file,
                    "\"elements\": %lld, \"seconds\": %.6g, "
                    "\"elements_per_second\": %.6g}",
@@ -518,12 +553,17 @@ void printSummary(const Profile &profile) {
       std::printf(", fit's worst residual %.1f%%", 100.0 * c.fit.worstResidual);
     std::printf(")\n");
   }
+  if (!profile.kernels.empty())
+    std::printf("kernels: each call on a %lld MiB working set (as many "
+                "matrices as fit, in one call)\n",
+                (long long)(profile.workingSet >> 20));
   for (const KernelResult &k : profile.kernels) {
-    std::string shape = k.shape.n ? std::to_string(k.shape.n) + "x" +
+    std::string shape = k.shape.n ? std::to_string(k.count) + " x " +
+                                        std::to_string(k.shape.n) + "x" +
                                         std::to_string(k.shape.m) + "x" +
                                         std::to_string(k.shape.r)
                                   : std::to_string(k.elements);
-    std::printf("  %-14s %-16s %10.3f us  %8.3g elements/s\n", k.name.c_str(),
+    std::printf("  %-14s %-20s %10.3f us  %8.3g elements/s\n", k.name.c_str(),
                 shape.c_str(), k.seconds * 1e6, k.elements / k.seconds);
   }
 }
@@ -632,6 +672,7 @@ int main(int argc, char **argv) {
     profile.collectives.push_back(
         measureCollective(options, "allgather_i8", DDPRT_I8, 1, true, world));
   }
+  profile.workingSet = options.workingSet;
   profile.kernels = measureKernels(options);
   groupKernels(profile.kernels);
   if (rank == 0)

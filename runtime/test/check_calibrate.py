@@ -45,7 +45,7 @@ COLLECTIVE_KEYS = {"latency_us", "gbps", "ring_factor", "max_relative_residual",
 KERNELS = ["project", "backproject", "orthogonalize", "reconstruct", "cast_f32_f16", "scale_f32"]
 KERNEL_KEYS = {"elements", "seconds", "elements_per_second"}
 TOP_KEYS = {"version", "mode", "backend", "world_size", "simulated_link", "date",
-            "collectives", "kernels"}
+            "kernel_working_set_bytes", "collectives", "kernels"}
 
 failures = []
 
@@ -73,7 +73,7 @@ def simulated(tool, mpiexec):
         out = os.path.join(tmp, "profile.json")
         result = run(mpiexec + [tool, f"--simulated-link={GBPS:g},{LATENCY_US:g}",
                                 "--max-bytes=4M", "--reps=5", "--kernel-shapes=64x64x2,128x96x4",
-                                "--kernel-elements=64K", f"--out={out}"])
+                                "--kernel-elements=64K", "--kernel-working-set=1M", f"--out={out}"])
         print(result.stdout, result.stderr, sep="")
         if result.returncode != 0:
             sys.exit(f"ddprt-calibrate failed ({result.returncode})")
@@ -81,6 +81,8 @@ def simulated(tool, mpiexec):
         profile = json.load(open(out))
     check_top(profile, "measured", world)
     expect(profile["backend"] == "cpu", "backend is not cpu")
+    expect(profile["kernel_working_set_bytes"] == 1 << 20,
+           "kernel_working_set_bytes is not --kernel-working-set")
     expect(profile["simulated_link"] == {"gbps": GBPS, "latency_us": LATENCY_US},
            f"simulated_link is {profile['simulated_link']}")
     for name in COLLECTIVES:
@@ -103,7 +105,7 @@ def simulated(tool, mpiexec):
         shaped = name not in ("cast_f32_f16", "scale_f32")
         expect(len(entries) == (2 if shaped else 1), f"{name}: {len(entries)} entries")
         for entry in entries:
-            keys = KERNEL_KEYS | ({"n", "m", "r"} if shaped else set())
+            keys = KERNEL_KEYS | ({"n", "m", "r", "count"} if shaped else set())
             expect(set(entry) == keys, f"{name}: keys {sorted(entry)}")
             expect(entry["seconds"] > 0 and entry["elements_per_second"] > 0, f"{name}: rates")
 
@@ -135,6 +137,7 @@ def bad_input(tool, mpiexec):
         ([tool, "--min-bytes=64", "--max-bytes=16"], "min < max"),
         ([tool, "--max-bytes=6"], "multiples of 4"),
         ([tool, "--kernel-shapes=8x8x9", "--kernels-only"], "is not NxMxR"),
+        ([tool, "--kernel-working-set=-3", "--kernels-only"], "is not a count"),
         ([tool, "--simulated-link=fast"], "--simulated-link"),
         ([tool, "--frobnicate"], "unknown argument '--frobnicate'"),
         ([tool, "--hand", "--link-gbps=10", "--out=x.json"], "--hand needs"),

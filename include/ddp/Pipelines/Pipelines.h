@@ -98,6 +98,33 @@ struct CompressionPipelineOptions
       *this, "hook-from",
       llvm::cl::desc("The .mlir file the hook is in (default: the module)"),
       llvm::cl::init("")};
+  PassOptions::Option<std::string> plan{
+      *this, "plan",
+      llvm::cl::desc("A machine profile (ddprt-calibrate's JSON): ddp-plan "
+                     "chooses per bucket among plan-choices instead of one "
+                     "fixed scheme (default: none)"),
+      llvm::cl::init("")};
+  PassOptions::Option<std::string> planKernels{
+      *this, "plan-kernels",
+      llvm::cl::desc("ddp-plan's kernels= (default: the profile's own)"),
+      llvm::cl::init("")};
+  PassOptions::ListOption<std::string> planChoices{
+      *this, "plan-choices",
+      llvm::cl::desc(
+          "ddp-plan's choices= (default: plain,fp16,bf16,powersgd)")};
+  PassOptions::ListOption<unsigned> planRanks{
+      *this, "plan-ranks",
+      llvm::cl::desc("ddp-plan's ranks= (default: 1,2,4)")};
+  PassOptions::Option<unsigned> planMinRank{
+      *this, "plan-min-rank",
+      llvm::cl::desc("ddp-plan's min-rank= (default: 1)"), llvm::cl::init(1)};
+  PassOptions::Option<std::string> planNever{
+      *this, "plan-never", llvm::cl::desc("ddp-plan's never= (default: none)"),
+      llvm::cl::init("")};
+  PassOptions::Option<int64_t> planWorld{
+      *this, "plan-world",
+      llvm::cl::desc("ddp-plan's world= (default: the profile's)"),
+      llvm::cl::init(0)};
   PassOptions::Option<double> bucketCapMb{
       *this, "bucket-cap-mb",
       llvm::cl::desc("Bucket size cap in MiB (default: 25)"),

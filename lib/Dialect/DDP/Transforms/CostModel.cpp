@@ -171,6 +171,14 @@ FailureOr<MachineProfile> MachineProfile::load(StringRef path,
       cost.n = object->getInteger("n").value_or(0);
       cost.m = object->getInteger("m").value_or(0);
       cost.r = object->getInteger("r").value_or(0);
+      // Several matrices of the shape in one call: the time of one.
+      int64_t count = object->getInteger("count").value_or(1);
+      if (count < 1) {
+        kernelReader.fail(where + ": 'count' is not a count >= 1");
+        return failure();
+      }
+      cost.seconds /= double(count);
+      cost.elements /= count;
       list.push_back(cost);
     }
   }
@@ -325,12 +333,12 @@ double MachineProfile::kernelSeconds(StringRef kernel, int64_t n, int64_t m,
 }
 
 double MachineProfile::elementwiseSeconds(StringRef kernel,
-                                          int64_t elements) const {
+                                          double elements) const {
   auto it = kernels.find(kernel);
   if (it == kernels.end() || it->second.empty())
     return 0.0;
   const KernelCost &k = it->second.front();
-  return k.seconds * double(elements) / double(k.elements);
+  return k.seconds * elements / double(k.elements);
 }
 
 std::string PlanChoice::name() const {
@@ -360,13 +368,12 @@ PlanCost mlir::ddp::predictBucket(const MachineProfile &profile,
   if (bucket.tensors.empty())
     return cost;
   Type element = bucket.tensors.front().getElementType();
-  double bytes = 0.0;
-  int64_t elements = 0;
+  double bytes = 0.0, elements = 0.0;
   SmallVector<double> tensorBytes;
   for (RankedTensorType type : bucket.tensors) {
     bytes += bytesOf(type);
     tensorBytes.push_back(bytesOf(type));
-    elements += type.getNumElements();
+    elements += double(type.getNumElements());
   }
   auto plain = [&] {
     cost.linkSeconds =
@@ -399,7 +406,7 @@ PlanCost mlir::ddp::predictBucket(const MachineProfile &profile,
     cost.linkSeconds =
         profile.bucketAllreduceSeconds(narrow, narrowBytes, world);
     cost.seconds = cost.computeSeconds + cost.linkSeconds;
-    cost.bytes = double(elements) * 2.0;
+    cost.bytes = elements * 2.0;
     return cost;
   }
   case PlanChoice::Kind::powersgd:

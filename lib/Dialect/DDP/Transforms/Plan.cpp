@@ -28,9 +28,11 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Regex.h"
 
 #include <cmath>
+#include <limits>
 
 namespace mlir::ddp {
 #define GEN_PASS_DEF_DDPPLAN
@@ -345,8 +347,10 @@ void DDPPlanPass::runOnOperation() {
     for (Value input : op.getInputs()) {
       names.push_back(describeValue(input));
       auto type = cast<RankedTensorType>(input.getType());
-      if (type.hasStaticShape())
-        elements += type.getNumElements();
+      // Saturated: the sum of a bucket's counts may not fit.
+      if (type.hasStaticShape() &&
+          llvm::AddOverflow(elements, type.getNumElements(), elements))
+        elements = std::numeric_limits<int64_t>::max();
     }
     std::string where = names.size() <= 4
                             ? llvm::join(names, ",")

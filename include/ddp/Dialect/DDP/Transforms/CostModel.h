@@ -71,7 +71,7 @@ public:
   /// a step), taken linear in r between the measured ranks.
   double kernelSeconds(StringRef kernel, int64_t n, int64_t m, int64_t r) const;
   /// An elementwise kernel ("cast_f32_f16", "scale_f32") over `elements`.
-  double elementwiseSeconds(StringRef kernel, int64_t elements) const;
+  double elementwiseSeconds(StringRef kernel, double elements) const;
 
 private:
   int64_t worldSize = 0;

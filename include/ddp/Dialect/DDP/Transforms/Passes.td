@@ -510,8 +510,10 @@ def DDPCompressionReport : Pass<"ddp-compression-report", "::mlir::ModuleOp"> {
     insertion passes ran) and prints, for every gradient, where it comes
     from, its shape and type, whether PowerSGD compresses it and at which
     rank, and the elements and bytes before and after. Totals count the same
-    elements as PyTorch's PowerSGDState.compression_stats(). The IR is not
-    changed.
+    elements as PyTorch's PowerSGDState.compression_stats(). After
+    `ddp-plan` (the module's `ddp.plan` attribute) it also prints the plan:
+    each bucket's predicted time under every choice, the choice and why,
+    and the totals. The IR is not changed.
   }];
   let options = [
     Option<"output", "output", "std::string", "\"\"",
