@@ -10,9 +10,11 @@
 # simulated 100, 10 and 1 Gb/s links (the runtime holds each collective as
 # such a link would: a model, not a network; ddp-run --simulated-link).
 #   bash bench/plan/run.sh [steps]
-# MODELS="resnet50 gpt2-medium" LINKS="loopback 100 10 1" choose the rows;
-# OUT=FILE also writes the table there. GPT-2 medium at 1 Gb/s takes about
-# a minute per plan.
+# MODELS="resnet50 gpt2-medium" LINKS="loopback 100 10 1" PLANS="plain ..."
+# choose the rows; ROUNDS=N runs every plan N times, interleaved, and
+# reports the median and the spread (this VM's runs of one compiled step
+# differ by up to 40%); OUT=FILE also writes the table there. GPT-2 medium
+# at 1 Gb/s takes about two minutes per plan and round.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 STEPS="${1:-8}"
@@ -23,7 +25,8 @@ PYTHON=/usr/bin/python3
 WORLD=2
 # Latency of each simulated link (us): a switch hop and the software above.
 declare -A LATENCY=([100]=10 [10]=20 [1]=50)
-PLANS=(plain fp16 bf16 powersgd-r1 powersgd-r2 powersgd-r4 planned)
+read -r -a PLANS <<<"${PLANS:-plain fp16 bf16 powersgd-r1 powersgd-r2 powersgd-r4 planned}"
+ROUNDS="${ROUNDS:-1}"
 
 cmake --build "$BUILD_DIR" --target ddp-opt ddp-run ddprt-calibrate >/dev/null
 WORK=$(mktemp -d)
@@ -66,12 +69,16 @@ for link in $LINKS; do
       carry+="${carry:+,}$i:$i"
     done
     for plan in "${PLANS[@]}"; do
-      compiled="$WORK/$model.$link.$plan.mlir"
-      report="$WORK/$model.$link.$plan.report.json"
       "$WORK/bin/ddp-opt" "$dir/step.mlir" \
         --ddp-plan="profile=$profile start-iter=0 tolerance=0 $(options_of "$plan")" \
         --ddp-compress="narrow=none bucket-cap-mb=0" \
-        --ddp-compression-report="output=/dev/null json=$report" -o "$compiled"
+        --ddp-compression-report="output=/dev/null json=$WORK/$model.$link.$plan.report.json" \
+        -o "$WORK/$model.$link.$plan.mlir"
+    done
+    for ((round = 0; round < ROUNDS; ++round)); do
+    for plan in "${PLANS[@]}"; do
+      compiled="$WORK/$model.$link.$plan.mlir"
+      report="$WORK/$model.$link.$plan.report.json"
       summary="$WORK/$model.$link.$plan.summary.json"
       "${MPIRUN[@]}" "$WORK/bin/ddp-run" "$compiled" --steps="$STEPS" --quiet \
         "${inputs[@]}" --carry="$carry" "${sim[@]}" --summary-json="$summary" >/dev/null
@@ -87,33 +94,49 @@ print(json.dumps({"model": model, "link": link, "plan": plan,
                   "bytes": s.get("bytes_sent_per_step")}))
 PY
     done
+    done
   done
 done
 
 "$PYTHON" - "$RESULTS" <<'PY' | tee "${OUT:-/dev/null}"
-import json, sys
-rows = [json.loads(line) for line in open(sys.argv[1])]
+import json, statistics, sys
+runs = [json.loads(line) for line in open(sys.argv[1])]
 def name(link):
     return "loopback" if link == "loopback" else f"{link} Gb/s (sim)"
-print("| model | link | plan | predicted ms | measured ms | error | buckets became |")
-print("|---|---|---|---:|---:|---:|---|")
-for r in rows:
+# One row per (model, link, plan): the median of its rounds, and their range.
+rows = {}
+for r in runs:
+    rows.setdefault((r["model"], r["link"], r["plan"]), []).append(r)
+merged = []
+for (model, link, plan), group in rows.items():
+    times = [r["measured_ms"] for r in group]
+    merged.append(dict(group[0], measured_ms=statistics.median(times),
+                       low=min(times), high=max(times), rounds=len(times)))
+spread = any(r["rounds"] > 1 for r in merged)
+print("| model | link | plan | predicted ms | measured ms | error |"
+      + (" runs (min-max ms) |" if spread else "") + " buckets became |")
+print("|---|---|---|---:|---:|---:|" + ("---:|" if spread else "") + "---|")
+for r in merged:
     error = (r["predicted_ms"] - r["measured_ms"]) / r["measured_ms"] * 100
+    extra = f" {r['rounds']} ({r['low']:.1f}-{r['high']:.1f}) |" if spread else ""
     print(f"| {r['model']} | {name(r['link'])} | {r['plan']} | {r['predicted_ms']:.1f} | "
-          f"{r['measured_ms']:.1f} | {error:+.0f}% | {', '.join(r['choices'])} |")
+          f"{r['measured_ms']:.1f} | {error:+.0f}% |{extra} {', '.join(r['choices'])} |")
 print()
-print("| model | link | planned ms | best fixed plan | its ms | planned vs best fixed | plain ms | worst prediction error |")
-print("|---|---|---:|---|---:|---:|---:|---:|")
+print("| model | link | planned ms | same plan as | best fixed plan | its ms | planned vs best fixed | plain ms | worst prediction error |")
+print("|---|---|---:|---|---|---:|---:|---:|---:|")
 groups = {}
-for r in rows:
+for r in merged:
     groups.setdefault((r["model"], r["link"]), []).append(r)
 for (model, link), group in groups.items():
     fixed = [r for r in group if r["plan"] != "planned"]
-    planned = next(r for r in group if r["plan"] == "planned")
+    planned = next((r for r in group if r["plan"] == "planned"), None)
+    plain = next((r for r in group if r["plan"] == "plain"), None)
+    if not fixed or not planned:
+        continue
     best = min(fixed, key=lambda r: r["measured_ms"])
-    plain = next(r for r in group if r["plan"] == "plain")
+    same = next((r["plan"] for r in fixed if r["choices"] == planned["choices"]), "-")
     worst = max(abs(r["predicted_ms"] - r["measured_ms"]) / r["measured_ms"] for r in group)
-    print(f"| {model} | {name(link)} | {planned['measured_ms']:.1f} | {best['plan']} | "
+    print(f"| {model} | {name(link)} | {planned['measured_ms']:.1f} | {same} | {best['plan']} | "
           f"{best['measured_ms']:.1f} | {(planned['measured_ms'] / best['measured_ms'] - 1) * 100:+.1f}% | "
-          f"{plain['measured_ms']:.1f} | {worst * 100:.0f}% |")
+          f"{plain['measured_ms'] if plain else float('nan'):.1f} | {worst * 100:.0f}% |")
 PY
