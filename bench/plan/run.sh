@@ -41,6 +41,7 @@ MPIRUN=(mpirun --oversubscribe -np "$WORLD")
 options_of() { # plan -> ddp-plan options (start-iter=0: the steady state)
   case "$1" in
     planned) echo "" ;;
+    powersgd-r*+fp16) local r=${1#powersgd-r}; echo "choices=powersgd+fp16 ranks=${r%+fp16}" ;;
     powersgd-r*) echo "choices=powersgd ranks=${1#powersgd-r}" ;;
     *) echo "choices=$1" ;;
   esac

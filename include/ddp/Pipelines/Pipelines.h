@@ -110,8 +110,8 @@ struct CompressionPipelineOptions
       llvm::cl::init("")};
   PassOptions::ListOption<std::string> planChoices{
       *this, "plan-choices",
-      llvm::cl::desc(
-          "ddp-plan's choices= (default: plain,fp16,bf16,powersgd)")};
+      llvm::cl::desc("ddp-plan's choices= (default: plain,fp16,bf16,powersgd,"
+                     "powersgd+fp16)")};
   PassOptions::ListOption<unsigned> planRanks{
       *this, "plan-ranks",
       llvm::cl::desc("ddp-plan's ranks= (default: 1,2,4)")};

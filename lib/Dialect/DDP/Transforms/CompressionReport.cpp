@@ -508,7 +508,7 @@ static std::optional<Plan> readPlan(ModuleOp module) {
     plan.rows.push_back(std::move(row));
   }
   // Plain first, then as the planner lists them (a dictionary sorts its
-  // keys): fp16, bf16, powersgd by rank.
+  // keys): fp16, bf16, powersgd by rank, powersgd+fp16 by rank.
   auto orderOf = [](StringRef name) {
     if (name == "plain")
       return std::make_pair(0, 0);
@@ -516,9 +516,12 @@ static std::optional<Plan> readPlan(ModuleOp module) {
       return std::make_pair(1, 0);
     if (name == "bf16")
       return std::make_pair(2, 0);
-    int rank = 0;
-    name.drop_front(StringRef("powersgd-r").size()).getAsInteger(10, rank);
-    return std::make_pair(3, rank);
+    // powersgd-r<rank>, then powersgd-r<rank>+fp16.
+    auto [rank, rest] =
+        name.drop_front(StringRef("powersgd-r").size()).split('+');
+    int value = 0;
+    rank.getAsInteger(10, value);
+    return std::make_pair(rest.empty() ? 3 : 4, value);
   };
   llvm::stable_sort(plan.columns,
                     [&](const std::string &a, const std::string &b) {
@@ -544,24 +547,33 @@ static void printPlanText(raw_ostream &os, const Plan &plan) {
     return (text + std::string(to > text.size() ? to - text.size() : 0, ' '))
         .str();
   };
+  // Each column as wide as its name (powersgd-r4+fp16), at least 11.
+  auto right = [](StringRef text, StringRef column) {
+    size_t to = std::max<size_t>(11, column.size());
+    return (std::string(to > text.size() ? to - text.size() : 0, ' ') + text)
+        .str();
+  };
+  size_t chosenWidth = 11;
+  for (const PlanRow &row : plan.rows)
+    chosenWidth = std::max(chosenWidth, row.choice.size());
   os << llvm::formatv("{0,4}  {1} {2,7} {3,10}", "#", pad("bucket", width),
                       "tensors", "elements");
   for (const std::string &column : plan.columns)
-    os << llvm::formatv(" {0,11}", column);
-  os << "  " << pad("chosen", 11) << " reason\n";
+    os << " " << right(column, column);
+  os << "  " << pad("chosen", chosenWidth) << " reason\n";
   for (auto [i, row] : llvm::enumerate(plan.rows)) {
     os << llvm::formatv("{0,4}  {1} {2,7} {3,10}", i, pad(row.where, width),
                         row.tensors, row.elements);
     for (const std::string &column : plan.columns) {
       std::optional<double> us = row.predictedFor(column);
-      os << llvm::formatv(" {0,11}", us ? milliseconds(*us) : "-");
+      os << " " << right(us ? milliseconds(*us) : "-", column);
     }
-    os << "  " << pad(row.choice, 11) << " " << row.reason << "\n";
+    os << "  " << pad(row.choice, chosenWidth) << " " << row.reason << "\n";
   }
   os << llvm::formatv("{0,4}  {1} {2,7} {3,10}", "",
                       pad("every bucket alike", width), "", "");
   for (const std::string &column : plan.columns)
-    os << llvm::formatv(" {0,11}", milliseconds(plan.totalFor(column)));
+    os << " " << right(milliseconds(plan.totalFor(column)), column);
   os << "\n";
   double planned = plan.planned(), plain = plan.totalFor("plain");
   std::string best;

@@ -351,6 +351,8 @@ std::string PlanChoice::name() const {
     return "bf16";
   case Kind::powersgd:
     return "powersgd-r" + std::to_string(rank);
+  case Kind::powersgdFP16:
+    return "powersgd-r" + std::to_string(rank) + "+fp16";
   }
   llvm_unreachable("a PlanChoice kind");
 }
@@ -410,6 +412,7 @@ PlanCost mlir::ddp::predictBucket(const MachineProfile &profile,
     return cost;
   }
   case PlanChoice::Kind::powersgd:
+  case PlanChoice::Kind::powersgdFP16:
     break;
   }
 
@@ -447,14 +450,37 @@ PlanCost mlir::ddp::predictBucket(const MachineProfile &profile,
   // The uncompressed tensors' allreduce is started first and overlaps the
   // projection; P's allreduce waits for both (one link), Q's for the
   // orthogonalization and the backprojection.
+  // With fp16 every collective of the bucket travels in f16 (half the
+  // bytes), each cast down and back: P and Q are small, the uncompressed
+  // tensors are cast as fp16's buckets are.
+  Type wire = element;
+  double casts = 0.0;
+  if (choice.kind == PlanChoice::Kind::powersgdFP16) {
+    auto floatType = dyn_cast<FloatType>(element);
+    if (floatType && floatType.getWidth() > 16) {
+      wire = Float16Type::get(element.getContext());
+      double narrowed = 0.0;
+      for (ArrayRef<double> list :
+           {ArrayRef<double>(uncompressedList), ArrayRef<double>(pList),
+            ArrayRef<double>(qList)})
+        for (double b : list)
+          narrowed += b / elementBytes;
+      casts = 2.0 * profile.elementwiseSeconds("cast_f32_f16", narrowed);
+      double ratio = 2.0 / elementBytes;
+      for (SmallVector<double> *list : {&uncompressedList, &pList, &qList})
+        for (double &b : *list)
+          b *= ratio;
+    }
+  }
   double uncompressed =
-      profile.bucketAllreduceSeconds(element, uncompressedList, world);
-  double p = profile.bucketAllreduceSeconds(element, pList, world);
-  double q = profile.bucketAllreduceSeconds(element, qList, world);
+      profile.bucketAllreduceSeconds(wire, uncompressedList, world);
+  double p = profile.bucketAllreduceSeconds(wire, pList, world);
+  double q = profile.bucketAllreduceSeconds(wire, qList, world);
   cost.linkSeconds = uncompressed + p + q;
-  cost.computeSeconds = project + orthogonalize + backproject + reconstruct;
+  cost.computeSeconds =
+      project + orthogonalize + backproject + reconstruct + casts;
   cost.seconds = std::max(uncompressed, project) + p + orthogonalize +
-                 backproject + q + reconstruct;
+                 backproject + q + reconstruct + casts;
   cost.bytes = 0.0;
   for (ArrayRef<double> list :
        {ArrayRef<double>(uncompressedList), ArrayRef<double>(pList),

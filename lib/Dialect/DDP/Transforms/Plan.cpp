@@ -27,6 +27,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Regex.h"
@@ -96,7 +97,7 @@ bool DDPPlanPass::parseOptions(SmallVectorImpl<PlanChoice> &allowed) {
     return fail("min-rank=0: ranks are >= 1");
   SmallVector<std::string> choiceList(choices.begin(), choices.end());
   if (choiceList.empty())
-    choiceList = {"plain", "fp16", "bf16", "powersgd"};
+    choiceList = {"plain", "fp16", "bf16", "powersgd", "powersgd+fp16"};
   for (const std::string &name : choiceList) {
     if (name == "plain")
       allowed.push_back({PlanChoice::Kind::plain, 0});
@@ -104,11 +105,13 @@ bool DDPPlanPass::parseOptions(SmallVectorImpl<PlanChoice> &allowed) {
       allowed.push_back({PlanChoice::Kind::fp16, 0});
     else if (name == "bf16")
       allowed.push_back({PlanChoice::Kind::bf16, 0});
-    else if (name == "powersgd") {
+    else if (name == "powersgd" || name == "powersgd+fp16") {
+      auto kind = name == "powersgd" ? PlanChoice::Kind::powersgd
+                                     : PlanChoice::Kind::powersgdFP16;
       unsigned before = allowed.size();
       for (unsigned r : rankList)
         if (r >= minRank)
-          allowed.push_back({PlanChoice::Kind::powersgd, r});
+          allowed.push_back({kind, r});
       if (allowed.size() == before)
         return fail(llvm::formatv(
             "no rank in ranks={0} is at least "
@@ -120,7 +123,8 @@ bool DDPPlanPass::parseOptions(SmallVectorImpl<PlanChoice> &allowed) {
             unsigned(minRank)));
     } else {
       return fail("choices: '" + name +
-                  "' is not one of plain, fp16, bf16, powersgd");
+                  "' is not one of plain, fp16, bf16, powersgd, "
+                  "powersgd+fp16");
     }
   }
   // Duplicates (choices=plain,plain) would print twice.
@@ -334,7 +338,7 @@ void DDPPlanPass::runOnOperation() {
 
   Builder b(context);
   SmallVector<Attribute> entries;
-  llvm::DenseMap<Operation *, unsigned> powersgdRanks;
+  llvm::DenseMap<Operation *, unsigned> powersgdRanks, powersgdFP16Ranks;
   SmallVector<std::pair<AllReduceOp, PlanChoice>> narrowed;
   auto record = [&](AllReduceOp op, const Decision &decision) {
     SmallVector<NamedAttribute> predicted;
@@ -395,7 +399,10 @@ void DDPPlanPass::runOnOperation() {
       ++numNarrow;
       break;
     case PlanChoice::Kind::powersgd:
-      powersgdRanks[op] = decision.choice.rank;
+    case PlanChoice::Kind::powersgdFP16:
+      (decision.choice.kind == PlanChoice::Kind::powersgd
+           ? powersgdRanks
+           : powersgdFP16Ranks)[op] = decision.choice.rank;
       ++numPowerSGD;
       break;
     }
@@ -413,26 +420,62 @@ void DDPPlanPass::runOnOperation() {
     (void)applyOpPatternsGreedily(ArrayRef<Operation *>{op.getOperation()},
                                   std::move(patterns), config);
   }
-  if (!powersgdRanks.empty()) {
-    InsertPowerSGDOptions options;
-    options.minCompressionRate = minCompressionRate;
-    options.startIter = startIter;
-    options.errorFeedback = errorFeedback;
-    options.warmStart = warmStart;
-    options.orthogonalizationEpsilon = orthogonalizationEpsilon;
-    options.seed = seed;
-    options.bucketCapMb = 0.0; // bucketed above
+  // PowerSGD: the fp16 buckets first, so that the collectives that run
+  // makes are theirs alone and can be sent narrow; then the others.
+  InsertPowerSGDOptions options;
+  options.minCompressionRate = minCompressionRate;
+  options.startIter = startIter;
+  options.errorFeedback = errorFeedback;
+  options.warmStart = warmStart;
+  options.orthogonalizationEpsilon = orthogonalizationEpsilon;
+  options.seed = seed;
+  options.bucketCapMb = 0.0; // bucketed above
+  auto runPowerSGD =
+      [&](const llvm::DenseMap<Operation *, unsigned> &ranks) -> LogicalResult {
+    if (ranks.empty())
+      return success();
     OpPassManager compress(ModuleOp::getOperationName());
     compress.addPass(createInsertPowerSGD(
         options, [&](AllReduceOp op) -> std::optional<unsigned> {
-          auto it = powersgdRanks.find(op);
-          if (it == powersgdRanks.end())
+          auto it = ranks.find(op);
+          if (it == ranks.end())
             return std::nullopt;
           return it->second;
         }));
-    if (failed(runPipeline(compress, module)))
-      return signalPassFailure();
+    return runPipeline(compress, module);
+  };
+  // Collectives that exist before are marked (not remembered by address:
+  // the rewrite frees ops and makes new ones).
+  StringRef seen = "__ddp_plan_seen";
+  auto isCollective = [](Operation *op) {
+    return isa<AllReduceOp, WaitOp>(op);
+  };
+  if (!powersgdFP16Ranks.empty())
+    module.walk([&](Operation *op) {
+      if (isCollective(op))
+        op->setAttr(seen, UnitAttr::get(context));
+    });
+  if (failed(runPowerSGD(powersgdFP16Ranks)))
+    return signalPassFailure();
+  if (!powersgdFP16Ranks.empty()) {
+    // The allreduces (and the waits of the started ones) PowerSGD made for
+    // those buckets, narrowed as insert-fp16-compression would.
+    SmallVector<Operation *> made;
+    module.walk([&](Operation *op) {
+      if (!isCollective(op))
+        return;
+      if (!op->removeAttr(seen))
+        made.push_back(op);
+    });
+    RewritePatternSet patterns(context);
+    populateNarrowCompressionPatterns(patterns, Float16Type::get(context),
+                                      getArgument());
+    GreedyRewriteConfig config;
+    config.setStrictness(GreedyRewriteStrictness::ExistingOps);
+    (void)applyOpPatternsGreedily(made, std::move(patterns), config);
   }
+  if (failed(runPowerSGD(powersgdRanks)))
+    return signalPassFailure();
 
   context->getLoadedDialect<DDPDialect>()->getPlanAttrHelper().setAttr(
       module,

@@ -83,11 +83,16 @@ private:
 
 /// The ways of sending a bucket ddp-plan chooses among.
 struct PlanChoice {
-  enum class Kind { plain, fp16, bf16, powersgd };
+  enum class Kind { plain, fp16, bf16, powersgd, powersgdFP16 };
   Kind kind = Kind::plain;
-  unsigned rank = 0; // powersgd only
-  /// "plain", "fp16", "bf16", "powersgd-r<rank>".
+  unsigned rank = 0; // powersgd and powersgdFP16 only
+  /// "plain", "fp16", "bf16", "powersgd-r<rank>", "powersgd-r<rank>+fp16"
+  /// (PowerSGD whose collectives travel in fp16, as --insert-powersgd
+  /// --insert-fp16-compression).
   std::string name() const;
+  bool isPowerSGD() const {
+    return kind == Kind::powersgd || kind == Kind::powersgdFP16;
+  }
 };
 
 /// A gradient bucket as the model sees it: its tensors' shapes and element

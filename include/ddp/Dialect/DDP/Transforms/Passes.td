@@ -136,15 +136,16 @@ def DDPPlan : Pass<"ddp-plan", "::mlir::ModuleOp"> {
     profile written by `ddprt-calibrate` (measured here, or `--hand` for a
     cluster you are not on), and rewrites the bucket with the fastest, as
     the fixed passes would: plain (role `uncompressed`), fp16 or bf16
-    (insert-fp16/bf16-compression on that bucket), or PowerSGD at a rank
-    (insert-powersgd on that bucket). What it predicted and why it chose
+    (insert-fp16/bf16-compression on that bucket), PowerSGD at a rank
+    (insert-powersgd on that bucket), or PowerSGD whose collectives travel
+    in fp16 (both). What it predicted and why it chose
     is kept in the module attribute `ddp.plan`, which
     `ddp-compression-report` prints as a table. The model (collective
     latency and bandwidth, kernel times scaled by work; the exchange alone,
     without overlap with the backward pass) is in docs/cost-model.md.
 
     What the user allows: `choices` (a subset of plain, fp16, bf16,
-    powersgd), PowerSGD `ranks` and a floor `min-rank`, `never` (a regular
+    powersgd, powersgd+fp16), PowerSGD `ranks` and a floor `min-rank`, `never` (a regular
     expression: gradients whose names match are split off and sent plain).
     A choice within `tolerance` of plain is not taken (compression that does
     not pay clearly is not worth its error).
@@ -159,8 +160,8 @@ def DDPPlan : Pass<"ddp-plan", "::mlir::ModuleOp"> {
     Option<"world", "world", "int64_t", "0",
            "Ranks to plan for (default: the profile's world_size)">,
     ListOption<"choices", "choices", "std::string",
-               "What a bucket may become: plain, fp16, bf16, powersgd "
-               "(default: all)">,
+               "What a bucket may become: plain, fp16, bf16, powersgd, "
+               "powersgd+fp16 (default: all)">,
     ListOption<"ranks", "ranks", "unsigned",
                "PowerSGD ranks to consider (default: 1,2,4)">,
     Option<"minRank", "min-rank", "unsigned", "1",
