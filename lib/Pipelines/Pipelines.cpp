@@ -34,6 +34,22 @@
 using namespace mlir;
 using namespace mlir::ddp;
 
+/// The PowerSGD options a pipeline passes on, the same in insert-powersgd
+/// and ddp-plan.
+template <typename PassOptions>
+static void copyPowerSGDOptions(const CompressionPipelineOptions &from,
+                                PassOptions &to) {
+  to.minCompressionRate = from.minCompressionRate;
+  to.startIter = from.startIter;
+  to.errorFeedback = from.errorFeedback;
+  to.warmStart = from.warmStart;
+  to.orthogonalizationEpsilon = from.orthogonalizationEpsilon;
+  to.seed = from.seed;
+  // Bucketed by the pipeline (cap-mb 0 there leaves every allreduce its
+  // own bucket).
+  to.bucketCapMb = 0.0;
+}
+
 void mlir::ddp::buildCompressionPipeline(
     OpPassManager &pm, const CompressionPipelineOptions &options) {
   // Upstream shard modules first; then every pass sees ddp.allreduce.
@@ -41,7 +57,6 @@ void mlir::ddp::buildCompressionPipeline(
   pm.addNestedPass<func::FuncOp>(
       createDDPBucketize(DDPBucketizeOptions{options.bucketCapMb}));
   if (!options.plan.empty()) {
-    // Bucketed above; the PowerSGD options are the plan's.
     DDPPlanOptions plan;
     plan.profile = options.plan;
     plan.kernels = options.planKernels;
@@ -50,28 +65,15 @@ void mlir::ddp::buildCompressionPipeline(
     plan.ranks.assign(options.planRanks.begin(), options.planRanks.end());
     plan.minRank = options.planMinRank;
     plan.never = options.planNever;
-    plan.minCompressionRate = options.minCompressionRate;
-    plan.startIter = options.startIter;
-    plan.errorFeedback = options.errorFeedback;
-    plan.warmStart = options.warmStart;
-    plan.orthogonalizationEpsilon = options.orthogonalizationEpsilon;
-    plan.seed = options.seed;
-    plan.bucketCapMb = 0.0;
+    copyPowerSGDOptions(options, plan);
     pm.addPass(createDDPPlan(plan));
   }
   if (options.powersgdRank > 0) {
     InsertPowerSGDOptions powersgd;
     powersgd.rank = options.powersgdRank;
-    powersgd.minCompressionRate = options.minCompressionRate;
-    powersgd.startIter = options.startIter;
-    powersgd.errorFeedback = options.errorFeedback;
-    powersgd.warmStart = options.warmStart;
-    powersgd.orthogonalizationEpsilon = options.orthogonalizationEpsilon;
-    powersgd.seed = options.seed;
+    copyPowerSGDOptions(options, powersgd);
     powersgd.batchSameShape = options.batchSameShape;
     powersgd.mode = options.mode;
-    // Bucketed above (cap-mb 0 there leaves every allreduce its own bucket).
-    powersgd.bucketCapMb = 0.0;
     pm.addPass(createInsertPowerSGD(powersgd));
   }
   if (!options.hook.empty()) {

@@ -24,7 +24,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ddp/Conversion/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
 
@@ -258,10 +257,7 @@ void InsertPowerSGDPass::runOnOperation() {
   // The rewrite below sees ddp.allreduce buckets only; a module as users
   // write it gets them from the passes that make them.
   OpPassManager prepare(ModuleOp::getOperationName());
-  prepare.addPass(createConvertShardToDDP());
-  if (bucketCapMb > 0.0)
-    prepare.addNestedPass<func::FuncOp>(
-        createDDPBucketize(DDPBucketizeOptions{bucketCapMb}));
+  addBucketingPasses(prepare, bucketCapMb);
   if (failed(runPipeline(prepare, module)))
     return signalPassFailure();
 

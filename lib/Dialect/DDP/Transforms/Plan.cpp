@@ -14,7 +14,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ddp/Conversion/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/CostModel.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/Transforms.h"
@@ -319,10 +318,7 @@ void DDPPlanPass::runOnOperation() {
 
   // Buckets, as insert-powersgd makes them.
   OpPassManager prepare(ModuleOp::getOperationName());
-  prepare.addPass(createConvertShardToDDP());
-  if (bucketCapMb > 0.0)
-    prepare.addNestedPass<func::FuncOp>(
-        createDDPBucketize(DDPBucketizeOptions{bucketCapMb}));
+  addBucketingPasses(prepare, bucketCapMb);
   if (failed(runPipeline(prepare, module)))
     return signalPassFailure();
 

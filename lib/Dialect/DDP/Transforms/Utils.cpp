@@ -5,6 +5,8 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
+#include "ddp/Conversion/Passes.h"
+#include "ddp/Dialect/DDP/Transforms/Passes.h"
 
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/Support/raw_ostream.h"
@@ -340,4 +342,11 @@ mlir::ddp::checkPowerSGDOptions(unsigned rank, double rate, int64_t startIter,
     return bad("bucket-cap-mb must be a finite number >= 0, got " +
                formatNumber(cap));
   return success();
+}
+
+void mlir::ddp::addBucketingPasses(OpPassManager &pm, double bucketCapMb) {
+  pm.addPass(createConvertShardToDDP());
+  if (bucketCapMb > 0.0)
+    pm.addNestedPass<func::FuncOp>(
+        createDDPBucketize(DDPBucketizeOptions{bucketCapMb}));
 }

@@ -10,6 +10,7 @@
 #include "ddp/Dialect/DDP/IR/DDP.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Pass/PassManager.h"
 
 #include <optional>
 #include <string>
@@ -81,6 +82,11 @@ LogicalResult checkPowerSGDOptions(unsigned rank, double minCompressionRate,
                                    int64_t startIter, double epsilon,
                                    double bucketCapMb,
                                    function_ref<void(const Twine &)> fail);
+
+/// What turns a module as users write it into ddp.allreduce buckets:
+/// convert-shard-to-ddp, then ddp-bucketize with `bucketCapMb` (none if it
+/// is 0). insert-powersgd and ddp-plan run it first, as a dynamic pipeline.
+void addBucketingPasses(OpPassManager &pm, double bucketCapMb);
 
 /// Renders a location for people: a name, file:line:col, or "?".
 std::string describeLocation(Location loc);
