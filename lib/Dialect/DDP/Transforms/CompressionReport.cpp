@@ -462,7 +462,13 @@ struct Plan {
           row.predictedFor(row.choice).value_or(0.0));
     return total;
   }
-  double planned() const { return totalFor(""); }
+  /// Every bucket under its own choice.
+  double planned() const {
+    double total = 0.0;
+    for (const PlanRow &row : rows)
+      total += row.predictedFor(row.choice).value_or(0.0);
+    return total;
+  }
 };
 } // namespace
 

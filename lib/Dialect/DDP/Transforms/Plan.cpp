@@ -68,6 +68,26 @@ private:
 };
 } // namespace
 
+/// Sends `ops` (allreduces, and waits of started ones) in `narrow`, as
+/// insert-fp16/bf16-compression would, touching no other op.
+static void narrowOps(ArrayRef<Operation *> ops, FloatType narrow,
+                      StringRef passName) {
+  if (ops.empty())
+    return;
+  RewritePatternSet patterns(narrow.getContext());
+  populateNarrowCompressionPatterns(patterns, narrow, passName);
+  GreedyRewriteConfig config;
+  config.setStrictness(GreedyRewriteStrictness::ExistingOps);
+  (void)applyOpPatternsGreedily(ops, std::move(patterns), config);
+}
+
+/// A choice that compresses none of a bucket's tensors (PowerSGD on
+/// biases) is plain in effect.
+static bool plainInEffect(const std::pair<PlanChoice, PlanCost> &entry) {
+  return entry.second.compressesNothing &&
+         entry.first.kind != PlanChoice::Kind::plain;
+}
+
 static std::string formatSeconds(double seconds) {
   if (seconds >= 1.0)
     return llvm::formatv("{0:F2} s", seconds).str();
@@ -215,8 +235,7 @@ Decision DDPPlanPass::decide(const MachineProfile &profile, AllReduceOp op,
   for (const auto &entry : decision.costs) {
     if (entry.first.kind == PlanChoice::Kind::plain)
       plain = &entry;
-    if (entry.second.compressesNothing &&
-        entry.first.kind != PlanChoice::Kind::plain)
+    if (plainInEffect(entry))
       continue;
     if (!best || entry.second.seconds < best->second.seconds)
       best = &entry;
@@ -238,8 +257,7 @@ Decision DDPPlanPass::decide(const MachineProfile &profile, AllReduceOp op,
   // The runner-up, for the reason.
   const std::pair<PlanChoice, PlanCost> *second = nullptr;
   for (const auto &entry : decision.costs)
-    if (&entry != best && !(entry.second.compressesNothing &&
-                            entry.first.kind != PlanChoice::Kind::plain))
+    if (&entry != best && !plainInEffect(entry))
       if (!second || entry.second.seconds < second->second.seconds)
         second = &entry;
   std::string next = second
@@ -335,7 +353,7 @@ void DDPPlanPass::runOnOperation() {
   Builder b(context);
   SmallVector<Attribute> entries;
   llvm::DenseMap<Operation *, unsigned> powersgdRanks, powersgdFP16Ranks;
-  SmallVector<std::pair<AllReduceOp, PlanChoice>> narrowed;
+  SmallVector<Operation *> toFP16, toBF16;
   auto record = [&](AllReduceOp op, const Decision &decision) {
     SmallVector<NamedAttribute> predicted;
     for (auto &[choice, cost] : decision.costs)
@@ -391,7 +409,8 @@ void DDPPlanPass::runOnOperation() {
       break;
     case PlanChoice::Kind::fp16:
     case PlanChoice::Kind::bf16:
-      narrowed.push_back({op, decision.choice});
+      (decision.choice.kind == PlanChoice::Kind::fp16 ? toFP16 : toBF16)
+          .push_back(op);
       ++numNarrow;
       break;
     case PlanChoice::Kind::powersgd:
@@ -405,17 +424,8 @@ void DDPPlanPass::runOnOperation() {
   }
 
   // The rewrites, each restricted to its buckets.
-  for (auto &[op, choice] : narrowed) {
-    FloatType narrow = choice.kind == PlanChoice::Kind::fp16
-                           ? FloatType(Float16Type::get(context))
-                           : FloatType(BFloat16Type::get(context));
-    RewritePatternSet patterns(context);
-    populateNarrowCompressionPatterns(patterns, narrow, getArgument());
-    GreedyRewriteConfig config;
-    config.setStrictness(GreedyRewriteStrictness::ExistingOps);
-    (void)applyOpPatternsGreedily(ArrayRef<Operation *>{op.getOperation()},
-                                  std::move(patterns), config);
-  }
+  narrowOps(toFP16, Float16Type::get(context), getArgument());
+  narrowOps(toBF16, BFloat16Type::get(context), getArgument());
   // PowerSGD: the fp16 buckets first, so that the collectives that run
   // makes are theirs alone and can be sent narrow; then the others.
   InsertPowerSGDOptions options;
@@ -463,12 +473,7 @@ void DDPPlanPass::runOnOperation() {
       if (!op->removeAttr(seen))
         made.push_back(op);
     });
-    RewritePatternSet patterns(context);
-    populateNarrowCompressionPatterns(patterns, Float16Type::get(context),
-                                      getArgument());
-    GreedyRewriteConfig config;
-    config.setStrictness(GreedyRewriteStrictness::ExistingOps);
-    (void)applyOpPatternsGreedily(made, std::move(patterns), config);
+    narrowOps(made, Float16Type::get(context), getArgument());
   }
   if (failed(runPowerSGD(powersgdRanks)))
     return signalPassFailure();
