@@ -116,6 +116,10 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   // Every tensor op has a bufferization model (the host registers them):
   // a located error here rather than a failure inside One-Shot Bufferize.
   pm.addPass(createDDPCheckLowerable());
+  // The entry points' signatures as One-Shot would make them, without its
+  // comparison of every result with every argument (quadratic in a step's
+  // gradients).
+  pm.addPass(createDDPBufferizeEntrySignatures());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =
@@ -156,9 +160,9 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   // Upstream's conversions below are quadratic in a function's size; a step
   // with thousands of gradients is one large function.
   pm.addPass(createDDPSplitFunctions());
-  pm.addPass(createConvertDDPToLLVM());
   // These touch only function bodies: per function, so that a pass manager
-  // with threads runs them over the parts in parallel.
+  // with threads runs them over the parts in parallel; and before the
+  // runtime calls are built, which multiply the number of ops by ten.
   OpPassManager &perFunction = pm.nest<func::FuncOp>();
   perFunction.addPass(memref::createExpandStridedMetadataPass());
   perFunction.addPass(createLowerAffinePass());
@@ -166,6 +170,7 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   perFunction.addPass(createConvertMathToLLVMPass());
   perFunction.addPass(createArithToLLVMConversionPass());
   perFunction.addPass(createUBToLLVMConversionPass());
+  pm.addPass(createConvertDDPToLLVM());
   // cf.assert lowers to calls it declares in the module.
   pm.addPass(createConvertControlFlowToLLVMPass());
   // Allocations call _mlir_memref_to_llvm_alloc/_aligned_alloc/_free, which

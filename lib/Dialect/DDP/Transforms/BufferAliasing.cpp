@@ -35,6 +35,12 @@ bool mlir::ddp::isFunctionArgument(Value value) {
   return function && argument.getOwner() == &function.getFunctionBody().front();
 }
 
+bool mlir::ddp::isFunctionArgumentTensor(Value value) {
+  if (auto toTensor = value.getDefiningOp<bufferization::ToTensorOp>())
+    value = toTensor.getBuffer();
+  return isFunctionArgument(value);
+}
+
 /// Whether allreduce_start may reduce `input`'s own buffer. The analysis
 /// cannot see that ddp.wait's results are the start's buffers, so the start
 /// reduces in place only where no other handle on the buffer can exist: the

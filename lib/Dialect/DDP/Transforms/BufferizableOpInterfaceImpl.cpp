@@ -235,7 +235,7 @@ struct AllReduceStartModel
   /// A function argument may be reduced in place (reducesInPlace).
   bool bufferizesToMemoryWrite(Operation *, OpOperand &operand,
                                const AnalysisState &) const {
-    return isFunctionArgument(operand.get());
+    return isFunctionArgumentTensor(operand.get());
   }
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,

@@ -1,5 +1,10 @@
 // RUN: ddp-opt %s --one-shot-bufferize="bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map" \
 // RUN:   --buffer-deallocation-pipeline --ddp-donate-arguments | FileCheck %s
+// A module without ddp ops (the pass loads the dialect it reads the
+// attribute through; it crashed when nothing else had).
+// RUN: echo 'func.func @plain(%arg0: i64) -> i64 { return %arg0 : i64 }' \
+// RUN:   | ddp-opt --ddp-donate-arguments | FileCheck %s --check-prefix=PLAIN
+// PLAIN: func.func @plain(%arg0: i64) -> i64
 
 // A donated argument reduced in place is returned as it is; without the
 // attribute the caller keeps it and the result is a copy.

@@ -22,6 +22,11 @@ namespace mlir::ddp {
 /// Whether `value` is an argument of its function (not of a nested block).
 bool isFunctionArgument(Value value);
 
+/// Whether tensor `value` is a function argument's: the argument itself
+/// (a tensor signature, which One-Shot rewrites) or the to_tensor of a memref
+/// argument (a signature ddp-bufferize-entry-signatures rewrote).
+bool isFunctionArgumentTensor(Value value);
+
 /// Whether ddp.allreduce_start may reduce `input`'s own buffer: the buffer is
 /// a function argument One-Shot left in place, or a fresh allocation written
 /// only by ddp ops or copies before the start, and every other use of it
