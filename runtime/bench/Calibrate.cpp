@@ -31,6 +31,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../lib/SimulatedLink.h"
+#include "LineFit.h"
 #include "ddprt/ddprt.h"
 
 #if defined(DDPRT_HAVE_MPI)
@@ -53,6 +54,9 @@
 #include <unistd.h>
 
 namespace {
+
+using ddprt::bench::Fit;
+using ddprt::bench::fitLine;
 
 constexpr const char *kUsage =
     "usage: mpirun -np W ddprt-calibrate [--backend=cpu|cuda] [--out=PATH]\n"
@@ -290,34 +294,6 @@ void *randomBuffer(ddprt_dtype dtype, int64_t numel, uint64_t stream) {
   return data;
 }
 
-/// time = latency + slope * bytes, fitted by least squares on the relative
-/// error (each point weighted by 1 / time^2): sizes span seven orders of
-/// magnitude, and an unweighted fit would give the latency, which only the
-/// small sizes show, no say.
-struct Fit {
-  double latency = 0.0, slope = 0.0, worstResidual = 0.0;
-};
-
-Fit fitLine(const std::vector<std::pair<double, double>> &points) {
-  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (auto [x, y] : points) {
-    double w = 1.0 / (y * y);
-    sw += w;
-    sx += w * x;
-    sy += w * y;
-    sxx += w * x * x;
-    sxy += w * x * y;
-  }
-  Fit fit;
-  double det = sw * sxx - sx * sx;
-  fit.slope = (sw * sxy - sx * sy) / det;
-  fit.latency = (sy - fit.slope * sx) / sw;
-  for (auto [x, y] : points)
-    fit.worstResidual = std::max(
-        fit.worstResidual, std::fabs(fit.latency + fit.slope * x - y) / y);
-  return fit;
-}
-
 /// What a ring sends per byte of payload: allreduce of B bytes,
 /// 2 (W - 1) / W * B; allgather of B bytes from each rank, (W - 1) B.
 double ringFactor(bool allgather, int world) {
@@ -495,9 +471,10 @@ void writeProfile(std::FILE *file, const Profile &profile) {
     std::fprintf(file,
                  "%s\n    \"%s\": {\"latency_us\": %.9g, \"gbps\": %.9g, "
                  "\"ring_factor\": %.9g, \"max_relative_residual\": %.4g, "
-                 "\"points\": [",
+                 "\"constrained_fit\": %s, \"points\": [",
                  separator, c.name.c_str(), c.fit.latency * 1e6, c.linkGbps(),
-                 c.factor, c.fit.worstResidual);
+                 c.factor, c.fit.worstResidual,
+                 c.fit.constrained ? "true" : "false");
     for (size_t i = 0; i < c.points.size(); ++i)
       std::fprintf(file, "%s[%.0f, %.9g]", i ? ", " : "", c.points[i].first,
                    c.points[i].second);
@@ -551,6 +528,9 @@ void printSummary(const Profile &profile) {
                 c.name.c_str(), c.fit.latency * 1e6, c.linkGbps(), c.factor);
     if (!c.points.empty())
       std::printf(", fit's worst residual %.1f%%", 100.0 * c.fit.worstResidual);
+    if (c.fit.constrained)
+      std::printf("; noisy: times did not fit latency + bytes / bandwidth, "
+                  "latency is the fastest call");
     std::printf(")\n");
   }
   if (!profile.kernels.empty())

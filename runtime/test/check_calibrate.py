@@ -41,7 +41,8 @@ BANDWIDTH_LOW = 0.6
 SANITIZED = bool(os.environ.get("DDPRT_SANITIZED"))
 
 COLLECTIVES = ["allreduce_f32", "allreduce_f16", "allreduce_bf16", "allgather_i8"]
-COLLECTIVE_KEYS = {"latency_us", "gbps", "ring_factor", "max_relative_residual", "points"}
+COLLECTIVE_KEYS = {"latency_us", "gbps", "ring_factor", "max_relative_residual",
+                   "constrained_fit", "points"}
 KERNELS = ["project", "backproject", "orthogonalize", "reconstruct", "cast_f32_f16", "scale_f32"]
 KERNEL_KEYS = {"elements", "seconds", "elements_per_second"}
 TOP_KEYS = {"version", "mode", "backend", "world_size", "simulated_link", "date",
@@ -93,6 +94,7 @@ def simulated(tool, mpiexec):
                f"{name}: ring_factor {c['ring_factor']}")
         expect(len(c["points"]) >= 2 and all(len(p) == 2 and p[1] > 0 for p in c["points"]),
                f"{name}: points")
+        expect(isinstance(c["constrained_fit"], bool), f"{name}: constrained_fit")
         latency, gbps = c["latency_us"], c["gbps"]
         latency_ok = latency >= LATENCY_BELOW * LATENCY_US and (
             SANITIZED or latency <= LATENCY_US + LATENCY_ABOVE_US)
@@ -125,7 +127,8 @@ def hand(tool):
     for name in COLLECTIVES:
         c = profile["collectives"][name]
         expect(set(c) == COLLECTIVE_KEYS, f"{name}: keys {sorted(c)}")
-        expect(c["gbps"] == 100 and c["latency_us"] == 5 and c["points"] == [], f"{name}: {c}")
+        expect(c["gbps"] == 100 and c["latency_us"] == 5 and c["points"] == [] and
+               c["constrained_fit"] is False, f"{name}: {c}")
         factor = 7 if name.startswith("allgather") else 1.75
         expect(c["ring_factor"] == factor, f"{name}: ring_factor {c['ring_factor']}")
 
