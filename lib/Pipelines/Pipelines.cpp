@@ -170,16 +170,15 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   perFunction.addPass(createConvertMathToLLVMPass());
   perFunction.addPass(createArithToLLVMConversionPass());
   perFunction.addPass(createUBToLLVMConversionPass());
-  pm.addPass(createConvertDDPToLLVM());
-  // cf.assert lowers to calls it declares in the module.
-  pm.addPass(createConvertControlFlowToLLVMPass());
-  // Allocations call _mlir_memref_to_llvm_alloc/_aligned_alloc/_free, which
-  // the host defines (ddp-run and ddprt-step-runner: host memory on the CPU
-  // backend, managed memory that the GPU reads on CUDA), not malloc/free.
-  FinalizeMemRefToLLVMConversionPassOptions memrefToLLVM;
-  memrefToLLVM.useGenericFunctions = true;
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefToLLVM));
-  pm.addPass(createConvertFuncToLLVMPass());
+  // The runtime calls, cf (cf.assert declares the calls it makes), memref
+  // and func in one conversion: one walk over the step and one verification
+  // rather than four. Allocations call _mlir_memref_to_llvm_alloc/
+  // _aligned_alloc/_free, which the host defines (ddp-run and
+  // ddprt-step-runner: host memory on the CPU backend, managed memory that
+  // the GPU reads on CUDA), not malloc/free.
+  ConvertDDPToLLVMOptions toLLVM;
+  toLLVM.includeUpstream = true;
+  pm.addPass(createConvertDDPToLLVM(toLLVM));
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addNestedPass<LLVM::LLVMFuncOp>(createCanonicalizerPass());
 }

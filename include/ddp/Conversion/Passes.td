@@ -51,7 +51,20 @@ def ConvertDDPToLLVM : Pass<"convert-ddp-to-llvm", "::mlir::ModuleOp"> {
     `finalize-memref-to-llvm`, `convert-func-to-llvm` and
     `reconcile-unrealized-casts` after it, or use the `ddp-lower-to-llvm`
     pipeline.
+
+    With `include-upstream=true` (what `ddp-lower-to-llvm` runs) the same
+    conversion also lowers `cf` (with `cf.assert`), `memref` (as
+    `finalize-memref-to-llvm{use-generic-functions=true}` does) and `func`
+    (as `convert-func-to-llvm` does, with the module's data layout): one
+    walk over a large step instead of four, each followed by a verification
+    of the whole module. Arith, math, ub, index and scf must be lowered
+    before; `reconcile-unrealized-casts` is still needed after.
   }];
+  let options = [
+    Option<"includeUpstream", "include-upstream", "bool", /*default=*/"false",
+           "Also lower cf, memref and func in the same conversion "
+           "(default: false)">,
+  ];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 

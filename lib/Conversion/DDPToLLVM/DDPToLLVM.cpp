@@ -20,18 +20,25 @@
 #include "ddp/Dialect/DDP/IR/DDP.h"
 #include "ddp/Dialect/DDP/IR/RuntimeABI.h"
 
+#include "mlir/Analysis/DataLayoutAnalysis.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/ConvertToLLVM/ToLLVMInterface.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
 #include "mlir/Conversion/LLVMCommon/ConversionTarget.h"
 #include "mlir/Conversion/LLVMCommon/MemRefBuilder.h"
 #include "mlir/Conversion/LLVMCommon/Pattern.h"
 #include "mlir/Conversion/LLVMCommon/TypeConverter.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
 #include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Transforms/DialectConversion.h"
 
+#include "llvm/Support/SwapByteOrder.h"
 #include "llvm/Support/xxhash.h"
 
 #include <cstddef>
@@ -72,31 +79,56 @@ static_assert(offsetof(ddprt_matrix, data) == 0 &&
                   sizeof(ddprt_matrix) == 32,
               "ddprt_matrix is not the LLVM struct {ptr, i32, i64, i64}");
 
+static_assert(llvm::sys::IsLittleEndianHost,
+              "ddprt_buffer and ddprt_matrix tables are written as i64 words "
+              "in the host's byte order, little-endian");
+
 /// Builds runtime calls for one op.
 class RuntimeCall {
 public:
   RuntimeCall(ConversionPatternRewriter &rewriter, Operation *op,
-              const LLVMTypeConverter &converter,
-              SymbolTableCollection *symbolTables)
+              const LLVMTypeConverter &converter, DDPToLLVMCache *cache)
       : b(rewriter), op(op), loc(op->getLoc()), converter(converter),
         ptr(LLVM::LLVMPointerType::get(op->getContext())), i32(b.getI32Type()),
-        i64(b.getI64Type()), symbolTables(symbolTables) {
+        i64(b.getI64Type()), cache(cache) {
     module = op->getParentOfType<ModuleOp>();
   }
 
   Value constantI32(int32_t value) {
-    return LLVM::ConstantOp::create(b, loc, i32, b.getI32IntegerAttr(value));
+    return constant(i32, b.getI32IntegerAttr(value));
   }
   Value constantI64(int64_t value) {
-    return LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(value));
+    return constant(i64, b.getI64IntegerAttr(value));
   }
-  Value nullPointer() { return LLVM::ZeroOp::create(b, loc, ptr); }
+  Value nullPointer() {
+    return cached(TypeAttr::get(ptr),
+                  [&] { return LLVM::ZeroOp::create(b, loc, ptr); });
+  }
 
-  /// ddprt_current_context().
+  /// An llvm.mlir.constant: with a cache, one per function and value, at
+  /// the start of the function's entry block.
+  Value constant(Type type, TypedAttr value) {
+    return cached(value, [&] {
+      return LLVM::ConstantOp::create(b, loc, type, value).getResult();
+    });
+  }
+
+  /// ddprt_current_context(): with a cache, one call per function, at its
+  /// entry (the host sets the context before it calls the step, and the
+  /// step does not change it); else one per op.
   Value context() {
-    if (!contextValue)
-      contextValue = call("ddprt_current_context", {}, ptr);
-    return contextValue;
+    if (contextValue)
+      return contextValue;
+    if (!cache)
+      return contextValue = call("ddprt_current_context", {}, ptr);
+    Region *body = functionBody();
+    Value &slot = cache->contexts[body];
+    if (!slot) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&body->front());
+      slot = call("ddprt_current_context", {}, ptr);
+    }
+    return contextValue = slot;
   }
 
   /// Calls `name` and returns its result (null for void).
@@ -104,7 +136,7 @@ public:
     SmallVector<Type> types(args.getTypes());
     FailureOr<LLVM::LLVMFuncOp> function = LLVM::lookupOrCreateFn(
         b, module, name, types, result,
-        /*isVarArg=*/false, /*isReserved=*/false, symbolTables);
+        /*isVarArg=*/false, /*isReserved=*/false, symbolTables());
     if (failed(function))
       return {};
     auto called = LLVM::CallOp::create(b, loc, *function, args);
@@ -127,22 +159,31 @@ public:
 
   /// A pointer to a NUL-terminated constant string, one global per text.
   Value string(StringRef text) {
-    std::string name = "__ddp_str_" + llvm::utohexstr(llvm::xxh3_64bits(text));
+    std::string data = text.str();
+    data.push_back('\0');
+    auto type = LLVM::LLVMArrayType::get(b.getI8Type(), data.size());
+    return global("__ddp_str_", type, b.getStringAttr(data));
+  }
+
+  /// The address of an internal constant global holding `value`, one
+  /// global per content (named `prefix` + a hash of it).
+  Value global(StringRef prefix, Type type, Attribute value) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << value;
+    std::string name =
+        (prefix + llvm::utohexstr(llvm::xxh3_64bits(text))).str();
+    SymbolTableCollection *tables = symbolTables();
     auto global =
-        symbolTables
-            ? symbolTables->getSymbolTable(module).lookup<LLVM::GlobalOp>(name)
-            : module.lookupSymbol<LLVM::GlobalOp>(name);
+        tables ? tables->getSymbolTable(module).lookup<LLVM::GlobalOp>(name)
+               : module.lookupSymbol<LLVM::GlobalOp>(name);
     if (!global) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(module.getBody());
-      std::string data = text.str();
-      data.push_back('\0');
-      auto type = LLVM::LLVMArrayType::get(b.getI8Type(), data.size());
       global = LLVM::GlobalOp::create(b, loc, type, /*isConstant=*/true,
-                                      LLVM::Linkage::Internal, name,
-                                      b.getStringAttr(data));
-      if (symbolTables)
-        symbolTables->getSymbolTable(module).insert(global);
+                                      LLVM::Linkage::Internal, name, value);
+      if (tables)
+        tables->getSymbolTable(module).insert(global);
     }
     return LLVM::AddressOfOp::create(b, loc, global);
   }
@@ -151,9 +192,7 @@ public:
   /// so that calls in loops do not grow the stack.
   Value entryAlloca(Type type, int64_t count) {
     OpBuilder::InsertionGuard guard(b);
-    Block &entry =
-        op->getParentOfType<FunctionOpInterface>().getFunctionBody().front();
-    b.setInsertionPointToStart(&entry);
+    b.setInsertionPointToStart(&functionBody()->front());
     Value size =
         LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(count));
     return LLVM::AllocaOp::create(b, loc, ptr, type, size);
@@ -162,6 +201,13 @@ public:
   /// The element pointer (aligned base plus offset) of a converted memref.
   Value dataPointer(Value descriptor, MemRefType type) {
     return MemRefDescriptor(descriptor).bufferPtr(b, loc, converter, type);
+  }
+
+  /// The number of elements of a memref, if its shape is static.
+  static std::optional<int64_t> staticNumElements(MemRefType type) {
+    if (!type.hasStaticShape())
+      return std::nullopt;
+    return type.getNumElements();
   }
 
   Value numElements(Value descriptor, MemRefType type) {
@@ -185,23 +231,33 @@ public:
   Value buffers(ValueRange converted, TypeRange memrefs) {
     auto structType =
         LLVM::LLVMStructType::getLiteral(op->getContext(), {ptr, i32, i64});
-    return packArray(structType, converted, memrefs,
-                     [&](Value d, MemRefType t) {
-                       return SmallVector<Value>{numElements(d, t)};
-                     });
+    return packArray(
+        structType, converted, memrefs,
+        [&](MemRefType t) {
+          std::optional<int64_t> numel = staticNumElements(t);
+          return SmallVector<std::optional<int64_t>>{numel};
+        },
+        [&](Value d, MemRefType t) {
+          return SmallVector<Value>{numElements(d, t)};
+        });
   }
 
   /// A stack array of ddprt_matrix {data, dtype, rows, cols}, or a null
-  /// pointer for an empty group.
+  /// pointer for an empty group. The verifiers admit static matrices only.
   Value matrices(ValueRange converted, TypeRange memrefs) {
     if (converted.empty())
       return nullPointer();
     auto structType = LLVM::LLVMStructType::getLiteral(op->getContext(),
                                                        {ptr, i32, i64, i64});
-    return packArray(structType, converted, memrefs, [&](Value, MemRefType t) {
-      return SmallVector<Value>{constantI64(t.getDimSize(0)),
-                                constantI64(t.getDimSize(1))};
-    });
+    return packArray(
+        structType, converted, memrefs,
+        [&](MemRefType t) {
+          return SmallVector<std::optional<int64_t>>{t.getDimSize(0),
+                                                     t.getDimSize(1)};
+        },
+        [&](Value, MemRefType t) -> SmallVector<Value> {
+          llvm_unreachable("a matrix has a static shape");
+        });
   }
 
   /// The text ddprt_check reports: the op and where it came from.
@@ -240,46 +296,94 @@ public:
   Type ptr, i32, i64;
 
 private:
-  /// The element types were checked by RuntimePattern.
-  Value packArray(Type structType, ValueRange converted, TypeRange memrefs,
-                  function_ref<SmallVector<Value>(Value, MemRefType)> sizes) {
+  Region *functionBody() {
+    return &op->getParentOfType<FunctionOpInterface>().getFunctionBody();
+  }
+
+  SymbolTableCollection *symbolTables() {
+    return cache ? &cache->symbolTables : nullptr;
+  }
+
+  /// `build()` at the start of the function's entry block, once per
+  /// function and `key` with a cache; where the op is without.
+  Value cached(Attribute key, function_ref<Value()> build) {
+    if (!cache)
+      return build();
+    Region *body = functionBody();
+    Value &slot = cache->constants[{body, key}];
+    if (!slot) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&body->front());
+      slot = build();
+    }
+    return slot;
+  }
+
+  /// A stack array of `structType` ({ptr, i32, i64...}) for `converted`:
+  /// the fields known at compile time (dtype, and the sizes `known` gives)
+  /// are copied from a constant table, then each element's data pointer
+  /// (and each size `known` leaves unknown, from `dynamic`) is stored: three
+  /// ops per tensor rather than a struct built field by field. The element
+  /// types were checked by RuntimePattern.
+  Value
+  packArray(LLVM::LLVMStructType structType, ValueRange converted,
+            TypeRange memrefs,
+            function_ref<SmallVector<std::optional<int64_t>>(MemRefType)> known,
+            function_ref<SmallVector<Value>(Value, MemRefType)> dynamic) {
+    // Every field is one i64 word: {ptr, i32 (+4 padding), i64, ...}.
     Value array = entryAlloca(structType, converted.size());
+    SmallVector<int64_t> table;
+    SmallVector<bool> anyDynamic;
+    for (Type type : memrefs) {
+      auto memref = cast<MemRefType>(type);
+      table.push_back(0);
+      table.push_back(*getRuntimeDtype(memref.getElementType()));
+      bool unknown = false;
+      for (std::optional<int64_t> size : known(memref)) {
+        table.push_back(size.value_or(0));
+        unknown |= !size;
+      }
+      anyDynamic.push_back(unknown);
+    }
+    auto tableType = RankedTensorType::get({int64_t(table.size())}, i64);
+    Value source =
+        global("__ddp_tab_", LLVM::LLVMArrayType::get(i64, table.size()),
+               DenseElementsAttr::get(tableType, ArrayRef(table)));
+    LLVM::MemcpyOp::create(b, loc, array, source,
+                           constantI64(table.size() * sizeof(int64_t)),
+                           /*isVolatile=*/false);
     for (auto [i, pair] : llvm::enumerate(llvm::zip(converted, memrefs))) {
       auto [descriptor, type] = pair;
       auto memref = cast<MemRefType>(type);
-      ddprt_dtype dtype = *getRuntimeDtype(memref.getElementType());
-      Value element = LLVM::PoisonOp::create(b, loc, structType);
-      SmallVector<Value> fields{dataPointer(descriptor, memref),
-                                constantI32(dtype)};
-      llvm::append_range(fields, sizes(descriptor, memref));
-      for (auto [f, field] : llvm::enumerate(fields))
-        element = LLVM::InsertValueOp::create(b, loc, element, field,
-                                              ArrayRef<int64_t>{int64_t(f)});
-      Value slot = LLVM::GEPOp::create(b, loc, ptr, structType, array,
-                                       ArrayRef<LLVM::GEPArg>{int32_t(i)});
-      LLVM::StoreOp::create(b, loc, element, slot);
+      auto field = [&](int32_t f) {
+        return LLVM::GEPOp::create(b, loc, ptr, structType, array,
+                                   ArrayRef<LLVM::GEPArg>{int32_t(i), f});
+      };
+      LLVM::StoreOp::create(b, loc, dataPointer(descriptor, memref), field(0));
+      if (!anyDynamic[i])
+        continue;
+      for (auto [f, size] : llvm::enumerate(dynamic(descriptor, memref)))
+        LLVM::StoreOp::create(b, loc, size, field(int32_t(f) + 2));
     }
     return array;
   }
 
   ModuleOp module;
   Value contextValue;
-  SymbolTableCollection *symbolTables;
+  DDPToLLVMCache *cache;
 };
 
 /// Lowers an op to runtime calls. Before any IR is built it checks that the
 /// runtime has every buffer's element type.
-/// With a SymbolTableCollection, every call looks its function and strings
-/// up in one symbol table of the module, kept up to date as they are added:
-/// a lookup by name in the module is a scan of its body, and a large step
-/// has thousands of runtime calls and strings.
+/// With a DDPToLLVMCache, the patterns share lookups and per-function values
+/// (see DDPToLLVM.h): a lookup by name in the module is a scan of its body,
+/// and a large step has thousands of runtime calls.
 template <typename OpTy>
 struct RuntimePattern : public ConvertOpToLLVMPattern<OpTy> {
   using OpAdaptor = typename OpTy::Adaptor;
 
-  RuntimePattern(const LLVMTypeConverter &converter,
-                 SymbolTableCollection *symbolTables)
-      : ConvertOpToLLVMPattern<OpTy>(converter), symbolTables(symbolTables) {}
+  RuntimePattern(const LLVMTypeConverter &converter, DDPToLLVMCache *cache)
+      : ConvertOpToLLVMPattern<OpTy>(converter), cache(cache) {}
 
   virtual LogicalResult lower(OpTy op, OpAdaptor adaptor,
                               RuntimeCall &rt) const = 0;
@@ -297,7 +401,7 @@ struct RuntimePattern : public ConvertOpToLLVMPattern<OpTy> {
                << "the runtime has no element type " << memref.getElementType()
                << " (it takes " << computeElementTypeNames(op->getContext())
                << ")";
-    RuntimeCall rt(rewriter, op, *this->getTypeConverter(), symbolTables);
+    RuntimeCall rt(rewriter, op, *this->getTypeConverter(), cache);
     return lower(op, adaptor, rt);
   }
 
@@ -310,7 +414,7 @@ struct RuntimePattern : public ConvertOpToLLVMPattern<OpTy> {
     return success();
   }
 
-  SymbolTableCollection *symbolTables;
+  DDPToLLVMCache *cache;
 };
 
 //===----------------------------------------------------------------------===//
@@ -472,8 +576,7 @@ struct OrthogonalizeLowering : RuntimePattern<BufferOrthogonalizeOp> {
         op, rt, "ddprt_orthogonalize",
         {rt.matrices(adaptor.getBuffers(), op.getBuffers().getTypes()),
          rt.constantI32(op.getNumTensors()),
-         LLVM::ConstantOp::create(rt.b, rt.loc, rt.b.getF64Type(),
-                                  op.getEpsilonAttr())});
+         rt.constant(rt.b.getF64Type(), op.getEpsilonAttr())});
   }
 };
 
@@ -602,14 +705,18 @@ struct StateLowering : ConvertOpToLLVMPattern<StateOp> {
 
 struct ConvertDDPToLLVM
     : public ddp::impl::ConvertDDPToLLVMBase<ConvertDDPToLLVM> {
+  using Base::Base;
+
   void runOnOperation() override {
+    if (includeUpstream)
+      return runWithUpstream();
     MLIRContext *context = &getContext();
     LLVMTypeConverter converter(context);
     LLVMConversionTarget target(*context);
     target.addIllegalDialect<DDPDialect>();
-    SymbolTableCollection symbolTables;
+    DDPToLLVMCache cache;
     RewritePatternSet patterns(context);
-    populateDDPToLLVMConversionPatterns(converter, patterns, &symbolTables);
+    populateDDPToLLVMConversionPatterns(converter, patterns, &cache);
     // A request may cross a call (ddp-split-functions cuts between a start
     // and its wait): signatures, calls and returns carry it as the pointer
     // it becomes; every other type stays for the conversions after this one.
@@ -629,6 +736,34 @@ struct ConvertDDPToLLVM
         [&](Operation *op) { return requests.isLegal(op); });
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
+      signalPassFailure();
+  }
+
+  /// ddp, cf, memref and func in one conversion, with the options
+  /// finalize-memref-to-llvm{use-generic-functions} and convert-func-to-llvm
+  /// would use.
+  void runWithUpstream() {
+    ModuleOp module = getOperation();
+    MLIRContext *context = &getContext();
+    const auto &layout = getAnalysis<DataLayoutAnalysis>();
+    LowerToLLVMOptions options(context, layout.getAtOrAbove(module));
+    options.useGenericFunctions = true;
+    LLVMTypeConverter converter(context, options, &layout);
+    LLVMConversionTarget target(*context);
+    target.addIllegalDialect<DDPDialect, cf::ControlFlowDialect,
+                             memref::MemRefDialect, func::FuncDialect>();
+    DDPToLLVMCache cache;
+    RewritePatternSet patterns(context);
+    populateDDPToLLVMConversionPatterns(converter, patterns, &cache);
+    cf::populateControlFlowToLLVMConversionPatterns(converter, patterns);
+    cf::populateAssertToLLVMConversionPattern(converter, patterns,
+                                              /*abortOnFailure=*/true,
+                                              &cache.symbolTables);
+    populateFinalizeMemRefToLLVMConversionPatterns(converter, patterns,
+                                                   &cache.symbolTables);
+    populateFuncToLLVMConversionPatterns(converter, patterns,
+                                         &cache.symbolTables);
+    if (failed(applyPartialConversion(module, target, std::move(patterns))))
       signalPassFailure();
   }
 };
@@ -657,7 +792,7 @@ void mlir::ddp::populateDDPToLLVMTypeConversions(LLVMTypeConverter &converter) {
 
 void mlir::ddp::populateDDPToLLVMConversionPatterns(
     LLVMTypeConverter &converter, RewritePatternSet &patterns,
-    SymbolTableCollection *symbolTables) {
+    DDPToLLVMCache *cache) {
   populateDDPToLLVMTypeConversions(converter);
   patterns.add<AllReduceLowering, AllReduceStartLowering, WaitLowering,
                AllGatherLowering, WorldSizeLowering, HostBarrierLowering,
@@ -665,7 +800,7 @@ void mlir::ddp::populateDDPToLLVMConversionPatterns(
                InspectLowering, ProjectLowering, OrthogonalizeLowering,
                ReconstructLowering, BufferStateLowering,
                ScalarStateLoadLowering, ScalarStateStoreLowering>(converter,
-                                                                  symbolTables);
+                                                                  cache);
   patterns.add<StateLowering>(converter);
 }
 

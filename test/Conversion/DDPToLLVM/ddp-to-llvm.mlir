@@ -17,20 +17,26 @@ ddp.state @q : tensor<32x2xf32>
 // CHECK-DAG: llvm.mlir.global internal constant @{{.*}}("q\00")
 // CHECK-NOT: ddp.state
 
+// Two buffers in one stack array: {data, dtype f32 = 0, numel} from a
+// constant table.
+// CHECK-DAG: llvm.mlir.global internal constant @[[TABLE:__ddp_tab_[0-9A-F]+]](dense<[0, 0, 2048, 0, 0, 32]> : tensor<6xi64>)
+
+// The context is read once, at the function's entry, for every call.
 // CHECK-LABEL: func.func @calls
+// CHECK-DAG: %[[CTX:.*]] = llvm.call @ddprt_current_context()
+// CHECK-DAG: %[[ARRAY:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// The residual group is empty: a null pointer.
+// CHECK-DAG: %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
 func.func @calls(%g: memref<64x32xf32>, %b: memref<32xf32>, %p: memref<64x2xf32>) -> i64 {
-  // Two buffers in one stack array: {data, dtype f32 = 0, numel}.
-  // CHECK: %[[ARRAY:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
-  // CHECK: %[[CTX:.*]] = llvm.call @ddprt_current_context()
+  // CHECK: llvm.mlir.addressof @[[TABLE]]
   // CHECK: %[[STATUS:.*]] = llvm.call @ddprt_allreduce(%[[CTX]], %{{.*}}, %{{.*}}, %[[ARRAY]], %{{.*}})
   // CHECK: llvm.call @ddprt_check(%[[CTX]], %[[STATUS]], %{{.*}})
   ddp.buffer.allreduce mean %g, %b role uncompressed : memref<64x32xf32>, memref<32xf32>
-  // The residual group is empty: a null pointer.
-  // CHECK: %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
-  // CHECK: llvm.call @ddprt_state_get
+  // CHECK: llvm.call @ddprt_state_get(%[[CTX]]
   // CHECK: llvm.call @ddprt_state_data
   %q = ddp.buffer.state @q : memref<32x2xf32>
-  // CHECK: llvm.call @ddprt_project(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
+  // CHECK: llvm.call @ddprt_project(%[[CTX]], %{{.*}}, %[[NULL]], %{{.*}}, %{{.*}}, %{{.*}})
+  // CHECK-NOT: ddprt_current_context
   ddp.buffer.project %g times %q into %p : memref<64x32xf32> times memref<32x2xf32> into memref<64x2xf32>
   // The step counter is read and written in host memory.
   // CHECK: %[[DATA:.*]] = llvm.call @ddprt_state_data

@@ -4,12 +4,19 @@
 // are lowered in the same pass).
 // RUN: ddp-opt %s --convert-to-llvm -split-input-file | FileCheck %s --check-prefix=GENERIC
 // RUN: ddp-opt %s --convert-to-llvm -split-input-file | FileCheck %s --check-prefix=LEFT
+// And through convert-ddp-to-llvm{include-upstream}, which lowers func and
+// memref in the same conversion (ddp-lower-to-llvm's way).
+// RUN: ddp-opt %s --convert-ddp-to-llvm=include-upstream=true -split-input-file | FileCheck %s --check-prefix=GENERIC
 
 // One test per pattern of the lowering. Each checks the runtime function's
 // signature and the ABI values the call passes: ddprt.h's enumerators
 // (dtype, reduction, role, scale), the ddprt_buffer {ptr, i32, i64} and
 // ddprt_matrix {ptr, i32, i64, i64} structs, the count, the current context
-// and the checked status.
+// and the checked status. A struct array is a stack array filled from a
+// constant table of i64 words (data 0, dtype, numel or rows and cols) by
+// llvm.intr.memcpy, then each data pointer (and each size known only at run
+// time) is stored into it. The context and the constants are built once per
+// function, at its entry.
 
 // Nothing is left of ddp, func or memref.
 // LEFT-NOT: {{^ *(%[^ ]* = )?ddp\.}}
@@ -21,26 +28,26 @@
 // CHECK-DAG: llvm.func @ddprt_check(!llvm.ptr, i32, !llvm.ptr)
 // CHECK-DAG: llvm.func @ddprt_allreduce(!llvm.ptr, i32, i32, !llvm.ptr, i32) -> i32
 // CHECK-DAG: llvm.mlir.global internal constant @[[WHERE:__ddp_str_[0-9A-F]+]]("ddp.allreduce at {{.*}}ops.mlir:[[# @LINE + 22]]:3\00")
+// CHECK-DAG: llvm.mlir.global internal constant @[[TABLE:__ddp_tab_[0-9A-F]+]](dense<[0, 2, 12]> : tensor<3xi64>) {{.*}} : !llvm.array<3 x i64>
 
 // ddp.buffer.allreduce: sum = DDPRT_SUM 0, role powersgd_q = DDPRT_ROLE_POWERSGD_Q 4,
-// bf16 = DDPRT_BF16 2, 12 elements.
+// bf16 = DDPRT_BF16 2 (the table's second word), 12 elements (its third).
 // CHECK-LABEL: func.func @allreduce(
-// CHECK: %[[ARRAY:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
-// CHECK: %[[SUM:.*]] = llvm.mlir.constant(0 : i32) : i32
-// CHECK: %[[ROLE:.*]] = llvm.mlir.constant(4 : i32) : i32
+// CHECK-DAG: %[[CTX:.*]] = llvm.call @ddprt_current_context()
+// CHECK-DAG: %[[ARRAY:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// CHECK-DAG: %[[SUM:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-DAG: %[[ROLE:.*]] = llvm.mlir.constant(4 : i32) : i32
+// CHECK-DAG: %[[COUNT:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-DAG: %[[BYTES:.*]] = llvm.mlir.constant(24 : i64) : i64
+// CHECK: %[[WORDS:.*]] = llvm.mlir.addressof @[[TABLE]]
+// CHECK: "llvm.intr.memcpy"(%[[ARRAY]], %[[WORDS]], %[[BYTES]]) <{isVolatile = false}>
+// CHECK: %[[SLOT:.*]] = llvm.getelementptr %[[ARRAY]][0, 0] : (!llvm.ptr) -> !llvm.ptr, !llvm.struct<(ptr, i32, i64)>
 // CHECK: %[[DATA:.*]] = llvm.extractvalue %{{.*}}[1]
-// CHECK: %[[BF16:.*]] = llvm.mlir.constant(2 : i32) : i32
-// CHECK: %[[NUMEL:.*]] = llvm.mlir.constant(12 : i64) : i64
-// CHECK: %[[B0:.*]] = llvm.insertvalue %[[DATA]], %{{.*}}[0] : !llvm.struct<(ptr, i32, i64)>
-// CHECK: %[[B1:.*]] = llvm.insertvalue %[[BF16]], %[[B0]][1]
-// CHECK: %[[B2:.*]] = llvm.insertvalue %[[NUMEL]], %[[B1]][2]
-// CHECK: %[[SLOT:.*]] = llvm.getelementptr %[[ARRAY]][0]
-// CHECK: llvm.store %[[B2]], %[[SLOT]]
-// CHECK: %[[COUNT:.*]] = llvm.mlir.constant(1 : i32) : i32
-// CHECK: %[[CTX:.*]] = llvm.call @ddprt_current_context()
+// CHECK: llvm.store %[[DATA]], %[[SLOT]] : !llvm.ptr, !llvm.ptr
 // CHECK: %[[STATUS:.*]] = llvm.call @ddprt_allreduce(%[[CTX]], %[[SUM]], %[[ROLE]], %[[ARRAY]], %[[COUNT]])
 // CHECK: %[[TEXT:.*]] = llvm.mlir.addressof @[[WHERE]]
 // CHECK: llvm.call @ddprt_check(%[[CTX]], %[[STATUS]], %[[TEXT]])
+// CHECK-NOT: ddprt_current_context
 func.func @allreduce(%a: memref<3x4xbf16>) {
   ddp.buffer.allreduce sum %a role powersgd_q : memref<3x4xbf16>
   return
@@ -53,32 +60,33 @@ func.func @allreduce(%a: memref<3x4xbf16>) {
 // f64 = 3, f32 = 0; a dynamic size is read from the descriptor.
 // CHECK-DAG: llvm.func @ddprt_allreduce_start(!llvm.ptr, i32, i32, !llvm.ptr, i32, !llvm.ptr) -> i32
 // CHECK-DAG: llvm.func @ddprt_wait(!llvm.ptr, !llvm.ptr) -> i32
+// The dynamic size's word is 0 in the table and stored after the copy.
+// CHECK-DAG: llvm.mlir.global internal constant @[[TABLE:__ddp_tab_[0-9A-F]+]](dense<[0, 3, 8, 0, 0, 0]> : tensor<6xi64>)
 // CHECK-LABEL: func.func @allreduce_start_wait(
-// CHECK: %[[REQ:.*]] = llvm.alloca %{{.*}} x !llvm.ptr
-// CHECK: %[[ARRAY:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
-// CHECK: %[[F64:.*]] = llvm.mlir.constant(3 : i32) : i32
-// CHECK: %[[EIGHT:.*]] = llvm.mlir.constant(8 : i64) : i64
-// CHECK: llvm.insertvalue %[[F64]], %{{.*}}[1]
-// CHECK: llvm.insertvalue %[[EIGHT]], %{{.*}}[2]
-// CHECK: llvm.getelementptr %[[ARRAY]][0]
-// CHECK: %[[F32:.*]] = llvm.mlir.constant(0 : i32) : i32
-// CHECK: %[[SIZE:.*]] = llvm.extractvalue %{{.*}}[3, 0]
+// CHECK-DAG: %[[CTX:.*]] = llvm.call @ddprt_current_context()
+// CHECK-DAG: %[[REQ:.*]] = llvm.alloca %{{.*}} x !llvm.ptr
+// CHECK-DAG: %[[ARRAY:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// CHECK-DAG: %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-DAG: %[[MEAN:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-DAG: %[[ROLE:.*]] = llvm.mlir.constant(3 : i32) : i32
+// CHECK-DAG: %[[COUNT:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK-DAG: %[[BYTES:.*]] = llvm.mlir.constant(48 : i64) : i64
+// CHECK: %[[WORDS:.*]] = llvm.mlir.addressof @[[TABLE]]
+// CHECK: "llvm.intr.memcpy"(%[[ARRAY]], %[[WORDS]], %[[BYTES]])
+// CHECK: llvm.getelementptr %[[ARRAY]][0, 0]
+// CHECK: %[[SLOT1:.*]] = llvm.getelementptr %[[ARRAY]][1, 0]
+// CHECK: %[[DATA1:.*]] = llvm.extractvalue %[[B:.*]][1]
+// CHECK: llvm.store %[[DATA1]], %[[SLOT1]] : !llvm.ptr, !llvm.ptr
+// CHECK: %[[SIZE:.*]] = llvm.extractvalue %[[B]][3, 0]
 // CHECK: %[[DYN:.*]] = llvm.mul %[[SIZE]], %{{.*}} : i64
-// CHECK: llvm.insertvalue %[[F32]], %{{.*}}[1]
-// CHECK: llvm.insertvalue %[[DYN]], %{{.*}}[2]
-// CHECK: llvm.getelementptr %[[ARRAY]][1]
-// CHECK: %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK: %[[NUMEL1:.*]] = llvm.getelementptr %[[ARRAY]][1, 2]
+// CHECK: llvm.store %[[DYN]], %[[NUMEL1]] : i64, !llvm.ptr
 // CHECK: llvm.store %[[NULL]], %[[REQ]]
-// CHECK: %[[MEAN:.*]] = llvm.mlir.constant(1 : i32) : i32
-// CHECK: %[[ROLE:.*]] = llvm.mlir.constant(3 : i32) : i32
-// CHECK: %[[COUNT:.*]] = llvm.mlir.constant(2 : i32) : i32
-// CHECK: %[[CTX:.*]] = llvm.call @ddprt_current_context()
 // CHECK: %[[STATUS:.*]] = llvm.call @ddprt_allreduce_start(%[[CTX]], %[[MEAN]], %[[ROLE]], %[[ARRAY]], %[[COUNT]], %[[REQ]])
 // CHECK: llvm.call @ddprt_check(%[[CTX]], %[[STATUS]], %{{.*}})
 // CHECK: %[[HANDLE:.*]] = llvm.load %[[REQ]] : !llvm.ptr -> !llvm.ptr
-// CHECK: %[[CTX2:.*]] = llvm.call @ddprt_current_context()
-// CHECK: %[[WAITED:.*]] = llvm.call @ddprt_wait(%[[CTX2]], %[[HANDLE]])
-// CHECK: llvm.call @ddprt_check(%[[CTX2]], %[[WAITED]], %{{.*}})
+// CHECK: %[[WAITED:.*]] = llvm.call @ddprt_wait(%[[CTX]], %[[HANDLE]])
+// CHECK: llvm.call @ddprt_check(%[[CTX]], %[[WAITED]], %{{.*}})
 func.func @allreduce_start_wait(%a: memref<8xf64>, %b: memref<?xf32>) {
   %r = ddp.buffer.allreduce_start mean %a, %b role powersgd_p : memref<8xf64>, memref<?xf32> -> !ddp.request<memref<8xf64>, memref<?xf32>>
   ddp.buffer.wait %r : !ddp.request<memref<8xf64>, memref<?xf32>>
@@ -126,19 +134,24 @@ func.func @host_barrier() {
 // DDPRT_I8 5 with 15 elements in, and world size times as many out (the
 // output's leading dimension, from its descriptor).
 // CHECK-DAG: llvm.func @ddprt_allgather(!llvm.ptr, i32, !llvm.ptr, !llvm.ptr, i32) -> i32
+// CHECK-DAG: llvm.mlir.global internal constant @[[INTABLE:__ddp_tab_[0-9A-F]+]](dense<[0, 5, 15]> : tensor<3xi64>)
+// CHECK-DAG: llvm.mlir.global internal constant @[[OUTTABLE:__ddp_tab_[0-9A-F]+]](dense<[0, 5, 0]> : tensor<3xi64>)
 // CHECK-LABEL: func.func @allgather(
 // (Stack arrays are placed at the function's entry, the last one first.)
-// CHECK: %[[OUT:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
-// CHECK: %[[IN:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
-// CHECK: %[[ROLE:.*]] = llvm.mlir.constant(5 : i32) : i32
-// CHECK: %[[I8:.*]] = llvm.mlir.constant(5 : i32) : i32
-// CHECK: %[[NUMEL:.*]] = llvm.mlir.constant(15 : i64) : i64
-// CHECK: llvm.insertvalue %[[NUMEL]], %{{.*}}[2]
+// CHECK-DAG: %[[CTX:.*]] = llvm.call @ddprt_current_context()
+// CHECK-DAG: %[[OUT:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// CHECK-DAG: %[[IN:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// CHECK-DAG: %[[ROLE:.*]] = llvm.mlir.constant(5 : i32) : i32
+// CHECK-DAG: %[[COUNT:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-DAG: %[[FIFTEEN:.*]] = llvm.mlir.constant(15 : i64) : i64
+// CHECK: %[[INWORDS:.*]] = llvm.mlir.addressof @[[INTABLE]]
+// CHECK: "llvm.intr.memcpy"(%[[IN]], %[[INWORDS]], %{{.*}})
+// CHECK: %[[OUTWORDS:.*]] = llvm.mlir.addressof @[[OUTTABLE]]
+// CHECK: "llvm.intr.memcpy"(%[[OUT]], %[[OUTWORDS]], %{{.*}})
 // CHECK: %[[RANKS:.*]] = llvm.extractvalue %{{.*}}[3, 0]
-// CHECK: %[[TOTAL:.*]] = llvm.mul %[[RANKS]], %{{.*}} : i64
-// CHECK: llvm.insertvalue %[[TOTAL]], %{{.*}}[2]
-// CHECK: %[[COUNT:.*]] = llvm.mlir.constant(1 : i32) : i32
-// CHECK: %[[CTX:.*]] = llvm.call @ddprt_current_context()
+// CHECK: %[[TOTAL:.*]] = llvm.mul %[[RANKS]], %[[FIFTEEN]] : i64
+// CHECK: %[[NUMEL:.*]] = llvm.getelementptr %[[OUT]][0, 2]
+// CHECK: llvm.store %[[TOTAL]], %[[NUMEL]] : i64, !llvm.ptr
 // CHECK: %[[STATUS:.*]] = llvm.call @ddprt_allgather(%[[CTX]], %[[ROLE]], %[[IN]], %[[OUT]], %[[COUNT]])
 // CHECK: llvm.call @ddprt_check(%[[CTX]], %[[STATUS]], %{{.*}})
 func.func @allgather(%in: memref<15xi8>, %out: memref<?x15xi8>) {
@@ -163,13 +176,14 @@ func.func @world_size() -> index {
 
 // ddp.buffer.scale: world_size = DDPRT_SCALE_WORLD_SIZE 2, f16 = 1.
 // CHECK-DAG: llvm.func @ddprt_scale(!llvm.ptr, i32, !llvm.ptr, i32) -> i32
+// CHECK-DAG: llvm.mlir.global internal constant @[[TABLE:__ddp_tab_[0-9A-F]+]](dense<[0, 1, 32]> : tensor<3xi64>)
 // CHECK-LABEL: func.func @scale(
-// CHECK: %[[ARRAY:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
-// CHECK: %[[FACTOR:.*]] = llvm.mlir.constant(2 : i32) : i32
-// CHECK: %[[F16:.*]] = llvm.mlir.constant(1 : i32) : i32
-// CHECK: llvm.insertvalue %[[F16]], %{{.*}}[1]
-// CHECK: %[[COUNT:.*]] = llvm.mlir.constant(1 : i32) : i32
-// CHECK: %[[CTX:.*]] = llvm.call @ddprt_current_context()
+// CHECK-DAG: %[[CTX:.*]] = llvm.call @ddprt_current_context()
+// CHECK-DAG: %[[ARRAY:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// CHECK-DAG: %[[FACTOR:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK-DAG: %[[COUNT:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK: %[[WORDS:.*]] = llvm.mlir.addressof @[[TABLE]]
+// CHECK: "llvm.intr.memcpy"(%[[ARRAY]], %[[WORDS]], %{{.*}})
 // CHECK: llvm.call @ddprt_scale(%[[CTX]], %[[FACTOR]], %[[ARRAY]], %[[COUNT]])
 func.func @scale(%b: memref<32xf16>) {
   ddp.buffer.scale %b by world_size : memref<32xf16>
@@ -181,25 +195,27 @@ func.func @scale(%b: memref<32xf16>) {
 // ddp.buffer.cast: inverse_world_size = DDPRT_SCALE_INVERSE_WORLD_SIZE 1;
 // inputs f32 (0), outputs f16 (1); without a factor, DDPRT_SCALE_NONE 0.
 // CHECK-DAG: llvm.func @ddprt_cast(!llvm.ptr, i32, !llvm.ptr, !llvm.ptr, i32) -> i32
+// CHECK-DAG: llvm.mlir.global internal constant @[[F32:__ddp_tab_[0-9A-F]+]](dense<[0, 0, 32]> : tensor<3xi64>)
+// CHECK-DAG: llvm.mlir.global internal constant @[[F16:__ddp_tab_[0-9A-F]+]](dense<[0, 1, 32]> : tensor<3xi64>)
 // CHECK-LABEL: func.func @cast(
-// CHECK: %[[OUT:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
-// CHECK: %[[IN:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
-// CHECK: %[[INVERSE:.*]] = llvm.mlir.constant(1 : i32) : i32
-// CHECK: %[[F32:.*]] = llvm.mlir.constant(0 : i32) : i32
-// CHECK: llvm.insertvalue %[[F32]], %{{.*}}[1]
-// CHECK: llvm.getelementptr %[[IN]][0]
-// CHECK: %[[F16:.*]] = llvm.mlir.constant(1 : i32) : i32
-// CHECK: llvm.insertvalue %[[F16]], %{{.*}}[1]
-// CHECK: llvm.getelementptr %[[OUT]][0]
-// CHECK: %[[COUNT:.*]] = llvm.mlir.constant(1 : i32) : i32
-// CHECK: llvm.call @ddprt_cast(%{{.*}}, %[[INVERSE]], %[[IN]], %[[OUT]], %[[COUNT]])
+// CHECK-DAG: %[[OUT:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// CHECK-DAG: %[[IN:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// (The factor and the count are both 1: one constant.)
+// CHECK-DAG: %[[ONE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK: %[[INWORDS:.*]] = llvm.mlir.addressof @[[F32]]
+// CHECK: "llvm.intr.memcpy"(%[[IN]], %[[INWORDS]], %{{.*}})
+// CHECK: llvm.getelementptr %[[IN]][0, 0]
+// CHECK: %[[OUTWORDS:.*]] = llvm.mlir.addressof @[[F16]]
+// CHECK: "llvm.intr.memcpy"(%[[OUT]], %[[OUTWORDS]], %{{.*}})
+// CHECK: llvm.getelementptr %[[OUT]][0, 0]
+// CHECK: llvm.call @ddprt_cast(%{{.*}}, %[[ONE]], %[[IN]], %[[OUT]], %[[ONE]])
 func.func @cast(%b: memref<32xf32>, %h: memref<32xf16>) {
   ddp.buffer.cast %b scaled by inverse_world_size into %h : memref<32xf32> into memref<32xf16>
   return
 }
 
 // CHECK-LABEL: func.func @cast_unscaled(
-// CHECK: %[[NONE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-DAG: %[[NONE:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK: llvm.call @ddprt_cast(%{{.*}}, %[[NONE]], %{{.*}}, %{{.*}}, %{{.*}})
 func.func @cast_unscaled(%b: memref<32xf32>, %h: memref<32xf16>) {
   ddp.buffer.cast %h into %b : memref<32xf16> into memref<32xf32>
@@ -210,12 +226,16 @@ func.func @cast_unscaled(%b: memref<32xf32>, %h: memref<32xf16>) {
 
 // ddp.buffer.copy: sources, then destinations, then the count.
 // CHECK-DAG: llvm.func @ddprt_copy(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32) -> i32
+// Sources and destinations have the same table (f32 x 4, then bf16 x 6).
+// CHECK-DAG: llvm.mlir.global internal constant @[[TABLE:__ddp_tab_[0-9A-F]+]](dense<[0, 0, 4, 0, 2, 6]> : tensor<6xi64>)
 // CHECK-LABEL: func.func @copy(
-// CHECK: %[[DST:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
-// CHECK: %[[SRC:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
-// CHECK: llvm.getelementptr %[[SRC]][1]
-// CHECK: llvm.getelementptr %[[DST]][1]
-// CHECK: %[[COUNT:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK-DAG: %[[DST:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// CHECK-DAG: %[[SRC:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// CHECK-DAG: %[[COUNT:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK: llvm.mlir.addressof @[[TABLE]]
+// CHECK: llvm.getelementptr %[[SRC]][1, 0]
+// CHECK: llvm.mlir.addressof @[[TABLE]]
+// CHECK: llvm.getelementptr %[[DST]][1, 0]
 // CHECK: llvm.call @ddprt_copy(%{{.*}}, %[[SRC]], %[[DST]], %[[COUNT]])
 func.func @copy(%a: memref<4xf32>, %b: memref<4xf32>, %c: memref<2x3xbf16>, %d: memref<2x3xbf16>) {
   ddp.buffer.copy %a, %c into %b, %d : memref<4xf32>, memref<2x3xbf16>
@@ -226,13 +246,13 @@ func.func @copy(%a: memref<4xf32>, %b: memref<4xf32>, %c: memref<2x3xbf16>, %d: 
 
 // ddp.buffer.random_normal: one buffer, then seed, stream and the step.
 // CHECK-DAG: llvm.func @ddprt_random_normal(!llvm.ptr, !llvm.ptr, i64, i64, i64) -> i32
+// CHECK-DAG: llvm.mlir.global internal constant @[[TABLE:__ddp_tab_[0-9A-F]+]](dense<[0, 0, 64]> : tensor<3xi64>)
 // CHECK-LABEL: func.func @random_normal(
 // CHECK-SAME: %[[STEP:[^:]*]]: i64
-// CHECK: %[[OUT:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
-// CHECK: %[[NUMEL:.*]] = llvm.mlir.constant(64 : i64) : i64
-// CHECK: llvm.insertvalue %[[NUMEL]], %{{.*}}[2]
-// CHECK: %[[SEED:.*]] = llvm.mlir.constant(7 : i64) : i64
-// CHECK: %[[STREAM:.*]] = llvm.mlir.constant(3 : i64) : i64
+// CHECK-DAG: %[[OUT:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// CHECK-DAG: %[[SEED:.*]] = llvm.mlir.constant(7 : i64) : i64
+// CHECK-DAG: %[[STREAM:.*]] = llvm.mlir.constant(3 : i64) : i64
+// CHECK: llvm.mlir.addressof @[[TABLE]]
 // CHECK: llvm.call @ddprt_random_normal(%{{.*}}, %[[OUT]], %[[SEED]], %[[STREAM]], %[[STEP]])
 func.func @random_normal(%step: i64, %q: memref<32x2xf32>) {
   ddp.buffer.random_normal %step seed 7 stream 3 into %q : memref<32x2xf32>
@@ -246,17 +266,26 @@ func.func @random_normal(%step: i64, %q: memref<32x2xf32>) {
 // and an empty residual group is a null pointer.
 // CHECK-DAG: llvm.func @ddprt_project(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32) -> i32
 // CHECK-DAG: llvm.func @ddprt_backproject(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32) -> i32
+// Tables of {data, dtype, rows, cols}: f32 64x32, 32x2 and 64x2.
+// CHECK-DAG: llvm.mlir.global internal constant @[[G64X32:__ddp_tab_[0-9A-F]+]](dense<[0, 0, 64, 32]> : tensor<4xi64>) {{.*}} : !llvm.array<4 x i64>
+// CHECK-DAG: llvm.mlir.global internal constant @[[Q32X2:__ddp_tab_[0-9A-F]+]](dense<[0, 0, 32, 2]> : tensor<4xi64>)
+// CHECK-DAG: llvm.mlir.global internal constant @[[P64X2:__ddp_tab_[0-9A-F]+]](dense<[0, 0, 64, 2]> : tensor<4xi64>)
 // CHECK-LABEL: func.func @project(
-// CHECK: %[[P:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
-// CHECK: %[[Q:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
-// CHECK: %[[E:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
-// CHECK: %[[G:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
-// CHECK: %[[ROWS:.*]] = llvm.mlir.constant(64 : i64) : i64
-// CHECK: %[[COLS:.*]] = llvm.mlir.constant(32 : i64) : i64
-// CHECK: llvm.insertvalue %[[ROWS]], %{{.*}}[2] : !llvm.struct<(ptr, i32, i64, i64)>
-// CHECK: llvm.insertvalue %[[COLS]], %{{.*}}[3] : !llvm.struct<(ptr, i32, i64, i64)>
-// CHECK: llvm.getelementptr %[[G]][0]
-// CHECK: %[[COUNT:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-DAG: %[[P:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK-DAG: %[[Q:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK-DAG: %[[E:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK-DAG: %[[G:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK-DAG: %[[COUNT:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-DAG: %[[BYTES:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK: %[[GWORDS:.*]] = llvm.mlir.addressof @[[G64X32]]
+// CHECK: "llvm.intr.memcpy"(%[[G]], %[[GWORDS]], %[[BYTES]])
+// CHECK: llvm.getelementptr %[[G]][0, 0] : (!llvm.ptr) -> !llvm.ptr, !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK: %[[EWORDS:.*]] = llvm.mlir.addressof @[[G64X32]]
+// CHECK: "llvm.intr.memcpy"(%[[E]], %[[EWORDS]], %[[BYTES]])
+// CHECK: %[[QWORDS:.*]] = llvm.mlir.addressof @[[Q32X2]]
+// CHECK: "llvm.intr.memcpy"(%[[Q]], %[[QWORDS]], %[[BYTES]])
+// CHECK: %[[PWORDS:.*]] = llvm.mlir.addressof @[[P64X2]]
+// CHECK: "llvm.intr.memcpy"(%[[P]], %[[PWORDS]], %[[BYTES]])
 // CHECK: llvm.call @ddprt_project(%{{.*}}, %[[G]], %[[E]], %[[Q]], %[[P]], %[[COUNT]])
 func.func @project(%g: memref<64x32xf32>, %e: memref<64x32xf32>, %q: memref<32x2xf32>, %p: memref<64x2xf32>) {
   ddp.buffer.project %g plus %e times %q into %p : memref<64x32xf32> plus memref<64x32xf32> times memref<32x2xf32> into memref<64x2xf32>
@@ -264,10 +293,10 @@ func.func @project(%g: memref<64x32xf32>, %e: memref<64x32xf32>, %q: memref<32x2
 }
 
 // CHECK-LABEL: func.func @backproject(
-// CHECK: %[[Q:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
-// CHECK: %[[P:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
-// CHECK: %[[G:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
-// CHECK: %[[NONE:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-DAG: %[[Q:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK-DAG: %[[P:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK-DAG: %[[G:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK-DAG: %[[NONE:.*]] = llvm.mlir.zero : !llvm.ptr
 // CHECK: llvm.call @ddprt_backproject(%{{.*}}, %[[G]], %[[NONE]], %[[P]], %[[Q]], %{{.*}})
 func.func @backproject(%g: memref<64x32xf32>, %q: memref<32x2xf32>, %p: memref<64x2xf32>) {
   ddp.buffer.project transposed %g times %p into %q : memref<64x32xf32> times memref<64x2xf32> into memref<32x2xf32>
@@ -279,9 +308,9 @@ func.func @backproject(%g: memref<64x32xf32>, %q: memref<32x2xf32>, %p: memref<6
 // ddp.buffer.orthogonalize: the matrices, the count, then epsilon as f64.
 // CHECK-DAG: llvm.func @ddprt_orthogonalize(!llvm.ptr, !llvm.ptr, i32, f64) -> i32
 // CHECK-LABEL: func.func @orthogonalize(
-// CHECK: %[[P:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
-// CHECK: %[[COUNT:.*]] = llvm.mlir.constant(1 : i32) : i32
-// CHECK: %[[EPS:.*]] = llvm.mlir.constant(1.000000e-08 : f64) : f64
+// CHECK-DAG: %[[P:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK-DAG: %[[COUNT:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-DAG: %[[EPS:.*]] = llvm.mlir.constant(1.000000e-08 : f64) : f64
 // CHECK: llvm.call @ddprt_orthogonalize(%{{.*}}, %[[P]], %[[COUNT]], %[[EPS]])
 func.func @orthogonalize(%p: memref<64x2xf32>) {
   ddp.buffer.orthogonalize %p {epsilon = 1.0e-8 : f64} : memref<64x2xf32>
@@ -306,12 +335,11 @@ func.func @reconstruct(%g: memref<64x32xf32>, %e: memref<64x32xf32>, %q: memref<
 }
 
 // CHECK-LABEL: func.func @reconstruct_plain(
-// CHECK: %[[OUT:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
-// CHECK: %[[Q:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
-// CHECK: %[[P:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
-// CHECK: %[[NONE:.*]] = llvm.mlir.zero : !llvm.ptr
-// CHECK: %[[NONE2:.*]] = llvm.mlir.zero : !llvm.ptr
-// CHECK: llvm.call @ddprt_reconstruct(%{{.*}}, %[[P]], %[[Q]], %[[NONE]], %[[NONE2]], %[[OUT]], %{{.*}})
+// CHECK-DAG: %[[OUT:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK-DAG: %[[Q:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK-DAG: %[[P:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64, i64)>
+// CHECK-DAG: %[[NONE:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK: llvm.call @ddprt_reconstruct(%{{.*}}, %[[P]], %[[Q]], %[[NONE]], %[[NONE]], %[[OUT]], %{{.*}})
 func.func @reconstruct_plain(%e: memref<64x32xf32>, %q: memref<32x2xf32>, %p: memref<64x2xf32>) {
   ddp.buffer.reconstruct %p times %q into %e : memref<64x2xf32> times memref<32x2xf32> into memref<64x32xf32>
   return
@@ -348,11 +376,11 @@ func.func @inspect(%q: memref<32x2xf32>) -> (i1, i1) {
 // CHECK-DAG: llvm.func @ddprt_state_data(!llvm.ptr) -> !llvm.ptr
 // CHECK-DAG: llvm.mlir.global internal constant @[[NAME:.*]]("ddp.q.fc1\00")
 // CHECK-LABEL: func.func @buffer_state(
-// CHECK: %[[SLOT:.*]] = llvm.alloca %{{.*}} x !llvm.ptr
+// CHECK-DAG: %[[BF16:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK-DAG: %[[NUMEL:.*]] = llvm.mlir.constant(64 : i64) : i64
+// CHECK-DAG: %[[SLOT:.*]] = llvm.alloca %{{.*}} x !llvm.ptr
 // CHECK: llvm.store %{{.*}}, %[[SLOT]]
 // CHECK: %[[TEXT:.*]] = llvm.mlir.addressof @[[NAME]]
-// CHECK: %[[BF16:.*]] = llvm.mlir.constant(2 : i32) : i32
-// CHECK: %[[NUMEL:.*]] = llvm.mlir.constant(64 : i64) : i64
 // CHECK: llvm.call @ddprt_state_get(%{{.*}}, %[[TEXT]], %[[BF16]], %[[NUMEL]], %[[SLOT]])
 // CHECK: %[[STATE:.*]] = llvm.load %[[SLOT]] : !llvm.ptr -> !llvm.ptr
 // CHECK: %[[DATA:.*]] = llvm.call @ddprt_state_data(%[[STATE]])
@@ -368,9 +396,11 @@ func.func @buffer_state() -> memref<32x2xbf16> {
 // The i64 step counter: ddp.state_load and ddp.state_store read and write
 // the state's host memory (DDPRT_I64 4, one element).
 // CHECK-LABEL: func.func @counter(
-// CHECK: %[[I64:.*]] = llvm.mlir.constant(4 : i32) : i32
-// CHECK: %[[ONE:.*]] = llvm.mlir.constant(1 : i64) : i64
-// CHECK: llvm.call @ddprt_state_get(%{{.*}}, %{{.*}}, %[[I64]], %[[ONE]], %{{.*}})
+// (The count, 1, is not told apart here from the entry allocas' own
+// constant 1; the integration tests read and write the counter.)
+// CHECK-DAG: %[[I64:.*]] = llvm.mlir.constant(4 : i32) : i32
+// CHECK-DAG: llvm.call @ddprt_current_context()
+// CHECK: llvm.call @ddprt_state_get(%{{.*}}, %{{.*}}, %[[I64]], %{{.*}}, %{{.*}})
 // CHECK: %[[DATA:.*]] = llvm.call @ddprt_state_data
 // CHECK: %[[OLD:.*]] = llvm.load %[[DATA]] : !llvm.ptr -> i64
 // CHECK: %[[NEW:.*]] = arith.addi %[[OLD]]
@@ -410,4 +440,5 @@ func.func @counter() -> i64 {
 // GENERIC-LABEL: llvm.func @buffer_state(
 // GENERIC: llvm.call @ddprt_state_get(
 // GENERIC-LABEL: llvm.func @counter(
-// GENERIC: llvm.add
+// (convert-to-llvm lowers arith too; include-upstream leaves it.)
+// GENERIC: {{llvm.add|arith.addi}}

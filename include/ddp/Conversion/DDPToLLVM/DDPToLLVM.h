@@ -15,13 +15,32 @@
 #ifndef DDP_CONVERSION_DDPTOLLVM_DDPTOLLVM_H
 #define DDP_CONVERSION_DDPTOLLVM_DDPTOLLVM_H
 
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/Value.h"
+
+#include "llvm/ADT/DenseMap.h"
+
 namespace mlir {
 class DialectRegistry;
 class LLVMTypeConverter;
 class RewritePatternSet;
-class SymbolTableCollection;
 
 namespace ddp {
+
+/// What the patterns of one conversion share, so that a step with thousands
+/// of runtime calls does not grow by an op per constant and a lookup per
+/// name: a symbol table of the module (runtime functions and strings are
+/// looked up in it rather than by a scan of the module's body), and, per
+/// function, one ddprt_current_context() call and one copy of each constant,
+/// built at the start of the function's entry block. It holds values of the
+/// IR being converted: it must outlive that conversion and serve only it.
+struct DDPToLLVMCache {
+  SymbolTableCollection symbolTables;
+  /// (function body, constant's type and value) -> the constant.
+  llvm::DenseMap<std::pair<Region *, Attribute>, Value> constants;
+  /// function body -> its ddprt_current_context().
+  llvm::DenseMap<Region *, Value> contexts;
+};
 
 /// !ddp.request<...> becomes an opaque pointer (a ddprt_request *).
 void populateDDPToLLVMTypeConversions(LLVMTypeConverter &converter);
@@ -29,13 +48,13 @@ void populateDDPToLLVMTypeConversions(LLVMTypeConverter &converter);
 /// The patterns that turn every ddp.buffer op, ddp.state_load/state_store of
 /// the i64 step counter and ddp.state into runtime calls (one call per op,
 /// for its whole bucket). Tensor-typed ddp ops must be bufferized first.
-/// Also adds the type conversions above. With `symbolTables`, runtime
-/// function and string lookups go through its cached table of the module
-/// (a large step has thousands of calls); it must outlive the conversion
-/// and serve only it. Without, they search the module.
-void populateDDPToLLVMConversionPatterns(
-    LLVMTypeConverter &converter, RewritePatternSet &patterns,
-    SymbolTableCollection *symbolTables = nullptr);
+/// Also adds the type conversions above. With `cache` (see DDPToLLVMCache),
+/// lookups and per-function values are shared among the patterns; without,
+/// every op gets its own constants and context call and lookups search the
+/// module (what convert-to-llvm, which reuses its patterns, gets).
+void populateDDPToLLVMConversionPatterns(LLVMTypeConverter &converter,
+                                         RewritePatternSet &patterns,
+                                         DDPToLLVMCache *cache = nullptr);
 
 /// Registers the ddp dialect's ConvertToLLVMPatternInterface (the patterns
 /// above), which the dialect promises.
