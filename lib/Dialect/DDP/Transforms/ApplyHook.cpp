@@ -22,6 +22,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::ddp {
 #define GEN_PASS_DEF_DDPAPPLYHOOK
@@ -70,6 +71,7 @@ private:
 
   /// Copies the hook and the states it names from `library` into `module`.
   LogicalResult import(ModuleOp module);
+  LogicalResult inlineHelpers(func::FuncOp function, ModuleOp module);
 
   std::string name, library, passName, schemeName;
   OwningOpRef<func::FuncOp> hook;
@@ -117,6 +119,8 @@ LogicalResult HookScheme::initialize(ModuleOp module) {
     return fail(uses->begin()->getUser())
            << "the hook @" << name
            << " is called here; a hook is applied to buckets, not called";
+  if (failed(inlineHelpers(function, module)))
+    return failure();
   // Every state the hook names must exist and be per bucket.
   WalkResult walk = function.walk([&](Operation *op) {
     FlatSymbolRefAttr symbol;
@@ -141,6 +145,62 @@ LogicalResult HookScheme::initialize(ModuleOp module) {
   function->remove();
   hook = function;
   return success();
+}
+
+/// Inlines the functions the hook calls (and theirs) into its body, so that
+/// the bucket's static size reaches every op: through a call the size stays
+/// unknown until run time, and a helper returning another size was found
+/// only by an assertion in the compiled step. A helper must be a function
+/// of the module with one block; recursion is an error.
+LogicalResult HookScheme::inlineHelpers(func::FuncOp function,
+                                        ModuleOp module) {
+  auto fail = [&](Operation *at) { return emitPassError(at, passName); };
+  // Each round inlines one level of calls; a chain deeper than this is
+  // recursion (or a program no hook is).
+  constexpr unsigned maxDepth = 64;
+  llvm::SetVector<func::FuncOp> helpers;
+  for (unsigned depth = 0;; ++depth) {
+    SmallVector<func::CallOp> calls;
+    function.walk([&](func::CallOp call) { calls.push_back(call); });
+    if (calls.empty()) {
+      // Private helpers nothing else calls are dead now.
+      for (func::FuncOp helper : helpers)
+        if (helper.isPrivate() &&
+            SymbolTable::symbolKnownUseEmpty(helper, module))
+          helper.erase();
+      return success();
+    }
+    if (depth == maxDepth)
+      return fail(calls.front())
+             << "the hook @" << name << " calls @" << calls.front().getCallee()
+             << " more than " << maxDepth
+             << " calls deep; a hook's helpers cannot be recursive";
+    for (func::CallOp call : calls) {
+      auto callee = module.lookupSymbol<func::FuncOp>(call.getCalleeAttr());
+      if (!callee || callee.isExternal())
+        return fail(call) << "the hook @" << name << " calls @"
+                          << call.getCallee()
+                          << ", which is not a function with a body in the "
+                             "module; a hook's helpers are inlined into it";
+      if (!callee.getBody().hasOneBlock())
+        return fail(callee)
+               << "@" << callee.getSymName() << ", which the hook @" << name
+               << " calls, must be one block (use scf for "
+                  "control flow)";
+      helpers.insert(callee);
+      OpBuilder builder(call);
+      IRMapping mapping;
+      Block &body = callee.getBody().front();
+      mapping.map(body.getArguments(), call.getOperands());
+      for (Operation &op : body.without_terminator())
+        builder.clone(op, mapping);
+      auto ret = cast<func::ReturnOp>(body.getTerminator());
+      for (auto [result, value] :
+           llvm::zip(call.getResults(), ret.getOperands()))
+        result.replaceAllUsesWith(mapping.lookupOrDefault(value));
+      call.erase();
+    }
+  }
 }
 
 LogicalResult HookScheme::import(ModuleOp module) {

@@ -51,3 +51,56 @@ func.func @step(%a: tensor<15xf32>) -> tensor<15xf32> {
   %r = ddp.allreduce mean %a : tensor<15xf32>
   return %r : tensor<15xf32>
 }
+
+// -----
+
+// The same through a helper the hook calls: helpers are inlined, so the
+// size is known here too (a call hid it until an assertion failed in the
+// compiled step).
+// CHECK: error: ddp-apply-hook: the hook @h returns a tensor of another size than the bucket's 17 elements (bucket of @step:%arg0, @step:%arg1)
+func.func private @shrink(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %n = tensor.dim %x, %c0 : tensor<?xf32>
+  %m = arith.subi %n, %c1 : index
+  %s = tensor.extract_slice %x[0] [%m] [1] : tensor<?xf32> to tensor<?xf32>
+  return %s : tensor<?xf32>
+}
+func.func private @h(%g: tensor<?xf32>) -> tensor<?xf32> {
+  %x = func.call @shrink(%g) : (tensor<?xf32>) -> tensor<?xf32>
+  %r = ddp.allreduce mean %x : tensor<?xf32>
+  return %r : tensor<?xf32>
+}
+func.func @step(%a: tensor<4x3xf32>, %b: tensor<5xf32>) -> (tensor<4x3xf32>, tensor<5xf32>) {
+  %r:2 = ddp.allreduce mean %a, %b : tensor<4x3xf32>, tensor<5xf32>
+  return %r#0, %r#1 : tensor<4x3xf32>, tensor<5xf32>
+}
+
+// -----
+
+// CHECK: error: ddp-apply-hook: the hook @h calls @h2 more than 64 calls deep; a hook's helpers cannot be recursive
+func.func private @h2(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %y = func.call @h2(%x) : (tensor<?xf32>) -> tensor<?xf32>
+  return %y : tensor<?xf32>
+}
+func.func private @h(%g: tensor<?xf32>) -> tensor<?xf32> {
+  %x = func.call @h2(%g) : (tensor<?xf32>) -> tensor<?xf32>
+  return %x : tensor<?xf32>
+}
+func.func @step(%a: tensor<15xf32>) -> tensor<15xf32> {
+  %r = ddp.allreduce mean %a : tensor<15xf32>
+  return %r : tensor<15xf32>
+}
+
+// -----
+
+// CHECK: error: ddp-apply-hook: the hook @h calls @external, which is not a function with a body in the module; a hook's helpers are inlined into it
+func.func private @external(tensor<?xf32>) -> tensor<?xf32>
+func.func private @h(%g: tensor<?xf32>) -> tensor<?xf32> {
+  %x = func.call @external(%g) : (tensor<?xf32>) -> tensor<?xf32>
+  return %x : tensor<?xf32>
+}
+func.func @step(%a: tensor<15xf32>) -> tensor<15xf32> {
+  %r = ddp.allreduce mean %a : tensor<15xf32>
+  return %r : tensor<15xf32>
+}

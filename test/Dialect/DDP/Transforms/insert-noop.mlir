@@ -3,9 +3,11 @@
 // folds away in the lowering.
 // RUN: ddp-opt %s --insert-noop --ddp-compression-report 2>&1 | FileCheck %s
 // RUN: ddp-opt %s --insert-noop --ddp-expand-buckets | FileCheck %s --check-prefix=EXPANDED
+// RUN: ddp-opt %s --insert-noop | FileCheck %s --check-prefix=SUM
 
 // CHECK: bucket of 2 [@step:%arg0,@step:%arg1] 12 f32 noop - - 12 0
-// CHECK: total: 2 tensors, 2 compressed; elements 12 -> 0
+// CHECK: bucket of 1 [@summed:%arg0] 4 f32 noop - - 4 0
+// CHECK: total: 3 tensors, 3 compressed; elements 16 -> 0
 // CHECK-LABEL: func.func @step
 // CHECK: %[[F:.*]] = ddp.flatten %arg0, %arg1 scheme "noop"
 // CHECK: %[[U:.*]]:2 = ddp.unflatten %[[F]]
@@ -17,4 +19,17 @@
 func.func @step(%w: tensor<2x4xf32>, %b: tensor<4xf32>) -> (tensor<2x4xf32>, tensor<4xf32>) {
   %r:2 = ddp.allreduce mean %w, %b : tensor<2x4xf32>, tensor<4xf32>
   return %r#0, %r#1 : tensor<2x4xf32>, tensor<4xf32>
+}
+
+// A sum allreduce: the rank's own gradient stands for the average, as in
+// every bucket scheme, so the estimate of the sum is it times the world size.
+// SUM-LABEL: func.func @summed
+// SUM: %[[F:.*]] = ddp.flatten %arg0 scheme "noop" : tensor<4xf32> -> tensor<4xf32>
+// SUM: %[[S:.*]] = ddp.scale %[[F]] by world_size : tensor<4xf32>
+// SUM: %[[U:.*]] = ddp.unflatten %[[S]]
+// SUM-NOT: ddp.allreduce
+// SUM: return %[[U]]
+func.func @summed(%g: tensor<4xf32>) -> tensor<4xf32> {
+  %r = ddp.allreduce sum %g : tensor<4xf32>
+  return %r : tensor<4xf32>
 }

@@ -287,6 +287,11 @@ def InsertNoop : Pass<"insert-noop", "::mlir::ModuleOp"> {
   let description = [{
     Every rank keeps its own gradients: the allreduces go. For measuring
     the headroom of communication (a step without it), never for training.
+    As with every bucket scheme, the rank's own bucket stands for the
+    average over the ranks: a `mean` allreduce gives each rank its own
+    gradient (PyTorch's noop_hook), a `sum` allreduce its own gradient
+    times the world size (`ddp.scale ... by world_size`), the sum if every
+    rank had the same.
   }];
   let options = [
     Option<"buckets", "buckets", "std::string", "\"\"",
