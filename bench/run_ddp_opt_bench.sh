@@ -18,7 +18,7 @@
 #              "--tensors-per-func 2000").
 # Target: insert-powersgd=rank=2 on 10k allreduces under 2 s, linear growth.
 #
-# Lowering (LOWER_SIZES, default "1000 2000 4000"; empty skips it): one run
+# Lowering (LOWER_SIZES, default "1000 2000 4000 10000"; empty skips it): one run
 # each of
 #   lower      ddp-opt --insert-powersgd=rank=2 --ddp-lower-to-llvm FILE -o /dev/null
 # (the pipeline ddp-run's JIT uses), wall time and peak RSS from
@@ -147,7 +147,7 @@ fi
 
 # Lowering at scale: one run per size (the largest take minutes before the
 # fix), time and peak RSS from /usr/bin/time.
-lower_sizes="${LOWER_SIZES-1000 2000 4000}"
+lower_sizes="${LOWER_SIZES-1000 2000 4000 10000}"
 lower_timeout="${LOWER_TIMEOUT:-600}"
 if [ -n "$lower_sizes" ]; then
   echo
