@@ -151,10 +151,12 @@ void buildCompressionPipeline(OpPassManager &pm,
 /// shard module as written) to the LLVM dialect:
 /// convert-shard-to-ddp{complete=true}, ddp-fuse-kernels, element-wise ops to
 /// linalg, ddp-check-lowerable (every tensor op has a bufferization model in
-/// the context: mlir::ddp::registerAllDialects), One-Shot Bufferize
-/// (function boundaries with identity layouts), buffer deallocation, linalg to
-/// loops, convert-ddp-to-llvm, then the upstream conversions of memref, scf,
-/// cf, arith, math and func to LLVM. Entry points keep the memref calling
+/// the context: mlir::ddp::registerAllDialects), ddp-bufferize-entry-signatures
+/// and One-Shot Bufferize (function boundaries with identity layouts), buffer
+/// deallocation, linalg to loops, ddp-split-functions, the per-function
+/// conversions (scf to cf, arith, math, ub), then one conversion of the
+/// runtime calls, cf, memref and func (convert-ddp-to-llvm{include-upstream}).
+/// Entry points keep the memref calling
 /// convention; a host calls them through ExecutionEngine (ddp-run).
 void buildLoweringPipeline(OpPassManager &pm);
 
