@@ -363,6 +363,13 @@ void ddprt_check(ddprt_context *context, ddprt_status status,
     handleFailure(context, status, where);
 }
 
+void ddprt_fail(ddprt_context *context, const char *where,
+                const char *message) {
+  if (context)
+    context->lastError = message ? message : "a check of compiled code failed";
+  handleFailure(context, DDPRT_ERROR_INVALID_ARGUMENT, where);
+}
+
 ddprt_status ddprt_checkpoint_save(ddprt_context *context, const char *path) {
   Error error = checkCheckpointPath(context, path);
   if (!error)

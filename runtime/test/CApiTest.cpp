@@ -1492,6 +1492,27 @@ TEST_F(CApi, CurrentContextAndErrorHandlerForCompiledCode) {
   EXPECT_EQ(ddprt_current_context(), nullptr);
 }
 
+// ddprt_fail: a failed check of compiled code's own (a cf.assert) reaches
+// the handler as a failed call does, with its message as the last error;
+// without a handler it is printed.
+TEST_F(CApi, FailReportsCompiledCodesOwnChecks) {
+  HandledFailure seen;
+  ddprt_set_error_handler(recordFailure, &seen);
+  ddprt_fail(context, "cf.assert at step.mlir:7:3",
+             "the hook @h returns a tensor of another size");
+  ddprt_set_error_handler(nullptr, nullptr);
+  EXPECT_EQ(seen.calls, 1);
+  EXPECT_EQ(seen.status, DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(seen.where, "cf.assert at step.mlir:7:3");
+  EXPECT_EQ(seen.message, "the hook @h returns a tensor of another size");
+  testing::internal::CaptureStderr();
+  ddprt_fail(context, "cf.assert at step.mlir:8:3", "sizes differ");
+  std::string printed = testing::internal::GetCapturedStderr();
+  EXPECT_NE(printed.find("cf.assert at step.mlir:8:3"), std::string::npos)
+      << printed;
+  EXPECT_NE(printed.find("sizes differ"), std::string::npos) << printed;
+}
+
 TEST_F(CApi, SharedAllocationsAreAlignedAndUsableByCalls) {
   void *pointer = nullptr;
   ASSERT_EQ(ddprt_alloc(context, 1000, &pointer), DDPRT_OK)

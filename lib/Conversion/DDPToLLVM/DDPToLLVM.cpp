@@ -30,6 +30,7 @@
 #include "mlir/Conversion/LLVMCommon/TypeConverter.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
 #include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
@@ -691,6 +692,40 @@ struct InspectLowering : RuntimePattern<BufferInspectOp> {
   }
 };
 
+/// cf.assert in a step (e.g. ddp-apply-hook's check of the size a hook
+/// returns, where it is known only at run time): on failure
+/// ddprt_fail(context, "cf.assert at <location>", message), so that the host
+/// reports it as it reports a failed runtime call and stops the job; abort()
+/// if the host's handler returns. Preferred over upstream's lowering (puts
+/// and abort: a crash, with LLVM's stack dump in a host that installed it).
+struct AssertLowering : ConvertOpToLLVMPattern<cf::AssertOp> {
+  AssertLowering(const LLVMTypeConverter &converter, DDPToLLVMCache *cache)
+      : ConvertOpToLLVMPattern(converter, /*benefit=*/2), cache(cache) {}
+
+  LogicalResult
+  matchAndRewrite(cf::AssertOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Block *block = rewriter.getInsertionBlock();
+    Block *continuation =
+        rewriter.splitBlock(block, rewriter.getInsertionPoint());
+    Block *failed = rewriter.createBlock(block->getParent());
+    RuntimeCall rt(rewriter, op, *getTypeConverter(), cache);
+    Type voidType = LLVM::LLVMVoidType::get(op->getContext());
+    Value context = rt.context();
+    rt.call("ddprt_fail",
+            {context, rt.string(rt.describe()), rt.string(op.getMsg())},
+            voidType);
+    rt.call("abort", {}, voidType);
+    LLVM::UnreachableOp::create(rewriter, op.getLoc());
+    rewriter.setInsertionPointToEnd(block);
+    rewriter.replaceOpWithNewOp<LLVM::CondBrOp>(op, adaptor.getArg(),
+                                                continuation, failed);
+    return success();
+  }
+
+  DDPToLLVMCache *cache;
+};
+
 /// ddp.state declarations disappear: the runtime creates a state on first
 /// use (and ddp-run before it loads a checkpoint).
 struct StateLowering : ConvertOpToLLVMPattern<StateOp> {
@@ -756,9 +791,9 @@ struct ConvertDDPToLLVM
     RewritePatternSet patterns(context);
     populateDDPToLLVMConversionPatterns(converter, patterns, &cache);
     cf::populateControlFlowToLLVMConversionPatterns(converter, patterns);
-    cf::populateAssertToLLVMConversionPattern(converter, patterns,
-                                              /*abortOnFailure=*/true,
-                                              &cache.symbolTables);
+    // cf.assert reports through the runtime (AssertLowering), not upstream's
+    // puts and abort.
+    patterns.add<AssertLowering>(converter, &cache);
     populateFinalizeMemRefToLLVMConversionPatterns(converter, patterns,
                                                    &cache.symbolTables);
     populateFuncToLLVMConversionPatterns(converter, patterns,

@@ -401,6 +401,13 @@ void ddprt_set_error_handler(ddprt_error_handler handler, void *user);
    the failure to stderr. */
 void ddprt_check(ddprt_context *context, ddprt_status status,
                  const char *where);
+/* A check of compiled code's own failed (a cf.assert: e.g. the size a
+   user's hook returns, known only at run time): sets the context's last
+   error to `message` and reports DDPRT_ERROR_INVALID_ARGUMENT at `where` as
+   ddprt_check reports a failed call (the handler, or stderr). Compiled code
+   aborts if it returns. */
+void ddprt_fail(ddprt_context *context, const char *where,
+                const char *message);
 /*===--- Counters ---------------------------------------------------------===*/
 
 typedef enum ddprt_phase {

@@ -33,6 +33,7 @@ std::vector<HostFunction> hostFunctions(bool synchronizeEveryCall) {
       {"ddprt_current_context", address(&ddprt_current_context)},
       {"ddprt_check", synchronizeEveryCall ? address(&synchronizeAndCheck)
                                            : address(&ddprt_check)},
+      {"ddprt_fail", address(&ddprt_fail)},
       {"ddprt_host_barrier", address(&ddprt_host_barrier)},
       {"ddprt_allreduce", address(&ddprt_allreduce)},
       {"ddprt_allreduce_start", address(&ddprt_allreduce_start)},

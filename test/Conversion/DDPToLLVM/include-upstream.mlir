@@ -1,13 +1,18 @@
 // RUN: ddp-opt %s --convert-ddp-to-llvm=include-upstream=true | FileCheck %s
 
-// With include-upstream, one conversion lowers the runtime calls, cf (an
-// assert declares and calls abort), memref (allocations through the generic
-// functions the host defines, not malloc/free) and func; only the
-// unrealized casts between them are left for reconcile-unrealized-casts.
+// With include-upstream, one conversion lowers the runtime calls, cf (a
+// failed assert reports through ddprt_fail, with its location and message,
+// then aborts if the host's handler returns), memref (allocations through
+// the generic functions the host defines, not malloc/free) and func; only
+// the unrealized casts between them are left for reconcile-unrealized-casts.
 
 // CHECK-DAG: llvm.func @_mlir_memref_to_llvm_alloc(i64) -> !llvm.ptr
 // CHECK-DAG: llvm.func @_mlir_memref_to_llvm_free(!llvm.ptr)
 // CHECK-DAG: llvm.func @abort()
+// CHECK-DAG: llvm.func @ddprt_fail(!llvm.ptr, !llvm.ptr, !llvm.ptr)
+// CHECK-DAG: llvm.mlir.global internal constant @[[WHERE:__ddp_str_[0-9A-F]+]]("cf.assert at {{.*}}include-upstream.mlir:[[# @LINE + 23]]:3\00")
+// CHECK-DAG: llvm.mlir.global internal constant @[[MSG:__ddp_str_[0-9A-F]+]]("the gradient is finite\00")
+// CHECK-NOT: llvm.func @puts
 // CHECK-NOT: llvm.func @malloc
 // CHECK-LABEL: llvm.func @step(
 // CHECK-SAME: %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %[[OK:.*]]: i1)
@@ -19,7 +24,11 @@
 // CHECK: llvm.call @_mlir_memref_to_llvm_free
 // CHECK: llvm.return
 // CHECK: ^[[BAD]]:
+// CHECK: %[[W:.*]] = llvm.mlir.addressof @[[WHERE]]
+// CHECK: %[[M:.*]] = llvm.mlir.addressof @[[MSG]]
+// CHECK: llvm.call @ddprt_fail(%{{.*}}, %[[W]], %[[M]])
 // CHECK: llvm.call @abort()
+// CHECK: llvm.unreachable
 // CHECK-NOT: func.func
 // CHECK-NOT: memref.
 // CHECK-NOT: cf.
