@@ -11,8 +11,9 @@ over the ranks is the input itself, so:
   plain     every result is bitwise its input, and bitwise the CPU's;
   fp16      every result is bitwise float32(float16(input)) (one rounding
             to nearest even, no scaling at one rank), and the CPU's;
-  quant     --insert-quantization (per tensor) and the user guide's sign
-            hook: bitwise the CPU's (host loops and ddprt_allgather);
+  quant     --insert-quantization per tensor, quantpc per channel (64),
+  quantpc   and the user guide's sign hook: bitwise the CPU's (host loops
+  hook      and ddprt_allgather);
   powersgd  step 0 (before start-iter) and the bias (never compressed) are
             bitwise the input; the first compressed step reconstructs the
             rank-2 matrices exactly (to 1e-4 of their norm); over the
@@ -72,7 +73,7 @@ def main():
     inputs = [[np.load(os.path.join(args.data, f"in.r0.s{s}.a{i}.npy"))
                for i in range(3)] for s in range(args.steps)]
 
-    for kind in ("plain", "fp16", "powersgd", "quant", "hook"):
+    for kind in ("plain", "fp16", "powersgd", "quant", "quantpc", "hook"):
         worst = 0.0
         bitwise_count = 0
         for s in range(args.steps):
@@ -97,7 +98,7 @@ def main():
                         fail(f"{where}: the CPU reference is not either")
                 # Quantization and the sign hook compute in compiled host
                 # loops, the same code on every backend: bitwise the CPU's.
-                if expect is not None or exact_backend or kind in ("quant", "hook"):
+                if expect is not None or exact_backend or kind in ("quant", "quantpc", "hook"):
                     if not bitwise(out, ref):
                         fail(f"{where}: differs from the CPU reference")
                     else:

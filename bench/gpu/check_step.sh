@@ -32,7 +32,7 @@ for i in 0 1 2; do
   inputs+=("--input=$STEP/data/in.r{rank}.s{step}.a$i.npy")
 done
 status=0
-for kind in plain fp16 powersgd quant hook; do
+for kind in plain fp16 powersgd quant quantpc hook; do
   echo "-- $kind: ddprt-step-runner --backend=$BACKEND --steps=$STEPS"
   "$RUNNER" "$STEP/$kind" --backend="$BACKEND" --steps="$STEPS" "${inputs[@]}" \
     --output="$WORK/$kind/s{step}.o{result}.npy" \

@@ -44,10 +44,12 @@ cp "$STEP/data/step.mlir" "$STEP/plain.mlir"
 "$BIN/ddp-opt" --insert-powersgd="rank=2 start-iter=1" "$STEP/data/step.mlir" \
   -o "$STEP/powersgd.mlir"
 "$BIN/ddp-opt" --ddp-bucketize --insert-quantization "$STEP/data/step.mlir" -o "$STEP/quant.mlir"
+"$BIN/ddp-opt" --ddp-bucketize --insert-quantization="granularity=per-channel channel-size=64" \
+  "$STEP/data/step.mlir" -o "$STEP/quantpc.mlir"
 "$BIN/ddp-opt" --ddp-bucketize \
   --ddp-apply-hook="hook=sign_ef_hook from=examples/hooks/sign_ef_hook.mlir" \
   "$STEP/data/step.mlir" -o "$STEP/hook.mlir"
-for kind in plain fp16 powersgd quant hook; do
+for kind in plain fp16 powersgd quant quantpc hook; do
   "$BIN/ddp-run" "$STEP/$kind.mlir" --emit-step="$STEP/$kind"
   "$BIN/ddp-run" "$STEP/$kind.mlir" --steps="$STEPS" --quiet "${inputs[@]}" \
     --output="$STEP/ref/$kind/s{step}.o{result}.npy" \
