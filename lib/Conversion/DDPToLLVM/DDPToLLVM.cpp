@@ -167,17 +167,26 @@ public:
   }
 
   /// The address of an internal constant global holding `value`, one
-  /// global per content (named `prefix` + a hash of it).
+  /// global per content (named `prefix` + a hash of it; a global of that
+  /// name with other content, a hash collision, gets a suffix).
   Value global(StringRef prefix, Type type, Attribute value) {
     std::string text;
     llvm::raw_string_ostream os(text);
     os << value;
-    std::string name =
+    std::string base =
         (prefix + llvm::utohexstr(llvm::xxh3_64bits(text))).str();
     SymbolTableCollection *tables = symbolTables();
-    auto global =
-        tables ? tables->getSymbolTable(module).lookup<LLVM::GlobalOp>(name)
-               : module.lookupSymbol<LLVM::GlobalOp>(name);
+    auto lookup = [&](StringRef name) {
+      return tables
+                 ? tables->getSymbolTable(module).lookup<LLVM::GlobalOp>(name)
+                 : module.lookupSymbol<LLVM::GlobalOp>(name);
+    };
+    std::string name = base;
+    LLVM::GlobalOp global = lookup(name);
+    for (unsigned n = 1; global && global.getValueAttr() != value; ++n) {
+      name = base + "_" + std::to_string(n);
+      global = lookup(name);
+    }
     if (!global) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(module.getBody());

@@ -33,7 +33,9 @@ namespace ddp {
 /// looked up in it rather than by a scan of the module's body), and, per
 /// function, one ddprt_current_context() call and one copy of each constant,
 /// built at the start of the function's entry block. It holds values of the
-/// IR being converted: it must outlive that conversion and serve only it.
+/// IR being converted: it must outlive that conversion and serve only it
+/// (keyed by function bodies, which a conversion with pattern rollback, the
+/// default, frees only when it ends).
 struct DDPToLLVMCache {
   SymbolTableCollection symbolTables;
   /// (function body, constant's type and value) -> the constant.
