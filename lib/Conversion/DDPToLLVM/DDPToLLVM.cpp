@@ -163,18 +163,17 @@ public:
     std::string data = text.str();
     data.push_back('\0');
     auto type = LLVM::LLVMArrayType::get(b.getI8Type(), data.size());
-    return global("__ddp_str_", type, b.getStringAttr(data));
+    return global("__ddp_str_", data, type, b.getStringAttr(data));
   }
 
-  /// The address of an internal constant global holding `value`, one
-  /// global per content (named `prefix` + a hash of it; a global of that
-  /// name with other content, a hash collision, gets a suffix).
-  Value global(StringRef prefix, Type type, Attribute value) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    os << value;
+  /// The address of an internal constant global holding `value`, whose
+  /// bytes are `content`: one global per content (named `prefix` + a hash of
+  /// the bytes; a global of that name with other content, a hash collision,
+  /// gets a suffix).
+  Value global(StringRef prefix, StringRef content, Type type,
+               Attribute value) {
     std::string base =
-        (prefix + llvm::utohexstr(llvm::xxh3_64bits(text))).str();
+        (prefix + llvm::utohexstr(llvm::xxh3_64bits(content))).str();
     SymbolTableCollection *tables = symbolTables();
     auto lookup = [&](StringRef name) {
       return tables
@@ -357,7 +356,10 @@ private:
     }
     auto tableType = RankedTensorType::get({int64_t(table.size())}, i64);
     Value source =
-        global("__ddp_tab_", LLVM::LLVMArrayType::get(i64, table.size()),
+        global("__ddp_tab_",
+               StringRef(reinterpret_cast<const char *>(table.data()),
+                         table.size() * sizeof(int64_t)),
+               LLVM::LLVMArrayType::get(i64, table.size()),
                DenseElementsAttr::get(tableType, ArrayRef(table)));
     LLVM::MemcpyOp::create(b, loc, array, source,
                            constantI64(table.size() * sizeof(int64_t)),
