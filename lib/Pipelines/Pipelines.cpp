@@ -16,7 +16,6 @@
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
-#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
@@ -175,11 +174,11 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   // rather than four. Allocations call _mlir_memref_to_llvm_alloc/
   // _aligned_alloc/_free, which the host defines (ddp-run and
   // ddprt-step-runner: host memory on the CPU backend, managed memory that
-  // the GPU reads on CUDA), not malloc/free.
+  // the GPU reads on CUDA), not malloc/free. It also reconciles the
+  // unrealized casts left between the conversions.
   ConvertDDPToLLVMOptions toLLVM;
   toLLVM.includeUpstream = true;
   pm.addPass(createConvertDDPToLLVM(toLLVM));
-  pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addNestedPass<LLVM::LLVMFuncOp>(createCanonicalizerPass());
 }
 

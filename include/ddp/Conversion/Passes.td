@@ -58,7 +58,8 @@ def ConvertDDPToLLVM : Pass<"convert-ddp-to-llvm", "::mlir::ModuleOp"> {
     (as `convert-func-to-llvm` does, with the module's data layout): one
     walk over a large step instead of four, each followed by a verification
     of the whole module. Arith, math, ub, index and scf must be lowered
-    before; `reconcile-unrealized-casts` is still needed after.
+    before. It then reconciles the unrealized casts in the module as
+    `reconcile-unrealized-casts` does (casts it cannot fold stay).
   }];
   let options = [
     Option<"includeUpstream", "include-upstream", "bool", /*default=*/"false",

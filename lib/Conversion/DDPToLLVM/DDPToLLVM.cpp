@@ -198,13 +198,27 @@ public:
   }
 
   /// An alloca of `count` elements of `type` at the start of the function,
-  /// so that calls in loops do not grow the stack.
+  /// so that calls in loops do not grow the stack. With a cache, the n-th
+  /// array of an op is shared with the n-th array of the same type and size
+  /// of every other op of the function: the runtime reads what it is passed
+  /// during the call only (docs/runtime.md), and each op fills its arrays
+  /// right before its call.
   Value entryAlloca(Type type, int64_t count) {
+    unsigned ordinal = numAllocas++;
+    Value *slot = nullptr;
+    if (cache) {
+      slot = &cache->allocas[{functionBody(), type, count, ordinal}];
+      if (*slot)
+        return *slot;
+    }
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&functionBody()->front());
     Value size =
         LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(count));
-    return LLVM::AllocaOp::create(b, loc, ptr, type, size);
+    Value array = LLVM::AllocaOp::create(b, loc, ptr, type, size);
+    if (slot)
+      *slot = array;
+    return array;
   }
 
   /// The element pointer (aligned base plus offset) of a converted memref.
@@ -382,6 +396,8 @@ private:
 
   ModuleOp module;
   Value contextValue;
+  /// The stack arrays this op asked for so far.
+  unsigned numAllocas = 0;
   DDPToLLVMCache *cache;
 };
 
@@ -809,8 +825,20 @@ struct ConvertDDPToLLVM
                                                    &cache.symbolTables);
     populateFuncToLLVMConversionPatterns(converter, patterns,
                                          &cache.symbolTables);
-    if (failed(applyPartialConversion(module, target, std::move(patterns))))
-      signalPassFailure();
+    // Without rollback: the patterns only build IR and replace the op they
+    // match, and the conversion keeps less state per op.
+    ConversionConfig config;
+    config.allowPatternRollback = false;
+    if (failed(applyPartialConversion(module, target, std::move(patterns),
+                                      config)))
+      return signalPassFailure();
+    // What reconcile-unrealized-casts does, here rather than as a pass of
+    // its own: one walk and one verification of the lowered step fewer.
+    // Casts that do not reconcile stay, as they would with the pass.
+    SmallVector<UnrealizedConversionCastOp> casts;
+    module.walk(
+        [&](UnrealizedConversionCastOp cast) { casts.push_back(cast); });
+    reconcileUnrealizedCasts(casts);
   }
 };
 

@@ -133,8 +133,11 @@ typedef enum ddprt_role {
 } ddprt_role;
 
 /* A dense tensor: `numel` elements of `dtype` at `data`. Compiled code
-   builds these (and ddprt_matrix) field by field: the lowering checks its
-   layout against this one with static_asserts. */
+   builds these (and ddprt_matrix) from constant tables: the lowering checks
+   its layout against this one with static_asserts. Every function reads the
+   arrays of ddprt_buffer and ddprt_matrix it is passed during the call
+   only (a started allreduce keeps the data, not the array), so compiled
+   code reuses one stack array for every call of a step. */
 typedef struct ddprt_buffer {
   void *data;
   ddprt_dtype dtype;

@@ -54,3 +54,19 @@ func.func @named(%a: memref<4xf32>, %b: memref<8xf32>) {
   ddp.buffer.allreduce mean %a, %b : memref<4xf32>, memref<8xf32> loc(fused["fc1.weight", "fc2.weight"])
   return
 }
+
+// The runtime reads the arrays it is passed during the call only: the calls
+// of a function share one stack array per type, size and place in the call
+// (two calls, one alloca), and each fills it right before it calls.
+// CHECK-LABEL: func.func @shared_arrays
+// CHECK-COUNT-1: llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
+// CHECK-NOT: llvm.alloca
+// CHECK: "llvm.intr.memcpy"(%[[SHARED:.*]], %{{.*}}, %{{.*}})
+// CHECK: llvm.call @ddprt_allreduce(%{{.*}}, %{{.*}}, %{{.*}}, %[[SHARED]], %{{.*}})
+// CHECK: "llvm.intr.memcpy"(%[[SHARED]], %{{.*}}, %{{.*}})
+// CHECK: llvm.call @ddprt_allreduce(%{{.*}}, %{{.*}}, %{{.*}}, %[[SHARED]], %{{.*}})
+func.func @shared_arrays(%a: memref<4xf32>, %b: memref<8xf32>, %c: memref<16xf32>, %d: memref<2xf32>) {
+  ddp.buffer.allreduce mean %a, %b : memref<4xf32>, memref<8xf32>
+  ddp.buffer.allreduce sum %c, %d : memref<16xf32>, memref<2xf32>
+  return
+}

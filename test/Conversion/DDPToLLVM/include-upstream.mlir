@@ -1,4 +1,5 @@
 // RUN: ddp-opt %s --convert-ddp-to-llvm=include-upstream=true | FileCheck %s
+// RUN: ddp-opt %s --convert-ddp-to-llvm=include-upstream=true | FileCheck %s --check-prefix=PURE
 
 // With include-upstream, one conversion lowers the runtime calls, cf (a
 // failed assert reports through ddprt_fail, with its location and message,
@@ -39,4 +40,17 @@ func.func @step(%g: memref<8xf32>, %ok: i1) {
   ddp.buffer.allreduce mean %copy : memref<8xf32>
   memref.dealloc %copy : memref<8xf32>
   return
+}
+
+// A size that an earlier conversion (arith-to-llvm) left as a cast from i64
+// to index: the memref conversion casts it back, and the two casts fold.
+// PURE-LABEL: llvm.func @sized(
+// PURE-SAME: %[[N:.*]]: i64)
+// PURE-NOT: unrealized_conversion_cast
+// PURE: llvm.getelementptr %{{.*}}[%[[N]]]
+// PURE-NOT: unrealized_conversion_cast
+func.func @sized(%n: i64) -> memref<?xf32> {
+  %size = builtin.unrealized_conversion_cast %n : i64 to index
+  %m = memref.alloc(%size) : memref<?xf32>
+  return %m : memref<?xf32>
 }

@@ -32,7 +32,8 @@ namespace ddp {
 /// name: a symbol table of the module (runtime functions and strings are
 /// looked up in it rather than by a scan of the module's body), and, per
 /// function, one ddprt_current_context() call and one copy of each constant,
-/// built at the start of the function's entry block. It holds values of the
+/// built at the start of the function's entry block, and the stack arrays the
+/// calls pass (see `allocas`). It holds values of the
 /// IR being converted: it must outlive that conversion and serve only it
 /// (keyed by function bodies, which a conversion with pattern rollback, the
 /// default, frees only when it ends).
@@ -42,6 +43,11 @@ struct DDPToLLVMCache {
   llvm::DenseMap<std::pair<Region *, Attribute>, Value> constants;
   /// function body -> its ddprt_current_context().
   llvm::DenseMap<Region *, Value> contexts;
+  /// (function body, element type, count, the op's n-th array) -> a stack
+  /// array at the function's entry. The runtime reads the arrays a call is
+  /// given during the call only, so that every call of a function shares
+  /// them: one alloca per array an op needs, not one per call.
+  llvm::DenseMap<std::tuple<Region *, Type, int64_t, unsigned>, Value> allocas;
 };
 
 /// !ddp.request<...> becomes an opaque pointer (a ddprt_request *).
