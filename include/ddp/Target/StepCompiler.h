@@ -59,7 +59,8 @@ readStepSignature(ModuleOp module,
 /// Lowers `module` in place to the LLVM dialect (ddp-lower-to-llvm), the
 /// entry's arguments donated: a host gives the step its argument buffers and
 /// frees each buffer once, also when a result is an argument's buffer.
-/// Failures are reported through the context's diagnostics.
+/// Failures are reported through the context's diagnostics. The module is
+/// verified once, after the pipeline, not after each pass.
 LogicalResult lowerStep(ModuleOp module, llvm::StringRef entry);
 
 struct StepLibraryOptions {
