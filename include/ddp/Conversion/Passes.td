@@ -58,8 +58,13 @@ def ConvertDDPToLLVM : Pass<"convert-ddp-to-llvm", "::mlir::ModuleOp"> {
     (as `convert-func-to-llvm` does, with the module's data layout): one
     walk over a large step instead of four, each followed by a verification
     of the whole module. Arith, math, ub, index and scf must be lowered
-    before. It then reconciles the unrealized casts in the module as
-    `reconcile-unrealized-casts` does (casts it cannot fold stay).
+    before. It converts the signatures, calls and returns first, then each
+    function's body on its own, in parallel when the context has threads
+    (a step that `ddp-split-functions` cut into parts converts on every
+    core; the declarations and globals the bodies add are ordered by name,
+    so the output does not depend on the threads), and then reconciles the
+    unrealized casts in each function as `reconcile-unrealized-casts` does
+    (casts it cannot fold stay).
   }];
   let options = [
     Option<"includeUpstream", "include-upstream", "bool", /*default=*/"false",

@@ -36,6 +36,7 @@
 #include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Threading.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Transforms/DialectConversion.h"
 
@@ -123,7 +124,7 @@ public:
     if (!cache)
       return contextValue = call("ddprt_current_context", {}, ptr);
     Region *body = functionBody();
-    Value &slot = cache->contexts[body];
+    Value &slot = cache->function(body).context;
     if (!slot) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&body->front());
@@ -135,9 +136,19 @@ public:
   /// Calls `name` and returns its result (null for void).
   Value call(StringRef name, ValueRange args, Type result = {}) {
     SmallVector<Type> types(args.getTypes());
-    FailureOr<LLVM::LLVMFuncOp> function = LLVM::lookupOrCreateFn(
-        b, module, name, types, result,
-        /*isVarArg=*/false, /*isReserved=*/false, symbolTables());
+    FailureOr<LLVM::LLVMFuncOp> function;
+    if (cache) {
+      // The module is shared by the functions converted in parallel.
+      std::lock_guard<std::mutex> lock(cache->mutex);
+      OpBuilder moduleBuilder(op->getContext());
+      function = LLVM::lookupOrCreateFn(moduleBuilder, module, name, types,
+                                        result, /*isVarArg=*/false,
+                                        /*isReserved=*/false, symbolTables());
+    } else {
+      function = LLVM::lookupOrCreateFn(b, module, name, types, result,
+                                        /*isVarArg=*/false,
+                                        /*isReserved=*/false, nullptr);
+    }
     if (failed(function))
       return {};
     auto called = LLVM::CallOp::create(b, loc, *function, args);
@@ -174,6 +185,9 @@ public:
                Attribute value) {
     std::string base =
         (prefix + llvm::utohexstr(llvm::xxh3_64bits(content))).str();
+    std::unique_lock<std::mutex> lock;
+    if (cache)
+      lock = std::unique_lock<std::mutex>(cache->mutex);
     SymbolTableCollection *tables = symbolTables();
     auto lookup = [&](StringRef name) {
       return tables
@@ -187,13 +201,19 @@ public:
       global = lookup(name);
     }
     if (!global) {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(module.getBody());
-      global = LLVM::GlobalOp::create(b, loc, type, /*isConstant=*/true,
+      // With a cache, outside the rewriter: the conversion may be one of a
+      // function, the global is the module's.
+      OpBuilder moduleBuilder(op->getContext());
+      OpBuilder &builder = cache ? moduleBuilder : b;
+      OpBuilder::InsertionGuard guard(builder);
+      builder.setInsertionPointToStart(module.getBody());
+      global = LLVM::GlobalOp::create(builder, loc, type, /*isConstant=*/true,
                                       LLVM::Linkage::Internal, name, value);
       if (tables)
         tables->getSymbolTable(module).insert(global);
     }
+    if (lock)
+      lock.unlock();
     return LLVM::AddressOfOp::create(b, loc, global);
   }
 
@@ -207,7 +227,7 @@ public:
     unsigned ordinal = numAllocas++;
     Value *slot = nullptr;
     if (cache) {
-      slot = &cache->allocas[{functionBody(), type, count, ordinal}];
+      slot = &cache->function(functionBody()).allocas[{type, count, ordinal}];
       if (*slot)
         return *slot;
     }
@@ -333,13 +353,15 @@ private:
     if (!cache)
       return build();
     Region *body = functionBody();
-    Value &slot = cache->constants[{body, key}];
-    if (!slot) {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&body->front());
-      slot = build();
-    }
-    return slot;
+    DDPToLLVMCache::Function &function = cache->function(body);
+    if (Value known = function.constants.lookup(key))
+      return known;
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&body->front());
+    // `build` may add to the map (a constant it uses), so not a reference.
+    Value value = build();
+    function.constants[key] = value;
+    return value;
   }
 
   /// A stack array of `structType` ({ptr, i32, i64...}) for `converted`:
@@ -803,7 +825,12 @@ struct ConvertDDPToLLVM
 
   /// ddp, cf, memref and func in one conversion, with the options
   /// finalize-memref-to-llvm{use-generic-functions} and convert-func-to-llvm
-  /// would use.
+  /// would use, in three steps: the signatures, calls and returns, and
+  /// everything outside the bodies of the module's functions (ddp.state,
+  /// memref.global), in one conversion of the module that leaves the ops in
+  /// those bodies as they are; then every body on its own, in parallel with
+  /// the context's threads (each is one part of the step); then the
+  /// unrealized casts left between them, per function again.
   void runWithUpstream() {
     ModuleOp module = getOperation();
     MLIRContext *context = &getContext();
@@ -811,34 +838,169 @@ struct ConvertDDPToLLVM
     LowerToLLVMOptions options(context, layout.getAtOrAbove(module));
     options.useGenericFunctions = true;
     LLVMTypeConverter converter(context, options, &layout);
-    LLVMConversionTarget target(*context);
-    target.addIllegalDialect<DDPDialect, cf::ControlFlowDialect,
-                             memref::MemRefDialect, func::FuncDialect>();
     DDPToLLVMCache cache;
-    RewritePatternSet patterns(context);
-    populateDDPToLLVMConversionPatterns(converter, patterns, &cache);
-    cf::populateControlFlowToLLVMConversionPatterns(converter, patterns);
-    // cf.assert reports through the runtime (AssertLowering), not upstream's
-    // puts and abort.
-    patterns.add<AssertLowering>(converter, &cache);
-    populateFinalizeMemRefToLLVMConversionPatterns(converter, patterns,
-                                                   &cache.symbolTables);
-    populateFuncToLLVMConversionPatterns(converter, patterns,
-                                         &cache.symbolTables);
     // Without rollback: the patterns only build IR and replace the op they
     // match, and the conversion keeps less state per op.
     ConversionConfig config;
     config.allowPatternRollback = false;
-    if (failed(applyPartialConversion(module, target, std::move(patterns),
-                                      config)))
+
+    // Upstream's memref patterns look the allocation functions up in this
+    // table; a body converted in parallel must not declare them, so they
+    // are declared first (for the bodies that allocate and free), and a
+    // body with a memref op that could declare something else is converted
+    // alone, after the others.
+    SymbolTableCollection upstreamCollection;
+    LockedSymbolTableCollection upstreamTables(upstreamCollection);
+    SmallVector<StringAttr> parallelNames, serialNames;
+    bool allocates = false, frees = false;
+    for (auto function : module.getOps<func::FuncOp>()) {
+      if (function.isExternal())
+        continue;
+      bool alone = false;
+      function.walk([&](Operation *nested) {
+        if (isa<memref::AllocOp>(nested))
+          allocates = true;
+        else if (isa<memref::DeallocOp>(nested))
+          frees = true;
+        else if (isa_and_nonnull<memref::MemRefDialect>(nested->getDialect()) &&
+                 !declaresNothing(nested))
+          alone = true;
+      });
+      (alone ? serialNames : parallelNames)
+          .push_back(function.getSymNameAttr());
+    }
+    OpBuilder builder(context);
+    if (allocates &&
+        failed(LLVM::lookupOrCreateGenericAllocFn(
+            builder, module, converter.getIndexType(), &upstreamTables)))
       return signalPassFailure();
-    // What reconcile-unrealized-casts does, here rather than as a pass of
-    // its own: one walk and one verification of the lowered step fewer.
+    if (frees && failed(LLVM::lookupOrCreateGenericFreeFn(builder, module,
+                                                          &upstreamTables)))
+      return signalPassFailure();
+
+    // 1. Signatures, calls, returns, and what is outside the bodies step 2
+    // converts (module-level ddp.state and memref.global): the ops in those
+    // bodies are legal here.
+    {
+      // (A body is a func.func's, or the llvm.func's it moved into.)
+      auto inBody = [module](Operation *op) {
+        auto function = op->getParentOfType<FunctionOpInterface>();
+        return function && function->getParentOp() == module;
+      };
+      LLVMConversionTarget target(*context);
+      target.addIllegalDialect<func::FuncDialect>();
+      target.addDynamicallyLegalDialect<DDPDialect, cf::ControlFlowDialect,
+                                        memref::MemRefDialect>(inBody);
+      RewritePatternSet patterns(context);
+      populateDDPToLLVMConversionPatterns(converter, patterns, &cache);
+      cf::populateControlFlowToLLVMConversionPatterns(converter, patterns);
+      patterns.add<AssertLowering>(converter, &cache);
+      populateFinalizeMemRefToLLVMConversionPatterns(converter, patterns,
+                                                     &upstreamTables);
+      populateFuncToLLVMConversionPatterns(converter, patterns,
+                                           &cache.symbolTables);
+      if (failed(applyPartialConversion(module, target, std::move(patterns),
+                                        config)))
+        return signalPassFailure();
+    }
+
+    // 2. The bodies: runtime calls, cf (cf.assert reports through the
+    // runtime, AssertLowering, not upstream's puts and abort) and memref.
+    llvm::DenseMap<StringAttr, LLVM::LLVMFuncOp> converted;
+    for (auto function : module.getOps<LLVM::LLVMFuncOp>())
+      converted[function.getSymNameAttr()] = function;
+    auto functionsNamed = [&](ArrayRef<StringAttr> names) {
+      SmallVector<LLVM::LLVMFuncOp> functions;
+      for (StringAttr name : names)
+        functions.push_back(converted.lookup(name));
+      return functions;
+    };
+    SmallVector<LLVM::LLVMFuncOp> parallelBodies =
+        functionsNamed(parallelNames);
+    SmallVector<LLVM::LLVMFuncOp> serialBodies = functionsNamed(serialNames);
+    if (llvm::is_contained(parallelBodies, nullptr) ||
+        llvm::is_contained(serialBodies, nullptr)) {
+      module.emitError("a function was not converted to llvm.func");
+      return signalPassFailure();
+    }
+    {
+      LLVMConversionTarget target(*context);
+      target.addIllegalDialect<DDPDialect, cf::ControlFlowDialect,
+                               memref::MemRefDialect>();
+      RewritePatternSet patterns(context);
+      populateDDPToLLVMConversionPatterns(converter, patterns, &cache);
+      cf::populateControlFlowToLLVMConversionPatterns(converter, patterns);
+      patterns.add<AssertLowering>(converter, &cache);
+      populateFinalizeMemRefToLLVMConversionPatterns(converter, patterns,
+                                                     &upstreamTables);
+      FrozenRewritePatternSet frozen(std::move(patterns));
+      auto convert = [&](LLVM::LLVMFuncOp function) {
+        return applyPartialConversion(function, target, frozen, config);
+      };
+      SmallVector<Region *> bodies;
+      for (LLVM::LLVMFuncOp function : parallelBodies)
+        bodies.push_back(&function.getBody());
+      llvm::SmallPtrSet<Operation *, 16> before;
+      for (Operation &op : *module.getBody())
+        before.insert(&op);
+      cache.prepare(bodies);
+      LogicalResult done =
+          failableParallelForEach(context, parallelBodies, convert);
+      cache.reset();
+      if (failed(done))
+        return signalPassFailure();
+      for (LLVM::LLVMFuncOp function : serialBodies)
+        if (failed(convert(function)))
+          return signalPassFailure();
+      // The declarations and globals the bodies added, in the order of
+      // their names rather than the threads': the output does not depend
+      // on the schedule.
+      SmallVector<Operation *> added;
+      for (Operation &op : *module.getBody())
+        if (!before.contains(&op))
+          added.push_back(&op);
+      llvm::sort(added, [](Operation *a, Operation *b) {
+        return SymbolTable::getSymbolName(a).getValue() <
+               SymbolTable::getSymbolName(b).getValue();
+      });
+      Block *top = module.getBody();
+      for (Operation *op : llvm::reverse(added))
+        op->moveBefore(top, top->begin());
+    }
+
+    // 3. What reconcile-unrealized-casts does, here rather than as a pass
+    // of its own: one walk and one verification of the lowered step fewer.
     // Casts that do not reconcile stay, as they would with the pass.
-    SmallVector<UnrealizedConversionCastOp> casts;
-    module.walk(
-        [&](UnrealizedConversionCastOp cast) { casts.push_back(cast); });
-    reconcileUnrealizedCasts(casts);
+    SmallVector<LLVM::LLVMFuncOp> functions(module.getOps<LLVM::LLVMFuncOp>());
+    parallelForEach(context, functions, [](LLVM::LLVMFuncOp function) {
+      SmallVector<UnrealizedConversionCastOp> casts;
+      function.walk(
+          [&](UnrealizedConversionCastOp cast) { casts.push_back(cast); });
+      reconcileUnrealizedCasts(casts);
+    });
+  }
+
+  /// Whether upstream's lowering of memref op `op` adds nothing to the
+  /// module but the allocation functions declared before the bodies are
+  /// converted (a memref.copy between non-contiguous memrefs calls
+  /// memrefCopy, which it declares).
+  static bool declaresNothing(Operation *op) {
+    if (auto copy = dyn_cast<memref::CopyOp>(op)) {
+      auto contiguous = [](Type type) {
+        auto memref = dyn_cast<MemRefType>(type);
+        return memref && memref.getLayout().isIdentity();
+      };
+      return contiguous(copy.getSource().getType()) &&
+             contiguous(copy.getTarget().getType());
+    }
+    return isa<
+        memref::AllocOp, memref::AllocaOp, memref::DeallocOp, memref::LoadOp,
+        memref::StoreOp, memref::CastOp, memref::ReinterpretCastOp,
+        memref::ExtractAlignedPointerAsIndexOp,
+        memref::ExtractStridedMetadataOp, memref::GetGlobalOp, memref::DimOp,
+        memref::AssumeAlignmentOp, memref::ViewOp, memref::CollapseShapeOp,
+        memref::ExpandShapeOp, memref::AtomicRMWOp, memref::MemorySpaceCastOp>(
+        op);
   }
 };
 

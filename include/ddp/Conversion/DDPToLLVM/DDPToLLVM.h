@@ -18,7 +18,12 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/Value.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
+
+#include <memory>
+#include <mutex>
+#include <tuple>
 
 namespace mlir {
 class DialectRegistry;
@@ -33,21 +38,64 @@ namespace ddp {
 /// looked up in it rather than by a scan of the module's body), and, per
 /// function, one ddprt_current_context() call and one copy of each constant,
 /// built at the start of the function's entry block, and the stack arrays the
-/// calls pass (see `allocas`). It holds values of the
-/// IR being converted: it must outlive that conversion and serve only it
-/// (keyed by function bodies, which a conversion with pattern rollback, the
-/// default, frees only when it ends).
+/// calls pass (see `Function::allocas`). It holds values of the IR being
+/// converted: it must outlive that conversion and serve only it (keyed by
+/// function bodies, which a conversion with pattern rollback, the default,
+/// frees only when it ends).
+///
+/// The functions of a module may be converted in parallel with one cache:
+/// `prepare` each body first. What the patterns add to the module (runtime
+/// function declarations, constant globals) is guarded by `mutex`.
 struct DDPToLLVMCache {
+  /// One function's entries, touched only by the conversion of its body.
+  struct Function {
+    /// The constant's type and value -> the constant.
+    llvm::DenseMap<Attribute, Value> constants;
+    /// Its ddprt_current_context().
+    Value context;
+    /// (element type, count, the op's n-th array) -> a stack array at the
+    /// function's entry. The runtime reads the arrays a call is given during
+    /// the call only, so that every call of a function shares them: one
+    /// alloca per array an op needs, not one per call.
+    llvm::DenseMap<std::tuple<Type, int64_t, unsigned>, Value> allocas;
+  };
+
+  /// The entries of the function whose body is `body`, created on first
+  /// use. A prepared body's are found without a lock.
+  Function &function(Region *body) {
+    if (prepared)
+      if (auto found = functions.find(body); found != functions.end())
+        return *found->second;
+    std::lock_guard<std::mutex> lock(mutex);
+    // Once prepared, `functions` is read without a lock: others go aside.
+    std::unique_ptr<Function> &entry = (prepared ? others : functions)[body];
+    if (!entry)
+      entry = std::make_unique<Function>();
+    return *entry;
+  }
+
+  /// Creates the entries of `bodies`, so that their conversions may run in
+  /// parallel and find them without a lock; `reset` undoes it.
+  void prepare(llvm::ArrayRef<Region *> bodies) {
+    for (Region *body : bodies)
+      functions[body] = std::make_unique<Function>();
+    prepared = true;
+  }
+  /// Forgets every function (their bodies may move or be freed).
+  void reset() {
+    functions.clear();
+    others.clear();
+    prepared = false;
+  }
+
   SymbolTableCollection symbolTables;
-  /// (function body, constant's type and value) -> the constant.
-  llvm::DenseMap<std::pair<Region *, Attribute>, Value> constants;
-  /// function body -> its ddprt_current_context().
-  llvm::DenseMap<Region *, Value> contexts;
-  /// (function body, element type, count, the op's n-th array) -> a stack
-  /// array at the function's entry. The runtime reads the arrays a call is
-  /// given during the call only, so that every call of a function shares
-  /// them: one alloca per array an op needs, not one per call.
-  llvm::DenseMap<std::tuple<Region *, Type, int64_t, unsigned>, Value> allocas;
+  /// Guards the module, `symbolTables`, `others` and, before `prepare`,
+  /// `functions`.
+  std::mutex mutex;
+
+private:
+  llvm::DenseMap<Region *, std::unique_ptr<Function>> functions, others;
+  bool prepared = false;
 };
 
 /// !ddp.request<...> becomes an opaque pointer (a ddprt_request *).
