@@ -878,6 +878,18 @@ struct ConvertDDPToLLVM
                                                           &upstreamTables)))
       return signalPassFailure();
 
+    // The runtime calls, cf (cf.assert reports through the runtime,
+    // AssertLowering, not upstream's puts and abort) and memref.
+    auto bodyPatterns = [&] {
+      RewritePatternSet patterns(context);
+      populateDDPToLLVMConversionPatterns(converter, patterns, &cache);
+      cf::populateControlFlowToLLVMConversionPatterns(converter, patterns);
+      patterns.add<AssertLowering>(converter, &cache);
+      populateFinalizeMemRefToLLVMConversionPatterns(converter, patterns,
+                                                     &upstreamTables);
+      return patterns;
+    };
+
     // 1. Signatures, calls, returns, and what is outside the bodies step 2
     // converts (module-level ddp.state and memref.global): the ops in those
     // bodies are legal here.
@@ -891,12 +903,7 @@ struct ConvertDDPToLLVM
       target.addIllegalDialect<func::FuncDialect>();
       target.addDynamicallyLegalDialect<DDPDialect, cf::ControlFlowDialect,
                                         memref::MemRefDialect>(inBody);
-      RewritePatternSet patterns(context);
-      populateDDPToLLVMConversionPatterns(converter, patterns, &cache);
-      cf::populateControlFlowToLLVMConversionPatterns(converter, patterns);
-      patterns.add<AssertLowering>(converter, &cache);
-      populateFinalizeMemRefToLLVMConversionPatterns(converter, patterns,
-                                                     &upstreamTables);
+      RewritePatternSet patterns = bodyPatterns();
       populateFuncToLLVMConversionPatterns(converter, patterns,
                                            &cache.symbolTables);
       if (failed(applyPartialConversion(module, target, std::move(patterns),
@@ -904,8 +911,7 @@ struct ConvertDDPToLLVM
         return signalPassFailure();
     }
 
-    // 2. The bodies: runtime calls, cf (cf.assert reports through the
-    // runtime, AssertLowering, not upstream's puts and abort) and memref.
+    // 2. The bodies.
     llvm::DenseMap<StringAttr, LLVM::LLVMFuncOp> converted;
     for (auto function : module.getOps<LLVM::LLVMFuncOp>())
       converted[function.getSymNameAttr()] = function;
@@ -927,12 +933,7 @@ struct ConvertDDPToLLVM
       LLVMConversionTarget target(*context);
       target.addIllegalDialect<DDPDialect, cf::ControlFlowDialect,
                                memref::MemRefDialect>();
-      RewritePatternSet patterns(context);
-      populateDDPToLLVMConversionPatterns(converter, patterns, &cache);
-      cf::populateControlFlowToLLVMConversionPatterns(converter, patterns);
-      patterns.add<AssertLowering>(converter, &cache);
-      populateFinalizeMemRefToLLVMConversionPatterns(converter, patterns,
-                                                     &upstreamTables);
+      RewritePatternSet patterns = bodyPatterns();
       FrozenRewritePatternSet frozen(std::move(patterns));
       auto convert = [&](LLVM::LLVMFuncOp function) {
         return applyPartialConversion(function, target, frozen, config);
