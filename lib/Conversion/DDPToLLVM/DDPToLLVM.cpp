@@ -137,18 +137,11 @@ public:
   Value call(StringRef name, ValueRange args, Type result = {}) {
     SmallVector<Type> types(args.getTypes());
     FailureOr<LLVM::LLVMFuncOp> function;
-    if (cache) {
-      // The module is shared by the functions converted in parallel.
-      std::lock_guard<std::mutex> lock(cache->mutex);
-      OpBuilder moduleBuilder(op->getContext());
-      function = LLVM::lookupOrCreateFn(moduleBuilder, module, name, types,
-                                        result, /*isVarArg=*/false,
-                                        /*isReserved=*/false, symbolTables());
-    } else {
-      function = LLVM::lookupOrCreateFn(b, module, name, types, result,
+    atModule([&](OpBuilder &builder) {
+      function = LLVM::lookupOrCreateFn(builder, module, name, types, result,
                                         /*isVarArg=*/false,
-                                        /*isReserved=*/false, nullptr);
-    }
+                                        /*isReserved=*/false, symbolTables());
+    });
     if (failed(function))
       return {};
     auto called = LLVM::CallOp::create(b, loc, *function, args);
@@ -185,35 +178,29 @@ public:
                Attribute value) {
     std::string base =
         (prefix + llvm::utohexstr(llvm::xxh3_64bits(content))).str();
-    std::unique_lock<std::mutex> lock;
-    if (cache)
-      lock = std::unique_lock<std::mutex>(cache->mutex);
-    SymbolTableCollection *tables = symbolTables();
-    auto lookup = [&](StringRef name) {
-      return tables
-                 ? tables->getSymbolTable(module).lookup<LLVM::GlobalOp>(name)
-                 : module.lookupSymbol<LLVM::GlobalOp>(name);
-    };
-    std::string name = base;
-    LLVM::GlobalOp global = lookup(name);
-    for (unsigned n = 1; global && global.getValueAttr() != value; ++n) {
-      name = base + "_" + std::to_string(n);
+    LLVM::GlobalOp global;
+    atModule([&](OpBuilder &builder) {
+      SymbolTableCollection *tables = symbolTables();
+      auto lookup = [&](StringRef name) {
+        return tables
+                   ? tables->getSymbolTable(module).lookup<LLVM::GlobalOp>(name)
+                   : module.lookupSymbol<LLVM::GlobalOp>(name);
+      };
+      std::string name = base;
       global = lookup(name);
-    }
-    if (!global) {
-      // With a cache, outside the rewriter: the conversion may be one of a
-      // function, the global is the module's.
-      OpBuilder moduleBuilder(op->getContext());
-      OpBuilder &builder = cache ? moduleBuilder : b;
+      for (unsigned n = 1; global && global.getValueAttr() != value; ++n) {
+        name = base + "_" + std::to_string(n);
+        global = lookup(name);
+      }
+      if (global)
+        return;
       OpBuilder::InsertionGuard guard(builder);
       builder.setInsertionPointToStart(module.getBody());
       global = LLVM::GlobalOp::create(builder, loc, type, /*isConstant=*/true,
                                       LLVM::Linkage::Internal, name, value);
       if (tables)
         tables->getSymbolTable(module).insert(global);
-    }
-    if (lock)
-      lock.unlock();
+    });
     return LLVM::AddressOfOp::create(b, loc, global);
   }
 
@@ -345,6 +332,18 @@ private:
 
   SymbolTableCollection *symbolTables() {
     return cache ? &cache->symbolTables : nullptr;
+  }
+
+  /// Runs `add`, which looks up or adds declarations and globals of the
+  /// module, with the builder to add them with. With a cache, under its
+  /// mutex and with a builder outside the rewriter: the functions of the
+  /// module may be converted in parallel, each by a rewriter of its own.
+  void atModule(function_ref<void(OpBuilder &)> add) {
+    if (!cache)
+      return add(b);
+    std::lock_guard<std::mutex> lock(cache->mutex);
+    OpBuilder builder(op->getContext());
+    add(builder);
   }
 
   /// `build()` at the start of the function's entry block, once per
@@ -845,38 +844,9 @@ struct ConvertDDPToLLVM
     config.allowPatternRollback = false;
 
     // Upstream's memref patterns look the allocation functions up in this
-    // table; a body converted in parallel must not declare them, so they
-    // are declared first (for the bodies that allocate and free), and a
-    // body with a memref op that could declare something else is converted
-    // alone, after the others.
+    // table (see step 2).
     SymbolTableCollection upstreamCollection;
     LockedSymbolTableCollection upstreamTables(upstreamCollection);
-    SmallVector<StringAttr> parallelNames, serialNames;
-    bool allocates = false, frees = false;
-    for (auto function : module.getOps<func::FuncOp>()) {
-      if (function.isExternal())
-        continue;
-      bool alone = false;
-      function.walk([&](Operation *nested) {
-        if (isa<memref::AllocOp>(nested))
-          allocates = true;
-        else if (isa<memref::DeallocOp>(nested))
-          frees = true;
-        else if (isa_and_nonnull<memref::MemRefDialect>(nested->getDialect()) &&
-                 !declaresNothing(nested))
-          alone = true;
-      });
-      (alone ? serialNames : parallelNames)
-          .push_back(function.getSymNameAttr());
-    }
-    OpBuilder builder(context);
-    if (allocates &&
-        failed(LLVM::lookupOrCreateGenericAllocFn(
-            builder, module, converter.getIndexType(), &upstreamTables)))
-      return signalPassFailure();
-    if (frees && failed(LLVM::lookupOrCreateGenericFreeFn(builder, module,
-                                                          &upstreamTables)))
-      return signalPassFailure();
 
     // The runtime calls, cf (cf.assert reports through the runtime,
     // AssertLowering, not upstream's puts and abort) and memref.
@@ -911,24 +881,35 @@ struct ConvertDDPToLLVM
         return signalPassFailure();
     }
 
-    // 2. The bodies.
-    llvm::DenseMap<StringAttr, LLVM::LLVMFuncOp> converted;
-    for (auto function : module.getOps<LLVM::LLVMFuncOp>())
-      converted[function.getSymNameAttr()] = function;
-    auto functionsNamed = [&](ArrayRef<StringAttr> names) {
-      SmallVector<LLVM::LLVMFuncOp> functions;
-      for (StringAttr name : names)
-        functions.push_back(converted.lookup(name));
-      return functions;
-    };
-    SmallVector<LLVM::LLVMFuncOp> parallelBodies =
-        functionsNamed(parallelNames);
-    SmallVector<LLVM::LLVMFuncOp> serialBodies = functionsNamed(serialNames);
-    if (llvm::is_contained(parallelBodies, nullptr) ||
-        llvm::is_contained(serialBodies, nullptr)) {
-      module.emitError("a function was not converted to llvm.func");
-      return signalPassFailure();
+    // 2. The bodies. One converted in parallel must not declare the
+    // allocation functions, so they are declared first (for the bodies that
+    // allocate and free), and a body with a memref op that could declare
+    // something else is converted alone, after the others.
+    SmallVector<LLVM::LLVMFuncOp> parallelBodies, serialBodies;
+    bool allocates = false, frees = false;
+    for (auto function : module.getOps<LLVM::LLVMFuncOp>()) {
+      if (function.isExternal())
+        continue;
+      bool alone = false;
+      function.walk([&](Operation *nested) {
+        if (isa<memref::AllocOp>(nested))
+          allocates = true;
+        else if (isa<memref::DeallocOp>(nested))
+          frees = true;
+        else if (isa_and_nonnull<memref::MemRefDialect>(nested->getDialect()) &&
+                 !declaresNothing(nested))
+          alone = true;
+      });
+      (alone ? serialBodies : parallelBodies).push_back(function);
     }
+    OpBuilder builder(context);
+    if (allocates &&
+        failed(LLVM::lookupOrCreateGenericAllocFn(
+            builder, module, converter.getIndexType(), &upstreamTables)))
+      return signalPassFailure();
+    if (frees && failed(LLVM::lookupOrCreateGenericFreeFn(builder, module,
+                                                          &upstreamTables)))
+      return signalPassFailure();
     {
       LLVMConversionTarget target(*context);
       target.addIllegalDialect<DDPDialect, cf::ControlFlowDialect,
