@@ -150,6 +150,10 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
       bufferization::createBufferDeallocationSimplificationPass());
   pm.addPass(bufferization::createLowerDeallocationsPass());
   pm.addNestedPass<func::FuncOp>(createCSEPass());
+  // CSE has made the buckets' `step < start-iter` one value: thousands of
+  // adjacent scf.ifs on it, which the canonicalizer would merge and
+  // propagate in quadratic time.
+  pm.addNestedPass<func::FuncOp>(createDDPMergeIfs());
   pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
   pm.addPass(createDDPDonateArguments());
   pm.addPass(createConvertBufferizationToMemRefPass());

@@ -539,6 +539,26 @@ def DDPSplitDeallocations
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def DDPMergeIfs : Pass<"ddp-merge-ifs", "::mlir::func::FuncOp"> {
+  let summary = "Merge runs of adjacent scf.if ops on the same condition";
+  let description = [{
+    A step guards every bucket with its own `scf.if` on the same condition
+    (PowerSGD's `step < start-iter`, once CSE has made the buckets'
+    comparisons one value). Upstream's canonicalization merges such ifs two
+    at a time, moving the grown body at every merge, and its condition
+    propagation walks every use of the shared condition for every if: both
+    quadratic in the number of buckets (30 s at 40k gradients). This pass
+    merges each run of adjacent result-less `scf.if` ops whose condition is
+    the same value into the first of them, moving every op once: the then
+    regions' ops in order into one then region, the else regions' into one
+    else region. Runs inside nested regions are merged too. Ifs with results
+    are left to the canonicalizer.
+  }];
+  let statistics = [
+    Statistic<"numMerged", "num-merged", "scf.if ops merged into another">
+  ];
+}
+
 def DDPCompressionReport : Pass<"ddp-compression-report", "::mlir::ModuleOp"> {
   let summary = "Print what each gradient sends, per tensor and in total";
   let description = [{
