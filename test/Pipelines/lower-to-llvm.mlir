@@ -18,7 +18,7 @@
 // CHECK-DAG: llvm.call @ddprt_copy
 // Allocations go to the host's functions (ddp-run, ddprt-step-runner), not
 // to malloc and free.
-// CHECK-DAG: llvm.call @_mlir_memref_to_llvm_alloc
+// CHECK-DAG: llvm.call @_mlir_memref_to_llvm_aligned_alloc
 // CLEAN-NOT: @malloc
 // CLEAN-NOT: @free
 func.func @step(%x: tensor<8x64xf32>, %w: tensor<64x32xf32>, %b: tensor<32xf32>) -> (tensor<64x32xf32>, tensor<32xf32>) {

@@ -37,7 +37,9 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Threading.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 #include "llvm/Support/SwapByteOrder.h"
@@ -836,7 +838,11 @@ struct ConvertDDPToLLVM
     const auto &layout = getAnalysis<DataLayoutAnalysis>();
     LowerToLLVMOptions options(context, layout.getAtOrAbove(module));
     options.useGenericFunctions = true;
+    // Every buffer the module allocates has its allocated pointer equal to
+    // its aligned one (one call, and what bare pointers need, below).
+    options.allocLowering = LowerToLLVMOptions::AllocLowering::AlignedAlloc;
     LLVMTypeConverter converter(context, options, &layout);
+    markBarePointerFunctions(module, converter);
     DDPToLLVMCache cache;
     // Without rollback: the patterns only build IR and replace the op they
     // match, and the conversion keeps less state per op.
@@ -859,6 +865,11 @@ struct ConvertDDPToLLVM
                                                      &upstreamTables);
       return patterns;
     };
+
+    // The signatures of plain functions first, in linear time.
+    for (auto function :
+         llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+      convertSignature(function, converter);
 
     // 1. Signatures, calls, returns, and what is outside the bodies step 2
     // converts (module-level ddp.state and memref.global): the ops in those
@@ -904,7 +915,7 @@ struct ConvertDDPToLLVM
     }
     OpBuilder builder(context);
     if (allocates &&
-        failed(LLVM::lookupOrCreateGenericAllocFn(
+        failed(LLVM::lookupOrCreateGenericAlignedAllocFn(
             builder, module, converter.getIndexType(), &upstreamTables)))
       return signalPassFailure();
     if (frees && failed(LLVM::lookupOrCreateGenericFreeFn(builder, module,
@@ -960,6 +971,155 @@ struct ConvertDDPToLLVM
           [&](UnrealizedConversionCastOp cast) { casts.push_back(cast); });
       reconcileUnrealizedCasts(casts);
     });
+  }
+
+  /// Converts `function` into an llvm.func as convert-func-to-llvm would
+  /// (the same signature: a memref argument becomes its descriptor's
+  /// fields), unless it has something convert-func-to-llvm treats specially
+  /// (argument or result attributes, C wrappers, varargs, linkage, readnone,
+  /// the bare-pointer convention), which is left to it. Each argument is
+  /// rebuilt at the top of the body (a descriptor packed from its fields)
+  /// and cast back to its type for the ops still to convert. Upstream's
+  /// signature conversion orders the entry block again for every argument
+  /// it replaces: quadratic in a step's gradients (1.9 of the pass's 19 s
+  /// at 40k). This is linear.
+  static void convertSignature(func::FuncOp function,
+                               const LLVMTypeConverter &converter) {
+    if (function.isExternal() || function.getAllArgAttrs() ||
+        function.getAllResultAttrs() || function->hasAttr("llvm.bareptr") ||
+        function->hasAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName()) ||
+        function->hasAttr("func.varargs") || function->hasAttr("llvm.linkage"))
+      return;
+    TypeConverter::SignatureConversion signature(function.getNumArguments());
+    auto type = dyn_cast_or_null<LLVM::LLVMFunctionType>(
+        converter.convertFunctionSignature(function.getFunctionType(),
+                                           /*isVariadic=*/false,
+                                           /*useBarePtrCallConv=*/false,
+                                           signature));
+    if (!type || function->hasAttr(LLVM::LLVMDialect::getReadnoneAttrName()) ||
+        llvm::any_of(
+            llvm::enumerate(function.getArgumentTypes()), [&](auto argument) {
+              return signature.getInputMapping(argument.index())->size != 1 &&
+                     !isa<MemRefType>(argument.value());
+            }))
+      return; // upstream converts it, or reports why not
+    SmallVector<NamedAttribute> attributes(function->getDiscardableAttrs());
+    OpBuilder builder(function);
+    auto lowered = LLVM::LLVMFuncOp::create(
+        builder, function.getLoc(), function.getName(), type,
+        LLVM::Linkage::External, /*dsoLocal=*/false, LLVM::CConv::C,
+        /*comdat=*/nullptr, attributes);
+    cast<FunctionOpInterface>(lowered.getOperation())
+        .setVisibility(function.getVisibility());
+    lowered.getBody().takeBody(function.getBody());
+    function.erase();
+
+    Block &entry = lowered.getBody().front();
+    unsigned numOriginal = entry.getNumArguments();
+    builder.setInsertionPointToStart(&entry);
+    for (unsigned i = 0; i < numOriginal; ++i) {
+      BlockArgument original = entry.getArgument(i);
+      auto mapping = signature.getInputMapping(i);
+      Location loc = original.getLoc();
+      SmallVector<Value> fields;
+      for (Type fieldType :
+           signature.getConvertedTypes().slice(mapping->inputNo, mapping->size))
+        fields.push_back(entry.addArgument(fieldType, loc));
+      auto memref = dyn_cast<MemRefType>(original.getType());
+      Value converted = memref ? MemRefDescriptor::pack(builder, loc, converter,
+                                                        memref, fields)
+                               : fields.front();
+      if (converted.getType() != original.getType())
+        converted = UnrealizedConversionCastOp::create(
+                        builder, loc, original.getType(), converted)
+                        .getResult(0);
+      original.replaceAllUsesWith(converted);
+    }
+    entry.eraseArguments(0, numOriginal);
+  }
+
+  /// Gives upstream's bare-pointer calling convention (`llvm.bareptr`: one
+  /// pointer per memref instead of a descriptor of 3 + 2 * rank values) to
+  /// the private functions it is safe for: ddp-split-functions' parts, whose
+  /// boundaries otherwise carry thousands of descriptors that are built,
+  /// passed and taken apart again. The callee rebuilds a descriptor with
+  /// allocated = aligned = the pointer, and returns its results' allocated
+  /// pointers; so a function qualifies if every use of it is a func.call,
+  /// its memrefs have static shapes and layouts, and every memref it
+  /// returns is a buffer it allocated (aligned allocation: allocated =
+  /// aligned) or a state buffer, not a view of an argument or a global.
+  /// Buffers passed in are only read, written and freed through it; one
+  /// freed here was allocated by the module, with the same two pointers.
+  static void markBarePointerFunctions(ModuleOp module,
+                                       const LLVMTypeConverter &converter) {
+    // Functions referenced other than as a callee keep the descriptors.
+    llvm::DenseSet<StringAttr> escaping;
+    if (auto uses = SymbolTable::getSymbolUses(&module.getBodyRegion()))
+      for (const SymbolTable::SymbolUse &use : *uses) {
+        auto call = dyn_cast<func::CallOp>(use.getUser());
+        if (!call || call.getCalleeAttr() != use.getSymbolRef())
+          escaping.insert(use.getSymbolRef().getRootReference());
+      }
+    auto bareType = [&](Type type) {
+      auto memref = dyn_cast<MemRefType>(type);
+      if (!memref)
+        return !isa<BaseMemRefType>(type);
+      return memref.hasStaticShape() && converter.canConvertToBarePtr(memref);
+    };
+    for (auto function : module.getOps<func::FuncOp>()) {
+      if (!function.isPrivate() || function.isExternal() ||
+          escaping.contains(function.getSymNameAttr()) ||
+          !llvm::all_of(function.getArgumentTypes(), bareType) ||
+          !llvm::all_of(function.getResultTypes(), bareType))
+        continue;
+      bool owned = true;
+      function.walk([&](func::ReturnOp ret) {
+        for (Value result : ret.getOperands())
+          if (isa<MemRefType>(result.getType()) && !isOwnBuffer(result))
+            owned = false;
+      });
+      if (owned)
+        function->setAttr("llvm.bareptr", UnitAttr::get(module.getContext()));
+    }
+  }
+
+  /// Whether `value` is, through views and branches, always a buffer that
+  /// its function allocated or a runtime state buffer.
+  static bool isOwnBuffer(Value value) {
+    SmallVector<Value> worklist{value};
+    llvm::DenseSet<Value> seen;
+    while (!worklist.empty()) {
+      Value current = worklist.pop_back_val();
+      if (!seen.insert(current).second)
+        continue;
+      if (auto argument = dyn_cast<BlockArgument>(current)) {
+        Block *block = argument.getOwner();
+        if (block->isEntryBlock())
+          return false;
+        for (auto it = block->pred_begin(); it != block->pred_end(); ++it) {
+          auto branch = dyn_cast<BranchOpInterface>((*it)->getTerminator());
+          if (!branch)
+            return false;
+          Value incoming = branch.getSuccessorOperands(
+              it.getSuccessorIndex())[argument.getArgNumber()];
+          if (!incoming)
+            return false;
+          worklist.push_back(incoming);
+        }
+        continue;
+      }
+      Operation *def = current.getDefiningOp();
+      if (isa<memref::AllocOp, BufferStateOp>(def))
+        continue;
+      if (auto view = dyn_cast<ViewLikeOpInterface>(def);
+          view && view.getViewDest() == current &&
+          !isa<memref::GetGlobalOp>(def)) {
+        worklist.push_back(view.getViewSource());
+        continue;
+      }
+      return false;
+    }
+    return true;
   }
 
   /// Whether upstream's lowering of memref op `op` adds nothing to the

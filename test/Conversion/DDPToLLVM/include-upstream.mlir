@@ -4,14 +4,15 @@
 // With include-upstream, one conversion lowers the runtime calls, cf (a
 // failed assert reports through ddprt_fail, with its location and message,
 // then aborts if the host's handler returns), memref (allocations through
-// the generic functions the host defines, not malloc/free) and func; only
-// the unrealized casts between them are left for reconcile-unrealized-casts.
+// the generic functions the host defines, not malloc/free; aligned ones, so
+// that a buffer's allocated pointer is its aligned one) and func; only the
+// unrealized casts between them are left for reconcile-unrealized-casts.
 
-// CHECK-DAG: llvm.func @_mlir_memref_to_llvm_alloc(i64) -> !llvm.ptr
+// CHECK-DAG: llvm.func @_mlir_memref_to_llvm_aligned_alloc(i64, i64) -> !llvm.ptr
 // CHECK-DAG: llvm.func @_mlir_memref_to_llvm_free(!llvm.ptr)
 // CHECK-DAG: llvm.func @abort()
 // CHECK-DAG: llvm.func @ddprt_fail(!llvm.ptr, !llvm.ptr, !llvm.ptr)
-// CHECK-DAG: llvm.mlir.global internal constant @[[WHERE:__ddp_str_[0-9A-F]+]]("cf.assert at {{.*}}include-upstream.mlir:[[# @LINE + 23]]:3\00")
+// CHECK-DAG: llvm.mlir.global internal constant @[[WHERE:__ddp_str_[0-9A-F]+]]("cf.assert at {{.*}}include-upstream.mlir:[[# @LINE + 25]]:3\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[MSG:__ddp_str_[0-9A-F]+]]("the gradient is finite\00")
 // CHECK-NOT: llvm.func @puts
 // CHECK-NOT: llvm.func @malloc
@@ -19,7 +20,9 @@
 // CHECK-SAME: %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %[[OK:.*]]: i1)
 // CHECK: llvm.cond_br %[[OK]], ^[[GOOD:.*]], ^[[BAD:.*]]
 // CHECK: ^[[GOOD]]:
-// CHECK: llvm.call @_mlir_memref_to_llvm_alloc
+// CHECK-NOT: llvm.urem
+// CHECK: llvm.call @_mlir_memref_to_llvm_aligned_alloc
+// CHECK-NOT: llvm.urem
 // CHECK: llvm.call @ddprt_copy(
 // CHECK: llvm.call @ddprt_allreduce(
 // CHECK: llvm.call @_mlir_memref_to_llvm_free
