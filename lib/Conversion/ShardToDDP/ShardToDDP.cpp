@@ -98,6 +98,17 @@ struct ConvertShardToDDPPass
   using Base::Base;
 
   void runOnOperation() override {
+    // A module without shard ops (every ddp module after the compression
+    // pipeline) is left as it is, and need not be verified again.
+    Dialect *shard = getContext().getLoadedDialect<shard::ShardDialect>();
+    if (!shard || !getOperation()
+                       ->walk([&](Operation *op) {
+                         return op->getDialect() == shard
+                                    ? WalkResult::interrupt()
+                                    : WalkResult::advance();
+                       })
+                       .wasInterrupted())
+      return markAllAnalysesPreserved();
     if (failed(convertShardAllReduces(getOperation(), complete)))
       signalPassFailure();
   }

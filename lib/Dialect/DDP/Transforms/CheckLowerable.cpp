@@ -86,6 +86,8 @@ struct DDPCheckLowerablePass
     });
     if (failed)
       signalPassFailure();
+    // It only looks: the pass manager need not verify the module again.
+    markAllAnalysesPreserved();
   }
 };
 } // namespace

@@ -106,6 +106,14 @@ struct ExpandUnflatten : OpRewritePattern<UnflattenOp> {
 struct DDPExpandBucketsPass
     : public ddp::impl::DDPExpandBucketsBase<DDPExpandBucketsPass> {
   void runOnOperation() override {
+    // Nothing to expand: nothing changes, nothing to verify again.
+    if (!getOperation()
+             ->walk([](Operation *op) {
+               return isa<FlattenOp, UnflattenOp>(op) ? WalkResult::interrupt()
+                                                      : WalkResult::advance();
+             })
+             .wasInterrupted())
+      return markAllAnalysesPreserved();
     // A bucket nothing communicated (noop) folds away instead.
     getOperation().walk([](UnflattenOp op) {
       SmallVector<OpFoldResult> folded;

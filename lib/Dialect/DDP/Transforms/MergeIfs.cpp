@@ -36,6 +36,7 @@ void appendBody(Block &from, Block &into) {
 
 struct MergeIfs : public ddp::impl::DDPMergeIfsBase<MergeIfs> {
   void runOnOperation() override {
+    merged = 0;
     SmallVector<Block *> worklist;
     for (Block &block : getOperation().getBody())
       worklist.push_back(&block);
@@ -48,6 +49,8 @@ struct MergeIfs : public ddp::impl::DDPMergeIfsBase<MergeIfs> {
           for (Block &nested : region)
             worklist.push_back(&nested);
     }
+    if (merged == 0)
+      markAllAnalysesPreserved(); // nothing changed: no verification either
   }
 
   static bool mergeable(Operation *op) {
@@ -79,9 +82,12 @@ struct MergeIfs : public ddp::impl::DDPMergeIfsBase<MergeIfs> {
         }
         ifOp->erase();
         ++numMerged;
+        ++merged;
       }
     }
   }
+
+  unsigned merged = 0;
 };
 
 } // namespace
