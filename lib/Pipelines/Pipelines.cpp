@@ -9,15 +9,10 @@
 #include "ddp/Conversion/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
 
-#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
-#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/BufferizationToMemRef/BufferizationToMemRef.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
-#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
-#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
-#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -163,19 +158,13 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   // Upstream's conversions below are quadratic in a function's size; a step
   // with thousands of gradients is one large function.
   pm.addPass(createDDPSplitFunctions());
-  // These touch only function bodies: per function, so that a pass manager
-  // with threads runs them over the parts in parallel; and before the
-  // runtime calls are built, which multiply the number of ops by ten.
-  OpPassManager &perFunction = pm.nest<func::FuncOp>();
-  perFunction.addPass(memref::createExpandStridedMetadataPass());
-  perFunction.addPass(createLowerAffinePass());
-  perFunction.addPass(createSCFToControlFlowPass());
-  perFunction.addPass(createConvertMathToLLVMPass());
-  perFunction.addPass(createArithToLLVMConversionPass());
-  perFunction.addPass(createUBToLLVMConversionPass());
-  // The runtime calls, cf (cf.assert declares the calls it makes), memref
-  // and func in one conversion: one walk over the step and one verification
-  // rather than four. Allocations call _mlir_memref_to_llvm_alloc/
+  // Views as reinterpret casts, per function (in parallel over the parts),
+  // for the conversion below.
+  pm.addNestedPass<func::FuncOp>(memref::createExpandStridedMetadataPass());
+  // The runtime calls, affine, scf, cf (cf.assert declares the calls it
+  // makes), math, arith, ub, memref and func in one conversion, the parts
+  // in parallel: one walk over the step and one verification rather than
+  // nine. Allocations call _mlir_memref_to_llvm_alloc/
   // _aligned_alloc/_free, which the host defines (ddp-run and
   // ddprt-step-runner: host memory on the CPU backend, managed memory that
   // the GPU reads on CUDA), not malloc/free. It also reconciles the

@@ -8,6 +8,8 @@
 #define DDP_CONVERSION_PASSES_H
 
 #include "ddp/Conversion/ShardToDDP/ShardToDDP.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Pass/Pass.h"
 

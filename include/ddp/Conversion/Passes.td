@@ -53,12 +53,19 @@ def ConvertDDPToLLVM : Pass<"convert-ddp-to-llvm", "::mlir::ModuleOp"> {
     pipeline.
 
     With `include-upstream=true` (what `ddp-lower-to-llvm` runs) the same
-    conversion also lowers `cf` (with `cf.assert`), `memref` (as
-    `finalize-memref-to-llvm{use-generic-functions=true}` does) and `func`
-    (as `convert-func-to-llvm` does, with the module's data layout): one
-    walk over a large step instead of four, each followed by a verification
-    of the whole module. Arith, math, ub, index and scf must be lowered
-    before. It converts the signatures, calls and returns first, then each
+    conversion also lowers `affine`, `scf`, `cf` (with `cf.assert`), `math`,
+    `arith`, `ub` (as `lower-affine`, `convert-scf-to-cf` and the
+    `convert-*-to-llvm` passes do), `memref` (as
+    `finalize-memref-to-llvm{use-generic-functions=true use-aligned-alloc=true}`
+    does: a buffer's allocated pointer is its aligned one) and `func` (as
+    `convert-func-to-llvm` does, with the module's data layout): one walk
+    over a large step instead of nine, each followed by a verification of
+    the whole module. Views must be expanded before
+    (`expand-strided-metadata`). Private functions that are only called,
+    with static memrefs, and return only buffers they allocate pass one
+    pointer per memref (`llvm.bareptr`): the parts of a step. Plain
+    functions' signatures are converted in time linear in their arguments.
+    It converts the signatures, calls and returns first, then each
     function's body on its own, in parallel when the context has threads
     (a step that `ddp-split-functions` cut into parts converts on every
     core; the declarations and globals the bodies add are ordered by name,
@@ -68,10 +75,12 @@ def ConvertDDPToLLVM : Pass<"convert-ddp-to-llvm", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"includeUpstream", "include-upstream", "bool", /*default=*/"false",
-           "Also lower cf, memref and func in the same conversion "
-           "(default: false)">,
+           "Also lower affine, scf, cf, math, arith, ub, memref and func "
+           "in the same conversion (default: false)">,
   ];
-  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::cf::ControlFlowDialect"];
 }
 
 #endif // DDP_CONVERSION_PASSES_TD

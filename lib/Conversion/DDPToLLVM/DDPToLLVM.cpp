@@ -21,6 +21,8 @@
 #include "ddp/Dialect/DDP/IR/RuntimeABI.h"
 
 #include "mlir/Analysis/DataLayoutAnalysis.h"
+#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/ConvertToLLVM/ToLLVMInterface.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
@@ -28,14 +30,22 @@
 #include "mlir/Conversion/LLVMCommon/MemRefBuilder.h"
 #include "mlir/Conversion/LLVMCommon/Pattern.h"
 #include "mlir/Conversion/LLVMCommon/TypeConverter.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
 #include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/UB/IR/UBOps.h"
 #include "mlir/IR/Threading.h"
 #include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -863,6 +873,14 @@ struct ConvertDDPToLLVM
       patterns.add<AssertLowering>(converter, &cache);
       populateFinalizeMemRefToLLVMConversionPatterns(converter, patterns,
                                                      &upstreamTables);
+      // What lower-affine, convert-scf-to-cf and convert-{math,arith,ub}-
+      // to-llvm would do, in the same walk: five passes fewer over the
+      // step, each of which verified it again.
+      populateAffineToStdConversionPatterns(patterns);
+      populateSCFToControlFlowConversionPatterns(patterns);
+      populateMathToLLVMConversionPatterns(converter, patterns);
+      arith::populateArithToLLVMConversionPatterns(converter, patterns);
+      ub::populateUBToLLVMConversionPatterns(converter, patterns);
       return patterns;
     };
 
@@ -882,8 +900,10 @@ struct ConvertDDPToLLVM
       };
       LLVMConversionTarget target(*context);
       target.addIllegalDialect<func::FuncDialect>();
-      target.addDynamicallyLegalDialect<DDPDialect, cf::ControlFlowDialect,
-                                        memref::MemRefDialect>(inBody);
+      target.addDynamicallyLegalDialect<
+          DDPDialect, cf::ControlFlowDialect, memref::MemRefDialect,
+          affine::AffineDialect, scf::SCFDialect, math::MathDialect,
+          arith::ArithDialect, ub::UBDialect>(inBody);
       RewritePatternSet patterns = bodyPatterns();
       populateFuncToLLVMConversionPatterns(converter, patterns,
                                            &cache.symbolTables);
@@ -924,7 +944,9 @@ struct ConvertDDPToLLVM
     {
       LLVMConversionTarget target(*context);
       target.addIllegalDialect<DDPDialect, cf::ControlFlowDialect,
-                               memref::MemRefDialect>();
+                               memref::MemRefDialect, affine::AffineDialect,
+                               scf::SCFDialect, math::MathDialect,
+                               arith::ArithDialect, ub::UBDialect>();
       RewritePatternSet patterns = bodyPatterns();
       FrozenRewritePatternSet frozen(std::move(patterns));
       auto convert = [&](LLVM::LLVMFuncOp function) {
@@ -1083,8 +1105,8 @@ struct ConvertDDPToLLVM
     }
   }
 
-  /// Whether `value` is, through views and branches, always a buffer that
-  /// its function allocated or a runtime state buffer.
+  /// Whether `value` is, through views, branches and scf.ifs, always a
+  /// buffer that its function allocated or a runtime state buffer.
   static bool isOwnBuffer(Value value) {
     SmallVector<Value> worklist{value};
     llvm::DenseSet<Value> seen;
@@ -1111,6 +1133,13 @@ struct ConvertDDPToLLVM
       Operation *def = current.getDefiningOp();
       if (isa<memref::AllocOp, BufferStateOp>(def))
         continue;
+      // What either branch yields (the scf is lowered in this pass).
+      if (auto ifOp = dyn_cast<scf::IfOp>(def)) {
+        unsigned index = cast<OpResult>(current).getResultNumber();
+        worklist.push_back(ifOp.thenYield().getOperand(index));
+        worklist.push_back(ifOp.elseYield().getOperand(index));
+        continue;
+      }
       if (auto view = dyn_cast<ViewLikeOpInterface>(def);
           view && view.getViewDest() == current &&
           !isa<memref::GetGlobalOp>(def)) {

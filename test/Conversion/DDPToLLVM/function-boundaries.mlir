@@ -60,3 +60,24 @@ func.func @with_attributes(%g: memref<4xf32>, %i: i64 {llvm.noundef}) {
   %f = func.constant @escapes : (memref<4xf32>) -> ()
   return
 }
+
+// A buffer chosen by an scf.if (lowered in the same conversion) between two
+// it allocates still qualifies.
+// CHECK-LABEL: llvm.func @chooses(
+// CHECK-SAME: %{{.*}}: i1) -> !llvm.ptr attributes {llvm.bareptr, sym_visibility = "private"}
+func.func private @chooses(%c: i1) -> memref<4xf32> {
+  %r = scf.if %c -> memref<4xf32> {
+    %a = memref.alloc() : memref<4xf32>
+    scf.yield %a : memref<4xf32>
+  } else {
+    %b = memref.alloc() : memref<4xf32>
+    scf.yield %b : memref<4xf32>
+  }
+  return %r : memref<4xf32>
+}
+
+func.func @calls_chooses(%c: i1) {
+  %r = func.call @chooses(%c) : (i1) -> memref<4xf32>
+  memref.dealloc %r : memref<4xf32>
+  return
+}
