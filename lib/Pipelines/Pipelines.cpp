@@ -96,6 +96,12 @@ void mlir::ddp::buildCompressionPipeline(
 }
 
 void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
+  // The canonicalizers below fold what each step leaves. Region
+  // simplification (merging identical blocks, dropping dead block
+  // arguments) finds nothing in a step: the same output at 10k gradients,
+  // but the order of commutative operands, and a quarter of their time.
+  GreedyRewriteConfig folding;
+  folding.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
   // A module written for upstream MLIR lowers as it is: its whole-grid
   // shard.all_reduces become ddp collectives (if no insertion pass ran) and
   // its grids go; any other shard op is an error here, with its location,
@@ -136,11 +142,11 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   expandRealloc.emitDeallocs = false;
   pm.addNestedPass<func::FuncOp>(
       memref::createExpandReallocPass(expandRealloc));
-  pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
+  pm.addNestedPass<func::FuncOp>(createCanonicalizerPass(folding));
   pm.addNestedPass<func::FuncOp>(
       bufferization::createOwnershipBasedBufferDeallocationPass());
   pm.addNestedPass<func::FuncOp>(createDDPSplitDeallocations());
-  pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
+  pm.addNestedPass<func::FuncOp>(createCanonicalizerPass(folding));
   pm.addNestedPass<func::FuncOp>(
       bufferization::createBufferDeallocationSimplificationPass());
   pm.addPass(bufferization::createLowerDeallocationsPass());
@@ -149,7 +155,7 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   // adjacent scf.ifs on it, which the canonicalizer would merge and
   // propagate in quadratic time.
   pm.addNestedPass<func::FuncOp>(createDDPMergeIfs());
-  pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
+  pm.addNestedPass<func::FuncOp>(createCanonicalizerPass(folding));
   pm.addPass(createDDPDonateArguments());
   pm.addPass(createConvertBufferizationToMemRefPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
@@ -172,12 +178,6 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   ConvertDDPToLLVMOptions toLLVM;
   toLLVM.includeUpstream = true;
   pm.addPass(createConvertDDPToLLVM(toLLVM));
-  // The descriptors and constants the conversion leaves fold away. Region
-  // simplification finds nothing to merge in a lowered step (the same
-  // output at 10k gradients but the order of commutative operands) and
-  // costs a quarter of the pass.
-  GreedyRewriteConfig folding;
-  folding.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
   pm.addNestedPass<LLVM::LLVMFuncOp>(createCanonicalizerPass(folding));
 }
 
