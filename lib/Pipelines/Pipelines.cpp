@@ -100,7 +100,9 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   // simplification (merging identical blocks, dropping dead block
   // arguments) finds nothing in a step: the same output at 10k gradients,
   // but the order of commutative operands, and a quarter of their time.
+  // (Otherwise the canonicalizer's defaults: top-down.)
   GreedyRewriteConfig folding;
+  folding.setUseTopDownTraversal(true);
   folding.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
   // A module written for upstream MLIR lowers as it is: its whole-grid
   // shard.all_reduces become ddp collectives (if no insertion pass ran) and
