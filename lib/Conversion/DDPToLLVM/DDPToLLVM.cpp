@@ -1066,12 +1066,11 @@ struct ConvertDDPToLLVM
   /// boundaries otherwise carry thousands of descriptors that are built,
   /// passed and taken apart again. The callee rebuilds a descriptor with
   /// allocated = aligned = the pointer, and returns its results' allocated
-  /// pointers; so a function qualifies if every use of it is a func.call,
-  /// its memrefs have static shapes and layouts, and every memref it
-  /// returns is a buffer it allocated (aligned allocation: allocated =
-  /// aligned) or a state buffer, not a view of an argument or a global.
-  /// Buffers passed in are only read, written and freed through it; one
-  /// freed here was allocated by the module, with the same two pointers.
+  /// pointers; so a function qualifies if it is a part (`ddp.part`: it
+  /// frees only buffers the step allocated, with allocated = aligned),
+  /// every use of it is a func.call, its memrefs have static shapes and
+  /// layouts, and every memref it returns is a buffer it allocated or a
+  /// state buffer, not a view of an argument or a global.
   static void markBarePointerFunctions(ModuleOp module,
                                        const LLVMTypeConverter &converter) {
     // Functions referenced other than as a callee keep the descriptors.
@@ -1088,8 +1087,13 @@ struct ConvertDDPToLLVM
         return !isa<BaseMemRefType>(type);
       return memref.hasStaticShape() && converter.canConvertToBarePtr(memref);
     };
+    auto *ddp = module.getContext()->getLoadedDialect<DDPDialect>();
+    if (!ddp)
+      return; // no ddp.part either
+    auto part = ddp->getPartAttrHelper();
     for (auto function : module.getOps<func::FuncOp>()) {
-      if (!function.isPrivate() || function.isExternal() ||
+      if (!part.isAttrPresent(function) || !function.isPrivate() ||
+          function.isExternal() ||
           escaping.contains(function.getSymNameAttr()) ||
           !llvm::all_of(function.getArgumentTypes(), bareType) ||
           !llvm::all_of(function.getResultTypes(), bareType))

@@ -8,7 +8,9 @@
 // allocated = aligned), passes one pointer per memref (llvm.bareptr): the
 // parts ddp-split-functions cuts a step into. One that returns a view of
 // its argument, or whose symbol is used other than by a call, keeps the
-// descriptors.
+// descriptors, as does a private function that is not a part (`ddp.part`,
+// set by ddp-split-functions: a part frees only buffers the step
+// allocated, whose allocated pointer is the aligned one).
 
 // Only the aligned allocation function is declared.
 // CHECK-NOT: @_mlir_memref_to_llvm_alloc(
@@ -29,10 +31,10 @@ func.func @entry(%g: memref<4xf32>, %i: index) -> memref<4xf32> {
 }
 
 // CHECK-LABEL: llvm.func @entry.part0(
-// CHECK-SAME: %[[G:.*]]: !llvm.ptr) -> !llvm.ptr attributes {llvm.bareptr, sym_visibility = "private"}
+// CHECK-SAME: %[[G:.*]]: !llvm.ptr) -> !llvm.ptr attributes {ddp.part, llvm.bareptr, sym_visibility = "private"}
 // CHECK: %[[NEW:.*]] = llvm.call @_mlir_memref_to_llvm_aligned_alloc(
 // CHECK: llvm.return %[[NEW]] : !llvm.ptr
-func.func private @entry.part0(%g: memref<4xf32>) -> memref<4xf32> {
+func.func private @entry.part0(%g: memref<4xf32>) -> memref<4xf32> attributes {ddp.part} {
   %new = memref.alloc() {alignment = 64 : i64} : memref<4xf32>
   memref.copy %g, %new : memref<4xf32> to memref<4xf32>
   return %new : memref<4xf32>
@@ -42,7 +44,7 @@ func.func private @entry.part0(%g: memref<4xf32>) -> memref<4xf32> {
 // CHECK-SAME: %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64)
 // CHECK-SAME: -> !llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)>
 // CHECK-NOT: llvm.bareptr
-func.func private @keeps_view(%g: memref<4xf32>) -> memref<2x2xf32> {
+func.func private @keeps_view(%g: memref<4xf32>) -> memref<2x2xf32> attributes {ddp.part} {
   %v = memref.reinterpret_cast %g to offset: [0], sizes: [2, 2], strides: [2, 1] : memref<4xf32> to memref<2x2xf32>
   return %v : memref<2x2xf32>
 }
@@ -50,7 +52,7 @@ func.func private @keeps_view(%g: memref<4xf32>) -> memref<2x2xf32> {
 // CHECK-LABEL: llvm.func @escapes(
 // CHECK-SAME: %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64)
 // CHECK-NOT: llvm.bareptr
-func.func private @escapes(%g: memref<4xf32>) {
+func.func private @escapes(%g: memref<4xf32>) attributes {ddp.part} {
   return
 }
 
@@ -64,8 +66,8 @@ func.func @with_attributes(%g: memref<4xf32>, %i: i64 {llvm.noundef}) {
 // A buffer chosen by an scf.if (lowered in the same conversion) between two
 // it allocates still qualifies.
 // CHECK-LABEL: llvm.func @chooses(
-// CHECK-SAME: %{{.*}}: i1) -> !llvm.ptr attributes {llvm.bareptr, sym_visibility = "private"}
-func.func private @chooses(%c: i1) -> memref<4xf32> {
+// CHECK-SAME: %{{.*}}: i1) -> !llvm.ptr attributes {ddp.part, llvm.bareptr, sym_visibility = "private"}
+func.func private @chooses(%c: i1) -> memref<4xf32> attributes {ddp.part} {
   %r = scf.if %c -> memref<4xf32> {
     %a = memref.alloc() : memref<4xf32>
     scf.yield %a : memref<4xf32>
@@ -78,6 +80,23 @@ func.func private @chooses(%c: i1) -> memref<4xf32> {
 
 func.func @calls_chooses(%c: i1) {
   %r = func.call @chooses(%c) : (i1) -> memref<4xf32>
+  memref.dealloc %r : memref<4xf32>
+  return
+}
+
+// Not a part: the descriptors, though it qualifies otherwise.
+// CHECK-LABEL: llvm.func @not_a_part(
+// CHECK-SAME: %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64)
+// CHECK-SAME: -> !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>
+// CHECK-NOT: llvm.bareptr
+func.func private @not_a_part(%g: memref<4xf32>) -> memref<4xf32> {
+  %new = memref.alloc() : memref<4xf32>
+  memref.copy %g, %new : memref<4xf32> to memref<4xf32>
+  return %new : memref<4xf32>
+}
+
+func.func @calls_not_a_part(%g: memref<4xf32>) {
+  %r = func.call @not_a_part(%g) : (memref<4xf32>) -> memref<4xf32>
   memref.dealloc %r : memref<4xf32>
   return
 }

@@ -199,6 +199,10 @@ struct SplitFunctions
         builder.getFunctionType(ValueRange(inputs).getTypes(),
                                 ValueRange(outputs).getTypes()));
     part.setPrivate();
+    function.getContext()
+        ->getLoadedDialect<DDPDialect>()
+        ->getPartAttrHelper()
+        .setAttr(part, UnitAttr::get(function.getContext()));
     symbols.insert(part);
     Block *entry = part.addEntryBlock();
 

@@ -13,7 +13,9 @@
 // CHECK-NEXT:    %[[P2:.*]] = call @step.part2(%[[FLAG]]) : (i1) -> i1
 // CHECK-NEXT:    return %[[P0]]#1, %[[P2]]
 
+// Each part is marked: it frees only buffers the step allocated.
 // CHECK-LABEL: func.func private @step.part0(
+// CHECK-SAME:    attributes {ddp.part}
 // CHECK:         arith.constant 0 : index
 // CHECK:         memref.load
 // CHECK:         memref.store

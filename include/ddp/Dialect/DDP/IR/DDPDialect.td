@@ -38,6 +38,10 @@ def DDP_Dialect : Dialect {
     // (ddp-donate-arguments then returns them without copies; ddp-run sets
     // it on the step it calls).
     "::mlir::UnitAttr":$donate_arguments,
+    // On a func.func: a part ddp-split-functions cut out of a step after
+    // buffer deallocation, so every buffer it frees was allocated by the
+    // step (convert-ddp-to-llvm may pass its memrefs as bare pointers).
+    "::mlir::UnitAttr":$part,
     // On PowerSGD's step-counter ddp.state: the i64 start-iter of the
     // insertion pass (informational, for hosts: ddp-run reports the warm-up
     // with it).

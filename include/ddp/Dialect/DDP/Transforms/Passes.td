@@ -482,7 +482,9 @@ def DDPSplitFunctions : Pass<"ddp-split-functions", "::mlir::ModuleOp"> {
     Program order and every buffer are unchanged; a cut is only made where
     no stack allocation and no value of a type other than memref, index,
     integer, float or `!ddp.request` (a started allreduce, passed as a
-    pointer) is live across it.
+    pointer) is live across it. Each part is marked `ddp.part`: it frees
+    only buffers the step allocated, which lets `convert-ddp-to-llvm` pass
+    its memrefs as bare pointers.
   }];
   let options = [
     Option<"maxOps", "max-ops", "unsigned", "1000",
@@ -491,7 +493,8 @@ def DDPSplitFunctions : Pass<"ddp-split-functions", "::mlir::ModuleOp"> {
   let statistics = [
     Statistic<"numParts", "num-parts", "Functions outlined">
   ];
-  let dependentDialects = ["::mlir::func::FuncDialect"];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::ddp::DDPDialect"];
 }
 
 def DDPCheckLowerable : Pass<"ddp-check-lowerable", "::mlir::ModuleOp"> {
