@@ -61,9 +61,10 @@ def ConvertDDPToLLVM : Pass<"convert-ddp-to-llvm", "::mlir::ModuleOp"> {
     `convert-func-to-llvm` does, with the module's data layout): one walk
     over a large step instead of nine, each followed by a verification of
     the whole module. Views must be expanded before
-    (`expand-strided-metadata`). Private functions that are only called,
-    with static memrefs, and return only buffers they allocate pass one
-    pointer per memref (`llvm.bareptr`): the parts of a step. Plain
+    (`expand-strided-metadata`). The parts of a step (`ddp.part`, from
+    `ddp-split-functions`) that are only called, with static memrefs, and
+    return only buffers they allocate pass one pointer per memref
+    (`llvm.bareptr`). Plain
     functions' signatures are converted in time linear in their arguments.
     It converts the signatures, calls and returns first, then each
     function's body on its own, in parallel when the context has threads
