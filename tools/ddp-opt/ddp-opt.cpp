@@ -77,8 +77,9 @@ static void assumeOutputVerified(const MlirOptMainConfig &config) {
     auto it = options.find(name);
     return it != options.end() && it->second->getNumOccurrences() > 0;
   };
-  if (!config.shouldVerifyPasses() || !config.shouldVerifyOnParsing() ||
-      given("mlir-print-assume-verified"))
+  auto flag = options.find("mlir-print-assume-verified");
+  if (flag == options.end() || flag->second->getNumOccurrences() > 0 ||
+      !config.shouldVerifyPasses() || !config.shouldVerifyOnParsing())
     return;
   for (StringRef printing :
        {"mlir-print-ir-before", "mlir-print-ir-after",
@@ -86,11 +87,8 @@ static void assumeOutputVerified(const MlirOptMainConfig &config) {
         "mlir-print-ir-after-change", "mlir-print-ir-after-failure"})
     if (given(printing))
       return;
-  auto it = options.find("mlir-print-assume-verified");
-  if (it == options.end())
-    return;
-  if (auto *flag = dynamic_cast<llvm::cl::opt<bool> *>(it->second))
-    flag->setValue(true);
+  if (auto *assume = dynamic_cast<llvm::cl::opt<bool> *>(flag->second))
+    assume->setValue(true);
 }
 
 int main(int argc, char **argv) {

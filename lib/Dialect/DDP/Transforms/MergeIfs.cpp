@@ -36,13 +36,13 @@ void appendBody(Block &from, Block &into) {
 
 struct MergeIfs : public ddp::impl::DDPMergeIfsBase<MergeIfs> {
   void runOnOperation() override {
-    merged = 0;
+    unsigned merged = 0;
     SmallVector<Block *> worklist;
     for (Block &block : getOperation().getBody())
       worklist.push_back(&block);
     while (!worklist.empty()) {
       Block *block = worklist.pop_back_val();
-      mergeRuns(*block);
+      merged += mergeRuns(*block);
       // The merged ifs' blocks are visited once, after their merge.
       for (Operation &op : *block)
         for (Region &region : op.getRegions())
@@ -58,7 +58,9 @@ struct MergeIfs : public ddp::impl::DDPMergeIfsBase<MergeIfs> {
     return ifOp && ifOp.getNumResults() == 0;
   }
 
-  void mergeRuns(Block &block) {
+  /// Merges the runs in `block`; returns how many ifs went.
+  unsigned mergeRuns(Block &block) {
+    unsigned merged = 0;
     for (Operation *op = block.empty() ? nullptr : &block.front(); op;
          op = op->getNextNode()) {
       if (!mergeable(op))
@@ -85,9 +87,8 @@ struct MergeIfs : public ddp::impl::DDPMergeIfsBase<MergeIfs> {
         ++merged;
       }
     }
+    return merged;
   }
-
-  unsigned merged = 0;
 };
 
 } // namespace
