@@ -145,6 +145,12 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(
       memref::createExpandReallocPass(expandRealloc));
   pm.addNestedPass<func::FuncOp>(createCanonicalizerPass(folding));
+  // Ownership-based deallocation and what follows it are quadratic in a
+  // function's size, and run on one thread per function: a step with
+  // thousands of gradients is cut into parts here, which they handle in
+  // parallel. (After the canonicalizer: a bucket's versioned results are
+  // then the step's arguments again, which a part need not return.)
+  pm.addPass(createDDPSplitFunctions());
   pm.addNestedPass<func::FuncOp>(
       bufferization::createOwnershipBasedBufferDeallocationPass());
   pm.addNestedPass<func::FuncOp>(createDDPSplitDeallocations());
@@ -163,9 +169,6 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   // On a GPU, host code waits for the device only where it needs to.
   pm.addNestedPass<func::FuncOp>(createDDPInsertHostBarriers());
-  // Upstream's conversions below are quadratic in a function's size; a step
-  // with thousands of gradients is one large function.
-  pm.addPass(createDDPSplitFunctions());
   // Views as reinterpret casts, per function (in parallel over the parts),
   // for the conversion below.
   pm.addNestedPass<func::FuncOp>(memref::createExpandStridedMetadataPass());

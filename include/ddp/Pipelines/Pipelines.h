@@ -152,10 +152,11 @@ void buildCompressionPipeline(OpPassManager &pm,
 /// convert-shard-to-ddp{complete=true}, ddp-fuse-kernels, element-wise ops to
 /// linalg, ddp-check-lowerable (every tensor op has a bufferization model in
 /// the context: mlir::ddp::registerAllDialects), ddp-bufferize-entry-signatures
-/// and One-Shot Bufferize (function boundaries with identity layouts), buffer
-/// deallocation, linalg to loops, ddp-split-functions, the per-function
-/// conversions (scf to cf, arith, math, ub), then one conversion of the
-/// runtime calls, cf, memref and func (convert-ddp-to-llvm{include-upstream}).
+/// and One-Shot Bufferize (function boundaries with identity layouts),
+/// ddp-split-functions, buffer deallocation and linalg to loops per function
+/// (in parallel over a large step's parts), then one conversion of the
+/// runtime calls, affine, scf, cf, arith, math, ub, memref and func
+/// (convert-ddp-to-llvm{include-upstream}).
 /// Entry points keep the memref calling
 /// convention; a host calls them through ExecutionEngine (ddp-run).
 void buildLoweringPipeline(OpPassManager &pm);

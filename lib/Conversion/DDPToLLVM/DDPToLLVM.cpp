@@ -1067,7 +1067,7 @@ struct ConvertDDPToLLVM
   /// passed and taken apart again. The callee rebuilds a descriptor with
   /// allocated = aligned = the pointer, and returns its results' allocated
   /// pointers; so a function qualifies if it is a part (`ddp.part`: it
-  /// frees only buffers the step allocated, with allocated = aligned),
+  /// frees only buffers it allocated, with allocated = aligned),
   /// every use of it is a func.call, its memrefs have static shapes and
   /// layouts, and every memref it returns is a buffer it allocated or a
   /// state buffer, not a view of an argument or a global.

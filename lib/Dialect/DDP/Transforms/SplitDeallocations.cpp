@@ -85,9 +85,10 @@ public:
         value = view.getViewSource();
         continue;
       }
-      group = hasEffect<MemoryEffects::Allocate>(def, value)
-                  ? value.getAsOpaquePointer()
-                  : nullptr;
+      group =
+          hasEffect<MemoryEffects::Allocate>(def, value) || isPartResult(def)
+              ? value.getAsOpaquePointer()
+              : nullptr;
       break;
     }
     for (Value visited : path)
@@ -96,8 +97,27 @@ public:
   }
 
 private:
+  /// Whether `op` calls a part of the step: each buffer it returns is one
+  /// it allocated, none shared with another result (ddp-split-functions).
+  bool isPartResult(Operation *op) {
+    auto call = dyn_cast<func::CallOp>(op);
+    if (!call)
+      return false;
+    auto [known, inserted] =
+        partCallees.try_emplace(call.getCalleeAttr(), false);
+    if (inserted) {
+      auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+          call, call.getCalleeAttr());
+      auto *dialect = op->getContext()->getLoadedDialect<DDPDialect>();
+      known->second = callee && dialect &&
+                      dialect->getPartAttrHelper().isAttrPresent(callee);
+    }
+    return known->second;
+  }
+
   Block &entry;
   DenseMap<Value, const void *> groups;
+  DenseMap<Attribute, bool> partCallees;
 };
 
 struct SplitDeallocations

@@ -4,12 +4,21 @@
 // See LICENSE for license information.
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
-// Upstream conversions that run after bufferization cost the square of a
-// function's size on a straight-line step with thousands of buckets: each
-// top-level scf.if that scf-to-cf lowers splits the block and moves every op
-// after it, region simplification and the verifier walk the whole function
-// again after each pass. Outlining consecutive runs of top-level ops into
-// private functions of bounded size makes each of them linear in the step.
+// Upstream's passes after bufferization cost the square of a function's
+// size on a straight-line step with thousands of buckets (ownership-based
+// deallocation compares every buffer live at a bucket with every other;
+// scf-to-cf splits the block after every top-level scf.if, moving the rest
+// of the block each time), and each runs on one thread per function.
+// Outlining consecutive runs of top-level ops into private functions of
+// bounded size makes them linear in the step and lets them run in parallel
+// over the parts.
+//
+// The cut comes before deallocation, whose function-boundary contract is
+// that a callee owns none of its arguments and hands its caller every
+// result. A part therefore only returns buffers it allocates (the caller
+// frees them); a view of the function's arguments or of a ddp.state that a
+// later part uses is rebuilt there, as constants are; a cut is not made
+// where any other buffer is live across it. Nothing is copied.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +29,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir::ddp {
 #define GEN_PASS_DEF_DDPSPLITFUNCTIONS
@@ -31,15 +41,28 @@ using namespace mlir::ddp;
 
 namespace {
 
-/// Whether a value may be passed to or returned from an outlined function:
-/// types that func-to-llvm converts, requests of started allreduces (that
+/// Whether a value may be passed to an outlined function: types that
+/// func-to-llvm converts, requests of started allreduces (that
 /// convert-ddp-to-llvm passes as pointers), and no stack allocation (it
 /// would not outlive the call).
-bool canCrossCall(Value value) {
+bool canPass(Value value) {
   if (!isa<MemRefType, IndexType, IntegerType, FloatType, RequestType>(
           value.getType()))
     return false;
   return !value.getDefiningOp<memref::AllocaOp>();
+}
+
+/// Whether an outlined function may return a value: one it can be passed,
+/// and for a buffer, one that the op defining it allocates (a part hands
+/// its caller the ownership of every buffer it returns, and no two of them
+/// are one buffer).
+bool canReturn(Value value) {
+  if (!canPass(value))
+    return false;
+  if (!isa<MemRefType>(value.getType()))
+    return true;
+  Operation *def = value.getDefiningOp();
+  return def && hasEffect<MemoryEffects::Allocate>(def, value);
 }
 
 bool isConstant(Value value) {
@@ -53,10 +76,14 @@ struct SplitFunctions
 
   void runOnOperation() override {
     SymbolTable symbols(getOperation());
+    auto isPart =
+        getContext().getLoadedDialect<DDPDialect>()->getPartAttrHelper();
     for (auto function :
          llvm::make_early_inc_range(getOperation().getOps<func::FuncOp>())) {
+      // A part is as large as it was cut to be.
       if (function.isExternal() || !function.getBody().hasOneBlock() ||
-          !llvm::all_of(function.getArguments(), canCrossCall))
+          isPart.isAttrPresent(function) ||
+          !llvm::all_of(function.getArguments(), canPass))
         continue;
       // The branches of a top-level scf.if first (ddp-schedule-overlap
       // versions a step into one), so that the function's block then
@@ -76,31 +103,51 @@ struct SplitFunctions
   /// of about max-ops ops, each outlined into @<function>.part<k>.
   void split(func::FuncOp function, Block &body, Operation *&after,
              unsigned &parts, SymbolTable &symbols) {
+    // Whether `value` is defined outside `body` (an argument of the
+    // function, or a value of the block around a nested one).
+    auto outside = [&](Value value) {
+      Operation *def = value.getDefiningOp();
+      Operation *owner = def ? def : value.getParentBlock()->getParentOp();
+      return !body.findAncestorOpInBlock(*owner) &&
+             value.getParentBlock() != &body;
+    };
     // Every value from outside that the block uses must cross a call.
     bool crossable = true;
     body.walk([&](Operation *nested) {
-      for (Value operand : nested->getOperands()) {
-        Operation *def = operand.getDefiningOp();
-        Operation *owner = def ? def : operand.getParentBlock()->getParentOp();
-        if (!body.findAncestorOpInBlock(*owner) &&
-            operand.getParentBlock() != &body && !canCrossCall(operand) &&
-            !isConstant(operand))
+      for (Value operand : nested->getOperands())
+        if (outside(operand) && !canPass(operand) && !isConstant(operand))
           crossable = false;
-      }
     });
     if (!crossable)
       return;
-    // Constants stay in the function, first, and are rebuilt where used.
-    SmallVector<Operation *> constantOps;
-    for (Operation &op : body)
-      if (op.getNumResults() == 1 && isConstant(op.getResult(0)))
-        constantOps.push_back(&op);
-    for (Operation *op : llvm::reverse(constantOps))
+
+    // Invariants stay in the function, first, and are rebuilt in each part
+    // that uses them: constants, and pure ops (no side effect, speculatable)
+    // of invariants and of values from outside (views of the arguments,
+    // ddp.state buffers).
+    llvm::SmallPtrSet<Operation *, 32> invariants;
+    SmallVector<Operation *> invariantOps;
+    for (Operation &op : body) {
+      if (op.getNumResults() == 0 || op.getNumRegions() != 0 ||
+          op.hasTrait<OpTrait::IsTerminator>() || !isPure(&op))
+        continue;
+      bool invariant = llvm::all_of(op.getOperands(), [&](Value operand) {
+        if (outside(operand) ||
+            (operand.getParentBlock() == &body && isa<BlockArgument>(operand)))
+          return canPass(operand) || isConstant(operand);
+        return invariants.contains(operand.getDefiningOp());
+      });
+      if (!invariant)
+        continue;
+      invariants.insert(&op);
+      invariantOps.push_back(&op);
+    }
+    for (Operation *op : llvm::reverse(invariantOps))
       op->moveBefore(&body, body.begin());
 
     SmallVector<Operation *> ops;
     DenseMap<Operation *, unsigned> position;
-    for (Operation &op : llvm::drop_begin(body, constantOps.size())) {
+    for (Operation &op : llvm::drop_begin(body, invariantOps.size())) {
       position[&op] = ops.size();
       ops.push_back(&op);
     }
@@ -120,7 +167,7 @@ struct SplitFunctions
           last = std::max<size_t>(
               last, position.lookup(body.findAncestorOpInBlock(*user)));
         // Cuts after i .. last - 1 would make `result` cross a call.
-        if (last > i && !canCrossCall(result) && !isConstant(result)) {
+        if (last > i && !canReturn(result)) {
           ++blockedDelta[i];
           --blockedDelta[last];
         }
@@ -143,22 +190,25 @@ struct SplitFunctions
         size = 0;
       }
     }
-    if (begin < numOps)
+    // A value that cannot cross a call and that the terminator uses keeps
+    // the ops from its definition on in the function.
+    if (begin < numOps && blocked == 0)
       runs.push_back({begin, numOps});
-    if (runs.size() < 2)
+    if (runs.size() + (begin < numOps && blocked != 0) < 2)
       return;
 
     for (auto run : runs)
       after = outline(
           function, body, after,
           ArrayRef<Operation *>(ops).slice(run.first, run.second - run.first),
-          parts++, symbols);
+          parts++, invariants, symbols);
   }
 
   /// Moves `run` (consecutive top-level ops of `function`) into a new
   /// private function, placed after `after`, and calls it in their place.
   func::FuncOp outline(func::FuncOp function, Block &body, Operation *after,
                        ArrayRef<Operation *> run, size_t k,
+                       const llvm::SmallPtrSetImpl<Operation *> &invariants,
                        SymbolTable &symbols) {
     llvm::SmallPtrSet<Operation *, 32> inRun(run.begin(), run.end());
     // Whether `value` is defined by an op of the run or inside one.
@@ -168,19 +218,36 @@ struct SplitFunctions
       Operation *ancestor = body.findAncestorOpInBlock(*owner);
       return ancestor && inRun.contains(ancestor);
     };
+    auto isInvariant = [&](Value value) {
+      Operation *def = value.getDefiningOp();
+      return def && invariants.contains(def);
+    };
 
     // Inputs: values from outside the run (this block, enclosing blocks,
     // the function's arguments) that it uses, in order of first use.
-    // Constants are rebuilt in the new function instead.
-    SmallVector<Value> inputs, constants;
+    // Constants and the invariants of the block (with what they use) are
+    // rebuilt in the new function instead.
+    SmallVector<Value> inputs;
+    llvm::SetVector<Operation *> rebuilt;
     llvm::SetVector<Value> seen;
+    std::function<void(Value)> use = [&](Value operand) {
+      if (definedInRun(operand) || !seen.insert(operand))
+        return;
+      if (isInvariant(operand)) {
+        Operation *def = operand.getDefiningOp();
+        for (Value nested : def->getOperands())
+          use(nested);
+        rebuilt.insert(def);
+      } else if (isConstant(operand)) {
+        rebuilt.insert(operand.getDefiningOp());
+      } else {
+        inputs.push_back(operand);
+      }
+    };
     for (Operation *op : run)
       op->walk([&](Operation *nested) {
-        for (Value operand : nested->getOperands()) {
-          if (definedInRun(operand) || !seen.insert(operand))
-            continue;
-          (isConstant(operand) ? constants : inputs).push_back(operand);
-        }
+        for (Value operand : nested->getOperands())
+          use(operand);
       });
     // Outputs: results of the run used after it.
     SmallVector<Value> outputs;
@@ -210,14 +277,14 @@ struct SplitFunctions
     builder.setInsertionPoint(run.front());
     auto call = func::CallOp::create(builder, loc, part, inputs);
 
+    // What is rebuilt, in the order it was collected: an invariant after
+    // the invariants it uses.
     IRMapping mapping;
-    builder.setInsertionPointToStart(entry);
-    for (Value constant : constants)
-      mapping.map(constant,
-                  builder.clone(*constant.getDefiningOp())
-                      ->getResult(cast<OpResult>(constant).getResultNumber()));
     for (auto [input, argument] : llvm::zip(inputs, entry->getArguments()))
       mapping.map(input, argument);
+    builder.setInsertionPointToStart(entry);
+    for (Operation *op : rebuilt)
+      builder.clone(*op, mapping);
     entry->getOperations().splice(entry->end(), body.getOperations(),
                                   run.front()->getIterator(),
                                   std::next(run.back()->getIterator()));

@@ -74,3 +74,35 @@ func.func @unknown_origin(%arg0: memref<4xf32>, %n: index) -> i1 {
   %u = bufferization.dealloc (%s, %l : memref<4xf32>, memref<4xf32>) if (%true, %true) retain (%arg0 : memref<4xf32>)
   return %u : i1
 }
+
+// -----
+
+// The step after ddp-split-functions: each buffer a part returns is one it
+// allocated, distinct from the others, so each gets its own dealloc. The
+// results of a call of any other function may alias each other: their
+// dealloc stays as it is.
+// CHECK-LABEL: func.func @parts(
+func.func @parts(%arg0: memref<4xf32>) -> i1 {
+  %true = arith.constant true
+  // CHECK: %[[P:.*]]:2 = call @parts.part0
+  %p:2 = call @parts.part0(%arg0) : (memref<4xf32>) -> (memref<4xf32>, memref<4xf32>)
+  // CHECK: %[[Q:.*]]:2 = call @other
+  %q:2 = call @other(%arg0) : (memref<4xf32>) -> (memref<4xf32>, memref<4xf32>)
+  // CHECK: bufferization.dealloc (%[[P]]#0 : memref<4xf32>) if (%true){{$}}
+  // CHECK-NEXT: bufferization.dealloc (%[[P]]#1 : memref<4xf32>) if (%true){{$}}
+  // CHECK-NEXT: %[[NO:.*]] = arith.constant false
+  %u = bufferization.dealloc (%p#0, %p#1 : memref<4xf32>, memref<4xf32>) if (%true, %true) retain (%arg0 : memref<4xf32>)
+  // CHECK-NEXT: bufferization.dealloc (%[[Q]]#0, %[[Q]]#1 : memref<4xf32>, memref<4xf32>) if (%true, %true){{$}}
+  bufferization.dealloc (%q#0, %q#1 : memref<4xf32>, memref<4xf32>) if (%true, %true)
+  // CHECK-NEXT: return %[[NO]]
+  return %u : i1
+}
+func.func private @parts.part0(%arg0: memref<4xf32>) -> (memref<4xf32>, memref<4xf32>) attributes {ddp.part} {
+  %a = memref.alloc() : memref<4xf32>
+  %b = memref.alloc() : memref<4xf32>
+  return %a, %b : memref<4xf32>, memref<4xf32>
+}
+func.func private @other(%arg0: memref<4xf32>) -> (memref<4xf32>, memref<4xf32>) {
+  %a = memref.alloc() : memref<4xf32>
+  return %a, %a : memref<4xf32>, memref<4xf32>
+}

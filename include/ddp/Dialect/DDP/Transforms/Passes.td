@@ -466,25 +466,34 @@ def DDPInsertHostBarriers
 def DDPSplitFunctions : Pass<"ddp-split-functions", "::mlir::ModuleOp"> {
   let summary = "Outline runs of a large function's top-level ops into calls";
   let description = [{
-    Runs on buffers, after deallocation is explicit and before the lowering
-    to LLVM. A step with thousands of gradients is one function of one block
-    with a few ops per tensor, and several upstream conversions cost the
-    square of a function's size (scf-to-cf splits the block after every
-    top-level `scf.if`, moving the rest of the block each time; region
-    simplification and verification walk the whole function per change).
-    This pass cuts the body of a single-block `func.func` with more than
-    `max-ops` nested ops into consecutive runs of about `max-ops` ops, and
-    moves each run into a private function `@<name>.part<k>` called in its
-    place: values used across a cut become arguments and results, constants
-    are rematerialized. The blocks of the function's top-level `scf.if` ops
-    (a step that `ddp-schedule-overlap` versioned on PowerSGD's warm-up) are
-    cut the same way first, their values from outside becoming arguments.
-    Program order and every buffer are unchanged; a cut is only made where
-    no stack allocation and no value of a type other than memref, index,
-    integer, float or `!ddp.request` (a started allreduce, passed as a
-    pointer) is live across it. Each part is marked `ddp.part`: it frees
-    only buffers the step allocated, which lets `convert-ddp-to-llvm` pass
-    its memrefs as bare pointers.
+    Runs on buffers, after One-Shot Bufferize and before ownership-based
+    deallocation (`ddp-lower-to-llvm` runs it there). A step with thousands
+    of gradients is one function of one block with a few ops per tensor;
+    deallocation and several upstream conversions after it cost the square
+    of a function's size (ownership-based deallocation compares the buffers
+    live at every bucket; scf-to-cf splits the block after every top-level
+    `scf.if`, moving the rest of the block each time), and a pass manager
+    runs them on one thread per function. This pass cuts the body of a
+    single-block `func.func` with more than `max-ops` nested ops into
+    consecutive runs of about `max-ops` ops, and moves each run into a
+    private function `@<name>.part<k>` called in its place: values used
+    across a cut become arguments and results. Invariants (constants, and
+    pure ops of the function's arguments and other invariants,
+    such as views of the arguments and `ddp.buffer.state`) move to the top
+    of the function and are rebuilt in each part that uses them. The blocks
+    of the function's top-level `scf.if` ops (a step that
+    `ddp-schedule-overlap` versioned on PowerSGD's warm-up) are cut the same
+    way first, their values from outside becoming arguments.
+
+    Program order and every buffer are unchanged, and deallocation needs no
+    copy: it hands the caller every buffer a callee returns and gives the
+    callee none of its arguments, so a part returns only buffers it
+    allocates (which its caller then frees). A cut is only made where no
+    stack allocation, no value of a type other than memref, index, integer,
+    float or `!ddp.request` (a started allreduce, passed as a pointer), and
+    no other buffer (an `scf.if` result, a view) is live across it; ops from
+    the definition of such a buffer that the function returns on stay in
+    the function. Each part is marked `ddp.part` and is not cut again.
   }];
   let options = [
     Option<"maxOps", "max-ops", "unsigned", "1000",
