@@ -77,6 +77,19 @@ if os.environ.get("DDP_SANITIZED"):
     config.environment["UBSAN_OPTIONS"] = os.environ.get("UBSAN_OPTIONS", "")
     config.environment["LSAN_OPTIONS"] = os.environ.get("LSAN_OPTIONS", "")
 
+# The tools' allocator (CMake DDP_ALLOCATOR) and the kernel's transparent
+# huge pages (Tools/huge-pages.test).
+if config.ddp_tcmalloc:
+    config.available_features.add("tcmalloc")
+try:
+    with open("/sys/kernel/mm/transparent_hugepage/enabled") as thp:
+        thp_mode = thp.read().split("[")[1].split("]")[0]
+except (OSError, IndexError):
+    thp_mode = "never"
+if thp_mode in ("always", "madvise"):
+    config.available_features.add("thp")
+config.substitutions.append(("%thp_mode", thp_mode))
+
 import shutil
 mpirun = shutil.which("mpirun")
 if mpirun:
