@@ -970,16 +970,14 @@ struct ConvertDDPToLLVM
       // The declarations and globals the bodies added, in the order of
       // their names rather than the threads': the output does not depend
       // on the schedule.
-      SmallVector<Operation *> added;
+      // (The names are looked up once, not in every comparison.)
+      SmallVector<std::pair<StringRef, Operation *>> added;
       for (Operation &op : *module.getBody())
         if (!before.contains(&op))
-          added.push_back(&op);
-      llvm::sort(added, [](Operation *a, Operation *b) {
-        return SymbolTable::getSymbolName(a).getValue() <
-               SymbolTable::getSymbolName(b).getValue();
-      });
+          added.push_back({SymbolTable::getSymbolName(&op).getValue(), &op});
+      llvm::sort(added, llvm::less_first());
       Block *top = module.getBody();
-      for (Operation *op : llvm::reverse(added))
+      for (auto &[name, op] : llvm::reverse(added))
         op->moveBefore(top, top->begin());
     }
 
