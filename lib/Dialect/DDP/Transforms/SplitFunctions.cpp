@@ -121,10 +121,10 @@ struct SplitFunctions
     if (!crossable)
       return;
 
-    // Invariants stay in the function, first, and are rebuilt in each part
-    // that uses them: constants, and pure ops (no side effect, speculatable)
-    // of invariants and of values from outside (views of the arguments,
-    // ddp.state buffers).
+    // Invariants stay in the function, first (once it is cut), and are
+    // rebuilt in each part that uses them: constants, and pure ops (no side
+    // effect, speculatable) of invariants and of values from outside (views
+    // of the arguments, ddp.state buffers).
     llvm::SmallPtrSet<Operation *, 32> invariants;
     SmallVector<Operation *> invariantOps;
     for (Operation &op : body) {
@@ -142,12 +142,12 @@ struct SplitFunctions
       invariants.insert(&op);
       invariantOps.push_back(&op);
     }
-    for (Operation *op : llvm::reverse(invariantOps))
-      op->moveBefore(&body, body.begin());
 
     SmallVector<Operation *> ops;
     DenseMap<Operation *, unsigned> position;
-    for (Operation &op : llvm::drop_begin(body, invariantOps.size())) {
+    for (Operation &op : body) {
+      if (invariants.contains(&op))
+        continue;
       position[&op] = ops.size();
       ops.push_back(&op);
     }
@@ -196,6 +196,9 @@ struct SplitFunctions
       runs.push_back({begin, numOps});
     if (runs.size() + (begin < numOps && blocked != 0) < 2)
       return;
+
+    for (Operation *op : llvm::reverse(invariantOps))
+      op->moveBefore(&body, body.begin());
 
     for (auto run : runs)
       after = outline(

@@ -130,11 +130,23 @@ func.func private @cut(%a: memref<4xf32>) attributes {ddp.part} {
   return
 }
 
-// A function within max-ops is left as it is.
+// A function within max-ops is left as it is, its invariants where they
+// were.
 // CHECK-LABEL: func.func @small(
 // CHECK-NEXT:    return
 func.func @small(%a: memref<4xf32>) -> memref<4xf32> {
   return %a : memref<4xf32>
+}
+// CHECK-LABEL: func.func @small_in_order(
+// CHECK-NEXT:    arith.constant
+// CHECK-NEXT:    memref.load
+// CHECK-NEXT:    arith.xori
+// CHECK-NEXT:    return
+func.func @small_in_order(%a: memref<4xf32>, %flag: i1) -> (f32, i1) {
+  %c0 = arith.constant 0 : index
+  %x = memref.load %a[%c0] : memref<4xf32>
+  %n = arith.xori %flag, %flag : i1
+  return %x, %n : f32, i1
 }
 
 // A started allreduce may be waited for in a later part: its request is an
