@@ -65,6 +65,14 @@ bool canReturn(Value value) {
   return def && hasEffect<MemoryEffects::Allocate>(def, value);
 }
 
+/// The op of `body` that defines `value` or holds the block that does; null
+/// if `value` comes from outside `body` or is an argument of `body`.
+Operation *ancestorIn(Block &body, Value value) {
+  Operation *def = value.getDefiningOp();
+  return body.findAncestorOpInBlock(
+      def ? *def : *value.getParentBlock()->getParentOp());
+}
+
 bool isConstant(Value value) {
   Operation *def = value.getDefiningOp();
   return def && def->getNumOperands() == 0 && matchPattern(value, m_Constant());
@@ -74,10 +82,14 @@ struct SplitFunctions
     : public ddp::impl::DDPSplitFunctionsBase<SplitFunctions> {
   using DDPSplitFunctionsBase::DDPSplitFunctionsBase;
 
+  /// `ddp.part`, which every part gets.
+  auto partAttr() {
+    return getContext().getLoadedDialect<DDPDialect>()->getPartAttrHelper();
+  }
+
   void runOnOperation() override {
     SymbolTable symbols(getOperation());
-    auto isPart =
-        getContext().getLoadedDialect<DDPDialect>()->getPartAttrHelper();
+    auto isPart = partAttr();
     for (auto function :
          llvm::make_early_inc_range(getOperation().getOps<func::FuncOp>())) {
       // A part is as large as it was cut to be.
@@ -106,10 +118,7 @@ struct SplitFunctions
     // Whether `value` is defined outside `body` (an argument of the
     // function, or a value of the block around a nested one).
     auto outside = [&](Value value) {
-      Operation *def = value.getDefiningOp();
-      Operation *owner = def ? def : value.getParentBlock()->getParentOp();
-      return !body.findAncestorOpInBlock(*owner) &&
-             value.getParentBlock() != &body;
+      return !ancestorIn(body, value) && value.getParentBlock() != &body;
     };
     // Every value from outside that the block uses must cross a call.
     bool crossable = true;
@@ -216,9 +225,7 @@ struct SplitFunctions
     llvm::SmallPtrSet<Operation *, 32> inRun(run.begin(), run.end());
     // Whether `value` is defined by an op of the run or inside one.
     auto definedInRun = [&](Value value) {
-      Operation *def = value.getDefiningOp();
-      Operation *owner = def ? def : value.getParentBlock()->getParentOp();
-      Operation *ancestor = body.findAncestorOpInBlock(*owner);
+      Operation *ancestor = ancestorIn(body, value);
       return ancestor && inRun.contains(ancestor);
     };
     auto isInvariant = [&](Value value) {
@@ -269,10 +276,7 @@ struct SplitFunctions
         builder.getFunctionType(ValueRange(inputs).getTypes(),
                                 ValueRange(outputs).getTypes()));
     part.setPrivate();
-    function.getContext()
-        ->getLoadedDialect<DDPDialect>()
-        ->getPartAttrHelper()
-        .setAttr(part, UnitAttr::get(function.getContext()));
+    partAttr().setAttr(part, UnitAttr::get(function.getContext()));
     symbols.insert(part);
     Block *entry = part.addEntryBlock();
 
