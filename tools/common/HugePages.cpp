@@ -16,13 +16,14 @@
 // MADV_DONTNEED, as it does for its own mappings.
 //
 // DDP_HUGE_PAGES=0 in the environment keeps tcmalloc's own system
-// allocator.
+// allocator (1 or unset: huge pages; anything else is warned about).
 //
 //===----------------------------------------------------------------------===//
 
 #include <gperftools/malloc_extension.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sys/mman.h>
@@ -99,6 +100,11 @@ struct Install {
     const char *setting = std::getenv("DDP_HUGE_PAGES");
     if (setting && std::strcmp(setting, "0") == 0)
       return;
+    if (setting && std::strcmp(setting, "1") != 0)
+      std::fprintf(stderr,
+                   "warning: DDP_HUGE_PAGES='%s' is neither 0 nor 1; huge "
+                   "pages stay on\n",
+                   setting);
     MallocExtension *extension = MallocExtension::instance();
     SysAllocator *fallback = extension->GetSystemAllocator();
     if (!fallback)
