@@ -3,7 +3,8 @@
 # The main job: data-parallel training on 4 CPU ranks with the gradient
 # allreduces compressed by ddp-opt and run by ddp-run.
 #
-# After the set-up and build (scripts/setup.sh, plus ddp-run), it prints
+# After the set-up and build (scripts/setup.sh, plus ddp-run and
+# ddprt-calibrate, which the training script runs), it prints
 # what ddp-opt's PowerSGD does to ResNet-18's gradient traffic (one line),
 # then trains a 64-128-10 MLP on scikit-learn's digits on 4 MPI ranks once
 # per way of averaging the gradients (exact, fp16, PowerSGD rank 1/2/4 with
@@ -15,7 +16,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
 BUILD_DIR="${BUILD_DIR:-build}"
-cmake --build "$BUILD_DIR" --target ddp-run >/dev/null
+# Every program examples/train/train.sh runs (ddp-opt comes with setup.sh).
+cmake --build "$BUILD_DIR" --target ddp-run ddprt-calibrate >/dev/null
 # The example's Python: numpy, scikit-learn (its bundled digits data set)
 # and matplotlib, from Debian.
 if ! /usr/bin/python3 -c "import numpy, sklearn, matplotlib" 2>/dev/null; then
@@ -33,7 +35,8 @@ echo "== ResNet-18's 62 gradient allreduces (examples/resnet18_grads.mlir), Powe
   --ddp-compression-report=output=- -o /dev/null | tail -n 1
 echo
 
-DDP_OPT="$OPT" DDP_RUN="$BUILD_DIR/bin/ddp-run" WORK_DIR="$BUILD_DIR/train" \
+DDP_OPT="$OPT" DDP_RUN="$BUILD_DIR/bin/ddp-run" \
+  DDPRT_CALIBRATE="$BUILD_DIR/runtime/ddprt-calibrate" WORK_DIR="$BUILD_DIR/train" \
   bash examples/train/train.sh
 echo
 echo "Accuracy is on the 360 held-out digits; elements and bytes are what each"

@@ -97,9 +97,19 @@ compile_args() {
 for config in "${CONFIGS[@]}"; do
   compile_args "$config" >/dev/null
 done
-if ((!DRY_RUN)) && [ ! -x "$DDP_RUN" ]; then
-  echo "train.sh: $DDP_RUN not found; build it (ninja -C build ddp-run) or set DDP_RUN" >&2
-  exit 1
+# Every program a run needs, before anything is prepared.
+require() { # PATH TARGET VARIABLE
+  if ! command -v "$1" >/dev/null; then
+    echo "train.sh: $1 not found; build it (ninja -C build $2) or set $3" >&2
+    exit 1
+  fi
+}
+require "$DDP_OPT" ddp-opt DDP_OPT
+if ((!DRY_RUN)); then
+  require "$DDP_RUN" ddp-run DDP_RUN
+fi
+if [[ " ${CONFIGS[*]} " == *" auto "* ]]; then
+  require "$DDPRT_CALIBRATE" ddprt-calibrate DDPRT_CALIBRATE
 fi
 
 DATA="$WORK_DIR/data"
