@@ -82,7 +82,7 @@ pass
 # module holds ddp and upstream ops only), against the NumPy model.
 run="$WORK/run"
 $PYTHON "$HERE/check.py" gen "$run" --ranks 2 --steps 3
-"${opt[@]}" --mlir-print-debuginfo --insert-random-k="ratio=0.25 seed=5" \
+"${opt[@]}" --insert-random-k="ratio=0.25 seed=5" \
   "$HERE/step.mlir" -o "$run/step.rk.mlir" 2>/dev/null
 mpirun=(mpirun --oversubscribe -np 2)
 [ "$(id -u)" = 0 ] && mpirun=(mpirun --allow-run-as-root --oversubscribe -np 2)

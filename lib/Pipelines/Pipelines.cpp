@@ -198,8 +198,21 @@ void mlir::ddp::registerPipelines() {
       [](OpPassManager &pm, StringRef text,
          function_ref<LogicalResult(const Twine &)> errorHandler) {
         CompressionPipelineOptions options;
-        if (failed(options.parseFromString(text)))
+        // PyTorch's names too; a bad one is answered with the nearest
+        // valid one, through the handler (nothing goes to stderr).
+        std::string printed;
+        llvm::raw_string_ostream printStream(printed);
+        options.print(printStream);
+        std::vector<std::string> known = printedOptionNames(printed);
+        FailureOr<std::string> spelled = respellOptions(
+            "ddp-compress", text, known, powerSGDOptionAliases(), errorHandler);
+        if (failed(spelled))
           return failure();
+        std::string parseErrors;
+        llvm::raw_string_ostream parseStream(parseErrors);
+        if (failed(options.parseFromString(*spelled, parseStream)))
+          return errorHandler(explainOptionError(
+              "ddp-compress", parseErrors, known, powerSGDOptionAliases()));
         // PowerSGD's values are checked whether or not it runs: a typo must
         // not pass because powersgd-rank is 0.
         LogicalResult valid = checkPowerSGDOptions(

@@ -16,7 +16,7 @@
 // RUN: not ddp-opt %s --ddp-compress="bucket-cap-mb=-1" 2>&1 | FileCheck %s --check-prefix=CAP
 // CAP: error: ddp-compress: bucket-cap-mb must be a finite number >= 0, got -1
 // RUN: not ddp-opt %s --ddp-compress="powersgd-rank=0 bogus=3" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
-// UNKNOWN: no such option bogus
+// UNKNOWN: error: ddp-compress: no such option 'bogus'; the options are
 // RUN: not ddp-opt %s --ddp-compress="narrow=fp8" 2>&1 | FileCheck %s --check-prefix=NARROW
 // NARROW: for the --narrow option: Cannot find option named 'fp8'!
 // Bucket schemes: one compressor per pipeline, and their own values.

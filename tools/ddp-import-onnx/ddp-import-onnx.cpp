@@ -21,6 +21,7 @@
 
 #include "ddp/Version.h"
 #include "ddp/Dialect/DDP/IR/DDP.h"
+#include "ddp/Dialect/DDP/IR/GradientNames.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -306,6 +307,8 @@ int main(int argc, char **argv) {
                                  ValueRange{argument}, ddp::CommRole::gradient)
             .getResult(0));
   func::ReturnOp::create(builder, fileLoc, results);
+  // The names as attributes too: they survive printing without locations.
+  ddp::recordGradientNames(function);
   if (failed(verify(module)))
     return fail("internal error: the emitted module does not verify");
 

@@ -13,7 +13,8 @@
 //       --input=grads/r{rank}.s{step}.w.npy --input=... \
 //       --output=out/r{rank}.s{step}.o{result}.npy
 //
-// Inputs and outputs are .npy files; {rank}, {step}, {step%N} and {result}
+// Inputs and outputs are .npy files (or one .npz per rank and step, keyed
+// by the gradients' names); {rank}, {step}, {step%N}, {result} and {name}
 // in a path are replaced. --carry feeds a result of one step to an argument
 // of the next (training weights). The compression state can be saved and
 // restored (--checkpoint-save/--checkpoint-load), overwritten from .npy
@@ -107,8 +108,12 @@ static cl::list<std::string>
             cl::CommaSeparated, cl::cat(category));
 static cl::opt<std::string>
     outputPattern("output",
-                  cl::desc("Write results of every step as .npy "
-                           "({rank}, {step}, {result})"),
+                  cl::desc("Write results of every step: a .npy each "
+                           "({rank}, {step}, {result}, {name}: the result's "
+                           "name, the gradient's), or one .npz per rank and "
+                           "step keyed by name (a path ending in .npz); "
+                           "every file gets its own path, or the run is "
+                           "refused before it starts"),
                   cl::cat(category));
 static cl::list<unsigned>
     outputResults("output-results",
@@ -116,8 +121,8 @@ static cl::list<unsigned>
                   cl::CommaSeparated, cl::cat(category));
 static cl::opt<std::string> finalOutputPattern(
     "final-output",
-    cl::desc("Write every result of the last step as .npy ({rank}, {step}, "
-             "{result})"),
+    cl::desc("Write every result of the last step, as --output does "
+             "({rank}, {step}, {result}, {name}; or an .npz)"),
     cl::cat(category));
 static cl::opt<std::string> checkpointLoad(
     "checkpoint-load",
@@ -348,7 +353,8 @@ bool checkBeforeLaunch(const stephost::RunOptions &options) {
   job.worldSize = int(launchRanks);
   job.rankIndependent = true;
   return stephost::checkCommandLine(job, signature, options,
-                                    /*checkFiles=*/false);
+                                    /*checkFiles=*/false) &&
+         stephost::checkInputsBeforeLaunch(job, signature, options);
 }
 
 } // namespace

@@ -19,12 +19,14 @@ enum class NarrowType { none, fp16, bf16 };
 enum class QuantizeMode { none, perTensor, perChannel };
 
 /// Options of the `ddp-compress` pipeline. PowerSGD options keep the names
-/// and defaults of insert-powersgd.
+/// and defaults of insert-powersgd, and take PyTorch's names too
+/// (powerSGDOptionAliases).
 struct CompressionPipelineOptions
     : public PassPipelineOptions<CompressionPipelineOptions> {
   PassOptions::Option<unsigned> powersgdRank{
       *this, "powersgd-rank",
-      llvm::cl::desc("PowerSGD rank; 0 leaves PowerSGD out (default: 0)"),
+      llvm::cl::desc("PowerSGD rank; 0 leaves PowerSGD out (also: rank, "
+                     "matrix-approximation-rank; default: 0)"),
       llvm::cl::init(0)};
   PassOptions::Option<double> minCompressionRate{
       *this, "min-compression-rate",
@@ -34,11 +36,13 @@ struct CompressionPipelineOptions
   PassOptions::Option<int64_t> startIter{
       *this, "start-iter",
       llvm::cl::desc(
-          "Plain averaged allreduce before this step (default: 1000)"),
+          "Plain averaged allreduce before this step (also: "
+          "start-powersgd-iter; default: 1000)"),
       llvm::cl::init(1000)};
   PassOptions::Option<bool> errorFeedback{
       *this, "error-feedback",
-      llvm::cl::desc("PowerSGD error feedback (default: true)"),
+      llvm::cl::desc("PowerSGD error feedback (also: use-error-feedback; "
+                     "default: true)"),
       llvm::cl::init(true)};
   PassOptions::Option<bool> warmStart{
       *this, "warm-start",
@@ -50,12 +54,14 @@ struct CompressionPipelineOptions
       llvm::cl::init(0.0)};
   PassOptions::Option<int64_t> seed{
       *this, "seed",
-      llvm::cl::desc("Seed of the random initial Q (default: 0)"),
+      llvm::cl::desc("Seed of the random initial Q (also: random-seed; "
+                     "default: 0)"),
       llvm::cl::init(0)};
   PassOptions::Option<bool> batchSameShape{
       *this, "batch-same-shape",
       llvm::cl::desc(
-          "Order same-shape tensors next to each other (default: false)"),
+          "Order same-shape tensors next to each other (also: "
+          "batch-tensors-with-same-shape; default: false)"),
       llvm::cl::init(false)};
   PassOptions::Option<PowerSGDMode> mode{
       *this, "mode",

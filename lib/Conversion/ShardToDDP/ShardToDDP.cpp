@@ -13,6 +13,7 @@
 #include "ddp/Conversion/Passes.h"
 #include "ddp/Dialect/DDP/IR/DDP.h"
 
+#include "ddp/Dialect/DDP/IR/GradientNames.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
@@ -98,8 +99,10 @@ struct ConvertShardToDDPPass
   using Base::Base;
 
   void runOnOperation() override {
+    // The gradients' names first, while their locations still hold them.
+    bool named = recordGradientNames(getOperation());
     // A module without shard ops (every ddp module after the compression
-    // pipeline) is left as it is, and need not be verified again.
+    // pipeline) is otherwise left as it is, and need not be verified again.
     Dialect *shard = getContext().getLoadedDialect<shard::ShardDialect>();
     if (!shard || !getOperation()
                        ->walk([&](Operation *op) {
@@ -107,8 +110,11 @@ struct ConvertShardToDDPPass
                                     ? WalkResult::interrupt()
                                     : WalkResult::advance();
                        })
-                       .wasInterrupted())
-      return markAllAnalysesPreserved();
+                       .wasInterrupted()) {
+      if (!named)
+        markAllAnalysesPreserved();
+      return;
+    }
     if (failed(convertShardAllReduces(getOperation(), complete)))
       signalPassFailure();
   }

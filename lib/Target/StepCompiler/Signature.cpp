@@ -182,9 +182,21 @@ mlir::ddp::readStepSignature(ModuleOp module,
   collect(function.getResultTypes(), "result", signature.results);
   if (errors)
     return std::move(errors);
-  for (BlockArgument argument : function.getArguments())
-    signature.argumentNames.push_back(locationName(argument.getLoc()));
+  // Names: the `ddp.name` the passes or the importer recorded, which
+  // survives printing, else the argument's name location.
   auto *dialect = module.getContext()->getOrLoadDialect<ddp::DDPDialect>();
+  StringAttr nameAttr = dialect->getNameAttrHelper().getName();
+  for (BlockArgument argument : function.getArguments()) {
+    auto recorded = function.getArgAttrOfType<StringAttr>(
+        argument.getArgNumber(), nameAttr);
+    signature.argumentNames.push_back(
+        recorded ? recorded.getValue().str() : locationName(argument.getLoc()));
+  }
+  for (unsigned r = 0; r < function.getNumResults(); ++r) {
+    auto recorded =
+        function.getResultAttrOfType<StringAttr>(r, nameAttr);
+    signature.resultNames.push_back(recorded ? recorded.getValue().str() : "");
+  }
   for (auto state : module.getOps<ddp::StateOp>()) {
     stephost::StateSpec spec;
     spec.name = state.getSymName().str();

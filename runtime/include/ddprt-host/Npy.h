@@ -71,8 +71,16 @@ private:
   std::vector<std::pair<std::string, std::string>> members;
 };
 
-/// Whether this build reads .npz (it needs libzip).
+/// Whether this build reads and writes .npz (it needs libzip).
 bool archiveSupported();
+
+/// Writes `arrays` (name, array) as an .npz that np.load reads: one stored
+/// member NAME.npy each, through a temporary file renamed into place;
+/// creates missing parent directories.
+bool writeArchive(
+    const std::string &path,
+    const std::vector<std::pair<std::string, const Array *>> &arrays,
+    std::string &error);
 
 /// Writes `array` as a version 1.0 file (2.0 if the header needs it),
 /// through a temporary file renamed into place; creates missing parent

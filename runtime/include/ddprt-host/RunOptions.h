@@ -49,6 +49,13 @@ struct RunOptions {
   /// first and the last step and one every few seconds between.
   unsigned logEvery = 0;
 
+  /// Whether an output pattern names an .npz: every result of a step in
+  /// one archive, keyed by the results' names.
+  static bool isArchive(const std::string &pattern) {
+    return pattern.size() >= 4 &&
+           pattern.compare(pattern.size() - 4, 4, ".npz") == 0;
+  }
+
   /// Whether a single --input pattern with {name} gives every argument.
   bool usesOnePatternForAll() const {
     return inputs.size() == 1 && inputs[0].find("{name}") != std::string::npos;
@@ -74,6 +81,17 @@ bool parseSimulatedLinkOption(const RunOptions &options, double &gbps,
 /// be written (on this rank).
 bool checkCommandLine(const Job &job, const StepSignature &signature,
                       const RunOptions &options, bool checkFiles = true);
+
+/// Before launching `job.worldSize` ranks: the first step's inputs of every
+/// rank exist, and each .npz holds an array for every argument. What is
+/// missing is said once (the same names missing from every rank's archive
+/// in one line), instead of by every rank after the launch.
+bool checkInputsBeforeLaunch(const Job &job, const StepSignature &signature,
+                             const RunOptions &options);
+
+/// The results --output writes (--output-results, or all), in order.
+std::vector<size_t> writtenResults(const StepSignature &signature,
+                                   const RunOptions &options);
 
 /// Parses --carry into carriedFrom[argument] = result (-1 where the
 /// argument is read, not carried); with `report`, says what is wrong.

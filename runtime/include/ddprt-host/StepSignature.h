@@ -61,10 +61,14 @@ struct StateSpec {
 struct StepSignature {
   std::string entry = "step";
   std::vector<TensorSpec> arguments, results;
-  /// The arguments' names: the gradient's name location in the module
-  /// (`loc("fc1.weight")`), empty where it has none (then argumentName()
-  /// says "arg<i>"). --inputs and {name} in --input use them.
+  /// The arguments' names: the gradient's `ddp.name` in the module (or its
+  /// name location, `loc("fc1.weight")`), empty where it has none (then
+  /// argumentName() says "arg<i>"). --inputs and {name} in --input use them.
   std::vector<std::string> argumentNames;
+  /// The results' names (`ddp.name`: the gradient a result is the average
+  /// of), empty where none (resultName() says "result<i>"). {name} in
+  /// --output and the arrays of an .npz output use them.
+  std::vector<std::string> resultNames;
   std::vector<StateSpec> states;
   /// Host functions an ahead-of-time compiled step calls through a slot
   /// `__ddp_host_<name>` that the loader fills (see hostFunctions).
@@ -76,11 +80,13 @@ struct StepSignature {
 
 /// Argument `index`'s name: its name in the module, or "arg<index>".
 std::string argumentName(const StepSignature &signature, size_t index);
+/// Result `index`'s name: its name in the module, or "result<index>".
+std::string resultName(const StepSignature &signature, size_t index);
 
 /// step.json: {"format": 1, "entry", "library", "arguments": [{"name",
-/// "dtype", "shape"}], "results": [{"dtype", "shape"}], "states": [{"name",
+/// "dtype", "shape"}], "results": [{"name", "dtype", "shape"}], "states": [{"name",
 /// "dtype", "shape", "start_iter" (the step counter only)}],
-/// "host_functions": [names]}. An argument's "name" is optional.
+/// "host_functions": [names]}. An argument's or result's "name" is optional.
 bool writeStepJson(const std::string &path, const StepSignature &signature,
                    std::string &error);
 bool readStepJson(const std::string &path, StepSignature &signature,

@@ -23,6 +23,8 @@ namespace npy {
 static constexpr char kMagic[] = "\x93NUMPY";
 static constexpr size_t kMagicSize = 6;
 
+static std::string headerBytes(const Array &array);
+
 int64_t Array::numElements() const {
   int64_t count = 1;
   for (int64_t dim : shape)
@@ -429,6 +431,74 @@ private:
 
 bool archiveSupported() { return true; }
 
+bool writeArchive(const std::string &path,
+                  const std::vector<std::pair<std::string, const Array *>> &arrays,
+                  std::string &error) {
+  if (!createDirectories(parentPath(path), error))
+    return false;
+  // Written beside the target and renamed into place, as .npy files are.
+  std::string temporary = path + ".tmp";
+  int code = 0;
+  zip_t *archive =
+      zip_open(temporary.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
+  if (!archive) {
+    error = "cannot write '" + temporary + "': " + zipErrorText(code);
+    return false;
+  }
+  auto fail = [&](const std::string &why) {
+    error = "cannot write '" + path + "': " + why;
+    zip_discard(archive);
+    ::unlink(temporary.c_str());
+    return false;
+  };
+  // Each member is its .npy file, stored as np.savez stores it; the
+  // headers live until zip_close reads them.
+  std::vector<std::string> headers;
+  headers.reserve(arrays.size());
+  for (const auto &[name, array] : arrays) {
+    headers.push_back(headerBytes(*array));
+    // Header and data without copying the data: two fragments.
+    zip_buffer_fragment_t fragments[2] = {
+        {reinterpret_cast<zip_uint8_t *>(headers.back().data()),
+         headers.back().size()},
+        {reinterpret_cast<zip_uint8_t *>(const_cast<char *>(array->data.data())),
+         array->data.size()}};
+    zip_error_t zipError;
+    zip_error_init(&zipError);
+    zip_source_t *source = zip_source_buffer_fragment_create(
+        fragments, array->data.empty() ? 1 : 2, 0, &zipError);
+    if (!source) {
+      std::string why = zip_error_strerror(&zipError);
+      zip_error_fini(&zipError);
+      return fail(why);
+    }
+    zip_error_fini(&zipError);
+    zip_int64_t index = zip_file_add(archive, (name + ".npy").c_str(), source,
+                                     ZIP_FL_ENC_UTF_8);
+    if (index < 0) {
+      zip_source_free(source);
+      return fail(zip_strerror(archive));
+    }
+    if (zip_set_file_compression(archive, zip_uint64_t(index), ZIP_CM_STORE,
+                                 0) != 0)
+      return fail(zip_strerror(archive));
+  }
+  if (zip_close(archive) != 0) {
+    std::string why = zip_strerror(archive);
+    zip_discard(archive);
+    ::unlink(temporary.c_str());
+    error = "cannot write '" + path + "': " + why;
+    return false;
+  }
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    int renameError = errno;
+    ::unlink(temporary.c_str());
+    error = "cannot rename to '" + path + "': " + std::strerror(renameError);
+    return false;
+  }
+  return true;
+}
+
 Archive::~Archive() {
   if (zip)
     zip_discard(static_cast<zip_t *>(zip));
@@ -521,6 +591,13 @@ bool Archive::read(const std::string &name, Array &array, std::string &error) {
 }
 #else
 bool archiveSupported() { return false; }
+bool writeArchive(const std::string &path,
+                  const std::vector<std::pair<std::string, const Array *>> &,
+                  std::string &error) {
+  error = "cannot write '" + path + "': this build writes no .npz (libzip " +
+          "was not found when it was built; install libzip-dev and rebuild)";
+  return false;
+}
 Archive::~Archive() = default;
 bool Archive::open(const std::string &path, std::string &error) {
   error = "cannot read '" + path + "': this build reads no .npz (libzip " +
@@ -576,7 +653,9 @@ static bool writeAll(int fd, const char *data, size_t size) {
   return true;
 }
 
-bool write(const std::string &path, const Array &array, std::string &error) {
+/// The header of a .npy file holding `array` (magic, version, length,
+/// dictionary).
+static std::string headerBytes(const Array &array) {
   // Python tuple syntax: (), (n,), (a, b).
   std::string shape = "(";
   for (size_t i = 0; i < array.shape.size(); ++i)
@@ -600,7 +679,11 @@ bool write(const std::string &path, const Array &array, std::string &error) {
   for (size_t i = 0; i < (wide ? 4u : 2u); ++i)
     bytes.push_back(char((length >> (8 * i)) & 0xff));
   bytes += header;
+  return bytes;
+}
 
+bool write(const std::string &path, const Array &array, std::string &error) {
+  std::string bytes = headerBytes(array);
   // Output trees (out/r0.s0.o0.npy) are created as needed.
   if (!createDirectories(parentPath(path), error))
     return false;

@@ -6,6 +6,7 @@
 
 #include "RunOptions.h"
 
+#include "Format.h"
 #include "Job.h"
 #include "Npy.h"
 #include "StepSignature.h"
@@ -177,7 +178,82 @@ bool checkFinalFiles(const Job &job, const StepSignature &signature,
   return ok;
 }
 
+/// An output pattern must give every file it writes its own path: each
+/// rank ({rank}), each step (--output: {step}) and each result ({result}
+/// or {name}; an .npz holds every result of a step under its name).
+/// `written` are the results it writes.
+bool checkOutputPattern(const Job &job, const StepSignature &signature,
+                        const RunOptions &options, const std::string &flag,
+                        const std::string &pattern, bool everyStep,
+                        const std::vector<size_t> &written) {
+  if (pattern.empty())
+    return true;
+  auto has = [&](const char *placeholder) {
+    return pattern.find(placeholder) != std::string::npos;
+  };
+  bool archive = RunOptions::isArchive(pattern);
+  std::vector<std::string> missing;
+  if (job.worldSize > 1 && !has("{rank}"))
+    missing.push_back("{rank} (" + std::to_string(job.worldSize) + " ranks)");
+  if (everyStep && options.steps > 1 && !has("{step}"))
+    missing.push_back("{step} (" + std::to_string(options.steps) + " steps)");
+  if (!archive && written.size() > 1 && !has("{result}") && !has("{name}"))
+    missing.push_back("{result} or {name} (" + std::to_string(written.size()) +
+                      " results)");
+  if (!missing.empty()) {
+    Line line = job.error();
+    line << flag << "=" << pattern
+         << " would write several outputs to one file: put ";
+    for (size_t i = 0; i < missing.size(); ++i)
+      line << (i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ")
+           << missing[i];
+    line << " in the path";
+    if (!archive && written.size() > 1)
+      line << " (or end it in .npz: one archive per rank and step, keyed by "
+              "the results' names)";
+    line << "\n";
+    return false;
+  }
+  if (archive && (has("{result}") || has("{name}"))) {
+    job.error() << flag << "=" << pattern
+                << ": an .npz holds every result of a step under its name; "
+                   "take {result} and {name} out of its path\n";
+    return false;
+  }
+  if (archive && !npy::archiveSupported()) {
+    job.error() << flag << ": this build writes no .npz (libzip was not "
+                   "found when it was built; install libzip-dev and "
+                   "rebuild)\n";
+    return false;
+  }
+  // Names must tell the results apart where they name the files or the
+  // arrays.
+  if (archive || (has("{name}") && !has("{result}")))
+    for (size_t i = 0; i < written.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (resultName(signature, written[i]) ==
+            resultName(signature, written[j])) {
+          job.error() << flag << "=" << pattern << ": results " << written[j]
+                      << " and " << written[i] << " are both named '"
+                      << resultName(signature, written[i])
+                      << "'; use {result} in a .npy path instead\n";
+          return false;
+        }
+  return true;
+}
+
 } // namespace
+
+std::vector<size_t> writtenResults(const StepSignature &signature,
+                                   const RunOptions &options) {
+  std::vector<size_t> written;
+  for (size_t r = 0; r < signature.results.size(); ++r)
+    if (options.outputResults.empty() ||
+        std::find(options.outputResults.begin(), options.outputResults.end(),
+                  r) != options.outputResults.end())
+      written.push_back(r);
+  return written;
+}
 
 bool checkCommandLine(const Job &job, const StepSignature &signature,
                       const RunOptions &options, bool checkFiles) {
@@ -228,12 +304,138 @@ bool checkCommandLine(const Job &job, const StepSignature &signature,
   std::vector<int> carriedFrom;
   if (!parseCarries(job, signature, options, carriedFrom, /*report=*/true))
     ok = false;
+  bool resultsOk = true;
   for (unsigned r : options.outputResults)
     if (r >= signature.results.size()) {
       job.error() << "--output-results=" << r << " but @" << signature.entry
                   << " has " << signature.results.size() << " results\n";
+      resultsOk = false;
+    }
+  if (!resultsOk)
+    return false;
+  std::vector<size_t> all(signature.results.size());
+  for (size_t r = 0; r < all.size(); ++r)
+    all[r] = r;
+  ok &= checkOutputPattern(job, signature, options, "--output", options.output,
+                           /*everyStep=*/true,
+                           writtenResults(signature, options));
+  ok &= checkOutputPattern(job, signature, options, "--final-output",
+                           options.finalOutput, /*everyStep=*/false, all);
+  return ok;
+}
+
+bool checkInputsBeforeLaunch(const Job &job, const StepSignature &signature,
+                             const RunOptions &options) {
+  int64_t step = options.firstStep;
+  size_t count = signature.arguments.size();
+  // The path of every rank (as that rank expands it).
+  auto perRank = [&](const std::string &pattern, const std::string &name) {
+    std::vector<std::string> paths;
+    for (int rank = 0; rank < job.worldSize; ++rank) {
+      Job as(job.tool);
+      as.rank = rank;
+      as.worldSize = job.worldSize;
+      paths.push_back(as.expand(pattern, step, -1, name));
+    }
+    return paths;
+  };
+  auto exists = [](const std::string &path) {
+    struct stat info;
+    return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
+  };
+  bool ok = true;
+  if (options.inputArchive.empty()) {
+    // checkCommandLine has matched the patterns with the arguments.
+    for (size_t a = 0; a < count; ++a) {
+      const std::string &pattern = options.usesOnePatternForAll()
+                                       ? options.inputs[0]
+                                       : options.inputs[a];
+      std::vector<std::string> missing;
+      for (const std::string &path : perRank(pattern, argumentName(signature, a)))
+        if (!exists(path))
+          missing.push_back("'" + path + "'");
+      if (missing.empty())
+        continue;
+      job.error() << "step " << step << ": argument " << a << " ('"
+                  << argumentName(signature, a) << "'): no file "
+                  << listNames(missing, 4) << "\n";
       ok = false;
     }
+    return ok;
+  }
+  // One .npz per rank: which arguments' arrays each lacks.
+  struct Finding {
+    std::string path, error;
+    std::vector<std::string> missing, held;
+  };
+  std::vector<Finding> findings;
+  std::vector<std::string> absent;
+  for (const std::string &path : perRank(options.inputArchive, ""))
+    if (!exists(path))
+      absent.push_back("'" + path + "'");
+  if (!absent.empty()) {
+    job.error() << "step " << step << ": --inputs: no file "
+                << listNames(absent, 4) << "\n";
+    return false;
+  }
+  for (const std::string &path : perRank(options.inputArchive, "")) {
+    Finding finding;
+    finding.path = path;
+    npy::Archive archive;
+    if (!archive.open(path, finding.error)) {
+      findings.push_back(finding);
+      continue;
+    }
+    finding.held = archive.names();
+    for (size_t a = 0; a < count; ++a) {
+      std::string name = argumentName(signature, a);
+      bool unnamed = a >= signature.argumentNames.size() ||
+                     signature.argumentNames[a].empty();
+      if (!archive.contains(name) &&
+          !(unnamed && archive.contains("arr_" + std::to_string(a))))
+        finding.missing.push_back(name);
+    }
+    findings.push_back(finding);
+  }
+  bool sameEverywhere =
+      findings.size() > 1 &&
+      std::all_of(findings.begin(), findings.end(), [&](const Finding &f) {
+        return f.error.empty() && f.missing == findings[0].missing;
+      });
+  bool anyUnnamed = false;
+  for (size_t a = 0; a < count; ++a)
+    anyUnnamed |= a >= signature.argumentNames.size() ||
+                  signature.argumentNames[a].empty();
+  auto say = [&](const Finding &f, const std::string &where) {
+    if (!f.error.empty()) {
+      job.error() << "step " << step << ": " << f.error << "\n";
+      return;
+    }
+    Line line = job.error();
+    line << "step " << step << ": " << where << " no array for "
+         << f.missing.size() << " of the " << count << " arguments: "
+         << listNames(f.missing) << " ("
+         << (sameEverywhere ? "'" + f.path + "'" : std::string("it"))
+         << " holds " << f.held.size() << ": "
+         << (f.held.empty() ? std::string("none") : listNames(f.held)) << ")";
+    if (anyUnnamed)
+      line << "; an argument without a name (no ddp.name attribute, no name "
+              "location) is looked up as arg<i>, or arr_<i> as np.savez "
+              "names positional arrays";
+    line << "\n";
+  };
+  for (size_t i = 0; i < findings.size(); ++i) {
+    const Finding &f = findings[i];
+    if (f.error.empty() && f.missing.empty())
+      continue;
+    ok = false;
+    if (sameEverywhere) {
+      say(f, "the .npz of every rank ('" + f.path + "', ... '" +
+                 findings.back().path + "') has");
+      break;
+    }
+    say(f, "'" + f.path + "' has");
+  }
   return ok;
 }
 

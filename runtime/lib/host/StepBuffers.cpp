@@ -102,9 +102,8 @@ bool InputReader::read(size_t a, int64_t step, Buffer &buffer,
                       : std::to_string(held.size()) + ": " + listNames(held)) +
         ")";
     if (unnamed)
-      error += "; the argument has no name location in the module (ddp-opt "
-               "drops locations when it prints: add "
-               "--mlir-print-debuginfo)";
+      error += "; the argument has no name (no ddp.name attribute, no name "
+               "location)";
     return false;
   }
   taken[path].insert(key);
@@ -131,14 +130,18 @@ void InputReader::endStep(bool report) {
   taken.clear();
 }
 
-bool writeOutput(const std::string &path, const Buffer &buffer,
-                 std::string &error) {
+npy::Array toArray(const Buffer &buffer) {
   npy::Array array;
   array.descr = buffer.type->dtype;
   array.shape = buffer.sizes;
   const char *data = static_cast<const char *>(buffer.aligned);
   array.data.assign(data, data + buffer.bytes());
-  return npy::write(path, array, error);
+  return array;
+}
+
+bool writeOutput(const std::string &path, const Buffer &buffer,
+                 std::string &error) {
+  return npy::write(path, toArray(buffer), error);
 }
 
 std::vector<int64_t> descriptorWords(const std::vector<Buffer> &arguments) {

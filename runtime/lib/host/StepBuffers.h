@@ -66,6 +66,8 @@ private:
   std::map<std::string, std::set<std::string>> taken;
 };
 
+/// A copy of `buffer` as an array.
+npy::Array toArray(const Buffer &buffer);
 /// Writes `buffer` as a .npy file.
 bool writeOutput(const std::string &path, const Buffer &buffer,
                  std::string &error);

@@ -192,20 +192,37 @@ bool StepLoop::logs(unsigned i, bool last) {
 void StepLoop::writeResults(const std::vector<Buffer> &results,
                             int64_t stepNumber, bool last) {
   bool writeOk = true;
-  for (size_t r = 0; r < results.size(); ++r) {
-    std::vector<std::string> paths;
-    if (!options.output.empty() && writeResult[r])
-      paths.push_back(job.expand(options.output, stepNumber, int64_t(r)));
-    if (last && !options.finalOutput.empty())
-      paths.push_back(job.expand(options.finalOutput, stepNumber, int64_t(r)));
-    for (const std::string &path : paths) {
-      std::string error;
-      if (!writeOutput(path, results[r], error)) {
+  // One pattern: an .npz of the results it writes, or a .npy each.
+  auto write = [&](const std::string &pattern, const std::vector<bool> &which) {
+    std::string error;
+    if (RunOptions::isArchive(pattern)) {
+      std::vector<npy::Array> arrays;
+      std::vector<std::pair<std::string, const npy::Array *>> named;
+      arrays.reserve(results.size());
+      for (size_t r = 0; r < results.size(); ++r)
+        if (which[r]) {
+          arrays.push_back(toArray(results[r]));
+          named.emplace_back(resultName(signature, r), &arrays.back());
+        }
+      if (!npy::writeArchive(job.expand(pattern, stepNumber), named, error)) {
         job.error() << "step " << stepNumber << ": " << error << "\n";
         writeOk = false;
       }
+      return;
     }
-  }
+    for (size_t r = 0; r < results.size(); ++r)
+      if (which[r] &&
+          !writeOutput(job.expand(pattern, stepNumber, int64_t(r),
+                                  resultName(signature, r)),
+                       results[r], error)) {
+        job.error() << "step " << stepNumber << ": " << error << "\n";
+        writeOk = false;
+      }
+  };
+  if (!options.output.empty())
+    write(options.output, writeResult);
+  if (last && !options.finalOutput.empty())
+    write(options.finalOutput, std::vector<bool>(results.size(), true));
   job.agreeOrStop(writeOk,
                   "to write the results of step " + std::to_string(stepNumber));
 }

@@ -90,6 +90,13 @@ std::string argumentName(const StepSignature &signature, size_t index) {
   return "arg" + std::to_string(index);
 }
 
+std::string resultName(const StepSignature &signature, size_t index) {
+  if (index < signature.resultNames.size() &&
+      !signature.resultNames[index].empty())
+    return signature.resultNames[index];
+  return "result" + std::to_string(index);
+}
+
 //===----------------------------------------------------------------------===//
 // Writing step.json
 //===----------------------------------------------------------------------===//
@@ -123,7 +130,7 @@ bool writeStepJson(const std::string &path, const StepSignature &signature,
     text += list.empty() ? "],\n" : "\n  ],\n";
   };
   tensors("arguments", signature.arguments, &signature.argumentNames);
-  tensors("results", signature.results, nullptr);
+  tensors("results", signature.results, &signature.resultNames);
   text += "  \"states\": [";
   for (size_t i = 0; i < signature.states.size(); ++i) {
     const StateSpec &state = signature.states[i];
@@ -278,16 +285,16 @@ bool signatureFromJson(const Json &root, StepSignature &signature,
         return bad(std::string(key) + " " + std::to_string(i) +
                    " is not {\"dtype\": a .npy type, \"shape\": [sizes]}");
       list->push_back(type);
-      if (list != &signature.arguments)
-        continue;
-      std::string argumentName;
+      bool isArgument = list == &signature.arguments;
+      std::string tensorName;
       if (const Json *name = member(item, "name")) {
         if (!name->is_string())
-          return bad("argument " + std::to_string(i) +
-                     ": \"name\" is not a string");
-        argumentName = name->get<std::string>();
+          return bad(std::string(isArgument ? "argument " : "result ") +
+                     std::to_string(i) + ": \"name\" is not a string");
+        tensorName = name->get<std::string>();
       }
-      signature.argumentNames.push_back(argumentName);
+      (isArgument ? signature.argumentNames : signature.resultNames)
+          .push_back(tensorName);
     }
   }
   const Json *states = member(root, "states");

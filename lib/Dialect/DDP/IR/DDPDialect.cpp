@@ -108,3 +108,33 @@ LogicalResult DDPDialect::verifyOperationAttribute(Operation *op,
   }
   return op->emitError() << "unknown ddp attribute '" << name.getValue() << "'";
 }
+
+/// `ddp.name` on a function's argument or result: a non-empty string.
+static LogicalResult verifyValueName(Operation *op, NamedAttribute attribute,
+                                     StringRef what, unsigned index) {
+  auto name = dyn_cast<StringAttr>(attribute.getValue());
+  if (!isa<FunctionOpInterface>(op) || !name || name.getValue().empty())
+    return op->emitError() << "'" << attribute.getName().getValue()
+                           << "' on " << what << " " << index
+                           << " must be a non-empty string on a function";
+  return success();
+}
+
+LogicalResult DDPDialect::verifyRegionArgAttribute(Operation *op,
+                                                   unsigned regionIndex,
+                                                   unsigned argIndex,
+                                                   NamedAttribute attribute) {
+  if (attribute.getName() == getNameAttrHelper().getName())
+    return verifyValueName(op, attribute, "argument", argIndex);
+  return op->emitError() << "unknown ddp argument attribute '"
+                         << attribute.getName().getValue() << "'";
+}
+
+LogicalResult DDPDialect::verifyRegionResultAttribute(
+    Operation *op, unsigned regionIndex, unsigned resultIndex,
+    NamedAttribute attribute) {
+  if (attribute.getName() == getNameAttrHelper().getName())
+    return verifyValueName(op, attribute, "result", resultIndex);
+  return op->emitError() << "unknown ddp result attribute '"
+                         << attribute.getName().getValue() << "'";
+}

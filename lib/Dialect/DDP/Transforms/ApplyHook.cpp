@@ -358,7 +358,7 @@ public:
   FailureOr<Value> reduce(BucketBuilder &, Value flat) override { return flat; }
 };
 
-struct DDPApplyHookPass : public ddp::impl::DDPApplyHookBase<DDPApplyHookPass> {
+struct DDPApplyHookPass : public PassWithOptionNames<ddp::impl::DDPApplyHookBase<DDPApplyHookPass>> {
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -381,7 +381,7 @@ struct DDPApplyHookPass : public ddp::impl::DDPApplyHookBase<DDPApplyHookPass> {
   }
 };
 
-struct InsertNoopPass : public ddp::impl::InsertNoopBase<InsertNoopPass> {
+struct InsertNoopPass : public PassWithOptionNames<ddp::impl::InsertNoopBase<InsertNoopPass>> {
   using Base::Base;
   void runOnOperation() override {
     NoopScheme scheme;

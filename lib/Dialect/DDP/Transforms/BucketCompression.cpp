@@ -415,6 +415,7 @@ mlir::ddp::applyCompressionScheme(ModuleOp module, CompressionScheme &scheme,
     return emitPassError(module, passName)
            << "buckets='" << filter.pattern
            << "' is not a valid regular expression: " << error;
+  recordGradientNames(module);
   // Then the scheme: it may take functions out of the module (a hook).
   if (failed(scheme.initialize(module)))
     return failure();

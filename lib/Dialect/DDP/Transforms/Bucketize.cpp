@@ -16,7 +16,7 @@ using namespace mlir;
 using namespace mlir::ddp;
 
 namespace {
-struct DDPBucketizePass : public ddp::impl::DDPBucketizeBase<DDPBucketizePass> {
+struct DDPBucketizePass : public PassWithOptionNames<ddp::impl::DDPBucketizeBase<DDPBucketizePass>> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -25,6 +25,7 @@ struct DDPBucketizePass : public ddp::impl::DDPBucketizeBase<DDPBucketizePass> {
           << "cap-mb must be a finite number >= 0, got " << formatNumber(capMb);
       return signalPassFailure();
     }
+    recordGradientNames(getOperation());
     uint64_t bucketed = 0;
     numBuckets +=
         bucketizeAllReduces(getOperation(), uint64_t(capMb * 1024.0 * 1024.0));

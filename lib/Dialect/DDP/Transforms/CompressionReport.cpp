@@ -56,7 +56,7 @@ struct Totals {
 };
 
 struct DDPCompressionReportPass
-    : public ddp::impl::DDPCompressionReportBase<DDPCompressionReportPass> {
+    : public PassWithOptionNames<ddp::impl::DDPCompressionReportBase<DDPCompressionReportPass>> {
   using Base::Base;
   void runOnOperation() override;
 };

@@ -167,6 +167,7 @@ struct NarrowAllReduceStart : OpRewritePattern<WaitOp> {
 unsigned narrowAllReduces(func::FuncOp function, FloatType narrow,
                           StringRef passName) {
   MLIRContext *context = function.getContext();
+  recordGradientNames(function);
   SymbolTableCollection symbols;
   RewritePatternSet shard(context);
   populateShardToDDPPatterns(shard, symbols);

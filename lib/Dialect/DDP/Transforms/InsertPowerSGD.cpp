@@ -171,13 +171,18 @@ static Location tensorLoc(AllReduceOp op, unsigned i) {
 }
 
 struct InsertPowerSGDPass
-    : public ddp::impl::InsertPowerSGDBase<InsertPowerSGDPass> {
+    : public PassWithOptionNames<ddp::impl::InsertPowerSGDBase<InsertPowerSGDPass>> {
   using Base::Base;
   InsertPowerSGDPass(const InsertPowerSGDOptions &options,
                      PowerSGDRankSelector selector)
       : Base(options), selector(std::move(selector)) {}
 
   void runOnOperation() override;
+
+protected:
+  ArrayRef<OptionAlias> getOptionAliases() const override {
+    return powerSGDOptionAliases();
+  }
 
 private:
   LogicalResult validateOptions();

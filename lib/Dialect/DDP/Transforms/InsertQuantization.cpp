@@ -251,7 +251,7 @@ FailureOr<Value> QuantizationScheme::reduce(BucketBuilder &b, Value flat) {
 
 namespace {
 struct InsertQuantizationPass
-    : public ddp::impl::InsertQuantizationBase<InsertQuantizationPass> {
+    : public PassWithOptionNames<ddp::impl::InsertQuantizationBase<InsertQuantizationPass>> {
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();

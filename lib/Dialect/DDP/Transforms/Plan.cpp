@@ -51,9 +51,14 @@ struct Decision {
   SmallVector<std::pair<PlanChoice, PlanCost>> costs;
 };
 
-struct DDPPlanPass : public ddp::impl::DDPPlanBase<DDPPlanPass> {
+struct DDPPlanPass : public PassWithOptionNames<ddp::impl::DDPPlanBase<DDPPlanPass>> {
   using Base::Base;
   void runOnOperation() override;
+
+protected:
+  ArrayRef<OptionAlias> getOptionAliases() const override {
+    return powerSGDOptionAliases();
+  }
 
 private:
   /// Parses and checks the options into `allowed`; false after an error.

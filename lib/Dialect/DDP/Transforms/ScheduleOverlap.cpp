@@ -630,7 +630,7 @@ unsigned splitAllReduces(Operation *root) {
 }
 
 struct DDPScheduleOverlapPass
-    : public ddp::impl::DDPScheduleOverlapBase<DDPScheduleOverlapPass> {
+    : public PassWithOptionNames<ddp::impl::DDPScheduleOverlapBase<DDPScheduleOverlapPass>> {
   using Base::Base;
 
   void runOnOperation() override {

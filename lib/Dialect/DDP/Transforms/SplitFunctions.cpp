@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
+#include "ddp/Dialect/DDP/Transforms/Utils.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -79,8 +80,8 @@ bool isConstant(Value value) {
 }
 
 struct SplitFunctions
-    : public ddp::impl::DDPSplitFunctionsBase<SplitFunctions> {
-  using DDPSplitFunctionsBase::DDPSplitFunctionsBase;
+    : public PassWithOptionNames<ddp::impl::DDPSplitFunctionsBase<SplitFunctions>> {
+  using Base::Base;
 
   /// `ddp.part`, which every part gets.
   auto partAttr() {

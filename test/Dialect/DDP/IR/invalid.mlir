@@ -450,3 +450,22 @@ func.func @allgather_unknown_type(%x: tensor<4xi16>) {
   %g = ddp.allgather %x : tensor<4xi16>
   return
 }
+
+// -----
+
+// expected-error @+1 {{'ddp.name' on argument 0 must be a non-empty string on a function}}
+func.func @name_not_a_string(%g: tensor<4xf32> {ddp.name = 3 : i64}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'ddp.name' on result 0 must be a non-empty string on a function}}
+func.func private @empty_result_name() -> (tensor<4xf32> {ddp.name = ""})
+
+// -----
+
+// expected-error @+1 {{unknown ddp argument attribute 'ddp.nmae'}}
+func.func @misspelled(%g: tensor<4xf32> {ddp.nmae = "w"}) {
+  return
+}

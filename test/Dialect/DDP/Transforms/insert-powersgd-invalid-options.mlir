@@ -16,7 +16,7 @@
 // CAP: error: insert-powersgd: bucket-cap-mb must be a finite number >= 0, got -2
 // MODE: Cannot find option named 'blocked'!
 // NOTNUM: for the --rank option: 'two' value invalid for uint argument!
-// UNKNOWN: no such option ranks
+// UNKNOWN: error: insert-powersgd: no such option 'ranks'; did you mean 'rank'?
 // BUCKET: error: ddp-bucketize: cap-mb must be a finite number >= 0, got -1
 // NARROW: Cannot find option named 'fp8'!
 

@@ -42,7 +42,7 @@
 // TOLERANCE: error: ddp-plan: tolerance=1.5: a fraction in [0, 1)
 // WORLD: error: ddp-plan: world=-1: a number of ranks >= 1, or 0 for the profile's
 // START: error: ddp-plan: start-iter must be >= 0, got -1
-// UNKNOWN: no such option bogus
+// UNKNOWN: error: ddp-plan: no such option 'bogus'; the options are
 // KERNEL: error: ddp-plan: machine profile '{{.*}}': 'kernels' has no usable 'project'
 
 func.func @step(%w: tensor<64x64xf32> loc("w")) -> tensor<64x64xf32> {

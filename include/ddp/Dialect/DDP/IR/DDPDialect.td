@@ -52,9 +52,17 @@ def DDP_Dialect : Dialect {
     // On a builtin.module: what ddp-plan predicted for each bucket and
     // chose (a dictionary with `profile`, `world` and `buckets`; the
     // compression report prints it).
-    "::mlir::DictionaryAttr":$plan
+    "::mlir::DictionaryAttr":$plan,
+    // On a function's argument or result: the gradient's name
+    // ("fc1.weight"), the name hosts use for it (ddp-run's --inputs and
+    // {name}, step.json, checkpoints of its states). The passes record it
+    // from the argument's name location, which printing drops; the ONNX
+    // importer sets it from the initializer's name.
+    "::mlir::StringAttr":$name
   );
   let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let extraClassDeclaration = [{
     /// Where `ddp-compression-report` writes its table when its `output`
     /// option is empty, in this context: a host (the C API) takes the text;

@@ -55,23 +55,28 @@ def InsertPowerSGD : Pass<"insert-powersgd", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"rank", "rank", "unsigned", "1",
-           "Matrix approximation rank (matrix_approximation_rank; default: 1)">,
+           "Matrix approximation rank (PyTorch's name, also accepted: "
+           "matrix-approximation-rank; default: 1)">,
     Option<"minCompressionRate", "min-compression-rate", "double", "2.0",
            "Compress a tensor only if (n+m)*r*rate < n*m (default: 2)">,
     Option<"startIter", "start-iter", "int64_t", "1000",
-           "Plain averaged allreduce while the step counter is below this (default: 1000)">,
+           "Plain averaged allreduce while the step counter is below this "
+           "(also: start-powersgd-iter; default: 1000)">,
     Option<"errorFeedback", "error-feedback", "bool", "true",
-           "Carry each compressed tensor's compression error to the next step (default: true)">,
+           "Carry each compressed tensor's compression error to the next step "
+           "(also: use-error-feedback; default: true)">,
     Option<"warmStart", "warm-start", "bool", "true",
            "Reuse last step's Q instead of a fresh random one (default: true)">,
     Option<"orthogonalizationEpsilon", "orthogonalization-epsilon", "double",
            "0.0", "Added to column norms in Gram-Schmidt (default: 0)">,
     Option<"seed", "seed", "int64_t", "0",
-           "Seed of the random initial Q (identical on every rank; default: 0)">,
+           "Seed of the random initial Q (identical on every rank; also: "
+           "random-seed; default: 0)">,
     Option<"batchSameShape", "batch-same-shape", "bool", "false",
            "Order tensors of the same shape next to each other in every "
            "multi-tensor op so the runtime can run them as one batched matmul; "
-           "numerics do not change (default: false)">,
+           "numerics do not change (also: batch-tensors-with-same-shape; "
+           "default: false)">,
     Option<"mode", "mode", "::mlir::ddp::PowerSGDMode",
            "::mlir::ddp::PowerSGDMode::layerwise",
            "How a bucket is compressed (default: layerwise)", [{::llvm::cl::values(
@@ -175,15 +180,18 @@ def DDPPlan : Pass<"ddp-plan", "::mlir::ModuleOp"> {
     Option<"minCompressionRate", "min-compression-rate", "double", "2.0",
            "PowerSGD's per-tensor rule, as insert-powersgd (default: 2)">,
     Option<"startIter", "start-iter", "int64_t", "1000",
-           "PowerSGD's warm-up steps, as insert-powersgd (default: 1000)">,
+           "PowerSGD's warm-up steps, as insert-powersgd (also: "
+           "start-powersgd-iter; default: 1000)">,
     Option<"errorFeedback", "error-feedback", "bool", "true",
-           "PowerSGD error feedback (default: true)">,
+           "PowerSGD error feedback (also: use-error-feedback; default: "
+           "true)">,
     Option<"warmStart", "warm-start", "bool", "true",
            "PowerSGD warm start (default: true)">,
     Option<"orthogonalizationEpsilon", "orthogonalization-epsilon", "double",
            "0.0", "Added to column norms in Gram-Schmidt (default: 0)">,
     Option<"seed", "seed", "int64_t", "0",
-           "Seed of PowerSGD's random initial Q (default: 0)">,
+           "Seed of PowerSGD's random initial Q (also: random-seed; default: "
+           "0)">,
     Option<"bucketCapMb", "bucket-cap-mb", "double", "25.0",
            "Bucket single allreduces first, as ddp-bucketize; 0 keeps each "
            "allreduce a bucket (default: 25)">

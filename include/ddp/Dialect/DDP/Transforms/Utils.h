@@ -8,9 +8,11 @@
 #define DDP_DIALECT_DDP_TRANSFORMS_UTILS_H
 
 #include "ddp/Dialect/DDP/IR/DDP.h"
+#include "ddp/Dialect/DDP/IR/GradientNames.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <optional>
 #include <string>
@@ -87,6 +89,72 @@ LogicalResult checkPowerSGDOptions(unsigned rank, double minCompressionRate,
 /// convert-shard-to-ddp, then ddp-bucketize with `bucketCapMb` (none if it
 /// is 0). insert-powersgd and ddp-plan run it first, as a dynamic pipeline.
 void addBucketingPasses(OpPassManager &pm, double bucketCapMb);
+
+/// PyTorch's name of an option (`matrix-approximation-rank`) and ours
+/// (`rank`): both are accepted.
+struct OptionAlias {
+  StringRef pytorch;
+  StringRef ours;
+};
+
+/// PyTorch's names of PowerSGD's options (PowerSGDState's arguments, in
+/// kebab case) and ours, for insert-powersgd, ddp-plan and ddp-compress:
+/// each pass takes those whose name of ours it has.
+ArrayRef<OptionAlias> powerSGDOptionAliases();
+
+/// Rewrites the textual options of a pass or pipeline (`key=value`
+/// separated by spaces; a value may hold spaces inside quotes or braces)
+/// with PyTorch's names (`aliases`, those whose name of ours is in `known`)
+/// replaced by ours. One option given twice is answered through
+/// `errorHandler`; `owner` (the pass) starts the message.
+FailureOr<std::string>
+respellOptions(StringRef owner, StringRef text, ArrayRef<std::string> known,
+               ArrayRef<OptionAlias> aliases,
+               function_ref<LogicalResult(const Twine &)> errorHandler);
+
+/// MLIR's option parser's `message` for `owner`, made a user's: an
+/// unknown name gets the nearest valid one among `known` and the aliases
+/// (or the list of options).
+std::string explainOptionError(StringRef owner, StringRef message,
+                               ArrayRef<std::string> known,
+                               ArrayRef<OptionAlias> aliases);
+
+/// The option names of a pass as printed in a pipeline
+/// (`name{key=value ...}`), or of printed pipeline options (`{...}`): all
+/// but list options without a value, which print nothing.
+std::vector<std::string> printedOptionNames(StringRef printed);
+
+/// A pass whose textual options accept PyTorch's names beside ours
+/// (`getOptionAliases`) and answer an unknown name with the nearest valid
+/// one: `struct MyPass : PassWithOptionNames<impl::MyPassBase<MyPass>>`.
+template <typename BaseT>
+class PassWithOptionNames : public BaseT {
+public:
+  using Base = PassWithOptionNames;
+  using BaseT::BaseT;
+
+  LogicalResult initializeOptions(
+      StringRef options,
+      function_ref<LogicalResult(const Twine &)> errorHandler) override {
+    std::string printed;
+    llvm::raw_string_ostream os(printed);
+    this->printAsTextualPipeline(os);
+    std::vector<std::string> known = printedOptionNames(printed);
+    FailureOr<std::string> spelled =
+        respellOptions(this->getArgument(), options, known,
+                       getOptionAliases(), errorHandler);
+    if (failed(spelled))
+      return failure();
+    return BaseT::initializeOptions(*spelled, [&](const Twine &message) {
+      return errorHandler(explainOptionError(
+          this->getArgument(), message.str(), known, getOptionAliases()));
+    });
+  }
+
+protected:
+  /// PyTorch's names of this pass's options.
+  virtual ArrayRef<OptionAlias> getOptionAliases() const { return {}; }
+};
 
 /// Renders a location for people: a name, file:line:col, or "?".
 std::string describeLocation(Location loc);

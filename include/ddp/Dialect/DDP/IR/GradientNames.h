@@ -1,0 +1,34 @@
+//===- GradientNames.h - the names hosts know gradients by ------*- C++ -*-===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+// A gradient's name ("fc1.weight") is what users find it by: ddp-run's
+// --inputs and {name}, step.json, the states compressed for it and their
+// checkpoints, the compression report. Modules written by hand or by an
+// importer give it as the argument's name location; printing drops
+// locations, so the passes also keep it as the `ddp.name` argument (and
+// result) attribute, which survives, and hosts read that.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DDP_DIALECT_DDP_IR_GRADIENTNAMES_H
+#define DDP_DIALECT_DDP_IR_GRADIENTNAMES_H
+
+#include "mlir/IR/Operation.h"
+
+namespace mlir::ddp {
+
+/// Gives every named gradient of the functions in `root` (or of `root`, a
+/// function) the `ddp.name` attribute hosts read, and the name location the
+/// passes read, each from the other: an argument's name location (lost when
+/// the module is printed without debug info) is recorded as its `ddp.name`,
+/// and a `ddp.name` read back from a printed module becomes its location's
+/// name again. A result that returns the allreduce (ddp or shard) of a named
+/// argument gets that name. Returns whether anything changed.
+bool recordGradientNames(Operation *root);
+
+} // namespace mlir::ddp
+
+#endif // DDP_DIALECT_DDP_IR_GRADIENTNAMES_H
