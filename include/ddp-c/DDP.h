@@ -41,7 +41,11 @@ void ddpRegisterAll(void);
    and returns 1 with the printed result in *output, or 0 with the error in
    *diagnostics. Remarks and warnings go to *diagnostics in either case, and
    the table of every ddp-compression-report without an `output` option to
-   *report: nothing is written to the process's stdout or stderr. Each of
+   *report: nothing is written to the process's stdout or stderr, with one
+   exception: a pass option's value that LLVM's option parser cannot read
+   (rank=two) is described by that parser on stderr, and *diagnostics says
+   which pass's option value was invalid. An unknown option's message names
+   the nearest valid one. Each of
    the three pointers may be NULL; those given are set (possibly to an empty
    string) and must be freed with ddpFree. Thread-safe: every call has its
    own MLIRContext. */

@@ -33,6 +33,17 @@ int main(void) {
   int badModule = run("builtin.module(insert-powersgd)", "func.func @f(");
   int badPipeline = run("builtin.module(insert-powersgd{rank=0})", kModule);
   int unknownPass = run("builtin.module(no-such-pass)", kModule);
+  /* Unknown options of a pipeline and of a pass: the cause comes back. */
+  int unknownPipelineOption =
+      run("builtin.module(ddp-compress{rnak=2})", kModule);
+  int unknownPassOption =
+      run("builtin.module(insert-powersgd{matrix-aproximation-rank=2})",
+          kModule);
+  /* PyTorch's names work through the C API too. */
+  int pytorchNames =
+      run("builtin.module(ddp-compress{matrix-approximation-rank=2 "
+          "start-powersgd-iter=0})",
+          kModule);
   /* The function without the report: the report is dropped, not printed. */
   char *output = NULL, *diagnostics = NULL;
   int legacy = ddpRunPipeline("builtin.module(insert-powersgd{rank=2 "
@@ -41,5 +52,9 @@ int main(void) {
   printf("legacy ok=%d\n", legacy);
   ddpFree(output);
   ddpFree(diagnostics);
-  return good && !badModule && !badPipeline && !unknownPass && legacy ? 0 : 1;
+  return good && !badModule && !badPipeline && !unknownPass &&
+                 !unknownPipelineOption && !unknownPassOption &&
+                 pytorchNames && legacy
+             ? 0
+             : 1;
 }
