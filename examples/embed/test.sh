@@ -42,7 +42,7 @@ $FILECHECK --check-prefix=NOMODELS examples/embed/expected.txt \
 # Every tool is installed, says its version and the LLVM it was built
 # with, and runs from the prefix (its libraries found through its RPATH).
 version="$(head -n 1 VERSION)"
-tools=(ddp-opt ddp-run ddprt-step-runner)
+tools=(ddp-opt ddp-run ddprt-step-runner ddprt-calibrate)
 [ -x "$BUILD_DIR/bin/ddp-import-onnx" ] && tools+=(ddp-import-onnx)
 for tool in "${tools[@]}"; do
   [ -x "$PREFIX/bin/$tool" ] || { echo "embed: $tool is not installed" >&2; exit 1; }
@@ -58,4 +58,9 @@ done
 printf 'func.func @step(%%g: tensor<4xf32>) -> tensor<4xf32> {\n  %%r = ddp.allreduce mean %%g : tensor<4xf32>\n  return %%r : tensor<4xf32>\n}\n' \
   > "$BUILD_DIR/embed/step.mlir"
 "$PREFIX/bin/ddp-run" "$BUILD_DIR/embed/step.mlir" --emit-step="$BUILD_DIR/embed/step" --quiet
+# The installed calibration starts its own ranks and ends with a verdict.
+"$PREFIX/bin/ddprt-calibrate" --np=2 --max-bytes=4K --reps=1 --kernel-shapes=8x8x1 \
+  --kernel-elements=1K --kernel-working-set=4K --out="$BUILD_DIR/embed/profile.json" |
+  grep -q "^verdict: " ||
+  { echo "embed: the installed ddprt-calibrate --np=2 gave no verdict" >&2; exit 1; }
 echo "embed: 5 passed, 0 failed"

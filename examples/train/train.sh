@@ -127,10 +127,8 @@ echo "   $NB steps per epoch, $STEPS steps"
 
 if [[ " ${CONFIGS[*]} " == *" auto "* ]]; then
   echo "== calibrate: ddprt-calibrate on $RANKS ranks (for auto; $WORK_DIR/profile.json)"
-  mpirun=(mpirun --oversubscribe -np "$RANKS")
-  [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
   # The MLP's matrices (64x128, 128x10) stay in cache: kernels timed hot.
-  "${mpirun[@]}" "$DDPRT_CALIBRATE" --out="$WORK_DIR/profile.json" --max-bytes=1M --reps=3 \
+  "$DDPRT_CALIBRATE" --np="$RANKS" --out="$WORK_DIR/profile.json" --max-bytes=1M --reps=3 \
     --kernel-shapes=64x128x1,64x128x2,64x128x4 --kernel-working-set=64K >/dev/null
 fi
 

@@ -18,19 +18,24 @@
 //    fused M = G + E path), ddprt_orthogonalize and ddprt_reconstruct for
 //    a few (n, m, r) shapes, ddprt_cast f32 -> f16 and ddprt_scale f32.
 //
-//   mpirun -np W ddprt-calibrate [--backend=cpu|cuda] [--out=PATH]
+//   ddprt-calibrate --np=W [--backend=cpu|cuda] [--out=PATH]
 //       [--min-bytes=N] [--max-bytes=N] [--reps=N] [--world=W]
 //       [--kernel-shapes=NxMxR,...] [--kernel-elements=N]
 //       [--kernel-working-set=N] [--kernels-only]
 //       [--simulated-link=GBPS,LATENCY_US]
 //   ddprt-calibrate --hand --link-gbps=X --latency-us=Y --world=W --out=PATH
 //
-// --hand writes a profile from given link figures without measuring (no
-// MPI, no runtime context): for planning a cluster one is not on.
+// --np=W starts the W ranks under mpirun itself (as ddp-run does); under a
+// hand-written `mpirun -np W` it is not needed. --hand writes a profile from
+// given link figures without measuring (no MPI, no runtime context): for
+// planning a cluster one is not on. The run ends with a verdict: whether
+// the fits describe the measured times well enough for ddp-plan to order
+// its choices, and what to do if not (also in the profile, "verdict").
 //
 //===----------------------------------------------------------------------===//
 
 #include "../lib/SimulatedLink.h"
+#include "Launch.h"
 #include "LineFit.h"
 #include "ddprt/ddprt.h"
 
@@ -56,17 +61,26 @@
 namespace {
 
 using ddprt::bench::Fit;
+using ddprt::bench::ambiguousRatio;
 using ddprt::bench::fitLine;
+using ddprt::bench::usableForPlanning;
 
 constexpr const char *kUsage =
-    "usage: mpirun -np W ddprt-calibrate [--backend=cpu|cuda] [--out=PATH]\n"
+    "usage: ddprt-calibrate --np=W [--backend=cpu|cuda] [--out=PATH]\n"
     "         [--min-bytes=N] [--max-bytes=N] [--reps=N] [--world=W]\n"
     "         [--kernel-shapes=NxMxR,...] [--kernel-elements=N]\n"
     "         [--kernel-working-set=N] [--kernels-only]\n"
     "         [--simulated-link=GBPS,LATENCY_US]\n"
     "       ddprt-calibrate --hand --link-gbps=X --latency-us=Y --world=W\n"
     "         --out=PATH\n"
-    "sizes take a K, M or G suffix (KiB, MiB, GiB)\n";
+    "Measures the machine profile ddp-plan reads: the collectives over\n"
+    "--min-bytes..--max-bytes (4..16M), fitted to latency + bytes /\n"
+    "bandwidth, and the compression kernels on a --kernel-working-set\n"
+    "(256M) of matrices of each --kernel-shapes (4096x1024x{1,2,4,8}),\n"
+    "each the median of --reps (5) timed calls of the slowest rank. --np=W\n"
+    "starts W ranks under mpirun (or run it under mpirun -np W yourself).\n"
+    "It ends with a verdict on whether the profile is fit for planning.\n"
+    "Sizes take a K, M or G suffix (KiB, MiB, GiB).\n";
 
 ddprt_context *context = nullptr;
 
@@ -126,7 +140,7 @@ struct Options {
   std::string backend = "cpu";
   std::string out;
   int64_t minBytes = 4;
-  int64_t maxBytes = 64 << 20;
+  int64_t maxBytes = 16 << 20;
   int64_t reps = 5;
   int64_t world = 0; // 0: whatever mpirun started
   // Ranks 1 to 8 at one size, each call over --kernel-working-set: time is
@@ -138,8 +152,9 @@ struct Options {
   /// Bytes each timed kernel call works on: as many matrices of a shape
   /// (gradient and error) as fit, in one multi-tensor call, as a step
   /// streams a model's gradients, far larger than the caches, through each
-  /// kernel.
-  int64_t workingSet = int64_t(1) << 30;
+  /// kernel (8x the caches of a 32 MiB-L3 server, a quarter of the time
+  /// of a GiB).
+  int64_t workingSet = int64_t(256) << 20;
   bool kernelsOnly = false;
   ddprt::SimulatedLink link;
   bool hand = false;
@@ -189,6 +204,9 @@ Options parseOptions(int argc, char **argv) {
     if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       std::exit(0);
+    } else if (arg == "--version") {
+      std::printf("ddprt-calibrate (ddp-opt %s)\n", DDP_VERSION_STRING);
+      std::exit(0);
     } else if (key == "--backend")
       options.backend = value;
     else if (key == "--out")
@@ -214,7 +232,11 @@ Options parseOptions(int argc, char **argv) {
         fail("--simulated-link: " + error);
     } else if (arg == "--hand")
       options.hand = true;
-    else if (key == "--link-gbps")
+    else if (key == "--np" || key == "-np") {
+      // Read by parseNp in main; `--np W` takes the next argument.
+      if (equals == std::string::npos)
+        ++i;
+    } else if (key == "--link-gbps")
       number(options.handGbps);
     else if (key == "--latency-us")
       number(options.handLatencyUs);
@@ -438,6 +460,29 @@ std::string utcNow() {
   return text;
 }
 
+std::string bytesText(double bytes) {
+  char text[32];
+  if (bytes >= 1 << 20)
+    std::snprintf(text, sizeof text, "%g MiB", bytes / (1 << 20));
+  else if (bytes >= 1 << 10)
+    std::snprintf(text, sizeof text, "%g KiB", bytes / (1 << 10));
+  else
+    std::snprintf(text, sizeof text, "%g bytes", bytes);
+  return text;
+}
+
+/// Whether a profile is fit for planning (LineFit.h's rule), and what to
+/// do if not.
+struct Verdict {
+  bool usable = true;
+  double worstError = 0.0; // the largest relative error of any fit
+  std::string collective;  // where it is: "allreduce_f16"
+  double bytes = 0.0;      // and at what size
+  std::string text;        // what it means and what to do, for people
+
+  std::string where() const { return collective + " at " + bytesText(bytes); }
+};
+
 struct Profile {
   std::string mode, backend;
   int world = 0;
@@ -445,7 +490,64 @@ struct Profile {
   int64_t workingSet = 0; // bytes each timed kernel call works on
   std::vector<CollectiveResult> collectives;
   std::vector<KernelResult> kernels;
+  Verdict verdict;
 };
+
+Verdict judge(const Profile &profile) {
+  Verdict verdict;
+  if (profile.mode == "hand") {
+    verdict.text = "written by hand: as good as the link figures given. It "
+                   "has no kernel times; give ddp-plan those of the target "
+                   "machine too (kernels=, from ddprt-calibrate "
+                   "--kernels-only there).";
+    return verdict;
+  }
+  if (profile.collectives.empty()) {
+    verdict.text = "kernel times only (--kernels-only): usable as ddp-plan's "
+                   "kernels= beside a profile of the link.";
+    return verdict;
+  }
+  bool constrained = false;
+  for (const CollectiveResult &c : profile.collectives) {
+    constrained |= c.fit.constrained;
+    verdict.usable &= usableForPlanning(c.fit);
+    if (c.fit.worstResidual > verdict.worstError) {
+      verdict.worstError = c.fit.worstResidual;
+      verdict.collective = c.name;
+      verdict.bytes = c.fit.worstX;
+    }
+  }
+  char text[640];
+  double ratio = ambiguousRatio(verdict.worstError);
+  if (verdict.usable) {
+    std::snprintf(text, sizeof text,
+                  "usable for planning: every fit is within %.0f%% of the "
+                  "measured times (worst: %s), so ddp-plan orders choices "
+                  "whose exchanges differ by more than %.2fx correctly (fp16 "
+                  "halves the bytes, PowerSGD saves more).",
+                  100.0 * verdict.worstError, verdict.where().c_str(), ratio);
+    verdict.text = text;
+    return verdict;
+  }
+  std::string margin =
+      std::isfinite(ratio)
+          ? "differ by less than " + std::to_string(int(std::ceil(ratio))) + "x"
+          : "are close or far apart";
+  std::snprintf(
+      text, sizeof text,
+      "not reliable for planning: %s's fit is off by %.0f%% at %s%s, so "
+      "ddp-plan may order choices wrong when their times %s. The times do "
+      "not follow latency + bytes / bandwidth (shared-memory MPI switches "
+      "protocols with the message size; a busy machine adds noise). What to "
+      "do: calibrate on the machines and network the job will use, when they "
+      "are idle (more repetitions: --reps=15), or write the link's figures by "
+      "hand (--hand).",
+      verdict.collective.c_str(), 100.0 * verdict.worstError,
+      bytesText(verdict.bytes).c_str(),
+      constrained ? ", and a fit had to be constrained" : "", margin.c_str());
+  verdict.text = text;
+  return verdict;
+}
 
 void writeProfile(std::FILE *file, const Profile &profile) {
   std::fprintf(file, "{\n  \"version\": 1,\n  \"mode\": \"%s\",\n",
@@ -504,7 +606,14 @@ void writeProfile(std::FILE *file, const Profile &profile) {
     std::fprintf(file, "]");
     separator = ",";
   }
-  std::fprintf(file, "%s}\n}\n", *separator ? "\n  " : "");
+  std::fprintf(file, "%s},\n", *separator ? "\n  " : "");
+  // The verdict's text holds no quote or backslash.
+  const Verdict &v = profile.verdict;
+  std::fprintf(file,
+               "  \"verdict\": {\"usable\": %s, \"worst_relative_error\": "
+               "%.4g, \"where\": \"%s\", \"text\": \"%s\"}\n}\n",
+               v.usable ? "true" : "false", v.worstError, v.where().c_str(),
+               v.text.c_str());
 }
 
 /// Sorts kernel results by name so that writeProfile groups them.
@@ -554,8 +663,10 @@ std::FILE *openOut(const std::string &path) {
   return std::fopen(path.c_str(), "w");
 }
 
-void finish(std::FILE *file, const Options &options, const Profile &profile) {
+void finish(std::FILE *file, const Options &options, Profile &profile) {
+  profile.verdict = judge(profile);
   printSummary(profile);
+  std::printf("verdict: %s\n", profile.verdict.text.c_str());
   if (!file)
     return;
   writeProfile(file, profile);
@@ -595,6 +706,12 @@ int main(int argc, char **argv) {
   Options options = parseOptions(argc, argv);
   if (options.hand)
     return handProfile(options);
+  unsigned ranks = 0;
+  std::string npError;
+  if (!stephost::parseNp(argc, argv, ranks, npError))
+    fail(npError);
+  if (ranks > 0 && !stephost::insideMpiJob())
+    return stephost::launchUnderMpirun("ddprt-calibrate", argc, argv, ranks);
 #if defined(DDPRT_HAVE_MPI)
   // As ddprt_init would: the runtime's communication thread calls MPI.
   int provided = 0;
@@ -606,11 +723,11 @@ int main(int argc, char **argv) {
   int rank = 0, world = 1;
 #endif
   if (world == 1 && !options.kernelsOnly)
-    fail("measuring collectives needs 2 or more ranks: run under mpirun -np "
-         "W (W >= 2), or pass --kernels-only or --hand");
+    fail("measuring collectives needs 2 or more ranks: give --np=W (W >= 2) "
+         "or run under mpirun -np W, or pass --kernels-only or --hand");
   if (options.world && options.world != world)
     fail("--world=" + std::to_string(options.world) + " but this job has " +
-         std::to_string(world) + " ranks (run under mpirun -np " +
+         std::to_string(world) + " ranks (give --np=" +
          std::to_string(options.world) + ")");
   // Rank 0 writes the profile: find out before measuring that it can.
   std::FILE *file = rank == 0 ? openOut(options.out) : nullptr;

@@ -31,6 +31,8 @@ namespace ddprt::bench {
 
 struct Fit {
   double latency = 0.0, slope = 0.0, worstResidual = 0.0;
+  /// The size at which the fit is furthest from the measured time.
+  double worstX = 0.0;
   /// The unconstrained fit was unphysical (see above).
   bool constrained = false;
 };
@@ -77,10 +79,30 @@ inline Fit fitLine(const std::vector<std::pair<double, double>> &points) {
       fit.slope = largest->second / largest->first;
     }
   }
-  for (auto [x, y] : points)
-    fit.worstResidual = std::max(
-        fit.worstResidual, std::fabs(fit.latency + fit.slope * x - y) / y);
+  for (auto [x, y] : points) {
+    double residual = std::fabs(fit.latency + fit.slope * x - y) / y;
+    if (residual > fit.worstResidual) {
+      fit.worstResidual = residual;
+      fit.worstX = x;
+    }
+  }
   return fit;
+}
+
+/// The largest relative error a fit may have for planning. Off by e, a fit
+/// can swap two choices whose times differ by less than (1 + e) / (1 - e);
+/// ddp-plan's choices differ by 2x (fp16 halves the bytes) or more.
+constexpr double kPlanningError = 1.0 / 3.0;
+
+/// The ratio between two times below which a fit off by `error` may order
+/// them wrong (infinite from an error of 1 on).
+inline double ambiguousRatio(double error) {
+  return error < 1.0 ? (1.0 + error) / (1.0 - error) : HUGE_VAL;
+}
+
+/// Whether `fit` describes its points well enough for planning.
+inline bool usableForPlanning(const Fit &fit) {
+  return !fit.constrained && fit.worstResidual <= kPlanningError;
 }
 
 } // namespace ddprt::bench

@@ -65,4 +65,32 @@ TEST(LineFitTest, EqualTimesUseTheLargestMessage) {
   EXPECT_DOUBLE_EQ(fit.slope, 5e-6 / 4000);
 }
 
+// The verdict ddprt-calibrate gives: a fit within a third of every point
+// orders ddp-plan's choices (2x apart or more) right; one further off, or a
+// constrained one, is not fit for planning, and the size it is off at is
+// the one named.
+TEST(LineFitTest, PlanningVerdict) {
+  std::vector<std::pair<double, double>> exact, close, far;
+  for (double bytes = 4096; bytes <= 16.0 * 1024 * 1024; bytes *= 4) {
+    double time = 20e-6 + bytes / 1e9;
+    exact.push_back({bytes, time});
+    close.push_back({bytes, time * (bytes == 65536 ? 1.2 : 1.0)});
+    far.push_back({bytes, time * (bytes == 65536 ? 3.0 : 1.0)});
+  }
+  EXPECT_TRUE(ddprt::bench::usableForPlanning(fitLine(exact)));
+  auto nearFit = fitLine(close);
+  EXPECT_TRUE(ddprt::bench::usableForPlanning(nearFit));
+  auto farFit = fitLine(far);
+  EXPECT_FALSE(ddprt::bench::usableForPlanning(farFit));
+  EXPECT_GT(farFit.worstResidual, ddprt::bench::kPlanningError);
+  EXPECT_EQ(farFit.worstX, 65536);
+  // Off by e, two times closer than (1 + e) / (1 - e) may swap.
+  EXPECT_DOUBLE_EQ(ddprt::bench::ambiguousRatio(1.0 / 3.0), 2.0);
+  EXPECT_TRUE(std::isinf(ddprt::bench::ambiguousRatio(1.5)));
+  // A constrained fit is never usable, however small its residuals.
+  ddprt::bench::Fit constrained;
+  constrained.constrained = true;
+  EXPECT_FALSE(ddprt::bench::usableForPlanning(constrained));
+}
+
 } // namespace

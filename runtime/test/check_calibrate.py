@@ -3,6 +3,7 @@
 
   check_calibrate.py simulated TOOL MPIEXEC...  fits recover a simulated link
   check_calibrate.py hand TOOL                  --hand writes the given link
+  check_calibrate.py np TOOL                    --np starts the ranks itself
   check_calibrate.py bad-input TOOL MPIEXEC...  bad input fails, saying why
 
 MPIEXEC is the launcher with its flags, ending in its rank-count flag and
@@ -46,7 +47,8 @@ COLLECTIVE_KEYS = {"latency_us", "gbps", "ring_factor", "max_relative_residual",
 KERNELS = ["project", "backproject", "orthogonalize", "reconstruct", "cast_f32_f16", "scale_f32"]
 KERNEL_KEYS = {"elements", "seconds", "elements_per_second"}
 TOP_KEYS = {"version", "mode", "backend", "world_size", "simulated_link", "date",
-            "kernel_working_set_bytes", "collectives", "kernels"}
+            "kernel_working_set_bytes", "collectives", "kernels", "verdict"}
+VERDICT_KEYS = {"usable", "worst_relative_error", "where", "text"}
 
 failures = []
 
@@ -66,6 +68,17 @@ def check_top(profile, mode, world):
     expect(profile.get("mode") == mode, f"mode is not {mode}")
     expect(profile.get("world_size") == world, f"world_size is not {world}")
     expect(set(profile.get("collectives", {})) == set(COLLECTIVES), "collectives")
+    verdict = profile.get("verdict", {})
+    expect(set(verdict) == VERDICT_KEYS, f"verdict keys {sorted(verdict)}")
+    expect(isinstance(verdict.get("usable"), bool), "verdict: usable is not a bool")
+
+
+def check_verdict_line(stdout, verdict):
+    """The run's last lines say the verdict the profile holds."""
+    expected = "verdict: " + verdict["text"]
+    expect(expected in stdout, f"stdout lacks {expected!r}")
+    start = "usable for planning" if verdict["usable"] else "not reliable for planning"
+    expect(verdict["text"].startswith(start), f"verdict text {verdict['text']!r}")
 
 
 def simulated(tool, mpiexec):
@@ -81,6 +94,7 @@ def simulated(tool, mpiexec):
         expect("simulated link" in result.stdout, "the summary does not say the link is simulated")
         profile = json.load(open(out))
     check_top(profile, "measured", world)
+    check_verdict_line(result.stdout, profile["verdict"])
     expect(profile["backend"] == "cpu", "backend is not cpu")
     expect(profile["kernel_working_set_bytes"] == 1 << 20,
            "kernel_working_set_bytes is not --kernel-working-set")
@@ -122,6 +136,8 @@ def hand(tool):
             sys.exit(f"ddprt-calibrate --hand failed ({result.returncode})")
         profile = json.load(open(out))
     check_top(profile, "hand", 8)
+    expect(profile["verdict"]["usable"] is True and
+           profile["verdict"]["text"].startswith("written by hand"), f"verdict {profile['verdict']}")
     expect(profile["backend"] is None and profile["simulated_link"] is None, "backend/link")
     expect(profile["kernels"] == {}, "a hand profile measures no kernels")
     for name in COLLECTIVES:
@@ -131,6 +147,22 @@ def hand(tool):
                c["constrained_fit"] is False, f"{name}: {c}")
         factor = 7 if name.startswith("allgather") else 1.75
         expect(c["ring_factor"] == factor, f"{name}: ring_factor {c['ring_factor']}")
+
+
+def np(tool):
+    """--np=2 without mpirun: the tool starts its ranks itself."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "profile.json")
+        result = run([tool, "--np=2", "--max-bytes=64K", "--reps=3", "--kernel-shapes=64x64x2",
+                      "--kernel-elements=4K", "--kernel-working-set=256K", f"--out={out}"])
+        print(result.stdout, result.stderr, sep="")
+        if result.returncode != 0:
+            sys.exit(f"ddprt-calibrate --np=2 failed ({result.returncode})")
+        profile = json.load(open(out))
+    check_top(profile, "measured", 2)
+    check_verdict_line(result.stdout, profile["verdict"])
+    expect(result.stdout.count("ddprt-calibrate: cpu backend, 2 ranks") == 1,
+           "the summary is not printed once, by rank 0")
 
 
 def bad_input(tool, mpiexec):
@@ -145,7 +177,9 @@ def bad_input(tool, mpiexec):
         ([tool, "--frobnicate"], "unknown argument '--frobnicate'"),
         ([tool, "--hand", "--link-gbps=10", "--out=x.json"], "--hand needs"),
         ([tool], "needs 2 or more ranks"),  # not under mpirun
-        (mpiexec + [tool, "--world=5"], "run under mpirun -np 5"),
+        (mpiexec + [tool, "--world=5"], "give --np=5"),
+        ([tool, "--np=0"], "--np: '0' is not a number of ranks"),
+        ([tool, "--np=two"], "--np: 'two' is not a number of ranks"),
         (mpiexec + [tool, "--out=/nonexistent/dir/profile.json"], "cannot open '/nonexistent"),
         ([tool, "--hand", "--link-gbps=10", "--latency-us=5", "--world=4",
           "--out=/nonexistent/dir/profile.json"], "cannot open '/nonexistent"),
@@ -160,7 +194,7 @@ def bad_input(tool, mpiexec):
 def main():
     mode, tool, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
     {"simulated": lambda: simulated(tool, rest), "hand": lambda: hand(tool),
-     "bad-input": lambda: bad_input(tool, rest)}[mode]()
+     "np": lambda: np(tool), "bad-input": lambda: bad_input(tool, rest)}[mode]()
     for failure in failures:
         print("FAIL:", failure)
     sys.exit(1 if failures else 0)

@@ -75,6 +75,9 @@ const char *kUsage =
     "  --on-nonfinite=skip|fail  NaN or Inf in a PowerSGD tensor's averaged\n"
     "                         P or Q: skip its error feedback for the step\n"
     "                         with a warning (skip), or stop the job (fail)\n"
+    "  --np=N                 start N ranks under mpirun (unless already\n"
+    "                         inside an MPI job); what every rank would\n"
+    "                         refuse is said once, before the launch\n"
     "  --quiet                print only the summary\n"
     "  --sync-every-call      measuring: wait for the device after every\n"
     "                         runtime call (steps did before host barriers)\n"
@@ -114,7 +117,8 @@ bool parseCommandLine(int argc, char **argv, RunOptions &options,
                           "output-results",  "final-output", "checkpoint-load",
                           "checkpoint-save", "set-state",    "dump-state",
                           "summary-json",    "backend",      "timeout",
-                          "on-nonfinite",    "log-every",    "simulated-link"};
+                          "on-nonfinite",    "log-every",    "simulated-link",
+                          "np"};
   std::set<std::string> seen;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -202,6 +206,8 @@ bool parseCommandLine(int argc, char **argv, RunOptions &options,
       options.onNonfinite = value;
     } else if (name == "simulated-link") {
       options.simulatedLink = value;
+    } else if (name == "np") {
+      // Read by parseNp in main.
     } else if (name == "timeout") {
       char *end = nullptr;
       options.timeoutSeconds = std::strtod(value.c_str(), &end);
@@ -267,6 +273,26 @@ PackedFunction loadStep(const Job &job, const std::string &directory,
 
 } // namespace
 
+/// Before launching the ranks with --np: what would fail the same way on
+/// every rank (options, step.json, the command line against its signature,
+/// the first step's inputs) is said here, once, and nothing is launched.
+static bool checkBeforeLaunch(const std::string &directory,
+                              const RunOptions &options, unsigned ranks) {
+  if (!checkRunOptions(kTool, options))
+    return false;
+  StepSignature signature;
+  std::string error;
+  if (!readStepJson(directory + "/step.json", signature, error)) {
+    Line(std::string(kTool) + ": error: ") << error << "\n";
+    return false;
+  }
+  Job job(kTool);
+  job.worldSize = int(ranks);
+  job.rankIndependent = true;
+  return checkCommandLine(job, signature, options, /*checkFiles=*/false) &&
+         checkInputsBeforeLaunch(job, signature, options);
+}
+
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--version") {
@@ -285,6 +311,16 @@ int main(int argc, char **argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
+  unsigned ranks = 0;
+  std::string npError;
+  if (!parseNp(argc, argv, ranks, npError)) {
+    usageError(npError);
+    return 1;
+  }
+  if (ranks > 0 && !insideMpiJob())
+    return checkBeforeLaunch(directory, options, ranks)
+               ? launchUnderMpirun(kTool, argc, argv, ranks)
+               : 1;
 
   // Start the runtime first: it brings up MPI, and every later failure can
   // then be agreed on by all ranks.

@@ -48,16 +48,12 @@
 #include "mlir/Support/FileUtilities.h"
 
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <cstdlib>
 #include <memory>
 #include <optional>
-#include <unistd.h>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -270,48 +266,6 @@ int emitStepLibrary() {
 // Running: JIT
 //===----------------------------------------------------------------------===//
 
-/// Re-runs this command under mpirun with --np ranks.
-int launch(int argc, char **argv) {
-  llvm::ErrorOr<std::string> mpirun = llvm::sys::findProgramByName("mpirun");
-  if (!mpirun) {
-    llvm::errs() << "ddp-run: error: --np needs mpirun on PATH (OpenMPI)\n";
-    return 1;
-  }
-  std::string self = llvm::sys::fs::getMainExecutable(
-      argv[0], reinterpret_cast<void *>(&launch));
-  std::vector<std::string> args{*mpirun};
-  if (geteuid() == 0)
-    args.push_back("--allow-run-as-root");
-  args.push_back("--oversubscribe");
-  args.push_back("-np");
-  args.push_back(std::to_string(launchRanks));
-  args.push_back(self);
-  for (int i = 1; i < argc; ++i) {
-    StringRef arg = argv[i];
-    if (arg.starts_with("--np=") || arg.starts_with("-np="))
-      continue;
-    if (arg == "--np" || arg == "-np") {
-      ++i;
-      continue;
-    }
-    args.push_back(arg.str());
-  }
-  std::vector<StringRef> refs(args.begin(), args.end());
-  std::string message;
-  int status = llvm::sys::ExecuteAndWait(*mpirun, refs, std::nullopt, {}, 0, 0,
-                                         &message);
-  if (status < 0) {
-    llvm::errs() << "ddp-run: error: cannot run mpirun: " << message << "\n";
-    return 1;
-  }
-  return status;
-}
-
-bool insideMpiJob() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") ||
-         std::getenv("PMIX_RANK");
-}
-
 stephost::RunOptions runOptions() {
   stephost::RunOptions options;
   options.steps = steps;
@@ -369,8 +323,11 @@ int main(int argc, char **argv) {
   if (!emitStep.empty())
     return emitStepLibrary();
   stephost::RunOptions options = runOptions();
-  if (launchRanks > 0 && !insideMpiJob())
-    return checkBeforeLaunch(options) ? launch(argc, argv) : 1;
+  if (launchRanks > 0 && !stephost::insideMpiJob())
+    return checkBeforeLaunch(options)
+               ? stephost::launchUnderMpirun("ddp-run", argc, argv,
+                                             launchRanks)
+               : 1;
 
   // Start the runtime first: it brings up MPI, and every later failure can
   // then be agreed on by all ranks.

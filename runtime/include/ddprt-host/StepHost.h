@@ -15,6 +15,7 @@
 //   MemRef.h         the memref descriptors compiled code takes and returns
 //   RunOptions.h     the command line both tools share
 //   Job.h            the runtime job: ranks agreeing on failures, timeouts
+//   Launch.h         --np: the ranks started under mpirun
 //   StepLoop.h       the loop that runs the step K times
 //   Npy.h            .npy and .npz files
 //
@@ -25,6 +26,7 @@
 
 #include "HostFunctions.h"
 #include "Job.h"
+#include "Launch.h"
 #include "MemRef.h"
 #include "RunOptions.h"
 #include "StepLoop.h"
