@@ -20,15 +20,29 @@ struct DDPBucketizePass : public PassWithOptionNames<ddp::impl::DDPBucketizeBase
   using Base::Base;
 
   void runOnOperation() override {
-    if (!(capMb >= 0.0) || std::isinf(capMb)) {
+    for (auto [name, value] : {std::pair{"cap-mb", double(capMb)},
+                               std::pair{"first-bucket-mb",
+                                         double(firstBucketMb)}})
+      if (!(value >= 0.0) || std::isinf(value)) {
+        emitPassError(getOperation(), getArgument())
+            << name << " must be a finite number >= 0, got "
+            << formatNumber(value);
+        return signalPassFailure();
+      }
+    if (mode != "ddp" && mode != "ddp-param-order" && mode != "strict") {
       emitPassError(getOperation(), getArgument())
-          << "cap-mb must be a finite number >= 0, got " << formatNumber(capMb);
+          << "mode must be ddp, ddp-param-order or strict, got '" << mode
+          << "'";
       return signalPassFailure();
     }
     recordGradientNames(getOperation());
+    BucketPolicy policy;
+    policy.capBytes = uint64_t(capMb * 1024.0 * 1024.0);
+    policy.firstCapBytes = uint64_t(firstBucketMb * 1024.0 * 1024.0);
+    policy.reverseTies = mode == "ddp";
+    policy.closeOnceReached = mode != "strict";
     uint64_t bucketed = 0;
-    numBuckets +=
-        bucketizeAllReduces(getOperation(), uint64_t(capMb * 1024.0 * 1024.0));
+    numBuckets += bucketizeAllReduces(getOperation(), policy);
     getOperation().walk([&](AllReduceOp op) {
       if (op.getRole() == CommRole::gradient && op.getInputs().size() > 1)
         bucketed += op.getInputs().size();

@@ -77,7 +77,7 @@ mlir::ddp::splitOffRejected(RewriterBase &rewriter, AllReduceOp op,
 SmallVector<SmallVector<Operation *>>
 mlir::ddp::findMergeableGroups(Block &block, MergeKeyFn keyOf,
                                function_ref<uint64_t(Operation *)> bytesOf,
-                               uint64_t capBytes) {
+                               GroupSizes sizes) {
   struct OpenGroup {
     SmallVector<Operation *> members;
     // The first op of the block that uses a member's result; the group can
@@ -86,15 +86,25 @@ mlir::ddp::findMergeableGroups(Block &block, MergeKeyFn keyOf,
     // A use outside this block's ops was found: the group cannot grow.
     bool sealed = false;
     uint64_t bytes = 0;
+    // Groups of this key closed so far (the first has its own cap).
+    unsigned closed = 0;
   };
   using Key = std::pair<OperationName, Attribute>;
   llvm::DenseMap<Key, OpenGroup> open;
   SmallVector<SmallVector<Operation *>> groups;
 
   auto close = [&](OpenGroup &group) {
-    if (!group.members.empty())
+    unsigned closed = group.closed;
+    if (!group.members.empty()) {
       groups.push_back(std::move(group.members));
+      ++closed;
+    }
     group = OpenGroup();
+    group.closed = closed;
+  };
+  auto capOf = [&](const OpenGroup &group) {
+    return group.closed == 0 && sizes.firstCapBytes ? sizes.firstCapBytes
+                                                    : sizes.capBytes;
   };
 
   for (Operation &op : block) {
@@ -106,12 +116,15 @@ mlir::ddp::findMergeableGroups(Block &block, MergeKeyFn keyOf,
     bool blockedByUse =
         group.sealed ||
         (group.earliestUse && !op.isBeforeInBlock(group.earliestUse));
-    bool overCap =
-        bytesOf && !group.members.empty() && group.bytes + bytes > capBytes;
+    bool overCap = bytesOf && !sizes.closeOnceReached &&
+                   !group.members.empty() &&
+                   group.bytes + bytes > capOf(group);
     if (blockedByUse || overCap)
       close(group);
     group.members.push_back(&op);
     group.bytes += bytes;
+    bool reached =
+        bytesOf && sizes.closeOnceReached && group.bytes >= capOf(group);
     for (Operation *user : op.getUsers()) {
       Operation *ancestor = block.findAncestorOpInBlock(*user);
       if (!ancestor) {
@@ -121,6 +134,8 @@ mlir::ddp::findMergeableGroups(Block &block, MergeKeyFn keyOf,
       if (!group.earliestUse || ancestor->isBeforeInBlock(group.earliestUse))
         group.earliestUse = ancestor;
     }
+    if (reached)
+      close(group);
   }
   // Close in order of first member so the result follows the block.
   SmallVector<OpenGroup *> remaining;
@@ -186,18 +201,28 @@ Operation *mlir::ddp::mergeMultiTensorOps(RewriterBase &rewriter,
 /// written one after the other, typically after the backward pass) by where
 /// their inputs are defined, stably: the order the gradients become ready.
 /// Nothing else lies between them, and an allreduce of another one's result
-/// is ready only after it, so the order stays valid.
-static void orderByReadiness(Block &block, MergeKeyFn keyOf) {
-  // Where each op's last input from this block is defined (-1: none).
-  DenseMap<Operation *, int64_t> position, readiness;
+/// is ready only after it, so the order stays valid. Ops whose inputs are
+/// ready together (arguments of the block) keep their order, or with
+/// `reverseTies` take the reverse order of their last argument: DDP's
+/// assumption that gradients come in reverse parameter order.
+static void orderByReadiness(Block &block, MergeKeyFn keyOf,
+                             bool reverseTies) {
+  // Where each op's last input from this block is defined (-1: none), then
+  // (ties) minus its last argument of the block.
+  DenseMap<Operation *, int64_t> position;
+  DenseMap<Operation *, std::pair<int64_t, int64_t>> readiness;
   for (auto [i, op] : llvm::enumerate(block)) {
     position[&op] = i;
-    int64_t ready = -1;
-    for (Value operand : op.getOperands())
+    int64_t ready = -1, tie = 0;
+    for (Value operand : op.getOperands()) {
       if (Operation *def = operand.getDefiningOp();
           def && def->getBlock() == &block)
         ready = std::max(ready, position.lookup(def));
-    readiness[&op] = ready;
+      if (auto argument = dyn_cast<BlockArgument>(operand);
+          reverseTies && argument && argument.getOwner() == &block)
+        tie = std::min(tie, -int64_t(argument.getArgNumber()) - 1);
+    }
+    readiness[&op] = {ready, tie};
   }
   SmallVector<Operation *> run;
   auto flush = [&](Operation *before) {
@@ -238,7 +263,8 @@ mlir::ddp::conflictingEffects(Operation *op) {
   return effects;
 }
 
-unsigned mlir::ddp::bucketizeAllReduces(Operation *root, uint64_t capBytes) {
+unsigned mlir::ddp::bucketizeAllReduces(Operation *root,
+                                        const BucketPolicy &policy) {
   SmallVector<Block *> blocks;
   root->walk([&](Block *block) { blocks.push_back(block); });
   SmallVector<SmallVector<Operation *>> buckets;
@@ -264,9 +290,11 @@ unsigned mlir::ddp::bucketizeAllReduces(Operation *root, uint64_t capBytes) {
     return bytes;
   };
   for (Block *block : blocks)
-    orderByReadiness(*block, keyOf);
+    orderByReadiness(*block, keyOf, policy.reverseTies);
+  GroupSizes sizes{policy.capBytes, policy.firstCapBytes,
+                   policy.closeOnceReached};
   for (Block *block : blocks)
-    for (auto &group : findMergeableGroups(*block, keyOf, bytesOf, capBytes))
+    for (auto &group : findMergeableGroups(*block, keyOf, bytesOf, sizes))
       if (group.size() > 1)
         buckets.push_back(std::move(group));
   IRRewriter rewriter(root->getContext());

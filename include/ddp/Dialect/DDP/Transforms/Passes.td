@@ -10,27 +10,49 @@
 include "mlir/Pass/PassBase.td"
 
 def DDPBucketize : Pass<"ddp-bucketize", "::mlir::func::FuncOp"> {
-  let summary = "Group gradient allreduces into buckets of at most cap-mb";
+  let summary = "Group gradient allreduces into buckets as PyTorch DDP does";
   let description = [{
     Merges single gradient allreduces (role `gradient`, static shapes) of the
-    same reduction kind and element type in a block, in program order (other
-    ops between them do not split a bucket; the bucket is issued where its
-    last member was), into one multi-tensor
-    `ddp.allreduce`, like DDP's `bucket_cap_mb`: a bucket is closed once the
-    next tensor would take it over the cap (a tensor larger than the cap gets
-    a bucket of its own). Allreduces written one after the other (after the
-    backward pass, as users write them) are first put in the order their
-    inputs are defined, which is the order the gradients become ready, so
-    that buckets follow the backward pass as DDP's reverse parameter order
-    does, whatever order the allreduces were written in; otherwise buckets
-    keep program order. An allreduce is not moved past a use of its
-    result. It sees only `ddp.allreduce`: run `convert-shard-to-ddp` first on
-    an upstream `shard` module (`ddp-compress` and `insert-powersgd` do).
-    Runs on each function on its own.
+    same reduction kind and element type in a block into multi-tensor
+    `ddp.allreduce` buckets (other ops between them do not split a bucket;
+    the bucket is issued where its last member was). Allreduces written one
+    after the other (after the backward pass, as users write them) are first
+    put in the order their inputs are defined: the order the gradients
+    become ready. An allreduce is not moved past a use of its result.
+
+    `mode=ddp` (the default) is PyTorch DDP's assignment, as its Reducer
+    rebuilds the buckets from the order the gradients became ready after the
+    first step (`_compute_bucket_assignment_by_size` with
+    `[first-bucket-mb, cap-mb]`): gradients ready together (the arguments of
+    a gradient-synchronization function) are taken in reverse parameter
+    order, DDP's assumption about the backward pass; the first bucket of
+    each element type is closed once it reaches `first-bucket-mb` (DDP's
+    `_DEFAULT_FIRST_BUCKET_BYTES`, 1 MiB, so that the first gradients are
+    sent early), every later one once it reaches `cap-mb` (its last tensor
+    may take it over). It is the default so that bucket membership, and
+    with it the per-bucket statistics of PyTorch's quantization hooks, is
+    PyTorch's. `mode=ddp-param-order` is DDP's assignment in parameter
+    order, as DDP keeps it with `find_unused_parameters=True` (it then never
+    rebuilds its buckets): gradients ready together keep program order.
+    `mode=strict` never lets a bucket exceed its cap (a bucket is closed
+    before a tensor would take it over; a larger tensor gets a bucket of its
+    own) and keeps program order among gradients ready together.
+    `first-bucket-mb=0` gives the first bucket `cap-mb` too.
+
+    It sees only `ddp.allreduce`: run `convert-shard-to-ddp` first on an
+    upstream `shard` module (`ddp-compress` and `insert-powersgd` do). Runs
+    on each function on its own.
   }];
   let options = [
     Option<"capMb", "cap-mb", "double", "25.0",
-           "Largest bucket, in MiB (DDP's bucket_cap_mb; default: 25)">
+           "Bucket size, in MiB (DDP's bucket_cap_mb; default: 25)">,
+    Option<"firstBucketMb", "first-bucket-mb", "double", "1.0",
+           "Size of the first bucket, in MiB (DDP's "
+           "_DEFAULT_FIRST_BUCKET_BYTES; 0: cap-mb; default: 1)">,
+    Option<"mode", "mode", "std::string", "\"ddp\"",
+           "ddp: PyTorch DDP's assignment; ddp-param-order: DDP's with "
+           "find_unused_parameters=True (parameter order); strict: no bucket "
+           "over its cap, program order (default: ddp)">
   ];
   let statistics = [
     Statistic<"numBuckets", "num-buckets", "Buckets formed">,

@@ -48,15 +48,27 @@ uint64_t tensorBytes(RankedTensorType type);
 /// means the op takes no part.
 using MergeKeyFn = function_ref<std::optional<Attribute>(Operation *)>;
 
+/// How ops are grouped by size (ddp-bucketize's buckets).
+struct GroupSizes {
+  /// The cap of every group after the first of its key.
+  uint64_t capBytes = 0;
+  /// The cap of the first group of each key (0: `capBytes`).
+  uint64_t firstCapBytes = 0;
+  /// DDP's rule: a group is closed once it reaches its cap (its last
+  /// member may take it over). Otherwise a group is closed before a member
+  /// would take it over the cap (a larger op forms a group of its own).
+  bool closeOnceReached = false;
+};
+
 /// Splits the ops of `block` that `keyOf` selects into groups that can each
 /// be replaced by one op at the position of the group's last member: members
 /// are in block order, share a key, and no result of a member is used before
-/// the last member. When `bytesOf` is given, a group is closed before it
-/// would exceed `capBytes` (a single larger op forms a group of its own).
+/// the last member. When `bytesOf` is given, groups are also closed by size
+/// (`sizes`).
 SmallVector<SmallVector<Operation *>>
 findMergeableGroups(Block &block, MergeKeyFn keyOf,
                     function_ref<uint64_t(Operation *)> bytesOf = nullptr,
-                    uint64_t capBytes = 0);
+                    GroupSizes sizes = {});
 
 /// Replaces a group found by findMergeableGroups (ops of one kind that
 /// implement MultiTensorOpInterface) with one op of that kind at the
@@ -65,10 +77,22 @@ findMergeableGroups(Block &block, MergeKeyFn keyOf,
 Operation *mergeMultiTensorOps(RewriterBase &rewriter,
                                ArrayRef<Operation *> group);
 
+/// How ddp-bucketize assigns gradients to buckets.
+struct BucketPolicy {
+  uint64_t capBytes = 25ull << 20;
+  uint64_t firstCapBytes = 1ull << 20;
+  /// Gradients ready together (arguments) in reverse order, as DDP assumes
+  /// the backward pass produces them; otherwise in program order.
+  bool reverseTies = true;
+  /// DDP's rule: a bucket is closed once it reaches its cap; otherwise
+  /// before a tensor would take it over.
+  bool closeOnceReached = true;
+};
+
 /// Merges consecutive gradient ddp.allreduce ops of the same reduction kind
-/// and element type under `root` into buckets of at most `capBytes`.
-/// Returns the number of multi-tensor buckets formed.
-unsigned bucketizeAllReduces(Operation *root, uint64_t capBytes);
+/// and element type under `root` into buckets (`policy`). Returns the number
+/// of multi-tensor buckets formed.
+unsigned bucketizeAllReduces(Operation *root, const BucketPolicy &policy);
 
 /// Reports an invalid pass option or an I/O failure of a pass: an error at
 /// `root`'s location, without dumping the whole module as an op diagnostic
