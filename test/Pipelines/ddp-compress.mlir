@@ -27,21 +27,21 @@
 // CHECK-LABEL: func.func @step(
 // CHECK: ddp.allreduce_start mean %{{.*}} role uncompressed : tensor<64xf32>
 // CHECK: ddp.project_residual %{{.*}}, %{{.*}} plus
-// CHECK: %[[P:.*]] = ddp.allreduce_start sum %{{.*}}, %{{.*}} role powersgd_p : tensor<64x2xf32>, tensor<32x2xf32>
+// CHECK: %[[P:.*]] = ddp.allreduce_start sum %{{.*}}, %{{.*}} role powersgd_p : tensor<32x2xf32>, tensor<64x2xf32>
 // CHECK: ddp.wait %[[P]]
 // CHECK: ddp.backproject_residual
 // CHECK: ddp.reconstruct_residual
 // CHECK-NOT: ddp.add_residual
 
 // FP16-LABEL: func.func @step(
-// FP16: ddp.cast %{{.*}}, %{{.*}}, %{{.*}} scaled by inverse_world_size : tensor<64x32xf32>, tensor<64xf32>, tensor<32x32xf32> to tensor<64x32xf16>, tensor<64xf16>, tensor<32x32xf16>
+// FP16: ddp.cast %{{.*}}, %{{.*}}, %{{.*}} scaled by inverse_world_size : tensor<32x32xf32>, tensor<64xf32>, tensor<64x32xf32> to tensor<32x32xf16>, tensor<64xf16>, tensor<64x32xf16>
 // FP16: ddp.allreduce_start sum
 // FP16: ddp.wait
 // FP16: ddp.cast
 
 // NOOVERLAP-LABEL: func.func @step(
 // NOOVERLAP: ddp.allreduce_start mean %{{.*}} role uncompressed : tensor<64xf32>
-// NOOVERLAP: ddp.allreduce sum %{{.*}}, %{{.*}} role powersgd_p : tensor<64x2xf32>, tensor<32x2xf32>
+// NOOVERLAP: ddp.allreduce sum %{{.*}}, %{{.*}} role powersgd_p : tensor<32x2xf32>, tensor<64x2xf32>
 // NOOVERLAP: ddp.allreduce mean %{{.*}}, %{{.*}} role powersgd_q
 
 // NOFUSE-LABEL: func.func @step(

@@ -38,7 +38,9 @@ struct DDPBucketizePass : public PassWithOptionNames<ddp::impl::DDPBucketizeBase
     recordGradientNames(getOperation());
     BucketPolicy policy;
     policy.capBytes = uint64_t(capMb * 1024.0 * 1024.0);
-    policy.firstCapBytes = uint64_t(firstBucketMb * 1024.0 * 1024.0);
+    // cap-mb=0 keeps every allreduce a bucket of its own, the first too.
+    policy.firstCapBytes =
+        capMb == 0.0 ? 0 : uint64_t(firstBucketMb * 1024.0 * 1024.0);
     policy.reverseTies = mode == "ddp";
     policy.closeOnceReached = mode != "strict";
     uint64_t bucketed = 0;

@@ -11,7 +11,7 @@
 
 // One f32 per rank for the scale, one i8 per element for the signs: 4x fewer
 // bytes than f32, plus 4.
-// CHECK: bucket of 2 [fc.weight,fc.bias] 24 f32 hook:sign_ef_hook - f32+i8 24 25
+// CHECK: bucket of 2 [fc.bias,fc.weight] 24 f32 hook:sign_ef_hook - f32+i8 24 25
 // CHECK: bytes 96 -> 28 (3.43x)
 // CHECK: ddp.state @sign_ef.error.step.0 : tensor<24xf32>
 // CHECK-NOT: ddp.state

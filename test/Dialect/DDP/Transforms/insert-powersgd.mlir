@@ -67,10 +67,9 @@ func.func @mlp(%w: tensor<64x32xf32>, %b: tensor<64xf32>, %c: tensor<16x8x3x3xf3
   // CHECK:   %[[U:.*]] = ddp.wait %[[REQ]] : !ddp.request<tensor<64xf32>>
   // CHECK:   scf.yield %[[RA]], %[[U]], %[[RC]]
   // CHECK: return %[[OUT]]#0, %[[OUT]]#1, %[[OUT]]#2
-  %0 = ddp.allreduce mean %w : tensor<64x32xf32>
-  %1 = ddp.allreduce mean %b : tensor<64xf32>
-  %2 = ddp.allreduce mean %c : tensor<16x8x3x3xf32>
-  return %0, %1, %2 : tensor<64x32xf32>, tensor<64xf32>, tensor<16x8x3x3xf32>
+  // One bucket, as written (bucketing is ddp-bucketize's; bucketize.mlir).
+  %r:3 = ddp.allreduce mean %w, %b, %c : tensor<64x32xf32>, tensor<64xf32>, tensor<16x8x3x3xf32>
+  return %r#0, %r#1, %r#2 : tensor<64x32xf32>, tensor<64xf32>, tensor<16x8x3x3xf32>
 }
 
 // Other ops are left as they are, and a bucket where nothing is worth

@@ -10,10 +10,10 @@
 shard.grid @dp(shape = 4)
 
 // CHECK-LABEL: func.func @first(
-// CHECK: %[[H:.*]]:2 = ddp.cast %{{.*}}, %{{.*}} scaled by inverse_world_size : tensor<8xf32>, tensor<4xf32> to tensor<8xf16>, tensor<4xf16>
-// CHECK: ddp.allreduce sum %[[H]]#0, %[[H]]#1 : tensor<8xf16>, tensor<4xf16>
+// CHECK: %[[H:.*]]:2 = ddp.cast %{{.*}}, %{{.*}} scaled by inverse_world_size : tensor<4xf32>, tensor<8xf32> to tensor<4xf16>, tensor<8xf16>
+// CHECK: ddp.allreduce sum %[[H]]#0, %[[H]]#1 : tensor<4xf16>, tensor<8xf16>
 // ONLY-LABEL: func.func @first(
-// ONLY: ddp.allreduce mean %{{.*}}, %{{.*}} : tensor<8xf32>, tensor<4xf32>
+// ONLY: ddp.allreduce mean %{{.*}}, %{{.*}} : tensor<4xf32>, tensor<8xf32>
 func.func @first(%a: tensor<8xf32>, %b: tensor<4xf32>) -> (tensor<8xf32>, tensor<4xf32>) {
   %0 = ddp.allreduce mean %a : tensor<8xf32>
   %1 = ddp.allreduce mean %b : tensor<4xf32>
@@ -21,7 +21,7 @@ func.func @first(%a: tensor<8xf32>, %b: tensor<4xf32>) -> (tensor<8xf32>, tensor
 }
 
 // CHECK-LABEL: func.func @second(
-// CHECK: ddp.allreduce sum %{{.*}}, %{{.*}} : tensor<16xf16>, tensor<2xf16>
+// CHECK: ddp.allreduce sum %{{.*}}, %{{.*}} : tensor<2xf16>, tensor<16xf16>
 // ONLY-LABEL: func.func @second(
 // ONLY: shard.all_reduce
 // ONLY: shard.all_reduce

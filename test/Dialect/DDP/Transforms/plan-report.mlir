@@ -7,14 +7,16 @@
 // Without a plan, no plan table.
 // RUN: ddp-opt %s --insert-powersgd --ddp-compression-report=output=- -o /dev/null | FileCheck %s --check-prefix=NOPLAN
 
-func.func @step(%w: tensor<1024x1024xf32> loc("fc.weight"),
-                %b: tensor<1024xf32> loc("fc.bias"),
-                %v: tensor<256xf32> loc("norm.weight"))
-    -> (tensor<1024x1024xf32>, tensor<1024xf32>, tensor<256xf32>) {
-  %rw = ddp.allreduce mean %w : tensor<1024x1024xf32>
+// DDP's buckets (reverse parameter order): fc.weight fills the first, 1 MiB
+// one; the other two share the second.
+func.func @step(%b: tensor<1024xf32> loc("fc.bias"),
+                %v: tensor<256xf32> loc("norm.weight"),
+                %w: tensor<1024x1024xf32> loc("fc.weight"))
+    -> (tensor<1024xf32>, tensor<256xf32>, tensor<1024x1024xf32>) {
   %rb = ddp.allreduce mean %b : tensor<1024xf32>
   %rv = ddp.allreduce mean %v : tensor<256xf32>
-  return %rw, %rb, %rv : tensor<1024x1024xf32>, tensor<1024xf32>, tensor<256xf32>
+  %rw = ddp.allreduce mean %w : tensor<1024x1024xf32>
+  return %rb, %rv, %rw : tensor<1024xf32>, tensor<256xf32>, tensor<1024x1024xf32>
 }
 
 // CHECK-LABEL: ddp plan: predicted time of each bucket's exchange per step (ms), 2 ranks
@@ -22,7 +24,7 @@ func.func @step(%w: tensor<1024x1024xf32> loc("fc.weight"),
 // CHECK-NEXT: the exchange alone (overlap with the backward pass is not modelled); PowerSGD after its warm-up steps
 // CHECK-NEXT: #  bucket                   tensors   elements       plain        fp16        bf16 powersgd-r1 powersgd-r2 powersgd-r4 powersgd-r1+fp16 powersgd-r2+fp16 powersgd-r4+fp16  chosen           reason
 // CHECK-NEXT: 0  fc.weight                      1    1048576       33.60       17.33       17.33        6.19        8.28       12.46             6.16             8.22            12.33  powersgd-r1+fp16 5.46x faster than plain (6.16 ms vs 33.60 ms); next powersgd-r1 6.19 ms
-// CHECK-NEXT: 1  fc.bias,norm.weight            2       1280        0.09        0.07        0.07        0.09        0.09        0.09             0.09             0.09             0.09  fp16             1.28x faster than plain (71.1 us vs 91.0 us); next bf16 71.1 us
+// CHECK-NEXT: 1  norm.weight,fc.bias            2       1280        0.09        0.07        0.07        0.09        0.09        0.09             0.09             0.09             0.09  fp16             1.28x faster than plain (71.1 us vs 91.0 us); next bf16 71.1 us
 // CHECK-NEXT: every bucket alike                                33.70       17.40       17.40        6.28        8.37       12.55             6.25             8.31            12.43
 // CHECK-NEXT: planned: 6.23 ms per step (5.41x plain's 33.70 ms); best single choice for every bucket: powersgd-r1+fp16 6.25 ms
 
@@ -34,7 +36,7 @@ func.func @step(%w: tensor<1024x1024xf32> loc("fc.weight"),
 // JSON:            "predicted_us": {
 // JSON:              "plain": 33604.43
 // JSON:              "powersgd-r1": 6190.53
-// JSON:            "where": "fc.bias,norm.weight",
+// JSON:            "where": "norm.weight,fc.bias",
 // JSON:            "choice": "fp16",
 // JSON:        "total_us": {
 // JSON-NEXT:     "planned": 6229.83

@@ -35,7 +35,7 @@ func.func @step(%w: tensor<1024x1024xf32> loc("fc.weight"),
 
 // SLOW: module attributes {ddp.plan = {buckets = [{choice = "powersgd-r1", elements = 1049600 : i64, function = "step"
 // SLOW-SAME: predicted_ns = {bf16 = 17344088 : i64, fp16 = 17344088 : i64, plain = 33637200 : i64, "powersgd-r1" = 6190536 : i64, "powersgd-r2" = 8281072 : i64, "powersgd-r4" = 12462144 : i64}
-// SLOW-SAME: reason = "5.43x faster than plain (6.19 ms vs 33.64 ms); next powersgd-r2 8.28 ms", tensors = 2 : i64, where = "fc.weight,fc.bias"}]
+// SLOW-SAME: reason = "5.43x faster than plain (6.19 ms vs 33.64 ms); next powersgd-r2 8.28 ms", tensors = 2 : i64, where = "fc.bias,fc.weight"}]
 // SLOW-SAME: profile = "{{.*}}plan-1gbps.json (hand, cuda, 2 ranks; allreduce f32 50.0 us + 1.000 Gb/s)", world = 2 : i64}}
 // SLOW: ddp.state @ddp.q.fc.weight : tensor<1024x1xf32>
 // SLOW: ddp.allreduce_start  mean %arg1 role  uncompressed
@@ -50,12 +50,12 @@ func.func @step(%w: tensor<1024x1024xf32> loc("fc.weight"),
 
 // MEDIUM: choice = "fp16"
 // MEDIUM-SAME: reason = "1.54x faster than plain (2.20 ms vs 3.38 ms); next bf16 2.20 ms"
-// MEDIUM: ddp.cast %{{.*}}, %{{.*}} : tensor<1024x1024xf32>, tensor<1024xf32> to tensor<1024x1024xf16>, tensor<1024xf16>
-// MEDIUM-NEXT: ddp.allreduce  sum %{{.*}}, %{{.*}} : tensor<1024x1024xf16>, tensor<1024xf16>
+// MEDIUM: ddp.cast %{{.*}}, %{{.*}} : tensor<1024xf32>, tensor<1024x1024xf32> to tensor<1024xf16>, tensor<1024x1024xf16>
+// MEDIUM-NEXT: ddp.allreduce  sum %{{.*}}, %{{.*}} : tensor<1024xf16>, tensor<1024x1024xf16>
 
 // FAST: choice = "plain"
 // FAST-SAME: reason = "plain 89.0 us is fastest: fp16 would take 547.5 us (47.0 us on the link, 500.5 us computing)"
-// FAST: ddp.allreduce  mean %arg0, %arg1 role  uncompressed
+// FAST: ddp.allreduce  mean %arg1, %arg0 role  uncompressed
 // FAST-NOT: ddp.cast
 
 // FLOOR: choice = "powersgd-r2+fp16"
@@ -76,7 +76,7 @@ func.func @step(%w: tensor<1024x1024xf32> loc("fc.weight"),
 
 // TOLERANCE: choice = "plain"
 // TOLERANCE-SAME: reason = "fp16 would save 34.9% of plain's 3.38 ms, under tolerance=0.5: not worth its error"
-// TOLERANCE: ddp.allreduce  mean %arg0, %arg1 role  uncompressed
+// TOLERANCE: ddp.allreduce  mean %arg1, %arg0 role  uncompressed
 
 // WORLD: plain = 5058{{[0-9]+}} : i64
 // WORLD-SAME: world = 4 : i64
