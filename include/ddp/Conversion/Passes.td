@@ -14,9 +14,13 @@ def ConvertShardToDDP : Pass<"convert-shard-to-ddp", "::mlir::ModuleOp"> {
   let description = [{
     Rewrites `shard.all_reduce` with reduction `sum` or `average` on a ranked
     tensor, over every axis of its `shard.grid` that has more than one
-    device, into `ddp.allreduce sum` or `ddp.allreduce mean`. Anything else
-    (other reductions, a sub-grid, an element type change, memrefs) is left
-    untouched with a remark that says why. A `shard.grid` that only the
+    device, into `ddp.allreduce sum` or `ddp.allreduce mean`, and records the
+    grid's size on the function (`ddp.world_size`): hosts refuse to run it on
+    another number of ranks. A sum or average over part of the grid (the
+    data-parallel axis of a data x tensor-parallel grid) is an error: ddp's
+    collectives span every rank, and leaving it would leave the gradient
+    uncompressed. Anything else (other reductions, an element type change,
+    memrefs) is left untouched with a remark that says why. A `shard.grid` that only the
     converted all_reduces used is erased (the LLVM translation has no shard
     ops). The insertion passes run this conversion themselves, so upstream
     modules work unmodified.

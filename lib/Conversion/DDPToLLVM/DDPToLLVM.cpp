@@ -18,6 +18,7 @@
 #include "ddp/Conversion/DDPToLLVM/DDPToLLVM.h"
 #include "ddp/Conversion/Passes.h"
 #include "ddp/Dialect/DDP/IR/DDP.h"
+#include "ddp/Dialect/DDP/IR/GradientNames.h"
 #include "ddp/Dialect/DDP/IR/RuntimeABI.h"
 
 #include "mlir/Analysis/DataLayoutAnalysis.h"
@@ -803,6 +804,9 @@ struct ConvertDDPToLLVM
   using Base::Base;
 
   void runOnOperation() override {
+    // Hosts read the gradients' names before the lowering; the LLVM dialect
+    // has no use for them.
+    stripGradientNames(getOperation());
     if (includeUpstream)
       return runWithUpstream();
     MLIRContext *context = &getContext();

@@ -10,12 +10,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ddp/Conversion/ShardToDDP/ShardToDDP.h"
 #include "ddp/Conversion/Passes.h"
 #include "ddp/Dialect/DDP/IR/DDP.h"
-
 #include "ddp/Dialect/DDP/IR/GradientNames.h"
+
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
 
 namespace mlir::ddp {
@@ -25,6 +27,38 @@ namespace mlir::ddp {
 
 using namespace mlir;
 using namespace mlir::ddp;
+
+/// Whether `op` is a gradient reduction (a sum or average of a ranked
+/// tensor) over part of its grid only: the data-parallel axis of a data x
+/// tensor-parallel grid, which ddp's collectives (over every rank) cannot
+/// express. Such an op is an error, not left quietly uncompressed.
+static bool reducesSubGrid(shard::AllReduceOp op,
+                           SymbolTableCollection &symbols) {
+  shard::ReductionKind kind = op.getReduction();
+  if ((kind != shard::ReductionKind::Sum &&
+       kind != shard::ReductionKind::Average) ||
+      !isa<RankedTensorType>(op.getInput().getType()))
+    return false;
+  shard::GridOp grid = shard::getGridOrNull(op, op.getGridAttr(), symbols);
+  if (!grid)
+    return false;
+  for (auto [axis, size] : llvm::enumerate(grid.getShape()))
+    if (size != 1 && !llvm::is_contained(op.getGridAxes(), int16_t(axis)))
+      return true;
+  return false;
+}
+
+/// The number of devices of `op`'s grid, or 0 if a size is dynamic.
+static int64_t gridSize(shard::AllReduceOp op, SymbolTableCollection &symbols) {
+  shard::GridOp grid = shard::getGridOrNull(op, op.getGridAttr(), symbols);
+  int64_t devices = 1;
+  for (int64_t size : grid.getShape()) {
+    if (ShapedType::isDynamic(size))
+      return 0;
+    devices *= size;
+  }
+  return devices;
+}
 
 /// Why `op` cannot become a ddp.allreduce, or an empty string if it can.
 static std::string whyNotDDP(shard::AllReduceOp op,
@@ -56,9 +90,16 @@ static std::string whyNotDDP(shard::AllReduceOp op,
   for (auto [axis, size] : llvm::enumerate(grid.getShape())) {
     if (size == 1 || llvm::is_contained(reduced, int16_t(axis)))
       continue;
-    return "it reduces over part of grid '" + op.getGrid().str() +
-           "' only (axis " + std::to_string(axis) +
-           " is not reduced), not over all ranks";
+    std::string shape;
+    for (auto [i, s] : llvm::enumerate(grid.getShape()))
+      shape += (i ? "x" : "") + (ShapedType::isDynamic(s) ? std::string("?")
+                                                          : std::to_string(s));
+    return "it reduces over part of grid '" + op.getGrid().str() + "' (" +
+           shape + ") only (axis " + std::to_string(axis) +
+           " is not reduced), and ddp's collectives span every rank: a "
+           "data-parallel axis of a larger grid (data x tensor parallel) "
+           "is not supported; reduce over every axis of a grid of the "
+           "data-parallel ranks alone";
   }
   return "";
 }
@@ -79,7 +120,9 @@ struct AllReduceToDDP : OpRewritePattern<shard::AllReduceOp> {
                                 PatternRewriter &rewriter) const override {
     std::string reason = whyNotDDP(op, symbols);
     if (!reason.empty()) {
-      if (remarks)
+      // convertShardAllReduces makes a gradient reduction over a sub-grid
+      // an error; the rest stays, with a remark.
+      if (remarks && !reducesSubGrid(op, symbols))
         op.emitRemark() << "shard.all_reduce left unchanged: " << reason;
       return failure();
     }
@@ -127,6 +170,50 @@ void mlir::ddp::populateShardToDDPPatterns(RewritePatternSet &patterns,
   patterns.add<AllReduceToDDP>(patterns.getContext(), symbols, remarks);
 }
 
+LogicalResult mlir::ddp::checkShardAllReduces(Operation *root,
+                                              SymbolTableCollection &symbols) {
+  auto *dialect = root->getContext()->getLoadedDialect<DDPDialect>();
+  auto worldAttr = dialect->getWorldSizeAttrHelper();
+  auto i64 = IntegerType::get(root->getContext(), 64);
+  bool refused = false;
+  root->walk([&](shard::AllReduceOp op) {
+    if (reducesSubGrid(op, symbols)) {
+      op.emitError() << "shard.all_reduce cannot become a ddp collective: "
+                     << whyNotDDP(op, symbols);
+      refused = true;
+      return;
+    }
+    int64_t size = gridSize(op, symbols);
+    auto function = op->getParentOfType<FunctionOpInterface>();
+    if (!whyNotDDP(op, symbols).empty() || size == 0 || !function)
+      return;
+    IntegerAttr recorded = worldAttr.getAttr(function);
+    if (recorded && recorded.getInt() != size) {
+      op.emitError() << "shard.all_reduce over the " << size
+                     << " devices of grid '" << op.getGrid()
+                     << "', but @" << function.getName()
+                     << " already reduces over " << recorded.getInt()
+                     << ": ddp's collectives span every rank of one job";
+      refused = true;
+      return;
+    }
+    worldAttr.setAttr(function, IntegerAttr::get(i64, size));
+  });
+  return failure(refused);
+}
+
+int64_t mlir::ddp::shardWorldSize(Operation *root) {
+  SymbolTableCollection symbols;
+  int64_t size = 0;
+  root->walk([&](shard::AllReduceOp op) {
+    if (!whyNotDDP(op, symbols).empty())
+      return WalkResult::advance();
+    size = gridSize(op, symbols);
+    return WalkResult::interrupt();
+  });
+  return size;
+}
+
 LogicalResult mlir::ddp::convertShardAllReduces(ModuleOp module,
                                                 bool complete) {
   SymbolTableCollection symbols;
@@ -140,6 +227,9 @@ LogicalResult mlir::ddp::convertShardAllReduces(ModuleOp module,
   for (shard::GridOp grid : grids)
     if (!SymbolTable::symbolKnownUseEmpty(grid, module))
       usedBefore.insert(grid);
+
+  if (failed(checkShardAllReduces(module, symbols)))
+    return failure();
 
   RewritePatternSet patterns(module.getContext());
   // With `complete`, what is left is an error below, with the same reason.

@@ -11,6 +11,7 @@
 
 #include "ddp/Target/StepCompiler.h"
 
+#include "ddp/Conversion/ShardToDDP/ShardToDDP.h"
 #include "ddp/Dialect/DDP/IR/DDP.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -197,6 +198,22 @@ mlir::ddp::readStepSignature(ModuleOp module,
         function.getResultAttrOfType<StringAttr>(r, nameAttr);
     signature.resultNames.push_back(recorded ? recorded.getValue().str() : "");
   }
+  // The job size its collectives were written for (every function that
+  // records one must agree).
+  for (auto candidate : module.getOps<func::FuncOp>()) {
+    IntegerAttr size = dialect->getWorldSizeAttrHelper().getAttr(candidate);
+    if (!size)
+      continue;
+    if (signature.worldSize && signature.worldSize != size.getInt())
+      return stepError("@" + candidate.getName() + " was written for " +
+                       llvm::Twine(size.getInt()) +
+                       " ranks but another function for " +
+                       llvm::Twine(signature.worldSize));
+    signature.worldSize = size.getInt();
+  }
+  // A module still written with upstream's shard.all_reduce: its grid.
+  if (signature.worldSize == 0)
+    signature.worldSize = ddp::shardWorldSize(module);
   for (auto state : module.getOps<ddp::StateOp>()) {
     stephost::StateSpec spec;
     spec.name = state.getSymName().str();

@@ -70,6 +70,9 @@ struct StepSignature {
   /// --output and the arrays of an .npz output use them.
   std::vector<std::string> resultNames;
   std::vector<StateSpec> states;
+  /// The number of ranks the step's collectives were written for (a
+  /// shard.grid's size, `ddp.world_size`); 0: any.
+  int64_t worldSize = 0;
   /// Host functions an ahead-of-time compiled step calls through a slot
   /// `__ddp_host_<name>` that the loader fills (see hostFunctions).
   std::vector<std::string> hostFunctions;
@@ -86,7 +89,8 @@ std::string resultName(const StepSignature &signature, size_t index);
 /// step.json: {"format": 1, "entry", "library", "arguments": [{"name",
 /// "dtype", "shape"}], "results": [{"name", "dtype", "shape"}], "states": [{"name",
 /// "dtype", "shape", "start_iter" (the step counter only)}],
-/// "host_functions": [names]}. An argument's or result's "name" is optional.
+/// "host_functions": [names], "world_size" (optional)}. An argument's or
+/// result's "name" is optional.
 bool writeStepJson(const std::string &path, const StepSignature &signature,
                    std::string &error);
 bool readStepJson(const std::string &path, StepSignature &signature,

@@ -258,6 +258,16 @@ std::vector<size_t> writtenResults(const StepSignature &signature,
 bool checkCommandLine(const Job &job, const StepSignature &signature,
                       const RunOptions &options, bool checkFiles) {
   bool ok = checkFinalFiles(job, signature, options, checkFiles);
+  // A step written for a grid of N devices averages over N: on another
+  // number of ranks its results would be silently wrong.
+  if (signature.worldSize > 0 && job.worldSize != signature.worldSize) {
+    job.error() << "@" << signature.entry << " was written for "
+                << signature.worldSize << " ranks (its shard.grid), but this "
+                << "job has " << job.worldSize << (job.worldSize == 1 ? " rank" : " ranks")
+                << ": run it on " << signature.worldSize << " (--np="
+                << signature.worldSize << ")\n";
+    ok = false;
+  }
   size_t count = signature.arguments.size();
   bool byName =
       !options.inputArchive.empty() ||

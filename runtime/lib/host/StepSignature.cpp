@@ -144,6 +144,8 @@ bool writeStepJson(const std::string &path, const StepSignature &signature,
             "}";
   }
   text += signature.states.empty() ? "],\n" : "\n  ],\n";
+  if (signature.worldSize > 0)
+    text += "  \"world_size\": " + std::to_string(signature.worldSize) + ",\n";
   text += "  \"host_functions\": [";
   for (size_t i = 0; i < signature.hostFunctions.size(); ++i)
     text += (i ? ", " : "") + jsonString(signature.hostFunctions[i]);
@@ -317,6 +319,12 @@ bool signatureFromJson(const Json &root, StepSignature &signature,
       state.startIter = int64_t(startIter);
     }
     signature.states.push_back(state);
+  }
+  if (const Json *world = member(root, "world_size")) {
+    double size;
+    if (!wholeNumber(world, 1, 1.0e9, size))
+      return bad("\"world_size\" is not a number of ranks");
+    signature.worldSize = int64_t(size);
   }
   if (const Json *functions = member(root, "host_functions")) {
     if (!functions->is_array())

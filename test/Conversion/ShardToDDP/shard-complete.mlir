@@ -24,7 +24,7 @@ func.func @whole_grid(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 shard.grid @grid2d(shape = 2x4)
 func.func @part_of_the_grid(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{shard.all_reduce cannot become a ddp collective: it reduces over part of grid 'grid2d' only (axis 0 is not reduced), not over all ranks}}
+  // expected-error @+1 {{shard.all_reduce cannot become a ddp collective: it reduces over part of grid 'grid2d' (2x4) only (axis 0 is not reduced), and ddp's collectives span every rank}}
   %a = shard.all_reduce %x on @grid2d grid_axes = [1] : tensor<4xf32> -> tensor<4xf32>
   return %a : tensor<4xf32>
 }

@@ -41,3 +41,17 @@ func.func @train_step(%x: tensor<128x32xf32>, %dy: tensor<32x64xf32>, %db: tenso
   } -> tensor<128x64xf32>
   return %new : tensor<128x64xf32>
 }
+
+// The insertion passes and the pipeline refuse a gradient average over part
+// of a grid (the data-parallel axis of a 2x4 data x tensor-parallel grid)
+// instead of leaving it uncompressed with a remark.
+// RUN: not ddp-opt %S/Inputs/sub-grid.mlir --insert-powersgd=rank=2 2>&1 | FileCheck %s --check-prefix=SUBGRID
+// RUN: not ddp-opt %S/Inputs/sub-grid.mlir --insert-fp16-compression 2>&1 | FileCheck %s --check-prefix=SUBGRID
+// RUN: not ddp-opt %S/Inputs/sub-grid.mlir --insert-quantization 2>&1 | FileCheck %s --check-prefix=SUBGRID
+// RUN: not ddp-opt %S/Inputs/sub-grid.mlir --ddp-compress=powersgd-rank=2 2>&1 | FileCheck %s --check-prefix=SUBGRID
+// SUBGRID: sub-grid.mlir:{{[0-9]+}}:{{[0-9]+}}: error: shard.all_reduce cannot become a ddp collective: it reduces over part of grid 'g' (2x4) only (axis 1 is not reduced)
+// The grid's size goes with the step (ddp.world_size), for the hosts.
+// RUN: ddp-opt %s --insert-powersgd=rank=2 | FileCheck %s --check-prefix=WORLD
+// RUN: ddp-opt %s --insert-fp16-compression | FileCheck %s --check-prefix=WORLD
+// RUN: ddp-opt %s --insert-quantization | FileCheck %s --check-prefix=WORLD
+// WORLD: attributes {{{.*}}ddp.world_size = 8 : i64

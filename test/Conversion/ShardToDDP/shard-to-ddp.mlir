@@ -1,12 +1,13 @@
 // RUN: ddp-opt %s --convert-shard-to-ddp -split-input-file -verify-diagnostics | FileCheck %s
 
 // The grid goes with the all_reduces that used it: the LLVM translation has
-// no shard ops.
+// no shard ops. The function keeps its size: hosts refuse a job of another.
 // CHECK-NOT: shard.grid
 shard.grid @dp(shape = 4)
 
 // CHECK-LABEL: func.func @whole_grid(
 // CHECK-SAME: %[[X:[^:]*]]: tensor<64x32xf32>, %[[Y:[^:]*]]: tensor<8xf64>
+// CHECK-SAME: attributes {ddp.world_size = 4 : i64}
 // CHECK: %[[A:.*]] = ddp.allreduce mean %[[X]] : tensor<64x32xf32>
 // CHECK: %[[S:.*]] = ddp.allreduce sum %[[Y]] : tensor<8xf64>
 // CHECK: return %[[A]], %[[S]]
@@ -41,11 +42,9 @@ shard.grid @grid2d(shape = 2x4)
 
 // What is not a whole-world gradient sum or average stays, with a remark.
 // CHECK-LABEL: func.func @left_alone(
-// CHECK-COUNT-6: shard.all_reduce
+// CHECK-COUNT-5: shard.all_reduce
 // CHECK-NOT: ddp.allreduce
-func.func @left_alone(%x: tensor<4xf32>, %m: memref<4xf32>, %i: tensor<4xi32>, %h: tensor<4xf8E4M3FN>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf64>, memref<4xf32>, tensor<4xi32>, tensor<4xf8E4M3FN>) {
-  // expected-remark @+1 {{shard.all_reduce left unchanged: it reduces over part of grid 'grid2d' only (axis 0 is not reduced), not over all ranks}}
-  %a = shard.all_reduce %x on @grid2d grid_axes = [1] : tensor<4xf32> -> tensor<4xf32>
+func.func @left_alone(%x: tensor<4xf32>, %m: memref<4xf32>, %i: tensor<4xi32>, %h: tensor<4xf8E4M3FN>) -> (tensor<4xf32>, tensor<4xf64>, memref<4xf32>, tensor<4xi32>, tensor<4xf8E4M3FN>) {
   // expected-remark @+1 {{shard.all_reduce left unchanged: reduction 'max' is not a gradient sum or average}}
   %b = shard.all_reduce %x on @grid2d grid_axes = [0, 1] reduction = max : tensor<4xf32> -> tensor<4xf32>
   // expected-remark @+1 {{shard.all_reduce left unchanged: the result type differs from the input type}}
@@ -57,7 +56,32 @@ func.func @left_alone(%x: tensor<4xf32>, %m: memref<4xf32>, %i: tensor<4xi32>, %
   %e = shard.all_reduce %i on @grid2d grid_axes = [0, 1] : tensor<4xi32> -> tensor<4xi32>
   // expected-remark @+1 {{shard.all_reduce left unchanged: the runtime does not communicate f8E4M3FN (it takes f32, f16, bf16 or f64)}}
   %f = shard.all_reduce %h on @grid2d grid_axes = [0, 1] : tensor<4xf8E4M3FN> -> tensor<4xf8E4M3FN>
-  return %a, %b, %c, %d, %e, %f : tensor<4xf32>, tensor<4xf32>, tensor<4xf64>, memref<4xf32>, tensor<4xi32>, tensor<4xf8E4M3FN>
+  return %b, %c, %d, %e, %f : tensor<4xf32>, tensor<4xf64>, memref<4xf32>, tensor<4xi32>, tensor<4xf8E4M3FN>
+}
+
+// -----
+
+// A gradient sum or average over part of the grid (the data-parallel axis
+// of a data x tensor-parallel grid) would stay uncompressed, and run as
+// something else than the user wrote: refused.
+shard.grid @grid2d(shape = 2x4)
+func.func @part_of_the_grid(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{shard.all_reduce cannot become a ddp collective: it reduces over part of grid 'grid2d' (2x4) only (axis 1 is not reduced), and ddp's collectives span every rank: a data-parallel axis of a larger grid (data x tensor parallel) is not supported; reduce over every axis of a grid of the data-parallel ranks alone}}
+  %a = shard.all_reduce %x on @grid2d grid_axes = [0] reduction = average : tensor<4xf32> -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+// One job has one size: two grids of different sizes in one function are
+// refused.
+shard.grid @four(shape = 4)
+shard.grid @two(shape = 2)
+func.func @two_sizes(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %a = shard.all_reduce %x on @four grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+  // expected-error @+1 {{shard.all_reduce over the 2 devices of grid 'two', but @two_sizes already reduces over 4: ddp's collectives span every rank of one job}}
+  %b = shard.all_reduce %y on @two grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+  return %a, %b : tensor<4xf32>, tensor<4xf32>
 }
 
 // -----

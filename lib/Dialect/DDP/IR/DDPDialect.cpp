@@ -97,6 +97,14 @@ LogicalResult DDPDialect::verifyOperationAttribute(Operation *op,
                              << "' is an i64 attribute of a 'ddp.state'";
     return success();
   }
+  if (name == getWorldSizeAttrHelper().getName()) {
+    auto value = dyn_cast<IntegerAttr>(attribute.getValue());
+    if (!value || !value.getType().isSignlessInteger(64) ||
+        value.getInt() < 1 || !isa<FunctionOpInterface>(op))
+      return op->emitError() << "'" << name.getValue()
+                             << "' is an i64 attribute >= 1 of a function";
+    return success();
+  }
   if (name == getPlanAttrHelper().getName()) {
     auto plan = dyn_cast<DictionaryAttr>(attribute.getValue());
     if (!plan || !isa<ModuleOp>(op) ||

@@ -83,3 +83,32 @@ bool mlir::ddp::recordGradientNames(Operation *root) {
   return changed;
 }
 
+void mlir::ddp::stripGradientNames(Operation *root) {
+  auto *dialect = root->getContext()->getLoadedDialect<DDPDialect>();
+  if (!dialect)
+    return;
+  StringAttr name = dialect->getNameAttrHelper().getName();
+  root->walk<WalkOrder::PreOrder>([&](func::FuncOp function) {
+    auto strip = [&](ArrayAttr all, auto remove, auto dropAll) {
+      if (!all)
+        return;
+      bool anyLeft = false;
+      for (auto [i, attrs] : llvm::enumerate(all.getAsRange<DictionaryAttr>())) {
+        if (attrs.get(name))
+          remove(unsigned(i));
+        anyLeft |= attrs.size() > (attrs.get(name) ? 1u : 0u);
+      }
+      if (!anyLeft)
+        dropAll();
+    };
+    strip(
+        function.getAllArgAttrs(),
+        [&](unsigned i) { function.removeArgAttr(i, name); },
+        [&] { function.removeArgAttrsAttr(); });
+    strip(
+        function.getAllResultAttrs(),
+        [&](unsigned i) { function.removeResultAttr(i, name); },
+        [&] { function.removeResAttrsAttr(); });
+    return WalkResult::skip();
+  });
+}

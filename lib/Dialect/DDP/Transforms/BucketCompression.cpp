@@ -263,6 +263,8 @@ LogicalResult Applier::run(const BucketFilter &filter, unsigned &compressed) {
     if (function.isExternal())
       continue;
     // Whole-grid shard.all_reduces are gradients too.
+    if (failed(checkShardAllReduces(function, symbolTables)))
+      return failure();
     RewritePatternSet shard(module.getContext());
     populateShardToDDPPatterns(shard, symbolTables);
     walkAndApplyPatterns(function, std::move(shard));

@@ -163,12 +163,14 @@ struct NarrowAllReduceStart : OpRewritePattern<WaitOp> {
 
 /// Runs the patterns on one function: whole-grid shard.all_reduces become
 /// ddp.allreduce first (convert-shard-to-ddp's patterns), so that they are
-/// narrowed too.
-unsigned narrowAllReduces(func::FuncOp function, FloatType narrow,
-                          StringRef passName) {
+/// narrowed too. Fails on a shard.all_reduce over a sub-grid.
+FailureOr<unsigned> narrowAllReduces(func::FuncOp function, FloatType narrow,
+                                     StringRef passName) {
   MLIRContext *context = function.getContext();
   recordGradientNames(function);
   SymbolTableCollection symbols;
+  if (failed(checkShardAllReduces(function, symbols)))
+    return failure();
   RewritePatternSet shard(context);
   populateShardToDDPPatterns(shard, symbols);
   walkAndApplyPatterns(function, std::move(shard));
@@ -182,16 +184,22 @@ unsigned narrowAllReduces(func::FuncOp function, FloatType narrow,
 struct InsertFP16CompressionPass
     : public ddp::impl::InsertFP16CompressionBase<InsertFP16CompressionPass> {
   void runOnOperation() override {
-    numCompressed += narrowAllReduces(
+    FailureOr<unsigned> count = narrowAllReduces(
         getOperation(), Float16Type::get(&getContext()), getArgument());
+    if (failed(count))
+      return signalPassFailure();
+    numCompressed += *count;
   }
 };
 
 struct InsertBF16CompressionPass
     : public ddp::impl::InsertBF16CompressionBase<InsertBF16CompressionPass> {
   void runOnOperation() override {
-    numCompressed += narrowAllReduces(
+    FailureOr<unsigned> count = narrowAllReduces(
         getOperation(), BFloat16Type::get(&getContext()), getArgument());
+    if (failed(count))
+      return signalPassFailure();
+    numCompressed += *count;
   }
 };
 } // namespace

@@ -469,3 +469,10 @@ func.func private @empty_result_name() -> (tensor<4xf32> {ddp.name = ""})
 func.func @misspelled(%g: tensor<4xf32> {ddp.nmae = "w"}) {
   return
 }
+
+// -----
+
+// expected-error @+1 {{'ddp.world_size' is an i64 attribute >= 1 of a function}}
+func.func @no_ranks() attributes {ddp.world_size = 0 : i64} {
+  return
+}

@@ -53,6 +53,11 @@ def DDP_Dialect : Dialect {
     // chose (a dictionary with `profile`, `world` and `buckets`; the
     // compression report prints it).
     "::mlir::DictionaryAttr":$plan,
+    // On a function: the number of ranks its collectives were written for
+    // (the size of the shard.grid whose all_reduces convert-shard-to-ddp
+    // turned into ddp collectives over every rank); hosts refuse a job of
+    // another size.
+    "::mlir::IntegerAttr":$world_size,
     // On a function's argument or result: the gradient's name
     // ("fc1.weight"), the name hosts use for it (ddp-run's --inputs and
     // {name}, step.json, checkpoints of its states). The passes record it

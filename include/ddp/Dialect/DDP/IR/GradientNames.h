@@ -29,6 +29,12 @@ namespace mlir::ddp {
 /// argument gets that name. Returns whether anything changed.
 bool recordGradientNames(Operation *root);
 
+/// Removes the `ddp.name` argument and result attributes of the functions
+/// in `root`: the lowering's, once hosts have read the signature (the LLVM
+/// dialect has no use for them, and a function without argument attributes
+/// keeps the lowering's linear signature conversion).
+void stripGradientNames(Operation *root);
+
 } // namespace mlir::ddp
 
 #endif // DDP_DIALECT_DDP_IR_GRADIENTNAMES_H
