@@ -46,21 +46,23 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
+static cl::OptionCategory category("ddp-import-onnx options");
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.onnx>"),
-                                      cl::Required);
+                                      cl::Required, cl::cat(category));
 static cl::opt<std::string> outputFile("o", cl::desc("Output file"),
-                                       cl::value_desc("file"), cl::init("-"));
+                                       cl::value_desc("file"), cl::init("-"),
+                                       cl::cat(category));
 static cl::list<std::string>
     excludes("exclude", cl::desc("Leave out initializers whose name matches"),
-             cl::value_desc("regex"));
+             cl::value_desc("regex"), cl::cat(category));
 static cl::list<std::string>
     includes("include",
              cl::desc("Keep float initializers whose name matches, even if "
                       "they look like running statistics"),
-             cl::value_desc("regex"));
+             cl::value_desc("regex"), cl::cat(category));
 static cl::opt<std::string>
     functionName("function", cl::desc("Name of the emitted function"),
-                 cl::init("grad_sync"));
+                 cl::init("grad_sync"), cl::cat(category));
 
 namespace {
 /// An initializer's shape, or why it cannot be read.
@@ -224,8 +226,47 @@ compile(const std::vector<std::string> &sources, const char *option) {
 }
 } // namespace
 
+/// A model exported for inference, not training: torch.onnx.export's
+/// defaults (eval mode, constant folding) fold each BatchNorm into the
+/// convolution before it, so the folded weights get the exporter's own
+/// names ("onnx::Conv_26") and BatchNorm's parameters are gone. Its
+/// "gradients" are not the model's. Says so, and how to export for
+/// training.
+static void warnIfExportedForInference(const onnx::GraphProto &graph,
+                                       const std::vector<Parameter> &trainable) {
+  std::vector<std::string> madeUp;
+  for (const Parameter &parameter : trainable)
+    if (llvm::StringRef(parameter.name).starts_with("onnx::"))
+      madeUp.push_back(parameter.name);
+  if (madeUp.empty())
+    return;
+  bool convolutions = false, batchNorms = false;
+  for (const onnx::NodeProto &node : graph.node()) {
+    convolutions |= node.op_type() == "Conv";
+    batchNorms |= node.op_type() == "BatchNormalization";
+  }
+  llvm::errs() << "ddp-import-onnx: warning: " << madeUp.size() << " of "
+               << trainable.size()
+               << " trainable tensors have names the exporter made up ("
+               << madeUp.front() << (madeUp.size() > 1 ? ", ..." : "")
+               << "), not parameter names: the model was exported for "
+                  "inference, with constant folding";
+  if (convolutions && !batchNorms)
+    llvm::errs() << ", which folds each BatchNorm into the convolution "
+                    "before it (the graph has Conv nodes and no "
+                    "BatchNormalization: BatchNorm's weight and bias are "
+                    "gone)";
+  llvm::errs() << ". These tensors are not the model's parameters, and "
+                  "their gradients are not its gradients. Export for "
+                  "training: torch.onnx.export(model, x, path, "
+                  "training=torch.onnx.TrainingMode.TRAINING, "
+                  "do_constant_folding=False)\n";
+}
+
 int main(int argc, char **argv) {
   mlir::ddp::setVersionPrinter("ddp-import-onnx");
+  // Only the tool's own options in --help (not LLVM's hundreds).
+  cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
       "ddp-import-onnx: the gradient synchronization of an ONNX model's "
@@ -282,6 +323,7 @@ int main(int argc, char **argv) {
     trainable.push_back(std::move(parameter));
   }
   leftOut += model.graph().sparse_initializer_size();
+  warnIfExportedForInference(model.graph(), trainable);
 
   OpBuilder builder(&context);
   Location fileLoc = FileLineColLoc::get(&context, inputFile, 0, 0);
