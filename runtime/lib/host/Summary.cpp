@@ -117,6 +117,36 @@ void printProgress(const StepRecord &record) {
   std::fflush(stdout);
 }
 
+/// The size of the step's float arguments' elements, when they share one
+/// (4: f32 gradients); 0 otherwise. What one element before compression
+/// weighs, for a bytes ratio beside the elements ratio.
+static size_t gradientElementBytes(const StepSignature &signature) {
+  size_t size = 0;
+  for (const TensorSpec &argument : signature.arguments) {
+    const std::string &dtype = argument.dtype;
+    if (dtype != "<f2" && dtype != "<f4" && dtype != "<f8")
+      continue;
+    size_t bytes = elementBytes(dtype);
+    if (size && size != bytes)
+      return 0;
+    size = bytes;
+  }
+  return size;
+}
+
+/// Uncompressed bytes over bytes sent (the elements before compression in
+/// the gradients' type), or 0 if the gradients' type is not one.
+static double bytesRatio(const StepSignature &signature,
+                         const ddprt_counters &total) {
+  size_t elementSize = gradientElementBytes(signature);
+  uint64_t sent = 0;
+  for (uint64_t bytes : total.bytes_sent)
+    sent += bytes;
+  if (!elementSize || !sent)
+    return 0.0;
+  return double(total.elements_before_compression) * elementSize / sent;
+}
+
 void printSummary(const Job &job, const StepSignature &signature,
                   const RunOptions &options, const RunTotals &totals,
                   const ddprt_counters &total) {
@@ -126,17 +156,23 @@ void printSummary(const Job &job, const StepSignature &signature,
                      ? double(total.elements_before_compression) /
                            total.elements_after_compression
                      : 1.0;
+  // fp16, quantization and a hook send as many elements in fewer bytes.
+  double bytes = bytesRatio(signature, total);
+  std::string bytesText =
+      bytes > 0 ? " and " + fixed(bytes, 2) + "x fewer bytes" : std::string();
   std::string link = job.simulatedLinkGbps > 0
                          ? " (simulated link " + job.simulatedLinkText() + ")"
                          : "";
   std::printf(
       "%s: %u steps of @%s on %d rank%s (%s)%s: %s ms per step "
-      "(median), last step sent %s elements per rank; over the run "
-      "%sx fewer elements than uncompressed\n",
+      "(median), last step sent %s elements (%s bytes) per rank; over the "
+      "run %sx fewer elements%s than uncompressed\n",
       job.tool.c_str(), options.steps, signature.entry.c_str(), job.worldSize,
       job.worldSize == 1 ? "" : "s", job.backendName.c_str(), link.c_str(),
       fixed(stepTimes(totals.stepSeconds).median * 1e3, 3).c_str(),
-      withThousands(totals.lastStepElements).c_str(), fixed(ratio, 2).c_str());
+      withThousands(totals.lastStepElements).c_str(),
+      withThousands(totals.lastStepBytes).c_str(), fixed(ratio, 2).c_str(),
+      bytesText.c_str());
   if (totals.warmupSteps || totals.powersgdSteps)
     std::printf("%s: %u of %u steps compressed with PowerSGD, %u warm-up "
                 "(a plain mean before start-iter)\n",
@@ -185,6 +221,7 @@ bool writeSummaryJson(const Job &job, const StepSignature &signature,
       << total.elements_before_compression
       << ",\n  \"elements_after_compression\": "
       << total.elements_after_compression
+      << ",\n  \"bytes_ratio\": " << fixed(bytesRatio(signature, total), 6)
       << ",\n  \"collectives\": " << roles(total.collectives)
       << ",\n  \"elements_sent\": " << roles(total.elements_sent)
       << ",\n  \"bytes_sent\": " << roles(total.bytes_sent)

@@ -53,6 +53,9 @@ struct Row {
 struct Totals {
   int64_t numelBefore = 0, numelAfter = 0, bytesBefore = 0, bytesAfter = 0;
   unsigned tensors = 0, compressed = 0;
+  /// PowerSGD's warm-up: the largest start-iter of the module's step
+  /// counters (0: none). Before it every gradient is sent uncompressed.
+  int64_t warmupSteps = 0;
 };
 
 struct DDPCompressionReportPass
@@ -297,6 +300,19 @@ static Reduction reductionOf(Value input, Operation *comm, unsigned index,
 /// Rows are keyed by the gradient (or batched bucket) and the reduction.
 using RowKey = std::pair<void *, Reduction>;
 
+/// Whether `op` is a bucket ddp-plan chose to send plain (its location says
+/// so; see plannedPlainLoc).
+static bool isPlannedPlain(Operation *op) {
+  StringAttr tag = plannedPlainTag(op->getContext());
+  return op->getLoc()
+      ->walk([&](Location loc) {
+        auto fused = dyn_cast<FusedLoc>(loc);
+        return fused && fused.getMetadata() == tag ? WalkResult::interrupt()
+                                                   : WalkResult::advance();
+      })
+      .wasInterrupted();
+}
+
 static void collectRows(ModuleOp module, llvm::MapVector<RowKey, Row> &rows) {
   llvm::DenseMap<Operation *, unsigned> functionIndex;
   BucketFinder buckets;
@@ -389,7 +405,7 @@ static void collectRows(ModuleOp module, llvm::MapVector<RowKey, Row> &rows) {
           row->decision = "powersgd";
         row->rank = sent.getDimSize(1);
       } else if (role == CommRole::uncompressed) {
-        row->decision = "uncompressed";
+        row->decision = isPlannedPlain(op) ? "plain (plan)" : "uncompressed";
       }
     }
   });
@@ -637,6 +653,13 @@ static void printText(raw_ostream &os, ArrayRef<Row> rows, const Totals &totals,
     return (text + std::string(width - text.size(), ' ')).str();
   };
   os << "ddp compression report: what each gradient sends per step\n";
+  if (totals.warmupSteps > 0)
+    os << llvm::formatv(
+        "  from step {0} on (start-iter): steps 0 to {1} are PowerSGD's "
+        "warm-up and send every gradient uncompressed ({2} elements, {3} "
+        "bytes per step), so a run of {0} steps or fewer compresses nothing\n",
+        totals.warmupSteps, totals.warmupSteps - 1, totals.numelBefore,
+        totals.bytesBefore);
   os << llvm::formatv("{0,4}  {1} {2,-16} {3,-5} {4,-20} {5,4} {6,-7} "
                       "{7,12} {8,12} {9,8}\n",
                       "#", where("where"), "shape", "dtype", "decision", "rank",
@@ -652,10 +675,13 @@ static void printText(raw_ostream &os, ArrayRef<Row> rows, const Totals &totals,
   }
   os << llvm::formatv(
       "total: {0} tensors, {1} compressed; elements {2} -> "
-      "{3} ({4:F2}x); bytes {5} -> {6} ({7:F2}x)\n",
+      "{3} ({4:F2}x); bytes {5} -> {6} ({7:F2}x)",
       totals.tensors, totals.compressed, totals.numelBefore, totals.numelAfter,
       ratio(totals.numelBefore, totals.numelAfter), totals.bytesBefore,
       totals.bytesAfter, ratio(totals.bytesBefore, totals.bytesAfter));
+  if (totals.warmupSteps > 0)
+    os << " from step " << totals.warmupSteps << " on";
+  os << "\n";
   if (plan)
     printPlanText(os, *plan);
 }
@@ -689,6 +715,8 @@ static void printJson(raw_ostream &os, ArrayRef<Row> rows, const Totals &totals,
     json.attribute("bytes_before", totals.bytesBefore);
     json.attribute("bytes_after", totals.bytesAfter);
     json.attribute("bytes_ratio", ratio(totals.bytesBefore, totals.bytesAfter));
+    // The figures above hold from this step on (PowerSGD's start-iter).
+    json.attribute("warmup_steps", totals.warmupSteps);
     if (plan)
       printPlanJson(json, *plan);
   });
@@ -743,6 +771,11 @@ void DDPCompressionReportPass::runOnOperation() {
   }
   llvm::stable_sort(
       rows, [](const Row &a, const Row &b) { return a.order < b.order; });
+  auto *ddpDialect = getContext().getLoadedDialect<DDPDialect>();
+  for (auto state : module.getOps<StateOp>())
+    if (IntegerAttr start =
+            ddpDialect->getStartIterAttrHelper().getAttr(state))
+      totals.warmupSteps = std::max(totals.warmupSteps, start.getInt());
   std::optional<Plan> plan = readPlan(module);
   auto text = [&](raw_ostream &os) { printText(os, rows, totals, plan); };
   auto *dialect = getContext().getLoadedDialect<DDPDialect>();

@@ -194,8 +194,9 @@ DDPPlanPass::splitOffNever(AllReduceOp op, const llvm::Regex &regex) {
     return values;
   };
   SmallVector<Value> results(op.getNumResults());
-  auto plain = AllReduceOp::create(rewriter, op.getLoc(), op.getKind(),
-                                   pick(matched), CommRole::uncompressed);
+  auto plain = AllReduceOp::create(
+      rewriter, plannedPlainLoc(op.getLoc()), op.getKind(),
+      pick(matched), CommRole::uncompressed);
   op.emitRemark() << getArgument() << " sends "
                   << llvm::join(llvm::map_range(matched,
                                                 [&](unsigned i) {
@@ -410,6 +411,7 @@ void DDPPlanPass::runOnOperation() {
     switch (decision.choice.kind) {
     case PlanChoice::Kind::plain:
       op.setRole(CommRole::uncompressed);
+      op->setLoc(plannedPlainLoc(op.getLoc()));
       ++numPlain;
       break;
     case PlanChoice::Kind::fp16:

@@ -303,6 +303,15 @@ unsigned mlir::ddp::bucketizeAllReduces(Operation *root,
   return buckets.size();
 }
 
+StringAttr mlir::ddp::plannedPlainTag(MLIRContext *context) {
+  return StringAttr::get(context, "ddp-plan: plain");
+}
+
+Location mlir::ddp::plannedPlainLoc(Location location) {
+  MLIRContext *context = location.getContext();
+  return FusedLoc::get({location}, plannedPlainTag(context), context);
+}
+
 std::string mlir::ddp::describeLocation(Location loc) {
   if (auto name = dyn_cast<NameLoc>(loc))
     return name.getName().str();

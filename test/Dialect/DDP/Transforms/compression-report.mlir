@@ -14,17 +14,22 @@
 // PLAIN: 1 fc1.bias 64 f32 plain - f32 64 64 1.00x
 // PLAIN: 2 conv1.weight 16x8x3x3 f32 plain - f32 1152 1152 1.00x
 // PLAIN: 3 emb 1000x16 f32 plain - f32 16000 16000 1.00x
-// PLAIN: total: 4 tensors, 0 compressed; elements 19264 -> 19264 (1.00x); bytes 77056 -> 77056 (1.00x)
+// PLAIN-NOT: from step
+// PLAIN: total: 4 tensors, 0 compressed; elements 19264 -> 19264 (1.00x); bytes 77056 -> 77056 (1.00x){{$}}
 
 // The numbers PyTorch's compression_stats() gives: (n + m) * r after for
 // compressed tensors, n * m for the rest.
+// The figures are the steady state, after PowerSGD's warm-up (start-iter,
+// default 1000), when every gradient is sent uncompressed: said under the
+// title, and on the total line.
 // TEXT: ddp compression report
+// TEXT-NEXT: from step 1000 on (start-iter): steps 0 to 999 are PowerSGD's warm-up and send every gradient uncompressed (19264 elements, 77056 bytes per step), so a run of 1000 steps or fewer compresses nothing
 // TEXT-NEXT: # where shape dtype decision rank sent-as elements sent ratio
 // TEXT-NEXT: 0 fc1.weight 64x32 f32 powersgd 2 f32 2048 192 10.67x
 // TEXT-NEXT: 1 fc1.bias 64 f32 uncompressed - f32 64 64 1.00x
 // TEXT-NEXT: 2 conv1.weight 16x8x3x3 f32 powersgd 2 f32 1152 176 6.55x
 // TEXT-NEXT: 3 emb 1000x16 f32 powersgd 2 f32 16000 2032 7.87x
-// TEXT-NEXT: total: 4 tensors, 3 compressed; elements 19264 -> 2464 (7.82x); bytes 77056 -> 9856 (7.82x)
+// TEXT-NEXT: total: 4 tensors, 3 compressed; elements 19264 -> 2464 (7.82x); bytes 77056 -> 9856 (7.82x) from step 1000 on
 
 // JSON: "tensors": [
 // JSON: "loc": "fc1.weight",
@@ -47,6 +52,7 @@
 // JSON: "numel_before": 19264,
 // JSON-NEXT: "numel_after": 2464,
 // JSON-NEXT: "ratio": 7.818181818181818
+// JSON: "warmup_steps": 1000
 
 // IR: ddp.allreduce sum %{{.*}} role powersgd_p
 

@@ -4,6 +4,17 @@
 // RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json bucket-cap-mb=4" \
 // RUN:   --ddp-compression-report="output=- json=%t.json" -o /dev/null | FileCheck %s
 // RUN: FileCheck %s --check-prefix=JSON < %t.json
+// A bucket the plan sends plain says so (not "uncompressed", which is what
+// PowerSGD leaves), through the pipeline's fusion and scheduling too.
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-400gbps.json" \
+// RUN:   --ddp-compression-report=output=- -o /dev/null | FileCheck %s --check-prefix=PLAIN
+// RUN: ddp-opt %s --ddp-compress="plan=%S/Inputs/plan-400gbps.json" \
+// RUN:   --ddp-compression-report=output=- -o /dev/null | FileCheck %s --check-prefix=PLAIN
+// PLAIN: 0 fc.bias 1024 f32 plain (plan) - f32
+// PLAIN: 2 fc.weight 1024x1024 f32 plain (plan) - f32
+// PowerSGD's uncompressed tensors keep their label.
+// RUN: ddp-opt %s --insert-powersgd --ddp-compression-report=output=- -o /dev/null | FileCheck %s --check-prefix=PSGD
+// PSGD: 0 fc.bias 1024 f32 uncompressed
 // Without a plan, no plan table.
 // RUN: ddp-opt %s --insert-powersgd --ddp-compression-report=output=- -o /dev/null | FileCheck %s --check-prefix=NOPLAN
 

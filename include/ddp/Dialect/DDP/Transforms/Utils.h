@@ -180,6 +180,12 @@ protected:
   virtual ArrayRef<OptionAlias> getOptionAliases() const { return {}; }
 };
 
+/// The location ddp-plan gives a bucket it chose to send plain: `location`
+/// fused with plannedPlainTag, so that the compression report tells it
+/// from what PowerSGD left uncompressed.
+Location plannedPlainLoc(Location location);
+StringAttr plannedPlainTag(MLIRContext *context);
+
 /// Renders a location for people: a name, file:line:col, or "?".
 std::string describeLocation(Location loc);
 
