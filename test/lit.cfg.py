@@ -54,6 +54,8 @@ config.substitutions.append(
 llvm_lib_dir = os.path.join(os.path.dirname(config.llvm_tools_dir), "lib")
 config.substitutions.append(
     ("%mlir_runner", os.path.join(config.llvm_tools_dir, "mlir-runner")))
+# The build tree, for commands the docs write with build/ in them.
+config.substitutions.append(("%ddp_build_dir", os.path.dirname(config.ddp_lib_dir)))
 config.substitutions.append(("%runner_libs", ",".join([
     os.path.join(llvm_lib_dir, "libmlir_runner_utils.so"),
     os.path.join(llvm_lib_dir, "libmlir_c_runner_utils.so"),
