@@ -250,7 +250,10 @@ struct AllReduceStartModel
       if (failed(buffer))
         return failure();
       auto type = cast<MemRefType>(buffer->getType());
-      if (inPlace) {
+      // In place only in a contiguous buffer (the runtime's): an argument
+      // with a strided layout (One-Shot's default for function boundaries)
+      // is reduced in a contiguous copy, which becomes the result.
+      if (inPlace && isContiguousBuffer(type)) {
         buffers.push_back(*buffer);
         continue;
       }
