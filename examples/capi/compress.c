@@ -22,14 +22,20 @@ int main(int argc, char **argv) {
   /* The module from stdin. */
   size_t size = 0, capacity = 1 << 16;
   char *module = malloc(capacity);
-  for (size_t n; module && (n = fread(module + size, 1, capacity - size - 1,
-                                      stdin)) > 0;) {
-    size += n;
-    if (size + 1 == capacity)
-      module = realloc(module, capacity *= 2);
-  }
   if (!module)
     return 1;
+  for (size_t n; (n = fread(module + size, 1, capacity - size - 1, stdin)) > 0;) {
+    size += n;
+    if (size + 1 == capacity) {
+      char *larger = realloc(module, capacity *= 2);
+      if (!larger) {
+        free(module);
+        fprintf(stderr, "compress: out of memory reading the module\n");
+        return 1;
+      }
+      module = larger;
+    }
+  }
   module[size] = '\0';
 
   char *output = NULL, *diagnostics = NULL, *report = NULL;

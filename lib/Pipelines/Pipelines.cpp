@@ -200,12 +200,13 @@ void mlir::ddp::registerPipelines() {
         CompressionPipelineOptions options;
         // PyTorch's names too; a bad one is answered with the nearest
         // valid one, through the handler (nothing goes to stderr).
-        std::string printed;
-        llvm::raw_string_ostream printStream(printed);
-        options.print(printStream);
-        std::vector<std::string> known = printedOptionNames(printed);
-        FailureOr<std::string> spelled = respellOptions(
-            "ddp-compress", text, known, powerSGDOptionAliases(), errorHandler);
+        std::vector<std::string> known =
+            optionNamesBeside(options.powersgdRank);
+        std::vector<std::string> lists =
+            optionNamesBeside(options.powersgdRank, /*listsOnly=*/true);
+        FailureOr<std::string> spelled =
+            respellOptions("ddp-compress", text, known, lists,
+                           powerSGDOptionAliases(), errorHandler);
         if (failed(spelled))
           return failure();
         std::string parseErrors;

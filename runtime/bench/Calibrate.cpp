@@ -480,7 +480,9 @@ struct Verdict {
   double bytes = 0.0;      // and at what size
   std::string text;        // what it means and what to do, for people
 
-  std::string where() const { return collective + " at " + bytesText(bytes); }
+  std::string where() const {
+    return collective.empty() ? "" : collective + " at " + bytesText(bytes);
+  }
 };
 
 struct Profile {
@@ -520,12 +522,14 @@ Verdict judge(const Profile &profile) {
   char text[640];
   double ratio = ambiguousRatio(verdict.worstError);
   if (verdict.usable) {
+    std::string worst =
+        verdict.collective.empty() ? "" : " (worst: " + verdict.where() + ")";
     std::snprintf(text, sizeof text,
                   "usable for planning: every fit is within %.0f%% of the "
-                  "measured times (worst: %s), so ddp-plan orders choices "
-                  "whose exchanges differ by more than %.2fx correctly (fp16 "
+                  "measured times%s, so ddp-plan orders choices whose "
+                  "exchanges differ by more than %.2fx correctly (fp16 "
                   "halves the bytes, PowerSGD saves more).",
-                  100.0 * verdict.worstError, verdict.where().c_str(), ratio);
+                  100.0 * verdict.worstError, worst.c_str(), ratio);
     verdict.text = text;
     return verdict;
   }

@@ -37,12 +37,21 @@
 // TYPO-PIPE: error: ddp-compress: no such option 'powersgd-rnak'; did you mean 'powersgd-rank'?
 // RUN: not ddp-opt %s --ddp-plan="profile=p.json strt-iter=2" 2>&1 | FileCheck %s --check-prefix=TYPO-PLAN
 // TYPO-PLAN: error: ddp-plan: no such option 'strt-iter'; did you mean 'start-iter'?
+// List options are names too (they print nothing without a value).
+// RUN: not ddp-opt %s --ddp-plan="profile=p.json rnaks=1,2" 2>&1 | FileCheck %s --check-prefix=TYPO-LIST
+// TYPO-LIST: error: ddp-plan: no such option 'rnaks'; did you mean 'ranks'?
+// RUN: not ddp-opt %s --ddp-compress="plan-choice=plain" 2>&1 | FileCheck %s --check-prefix=TYPO-PIPE-LIST
+// TYPO-PIPE-LIST: error: ddp-compress: no such option 'plan-choice'; did you mean 'plan-choices'?
 // RUN: not ddp-opt %s --insert-powersgd="xyzzy=1" 2>&1 | FileCheck %s --check-prefix=FAR
 // FAR: error: insert-powersgd: no such option 'xyzzy'; the options are batch-same-shape, bucket-cap-mb, error-feedback, min-compression-rate, mode, orthogonalization-epsilon, rank, seed, start-iter, warm-start
 // Other passes answer typos the same way.
 // RUN: not ddp-opt %s --ddp-bucketize="capmb=1" 2>&1 | FileCheck %s --check-prefix=BUCKET
 // BUCKET: error: ddp-bucketize: no such option 'capmb'; did you mean 'cap-mb'?
 
+// A list option may be given twice (its values add up); another may not.
+// RUN: ddp-opt %s --ddp-plan="profile=%S/../Dialect/DDP/Transforms/Inputs/plan-1gbps.json choices=plain choices=fp16" -o /dev/null
+// RUN: not ddp-opt %s --insert-powersgd="rank=2 rank=3" 2>&1 | FileCheck %s --check-prefix=SAME-TWICE
+// SAME-TWICE: error: insert-powersgd: option 'rank' is given twice{{$}}
 // Both names of one option.
 // RUN: not ddp-opt %s --insert-powersgd="rank=2 matrix-approximation-rank=4" 2>&1 | FileCheck %s --check-prefix=TWICE
 // TWICE: error: insert-powersgd: option 'rank' is given twice (as 'rank' and 'matrix-approximation-rank')

@@ -51,6 +51,8 @@ static bool reducesSubGrid(shard::AllReduceOp op,
 /// The number of devices of `op`'s grid, or 0 if a size is dynamic.
 static int64_t gridSize(shard::AllReduceOp op, SymbolTableCollection &symbols) {
   shard::GridOp grid = shard::getGridOrNull(op, op.getGridAttr(), symbols);
+  if (!grid)
+    return 0;
   int64_t devices = 1;
   for (int64_t size : grid.getShape()) {
     if (ShapedType::isDynamic(size))

@@ -13,6 +13,7 @@
 
 #include "ddp/Conversion/ShardToDDP/ShardToDDP.h"
 #include "ddp/Dialect/DDP/IR/DDP.h"
+#include "ddp/Dialect/DDP/IR/GradientNames.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -133,21 +134,6 @@ llvm::Expected<std::string> resolveEntry(ModuleOp module,
                    list(candidates) + "; choose one with --entry");
 }
 
-/// The name an argument's location gives it ("fc1.weight" for
-/// loc("fc1.weight"), also inside a fused or call-site location); empty if
-/// it has none.
-std::string locationName(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location part : fused.getLocations())
-      if (std::string name = locationName(part); !name.empty())
-        return name;
-  if (auto callSite = dyn_cast<CallSiteLoc>(loc))
-    return locationName(callSite.getCallee());
-  return "";
-}
-
 } // namespace
 
 llvm::Expected<StepSignature>
@@ -183,21 +169,14 @@ mlir::ddp::readStepSignature(ModuleOp module,
   collect(function.getResultTypes(), "result", signature.results);
   if (errors)
     return std::move(errors);
-  // Names: the `ddp.name` the passes or the importer recorded, which
-  // survives printing, else the argument's name location.
+  // Names: the `ddp.name` the passes or the importer recorded (which
+  // survives printing), else the arguments' name locations; a result is
+  // named after the argument it returns the average of.
+  for (unsigned a = 0; a < function.getNumArguments(); ++a)
+    signature.argumentNames.push_back(ddp::argumentGradientName(function, a));
+  for (unsigned r = 0; r < function.getNumResults(); ++r)
+    signature.resultNames.push_back(ddp::resultGradientName(function, r));
   auto *dialect = module.getContext()->getOrLoadDialect<ddp::DDPDialect>();
-  StringAttr nameAttr = dialect->getNameAttrHelper().getName();
-  for (BlockArgument argument : function.getArguments()) {
-    auto recorded = function.getArgAttrOfType<StringAttr>(
-        argument.getArgNumber(), nameAttr);
-    signature.argumentNames.push_back(
-        recorded ? recorded.getValue().str() : locationName(argument.getLoc()));
-  }
-  for (unsigned r = 0; r < function.getNumResults(); ++r) {
-    auto recorded =
-        function.getResultAttrOfType<StringAttr>(r, nameAttr);
-    signature.resultNames.push_back(recorded ? recorded.getValue().str() : "");
-  }
   // The job size its collectives were written for (every function that
   // records one must agree).
   for (auto candidate : module.getOps<func::FuncOp>()) {

@@ -196,7 +196,9 @@ bool checkOutputPattern(const Job &job, const StepSignature &signature,
   if (job.worldSize > 1 && !has("{rank}"))
     missing.push_back("{rank} (" + std::to_string(job.worldSize) + " ranks)");
   if (everyStep && options.steps > 1 && !has("{step}"))
-    missing.push_back("{step} (" + std::to_string(options.steps) + " steps)");
+    missing.push_back("{step} (" + std::to_string(options.steps) + " steps" +
+                      (has("{step%") ? "; {step%N} would reuse paths" : "") +
+                      ")");
   if (!archive && written.size() > 1 && !has("{result}") && !has("{name}"))
     missing.push_back("{result} or {name} (" + std::to_string(written.size()) +
                       " results)");
@@ -218,6 +220,11 @@ bool checkOutputPattern(const Job &job, const StepSignature &signature,
     job.error() << flag << "=" << pattern
                 << ": an .npz holds every result of a step under its name; "
                    "take {result} and {name} out of its path\n";
+    return false;
+  }
+  if (archive && written.empty()) {
+    job.error() << flag << "=" << pattern << ": @" << signature.entry
+                << " has no result to write\n";
     return false;
   }
   if (archive && !npy::archiveSupported()) {
@@ -308,7 +315,7 @@ bool checkCommandLine(const Job &job, const StepSignature &signature,
           job.error() << "arguments " << b << " and " << a
                       << " are both named '" << argumentName(signature, a)
                       << "': --inputs and {name} need distinct names (the "
-                         "arguments' name locations)\n";
+                         "arguments' ddp.name or name locations)\n";
           ok = false;
         }
   std::vector<int> carriedFrom;
@@ -339,19 +346,23 @@ bool checkInputsBeforeLaunch(const Job &job, const StepSignature &signature,
   int64_t step = options.firstStep;
   size_t count = signature.arguments.size();
   // The path of every rank (as that rank expands it).
+  // The distinct paths of the ranks (as each expands the pattern).
   auto perRank = [&](const std::string &pattern, const std::string &name) {
     std::vector<std::string> paths;
     for (int rank = 0; rank < job.worldSize; ++rank) {
       Job as(job.tool);
       as.rank = rank;
       as.worldSize = job.worldSize;
-      paths.push_back(as.expand(pattern, step, -1, name));
+      std::string path = as.expand(pattern, step, -1, name);
+      if (std::find(paths.begin(), paths.end(), path) == paths.end())
+        paths.push_back(path);
     }
     return paths;
   };
+  // Anything readable that is not a directory (a pipe may be a file too).
   auto exists = [](const std::string &path) {
     struct stat info;
-    return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
+    return ::stat(path.c_str(), &info) == 0 && !S_ISDIR(info.st_mode);
   };
   bool ok = true;
   if (options.inputArchive.empty()) {

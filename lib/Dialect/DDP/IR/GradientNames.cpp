@@ -13,10 +13,15 @@
 using namespace mlir;
 using namespace mlir::ddp;
 
-/// The name a function argument's location gives it; empty if none.
-static StringRef nameOfLocation(Location loc) {
-  if (auto named = dyn_cast<NameLoc>(loc))
-    return named.getName().getValue();
+std::string mlir::ddp::locationName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location part : fused.getLocations())
+      if (std::string name = locationName(part); !name.empty())
+        return name;
+  if (auto callSite = dyn_cast<CallSiteLoc>(loc))
+    return locationName(callSite.getCallee());
   return "";
 }
 
@@ -33,16 +38,49 @@ static BlockArgument reducedArgument(func::FuncOp function, Value value) {
   return argument;
 }
 
+static StringAttr nameAttrName(MLIRContext *context) {
+  return StringAttr::get(context, DDPDialect::getDialectNamespace() + ".name");
+}
+
+std::string mlir::ddp::argumentGradientName(func::FuncOp function,
+                                            unsigned index) {
+  if (auto recorded = function.getArgAttrOfType<StringAttr>(
+          index, nameAttrName(function.getContext())))
+    return recorded.getValue().str();
+  if (function.isExternal())
+    return "";
+  return locationName(function.getArgument(index).getLoc());
+}
+
+std::string mlir::ddp::resultGradientName(func::FuncOp function,
+                                          unsigned index) {
+  if (auto recorded = function.getResultAttrOfType<StringAttr>(
+          index, nameAttrName(function.getContext())))
+    return recorded.getValue().str();
+  if (function.isExternal())
+    return "";
+  // The argument every return gives back (the allreduce of), if one.
+  std::optional<unsigned> argument;
+  bool agree = true;
+  function.walk([&](func::ReturnOp returnOp) {
+    BlockArgument returned =
+        reducedArgument(function, returnOp.getOperand(index));
+    if (!returned || (argument && *argument != returned.getArgNumber()))
+      agree = false;
+    else
+      argument = returned.getArgNumber();
+  });
+  return agree && argument ? argumentGradientName(function, *argument) : "";
+}
+
 static bool recordGradientNames(func::FuncOp function, StringAttr attrName) {
   if (function.isExternal())
     return false;
   bool changed = false;
-  Block &entry = function.getBody().front();
-  for (BlockArgument argument : entry.getArguments()) {
+  for (BlockArgument argument : function.getArguments()) {
     unsigned i = argument.getArgNumber();
-    StringRef fromLoc = nameOfLocation(argument.getLoc());
-    auto recorded =
-        function.getArgAttrOfType<StringAttr>(i, attrName);
+    std::string fromLoc = locationName(argument.getLoc());
+    auto recorded = function.getArgAttrOfType<StringAttr>(i, attrName);
     if (!recorded && !fromLoc.empty()) {
       function.setArgAttr(i, attrName,
                           StringAttr::get(function.getContext(), fromLoc));
@@ -52,20 +90,15 @@ static bool recordGradientNames(func::FuncOp function, StringAttr attrName) {
       changed = true;
     }
   }
-  auto returnOp = dyn_cast<func::ReturnOp>(entry.getTerminator());
-  if (!returnOp)
-    return changed;
-  for (auto [r, value] : llvm::enumerate(returnOp.getOperands())) {
+  for (unsigned r = 0; r < function.getNumResults(); ++r) {
     if (function.getResultAttr(r, attrName))
       continue;
-    BlockArgument argument = reducedArgument(function, value);
-    if (!argument)
+    std::string name = resultGradientName(function, r);
+    if (name.empty())
       continue;
-    if (auto name = function.getArgAttrOfType<StringAttr>(
-            argument.getArgNumber(), attrName)) {
-      function.setResultAttr(r, attrName, name);
-      changed = true;
-    }
+    function.setResultAttr(r, attrName,
+                           StringAttr::get(function.getContext(), name));
+    changed = true;
   }
   return changed;
 }

@@ -16,6 +16,8 @@ using namespace mlir;
 using namespace mlir::ddp;
 
 namespace {
+constexpr double kMaxBucketMb = 1024.0 * 1024.0 * 1024.0;
+
 struct DDPBucketizePass : public PassWithOptionNames<ddp::impl::DDPBucketizeBase<DDPBucketizePass>> {
   using Base::Base;
 
@@ -23,10 +25,11 @@ struct DDPBucketizePass : public PassWithOptionNames<ddp::impl::DDPBucketizeBase
     for (auto [name, value] : {std::pair{"cap-mb", double(capMb)},
                                std::pair{"first-bucket-mb",
                                          double(firstBucketMb)}})
-      if (!(value >= 0.0) || std::isinf(value)) {
+      // At most a PiB (in bytes, a count that fits 64 bits).
+      if (!(value >= 0.0) || value > kMaxBucketMb) {
         emitPassError(getOperation(), getArgument())
-            << name << " must be a finite number >= 0, got "
-            << formatNumber(value);
+            << name << " must be a number of MiB in [0, "
+            << formatNumber(kMaxBucketMb) << "], got " << formatNumber(value);
         return signalPassFailure();
       }
     if (mode != "ddp" && mode != "ddp-param-order" && mode != "strict") {

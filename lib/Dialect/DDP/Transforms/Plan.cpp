@@ -59,6 +59,7 @@ protected:
   ArrayRef<OptionAlias> getOptionAliases() const override {
     return powerSGDOptionAliases();
   }
+  const llvm::cl::Option *getAnyOption() const override { return &profile; }
 
 private:
   /// Parses and checks the options into `allowed`; false after an error.

@@ -456,6 +456,20 @@ SmallVector<OptionText> splitOptions(StringRef text) {
 }
 } // namespace
 
+std::vector<std::string>
+mlir::ddp::optionNamesBeside(const llvm::cl::Option &option, bool listsOnly) {
+  std::vector<std::string> names;
+  for (llvm::cl::SubCommand *sub : option.Subs)
+    for (const auto &entry : sub->OptionsMap)
+      if (!listsOnly ||
+          entry.second->getNumOccurrencesFlag() == llvm::cl::ZeroOrMore ||
+          entry.second->getNumOccurrencesFlag() == llvm::cl::OneOrMore)
+        names.push_back(entry.first.str());
+  llvm::sort(names);
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
 std::vector<std::string> mlir::ddp::printedOptionNames(StringRef printed) {
   size_t open = printed.find('{');
   if (open == StringRef::npos || !printed.ends_with("}"))
@@ -515,6 +529,7 @@ std::string mlir::ddp::explainOptionError(StringRef owner, StringRef message,
 FailureOr<std::string>
 mlir::ddp::respellOptions(StringRef owner, StringRef text,
                           ArrayRef<std::string> known,
+                          ArrayRef<std::string> lists,
                           ArrayRef<OptionAlias> aliases,
                           function_ref<LogicalResult(const Twine &)> errorHandler) {
   std::string out;
@@ -526,8 +541,11 @@ mlir::ddp::respellOptions(StringRef owner, StringRef text,
         key = alias.ours;
         break;
       }
+    // An option given twice is ambiguous, but for a list option under
+    // one name (its values add up).
     auto [it, inserted] = given.try_emplace(key, option.key.str());
-    if (!inserted) {
+    if (!inserted &&
+        (it->second != option.key || !llvm::is_contained(lists, key))) {
       (void)errorHandler(owner + ": option '" + key + "' is given twice" +
                          (it->second == option.key
                               ? std::string()

@@ -16,7 +16,9 @@
 // RUN: not ddp-opt %s --ddp-bucketize="mode=fast" 2>&1 | FileCheck %s --check-prefix=BAD-MODE
 // BAD-MODE: error: ddp-bucketize: mode must be ddp, ddp-param-order or strict, got 'fast'
 // RUN: not ddp-opt %s --ddp-bucketize="first-bucket-mb=-1" 2>&1 | FileCheck %s --check-prefix=BAD-FIRST
-// BAD-FIRST: error: ddp-bucketize: first-bucket-mb must be a finite number >= 0, got -1
+// BAD-FIRST: error: ddp-bucketize: first-bucket-mb must be a number of MiB in [0, 1.07374e+09], got -1
+// RUN: not ddp-opt %s --ddp-bucketize="first-bucket-mb=1e300" 2>&1 | FileCheck %s --check-prefix=HUGE-FIRST
+// HUGE-FIRST: error: ddp-bucketize: first-bucket-mb must be a number of MiB in [0, 1.07374e+09], got 1e+300
 
 // Arguments are ready together: DDP takes them in reverse parameter order.
 // CHECK-LABEL: func.func @consecutive(

@@ -17,7 +17,7 @@
 // MODE: Cannot find option named 'blocked'!
 // NOTNUM: for the --rank option: 'two' value invalid for uint argument!
 // UNKNOWN: error: insert-powersgd: no such option 'ranks'; did you mean 'rank'?
-// BUCKET: error: ddp-bucketize: cap-mb must be a finite number >= 0, got -1
+// BUCKET: error: ddp-bucketize: cap-mb must be a number of MiB in [0, 1.07374e+09], got -1
 // NARROW: Cannot find option named 'fp8'!
 
 func.func @f(%w: tensor<64x32xf32>) -> tensor<64x32xf32> {

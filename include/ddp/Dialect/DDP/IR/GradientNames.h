@@ -16,9 +16,25 @@
 #ifndef DDP_DIALECT_DDP_IR_GRADIENTNAMES_H
 #define DDP_DIALECT_DDP_IR_GRADIENTNAMES_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Operation.h"
 
+#include <string>
+
 namespace mlir::ddp {
+
+/// The name a location gives a value ("fc1.weight" for loc("fc1.weight"),
+/// also inside a fused or call-site location); empty if none.
+std::string locationName(Location loc);
+
+/// Argument `index`'s gradient name: its `ddp.name`, else its location's
+/// name; empty if none.
+std::string argumentGradientName(func::FuncOp function, unsigned index);
+
+/// Result `index`'s gradient name: its `ddp.name`, else the name of the
+/// argument every return gives back the allreduce (ddp or shard) of, or
+/// gives back itself; empty if none.
+std::string resultGradientName(func::FuncOp function, unsigned index);
 
 /// Gives every named gradient of the functions in `root` (or of `root`, a
 /// function) the `ddp.name` attribute hosts read, and the name location the

@@ -37,8 +37,10 @@ def DDPBucketize : Pass<"ddp-bucketize", "::mlir::func::FuncOp"> {
     `mode=strict` never lets a bucket exceed its cap (a bucket is closed
     before a tensor would take it over; a larger tensor gets a bucket of its
     own) and keeps program order among gradients ready together.
-    `first-bucket-mb=0` gives the first bucket `cap-mb` too; `cap-mb=0`
-    leaves every allreduce a bucket of its own.
+    `first-bucket-mb` applies in every mode; `first-bucket-mb=0` gives the
+    first bucket `cap-mb` too (`mode=strict first-bucket-mb=0` is the rule
+    of earlier versions); `cap-mb=0` leaves every allreduce a bucket of its
+    own.
 
     It sees only `ddp.allreduce`: run `convert-shard-to-ddp` first on an
     upstream `shard` module (`ddp-compress` and `insert-powersgd` do). Runs

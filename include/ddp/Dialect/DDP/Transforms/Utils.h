@@ -12,6 +12,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <optional>
@@ -129,11 +130,12 @@ ArrayRef<OptionAlias> powerSGDOptionAliases();
 /// Rewrites the textual options of a pass or pipeline (`key=value`
 /// separated by spaces; a value may hold spaces inside quotes or braces)
 /// with PyTorch's names (`aliases`, those whose name of ours is in `known`)
-/// replaced by ours. One option given twice is answered through
-/// `errorHandler`; `owner` (the pass) starts the message.
+/// replaced by ours. One option given twice (also under both its names),
+/// unless it is one of `lists` (list options take several), is answered
+/// through `errorHandler`; `owner` (the pass) starts the message.
 FailureOr<std::string>
 respellOptions(StringRef owner, StringRef text, ArrayRef<std::string> known,
-               ArrayRef<OptionAlias> aliases,
+               ArrayRef<std::string> lists, ArrayRef<OptionAlias> aliases,
                function_ref<LogicalResult(const Twine &)> errorHandler);
 
 /// MLIR's option parser's `message` for `owner`, made a user's: an
@@ -148,6 +150,11 @@ std::string explainOptionError(StringRef owner, StringRef message,
 /// but list options without a value, which print nothing.
 std::vector<std::string> printedOptionNames(StringRef printed);
 
+/// Every option name of the pass or pipeline options `option` belongs to
+/// (its LLVM subcommand's), sorted; with `listsOnly`, the list options'.
+std::vector<std::string> optionNamesBeside(const llvm::cl::Option &option,
+                                           bool listsOnly = false);
+
 /// A pass whose textual options accept PyTorch's names beside ours
 /// (`getOptionAliases`) and answer an unknown name with the nearest valid
 /// one: `struct MyPass : PassWithOptionNames<impl::MyPassBase<MyPass>>`.
@@ -160,12 +167,18 @@ public:
   LogicalResult initializeOptions(
       StringRef options,
       function_ref<LogicalResult(const Twine &)> errorHandler) override {
-    std::string printed;
-    llvm::raw_string_ostream os(printed);
-    this->printAsTextualPipeline(os);
-    std::vector<std::string> known = printedOptionNames(printed);
+    std::vector<std::string> known, lists;
+    if (const llvm::cl::Option *option = getAnyOption()) {
+      known = optionNamesBeside(*option);
+      lists = optionNamesBeside(*option, /*listsOnly=*/true);
+    } else {
+      std::string printed;
+      llvm::raw_string_ostream os(printed);
+      this->printAsTextualPipeline(os);
+      known = printedOptionNames(printed);
+    }
     FailureOr<std::string> spelled =
-        respellOptions(this->getArgument(), options, known,
+        respellOptions(this->getArgument(), options, known, lists,
                        getOptionAliases(), errorHandler);
     if (failed(spelled))
       return failure();
@@ -178,6 +191,11 @@ public:
 protected:
   /// PyTorch's names of this pass's options.
   virtual ArrayRef<OptionAlias> getOptionAliases() const { return {}; }
+  /// One option of the pass, through which every option name is found. A
+  /// pass with list options gives one: without a value they do not print,
+  /// the names would otherwise come from the printed pass, and a list
+  /// option may be given twice.
+  virtual const llvm::cl::Option *getAnyOption() const { return nullptr; }
 };
 
 /// The location ddp-plan gives a bucket it chose to send plain: `location`
