@@ -174,8 +174,7 @@ mlir::ddp::readStepSignature(ModuleOp module,
   // named after the argument it returns the average of.
   for (unsigned a = 0; a < function.getNumArguments(); ++a)
     signature.argumentNames.push_back(ddp::argumentGradientName(function, a));
-  for (unsigned r = 0; r < function.getNumResults(); ++r)
-    signature.resultNames.push_back(ddp::resultGradientName(function, r));
+  signature.resultNames = ddp::resultGradientNames(function);
   auto *dialect = module.getContext()->getOrLoadDialect<ddp::DDPDialect>();
   // The job size its collectives were written for (every function that
   // records one must agree).

@@ -52,52 +52,88 @@ std::string mlir::ddp::argumentGradientName(func::FuncOp function,
   return locationName(function.getArgument(index).getLoc());
 }
 
-std::string mlir::ddp::resultGradientName(func::FuncOp function,
-                                          unsigned index) {
-  if (auto recorded = function.getResultAttrOfType<StringAttr>(
-          index, nameAttrName(function.getContext())))
-    return recorded.getValue().str();
-  if (function.isExternal())
-    return "";
-  // The argument every return gives back (the allreduce of), if one.
-  std::optional<unsigned> argument;
-  bool agree = true;
-  function.walk([&](func::ReturnOp returnOp) {
-    BlockArgument returned =
-        reducedArgument(function, returnOp.getOperand(index));
-    if (!returned || (argument && *argument != returned.getArgNumber()))
-      agree = false;
-    else
+std::vector<std::string> mlir::ddp::resultGradientNames(func::FuncOp function) {
+  unsigned count = function.getNumResults();
+  std::vector<std::string> names(count);
+  StringAttr attrName = nameAttrName(function.getContext());
+  ArrayAttr recorded = function.getAllResultAttrs();
+  SmallVector<func::ReturnOp> returns;
+  if (!function.isExternal())
+    function.walk([&](func::ReturnOp op) { returns.push_back(op); });
+  for (unsigned r = 0; r < count; ++r) {
+    if (recorded)
+      if (auto name = cast<DictionaryAttr>(recorded[r]).getAs<StringAttr>(
+              attrName)) {
+        names[r] = name.getValue().str();
+        continue;
+      }
+    // The argument every return gives back (the allreduce of), if one.
+    std::optional<unsigned> argument;
+    bool agree = !returns.empty();
+    for (func::ReturnOp returnOp : returns) {
+      BlockArgument returned =
+          reducedArgument(function, returnOp.getOperand(r));
+      if (!returned || (argument && *argument != returned.getArgNumber())) {
+        agree = false;
+        break;
+      }
       argument = returned.getArgNumber();
-  });
-  return agree && argument ? argumentGradientName(function, *argument) : "";
+    }
+    if (agree)
+      names[r] = argumentGradientName(function, *argument);
+  }
+  return names;
+}
+
+/// `dicts` (one per argument or result, or none) with `name` set to
+/// `values[i]` where that is not empty and differs; whether anything did.
+static bool withNames(ArrayAttr dicts, size_t count, StringAttr name,
+                      ArrayRef<std::string> values,
+                      SmallVectorImpl<DictionaryAttr> &out) {
+  MLIRContext *context = name.getContext();
+  bool changed = false;
+  out.clear();
+  for (size_t i = 0; i < count; ++i) {
+    DictionaryAttr dict = dicts ? cast<DictionaryAttr>(dicts[i])
+                                : DictionaryAttr::get(context);
+    if (!values[i].empty() && !dict.get(name)) {
+      NamedAttrList attrs(dict);
+      attrs.set(name, StringAttr::get(context, values[i]));
+      dict = attrs.getDictionary(context);
+      changed = true;
+    }
+    out.push_back(dict);
+  }
+  return changed;
 }
 
 static bool recordGradientNames(func::FuncOp function, StringAttr attrName) {
   if (function.isExternal())
     return false;
   bool changed = false;
+  // Names from locations become attributes; attributes read back from a
+  // printed module become location names again. All attributes are set
+  // at once (one per argument would rebuild the list each time).
+  std::vector<std::string> fromLocations;
   for (BlockArgument argument : function.getArguments()) {
-    unsigned i = argument.getArgNumber();
     std::string fromLoc = locationName(argument.getLoc());
-    auto recorded = function.getArgAttrOfType<StringAttr>(i, attrName);
-    if (!recorded && !fromLoc.empty()) {
-      function.setArgAttr(i, attrName,
-                          StringAttr::get(function.getContext(), fromLoc));
-      changed = true;
-    } else if (recorded && fromLoc != recorded.getValue()) {
+    auto recorded = function.getArgAttrOfType<StringAttr>(
+        argument.getArgNumber(), attrName);
+    if (recorded && fromLoc != recorded.getValue()) {
       argument.setLoc(NameLoc::get(recorded, argument.getLoc()));
       changed = true;
     }
+    fromLocations.push_back(recorded ? std::string() : fromLoc);
   }
-  for (unsigned r = 0; r < function.getNumResults(); ++r) {
-    if (function.getResultAttr(r, attrName))
-      continue;
-    std::string name = resultGradientName(function, r);
-    if (name.empty())
-      continue;
-    function.setResultAttr(r, attrName,
-                           StringAttr::get(function.getContext(), name));
+  SmallVector<DictionaryAttr> dicts;
+  if (withNames(function.getAllArgAttrs(), function.getNumArguments(),
+                attrName, fromLocations, dicts)) {
+    function.setAllArgAttrs(dicts);
+    changed = true;
+  }
+  if (withNames(function.getAllResultAttrs(), function.getNumResults(),
+                attrName, resultGradientNames(function), dicts)) {
+    function.setAllResultAttrs(dicts);
     changed = true;
   }
   return changed;
@@ -121,27 +157,32 @@ void mlir::ddp::stripGradientNames(Operation *root) {
   if (!dialect)
     return;
   StringAttr name = dialect->getNameAttrHelper().getName();
+  // The dictionaries without `name`; none at all if nothing else is left.
+  auto without = [&](ArrayAttr all, SmallVectorImpl<DictionaryAttr> &out) {
+    bool anyLeft = false;
+    out.clear();
+    for (Attribute attr : all) {
+      NamedAttrList attrs(cast<DictionaryAttr>(attr));
+      attrs.erase(name);
+      anyLeft |= !attrs.empty();
+      out.push_back(attrs.getDictionary(root->getContext()));
+    }
+    return anyLeft;
+  };
+  SmallVector<DictionaryAttr> dicts;
   root->walk<WalkOrder::PreOrder>([&](func::FuncOp function) {
-    auto strip = [&](ArrayAttr all, auto remove, auto dropAll) {
-      if (!all)
-        return;
-      bool anyLeft = false;
-      for (auto [i, attrs] : llvm::enumerate(all.getAsRange<DictionaryAttr>())) {
-        if (attrs.get(name))
-          remove(unsigned(i));
-        anyLeft |= attrs.size() > (attrs.get(name) ? 1u : 0u);
-      }
-      if (!anyLeft)
-        dropAll();
-    };
-    strip(
-        function.getAllArgAttrs(),
-        [&](unsigned i) { function.removeArgAttr(i, name); },
-        [&] { function.removeArgAttrsAttr(); });
-    strip(
-        function.getAllResultAttrs(),
-        [&](unsigned i) { function.removeResultAttr(i, name); },
-        [&] { function.removeResAttrsAttr(); });
+    if (ArrayAttr all = function.getAllArgAttrs()) {
+      if (without(all, dicts))
+        function.setAllArgAttrs(dicts);
+      else
+        function.removeArgAttrsAttr();
+    }
+    if (ArrayAttr all = function.getAllResultAttrs()) {
+      if (without(all, dicts))
+        function.setAllResultAttrs(dicts);
+      else
+        function.removeResAttrsAttr();
+    }
     return WalkResult::skip();
   });
 }

@@ -20,6 +20,7 @@
 #include "mlir/IR/Operation.h"
 
 #include <string>
+#include <vector>
 
 namespace mlir::ddp {
 
@@ -31,10 +32,10 @@ std::string locationName(Location loc);
 /// name; empty if none.
 std::string argumentGradientName(func::FuncOp function, unsigned index);
 
-/// Result `index`'s gradient name: its `ddp.name`, else the name of the
-/// argument every return gives back the allreduce (ddp or shard) of, or
-/// gives back itself; empty if none.
-std::string resultGradientName(func::FuncOp function, unsigned index);
+/// The results' gradient names: each one's `ddp.name`, else the name of
+/// the argument every return gives back the allreduce (ddp or shard) of,
+/// or gives back itself; empty where none. Linear in the function.
+std::vector<std::string> resultGradientNames(func::FuncOp function);
 
 /// Gives every named gradient of the functions in `root` (or of `root`, a
 /// function) the `ddp.name` attribute hosts read, and the name location the
