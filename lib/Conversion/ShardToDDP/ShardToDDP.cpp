@@ -179,15 +179,18 @@ LogicalResult mlir::ddp::checkShardAllReduces(Operation *root,
   auto i64 = IntegerType::get(root->getContext(), 64);
   bool refused = false;
   root->walk([&](shard::AllReduceOp op) {
-    if (reducesSubGrid(op, symbols)) {
-      op.emitError() << "shard.all_reduce cannot become a ddp collective: "
-                     << whyNotDDP(op, symbols);
-      refused = true;
+    std::string reason = whyNotDDP(op, symbols);
+    if (!reason.empty()) {
+      if (reducesSubGrid(op, symbols)) {
+        op.emitError() << "shard.all_reduce cannot become a ddp collective: "
+                       << reason;
+        refused = true;
+      }
       return;
     }
     int64_t size = gridSize(op, symbols);
     auto function = op->getParentOfType<FunctionOpInterface>();
-    if (!whyNotDDP(op, symbols).empty() || size == 0 || !function)
+    if (size == 0 || !function)
       return;
     IntegerAttr recorded = worldAttr.getAttr(function);
     if (recorded && recorded.getInt() != size) {

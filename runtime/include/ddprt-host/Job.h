@@ -78,6 +78,11 @@ private:
 /// This rank's part of the job: the runtime context, the rank, and how
 /// ranks agree on failures (every rank stops with status 1 when any
 /// fails, never a hang: the agreement itself gives up after the timeout).
+/// Replaces {rank}, {step}, {step%N}, {result} and {name} in `pattern`
+/// (a negative step or result, or an empty name, leaves its placeholder).
+std::string expandPattern(std::string_view pattern, int rank, int64_t step,
+                          int64_t result = -1, std::string_view name = "");
+
 class Job {
 public:
   explicit Job(std::string tool) : tool(std::move(tool)) {}
@@ -115,7 +120,7 @@ public:
   /// "10 Gb/s, 20 µs": the simulated link, for messages.
   std::string simulatedLinkText() const;
 
-  /// Replaces {rank}, {step}, {step%N}, {result} and {name} in `pattern`.
+  /// expandPattern for this rank.
   std::string expand(std::string_view pattern, int64_t step,
                      int64_t result = -1, std::string_view name = "") const;
 

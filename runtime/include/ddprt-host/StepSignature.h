@@ -83,6 +83,8 @@ struct StepSignature {
 
 /// Argument `index`'s name: its name in the module, or "arg<index>".
 std::string argumentName(const StepSignature &signature, size_t index);
+/// Whether argument `index` has a name in the module.
+bool argumentHasName(const StepSignature &signature, size_t index);
 /// Result `index`'s name: its name in the module, or "result<index>".
 std::string resultName(const StepSignature &signature, size_t index);
 

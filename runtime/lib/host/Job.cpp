@@ -317,6 +317,11 @@ std::string Job::simulatedLinkText() const {
 
 std::string Job::expand(std::string_view pattern, int64_t step, int64_t result,
                         std::string_view name) const {
+  return expandPattern(pattern, rank, step, result, name);
+}
+
+std::string expandPattern(std::string_view pattern, int rank, int64_t step,
+                          int64_t result, std::string_view name) {
   std::string out;
   while (!pattern.empty()) {
     size_t open = pattern.find('{');

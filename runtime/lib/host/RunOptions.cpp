@@ -9,6 +9,7 @@
 #include "Format.h"
 #include "Job.h"
 #include "Npy.h"
+#include "StepBuffers.h"
 #include "StepSignature.h"
 
 #include "../SimulatedLink.h"
@@ -345,15 +346,11 @@ bool checkInputsBeforeLaunch(const Job &job, const StepSignature &signature,
                              const RunOptions &options) {
   int64_t step = options.firstStep;
   size_t count = signature.arguments.size();
-  // The path of every rank (as that rank expands it).
   // The distinct paths of the ranks (as each expands the pattern).
   auto perRank = [&](const std::string &pattern, const std::string &name) {
     std::vector<std::string> paths;
     for (int rank = 0; rank < job.worldSize; ++rank) {
-      Job as(job.tool);
-      as.rank = rank;
-      as.worldSize = job.worldSize;
-      std::string path = as.expand(pattern, step, -1, name);
+      std::string path = expandPattern(pattern, rank, step, -1, name);
       if (std::find(paths.begin(), paths.end(), path) == paths.end())
         paths.push_back(path);
     }
@@ -408,14 +405,9 @@ bool checkInputsBeforeLaunch(const Job &job, const StepSignature &signature,
       continue;
     }
     finding.held = archive.names();
-    for (size_t a = 0; a < count; ++a) {
-      std::string name = argumentName(signature, a);
-      bool unnamed = a >= signature.argumentNames.size() ||
-                     signature.argumentNames[a].empty();
-      if (!archive.contains(name) &&
-          !(unnamed && archive.contains("arr_" + std::to_string(a))))
-        finding.missing.push_back(name);
-    }
+    for (size_t a = 0; a < count; ++a)
+      if (archiveKey(archive, signature, a).empty())
+        finding.missing.push_back(argumentName(signature, a));
     findings.push_back(finding);
   }
   bool sameEverywhere =
@@ -425,8 +417,7 @@ bool checkInputsBeforeLaunch(const Job &job, const StepSignature &signature,
       });
   bool anyUnnamed = false;
   for (size_t a = 0; a < count; ++a)
-    anyUnnamed |= a >= signature.argumentNames.size() ||
-                  signature.argumentNames[a].empty();
+    anyUnnamed |= !argumentHasName(signature, a);
   auto say = [&](const Finding &f, const std::string &where) {
     if (!f.error.empty()) {
       job.error() << "step " << step << ": " << f.error << "\n";

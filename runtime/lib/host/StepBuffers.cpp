@@ -86,14 +86,9 @@ bool InputReader::read(size_t a, int64_t step, Buffer &buffer,
       return false;
     }
   }
-  // np.savez(*arrays) names positional arrays arr_0, arr_1, ...
-  std::string key = name;
-  bool unnamed =
-      a >= signature.argumentNames.size() || signature.argumentNames[a].empty();
-  if (!archive->contains(key) && unnamed &&
-      archive->contains("arr_" + std::to_string(a)))
-    key = "arr_" + std::to_string(a);
-  if (!archive->contains(key)) {
+  std::string key = archiveKey(*archive, signature, a);
+  bool unnamed = !argumentHasName(signature, a);
+  if (key.empty()) {
     std::vector<std::string> held = archive->names();
     error =
         argument + " ('" + name + "'): '" + path + "' has no array '" + name +
@@ -128,6 +123,18 @@ void InputReader::endStep(bool report) {
     }
   archives.clear();
   taken.clear();
+}
+
+std::string archiveKey(const npy::Archive &archive,
+                       const StepSignature &signature, size_t a) {
+  std::string name = argumentName(signature, a);
+  if (archive.contains(name))
+    return name;
+  // np.savez(*arrays) names positional arrays arr_0, arr_1, ...
+  std::string positional = "arr_" + std::to_string(a);
+  if (!argumentHasName(signature, a) && archive.contains(positional))
+    return positional;
+  return "";
 }
 
 npy::Array toArray(const Buffer &buffer) {

@@ -66,6 +66,12 @@ private:
   std::map<std::string, std::set<std::string>> taken;
 };
 
+/// The array of `archive` that argument `a` is read from: the one named
+/// after it, or for an unnamed argument np.savez's positional `arr_<a>`;
+/// empty if the archive holds neither.
+std::string archiveKey(const npy::Archive &archive,
+                       const StepSignature &signature, size_t a);
+
 /// A copy of `buffer` as an array.
 npy::Array toArray(const Buffer &buffer);
 /// Writes `buffer` as a .npy file.

@@ -83,9 +83,13 @@ bool runtimeDtype(const std::string &dtype, ddprt_dtype &out) {
   return true;
 }
 
+bool argumentHasName(const StepSignature &signature, size_t index) {
+  return index < signature.argumentNames.size() &&
+         !signature.argumentNames[index].empty();
+}
+
 std::string argumentName(const StepSignature &signature, size_t index) {
-  if (index < signature.argumentNames.size() &&
-      !signature.argumentNames[index].empty())
+  if (argumentHasName(signature, index))
     return signature.argumentNames[index];
   return "arg" + std::to_string(index);
 }
