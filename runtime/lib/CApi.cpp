@@ -22,6 +22,7 @@
 #include "Validation.h"
 
 #include <memory>
+#include <string_view>
 
 using namespace ddprt;
 
@@ -310,6 +311,23 @@ ddprt_status ddprt_state_get(ddprt_context *context, const char *name,
     error =
         guarded([&] { return getState(*context, name, dtype, numel, state); });
   return report(context, error);
+}
+
+const char *ddprt_name_problem(const char *name, size_t length) {
+  if (!name || length == 0)
+    return "it is empty";
+  std::string_view text(name, length);
+  if (text == "." || text == "..")
+    return "it names a directory ('.' or '..')";
+  for (char c : text) {
+    if (c == '/' || c == '\\')
+      return "it holds a path separator ('/' or '\\')";
+    if (c == '\0')
+      return "it holds a NUL character";
+    if ((unsigned char)c < 0x20 || c == 0x7f)
+      return "it holds a control character";
+  }
+  return nullptr;
 }
 
 ddprt_buffer ddprt_state_buffer(const ddprt_state *state) {

@@ -454,6 +454,9 @@ Error checkStateGet(const ddprt_context *context, const char *name,
   DDPRT_TRY(checkContext(context));
   if (!name || !*name || !state)
     return invalid("a state needs a non-empty name and a result pointer");
+  if (const char *problem = ddprt_name_problem(name, std::strlen(name)))
+    return invalid(std::string("cannot name a state '") + name + "': " +
+                   problem);
   if (dtypeSize(asInt(dtype)) == 0 || numel < 0 ||
       numel > INT64_MAX / int64_t(dtypeSize(asInt(dtype))))
     return invalid(std::string("state '") + name +

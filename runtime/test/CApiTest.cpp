@@ -545,7 +545,17 @@ TEST_F(CApi, RandomNormalAndStateArgumentChecks) {
                "unknown dtype");
   EXPECT_FAILS(ddprt_state_get(context, "s", DDPRT_F32, -4, &state), invalid,
                "negative size");
+  // A name is one file-name component: --dump-state writes it into a path.
+  EXPECT_FAILS(ddprt_state_get(context, "../../x", DDPRT_F32, 4, &state),
+               invalid, "path separator");
+  EXPECT_FAILS(ddprt_state_get(context, "..", DDPRT_F32, 4, &state), invalid,
+               "directory");
+  EXPECT_FAILS(ddprt_state_get(context, "a\nb", DDPRT_F32, 4, &state),
+               invalid, "control character");
   EXPECT_EQ(state, nullptr);
+  EXPECT_STREQ(ddprt_name_problem("a\0x", 3), "it holds a NUL character");
+  EXPECT_STREQ(ddprt_name_problem("", 0), "it is empty");
+  EXPECT_EQ(ddprt_name_problem("ddp.q.layer-1.weight", 20), nullptr);
 
   EXPECT_FAILS(ddprt_checkpoint_save(context, nullptr), invalid, "path");
   EXPECT_FAILS(ddprt_checkpoint_save(context, ""), invalid, "path");
@@ -1056,7 +1066,7 @@ TEST_F(CApi, ScaleCastAndRandomNormalMatchTheKernels) {
 TEST_F(CApi, StateIsZeroInitializedAndFoundAgainByName) {
   int index = 0;
   for (ddprt_dtype dtype : kAllDtypes) {
-    std::string name = "state/" + std::to_string(index++);
+    std::string name = "state." + std::to_string(index++);
     ddprt_state *state = nullptr;
     ASSERT_EQ(ddprt_state_get(context, name.c_str(), dtype, 257, &state),
               DDPRT_OK);
@@ -1084,14 +1094,14 @@ TEST_F(CApi, StateIsZeroInitializedAndFoundAgainByName) {
 
 TEST_F(CApi, StateWithTheSameNameButAnotherShapeIsAMismatch) {
   ddprt_state *state = nullptr, *other = nullptr;
-  ASSERT_EQ(ddprt_state_get(context, "error/conv1", DDPRT_F32, 64, &state),
+  ASSERT_EQ(ddprt_state_get(context, "error.conv1", DDPRT_F32, 64, &state),
             DDPRT_OK);
-  EXPECT_FAILS(ddprt_state_get(context, "error/conv1", DDPRT_F32, 65, &other),
-               DDPRT_ERROR_MISMATCH, "error/conv1");
-  EXPECT_FAILS(ddprt_state_get(context, "error/conv1", DDPRT_F16, 64, &other),
-               DDPRT_ERROR_MISMATCH, "error/conv1");
+  EXPECT_FAILS(ddprt_state_get(context, "error.conv1", DDPRT_F32, 65, &other),
+               DDPRT_ERROR_MISMATCH, "error.conv1");
+  EXPECT_FAILS(ddprt_state_get(context, "error.conv1", DDPRT_F16, 64, &other),
+               DDPRT_ERROR_MISMATCH, "error.conv1");
   EXPECT_EQ(other, nullptr);
-  ASSERT_EQ(ddprt_state_get(context, "error/conv1", DDPRT_F32, 64, &other),
+  ASSERT_EQ(ddprt_state_get(context, "error.conv1", DDPRT_F32, 64, &other),
             DDPRT_OK);
   EXPECT_EQ(other, state);
 }
@@ -1106,9 +1116,9 @@ protected:
     ASSERT_NE(mkdtemp(pattern), nullptr);
     directory = pattern;
     path = (directory / "checkpoint.bin").string();
-    states = createStates(context, {{"error/fc", DDPRT_F32, 1000},
-                                    {"p/conv", DDPRT_F16, 37},
-                                    {"q/conv", DDPRT_BF16, 19},
+    states = createStates(context, {{"error.fc", DDPRT_F32, 1000},
+                                    {"p.conv", DDPRT_F16, 37},
+                                    {"q.conv", DDPRT_BF16, 19},
                                     {"rng", DDPRT_F64, 5},
                                     {"empty", DDPRT_F32, 0}});
     randomizeStates(1);
@@ -1214,9 +1224,9 @@ TEST_F(Checkpoint, RestartedJobRestoresFromTheFile) {
   std::vector<ddprt_state *> fresh =
       createStates(restarted, {{"empty", DDPRT_F32, 0},
                                {"rng", DDPRT_F64, 5},
-                               {"q/conv", DDPRT_BF16, 19},
-                               {"p/conv", DDPRT_F16, 37},
-                               {"error/fc", DDPRT_F32, 1000}});
+                               {"q.conv", DDPRT_BF16, 19},
+                               {"p.conv", DDPRT_F16, 37},
+                               {"error.fc", DDPRT_F32, 1000}});
   EXPECT_EQ(ddprt_checkpoint_load(restarted, path.c_str()), DDPRT_OK)
       << ddprt_last_error(restarted);
   std::vector<unsigned char> restored;
@@ -1294,23 +1304,23 @@ TEST_F(Checkpoint, FlippedByteIsRejectedWithoutTouchingState) {
 TEST_F(Checkpoint, FileOfAJobWithOtherStatesIsAMismatch) {
   const std::vector<std::vector<StateSpec>> otherJobs = {
       // fewer states
-      {{"error/fc", DDPRT_F32, 1000}, {"p/conv", DDPRT_F16, 37}},
+      {{"error.fc", DDPRT_F32, 1000}, {"p.conv", DDPRT_F16, 37}},
       // as many, one with another name
-      {{"error/fc", DDPRT_F32, 1000},
-       {"p/conv", DDPRT_F16, 37},
-       {"q/conv", DDPRT_BF16, 19},
+      {{"error.fc", DDPRT_F32, 1000},
+       {"p.conv", DDPRT_F16, 37},
+       {"q.conv", DDPRT_BF16, 19},
        {"rng", DDPRT_F64, 5},
-       {"error/other", DDPRT_F32, 0}},
+       {"error.other", DDPRT_F32, 0}},
       // the same names, one with another size
-      {{"error/fc", DDPRT_F32, 999},
-       {"p/conv", DDPRT_F16, 37},
-       {"q/conv", DDPRT_BF16, 19},
+      {{"error.fc", DDPRT_F32, 999},
+       {"p.conv", DDPRT_F16, 37},
+       {"q.conv", DDPRT_BF16, 19},
        {"rng", DDPRT_F64, 5},
        {"empty", DDPRT_F32, 0}},
       // the same names, one with another dtype
-      {{"error/fc", DDPRT_F32, 1000},
-       {"p/conv", DDPRT_BF16, 37},
-       {"q/conv", DDPRT_BF16, 19},
+      {{"error.fc", DDPRT_F32, 1000},
+       {"p.conv", DDPRT_BF16, 37},
+       {"q.conv", DDPRT_BF16, 19},
        {"rng", DDPRT_F64, 5},
        {"empty", DDPRT_F32, 0}}};
   std::vector<unsigned char> before = snapshot();

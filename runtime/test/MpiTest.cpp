@@ -442,7 +442,7 @@ void powerSgdStep(ddprt_context *context, int rank, ddprt_dtype dtype,
       meanG[i] += everyG[size_t(who)][i] / kWorld;
 
   ddprt_state *errorState = nullptr;
-  ASSERT_EQ(ddprt_state_get(context, ("error/" + what).c_str(), dtype, n * m,
+  ASSERT_EQ(ddprt_state_get(context, ("error." + what).c_str(), dtype, n * m,
                             &errorState),
             DDPRT_OK);
   ddprt_buffer errorBuffer = ddprt_state_buffer(errorState);

@@ -351,10 +351,18 @@ typedef struct ddprt_state ddprt_state;
 
 /* A zero-initialized buffer owned by the runtime (device memory on GPUs),
    named for checkpoints; creating an existing name returns it if dtype and
-   size match, else DDPRT_ERROR_MISMATCH. */
+   size match, else DDPRT_ERROR_MISMATCH. The name must pass
+   ddprt_name_problem. */
 ddprt_status ddprt_state_get(ddprt_context *context, const char *name,
                              ddprt_dtype dtype, int64_t numel,
                              ddprt_state **state);
+/* Why the `length` bytes at `name` cannot name a state or stand for {name}
+   in a file pattern, or NULL if they can: a name is one file-name
+   component, so it is not empty, "." or "..", and holds no '/', '\\', NUL
+   or other control character (a name from outside must not lead a file out
+   of its directory, and two names must not become one when cut at a NUL).
+   The reason is a static string. */
+const char *ddprt_name_problem(const char *name, size_t length);
 /* The state's buffer. */
 ddprt_buffer ddprt_state_buffer(const ddprt_state *state);
 /* The state's data pointer (what ddprt_state_buffer returns in `data`), for

@@ -14,6 +14,8 @@
 
 #include "../SimulatedLink.h"
 
+#include "ddprt/ddprt.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -112,6 +114,27 @@ bool parseCarries(const Job &job, const StepSignature &signature,
 
 namespace {
 
+/// `name` with control characters as \xHH, for messages.
+std::string printableName(const std::string &name) {
+  std::string out;
+  for (unsigned char c : name) {
+    if (c < 0x20 || c == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+      out += escaped;
+    } else
+      out += char(c);
+  }
+  return out;
+}
+
+std::vector<std::string> stateNames(const StepSignature &signature) {
+  std::vector<std::string> names;
+  for (const StateSpec &state : signature.states)
+    names.push_back(state.name);
+  return names;
+}
+
 /// Whether a file can be written at `path` after the last step (a probe
 /// file is created next to it and removed); says why not. With
 /// `createParents` (.npy files, whose writer creates them) missing
@@ -138,6 +161,27 @@ bool checkWritable(const Job &job, const std::string &flag,
   std::fclose(file);
   std::remove(probe.c_str());
   return true;
+}
+
+/// {name} in `pattern` stands for each of `names` (`what`: whose names):
+/// each must be one file-name component (ddprt_name_problem), so that no
+/// name leads a file out of the directory the pattern gives.
+bool checkNamesInPattern(const Job &job, const std::string &flag,
+                         const std::string &pattern,
+                         const std::vector<std::string> &names,
+                         const char *what) {
+  if (pattern.find("{name}") == std::string::npos)
+    return true;
+  bool ok = true;
+  for (const std::string &name : names)
+    if (const char *problem = ddprt_name_problem(name.data(), name.size())) {
+      job.error() << flag << "=" << pattern << ": {name} would be the "
+                  << what << " name '" << printableName(name)
+                  << "', which cannot be part of a path: " << problem
+                  << " (rename it, or leave {name} out of the path)\n";
+      ok = false;
+    }
+  return ok;
 }
 
 /// Files written once per rank after the last step: the path must differ
@@ -169,6 +213,9 @@ bool checkFinalFiles(const Job &job, const StepSignature &signature,
     job.error() << "--dump-state=" << options.dumpState
                 << " names one file for all " << signature.states.size()
                 << " states: put {name} in the path\n";
+    ok = false;
+  } else if (!checkNamesInPattern(job, "--dump-state", options.dumpState,
+                                  stateNames(signature), "state")) {
     ok = false;
   } else if (checkFiles && !options.dumpState.empty())
     for (const StateSpec &state : signature.states)
@@ -234,6 +281,11 @@ bool checkOutputPattern(const Job &job, const StepSignature &signature,
                    "rebuild)\n";
     return false;
   }
+  std::vector<std::string> names;
+  for (size_t r : written)
+    names.push_back(resultName(signature, r));
+  if (!archive && !checkNamesInPattern(job, flag, pattern, names, "result"))
+    return false;
   // Names must tell the results apart where they name the files or the
   // arrays.
   if (archive || (has("{name}") && !has("{result}")))
@@ -319,6 +371,16 @@ bool checkCommandLine(const Job &job, const StepSignature &signature,
                          "arguments' ddp.name or name locations)\n";
           ok = false;
         }
+  if (options.inputArchive.empty()) {
+    std::vector<std::string> names;
+    for (size_t a = 0; a < count; ++a)
+      names.push_back(argumentName(signature, a));
+    for (const std::string &pattern : options.inputs)
+      if (!checkNamesInPattern(job, "--input", pattern, names, "argument")) {
+        ok = false;
+        break;
+      }
+  }
   std::vector<int> carriedFrom;
   if (!parseCarries(job, signature, options, carriedFrom, /*report=*/true))
     ok = false;

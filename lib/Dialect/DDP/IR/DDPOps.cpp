@@ -570,7 +570,38 @@ LogicalResult ReconstructResidualOp::verify() {
 // State
 //===----------------------------------------------------------------------===//
 
+/// Why `name` cannot name a runtime state, or "" if it can. A state's name
+/// is its checkpoint key and, through {name} in --dump-state, a file name:
+/// it must be one path component the runtime receives whole (a C string).
+static std::string whyNotStateName(StringRef name) {
+  if (name.empty())
+    return "is empty";
+  if (name == "." || name == "..")
+    return "is '" + name.str() + "', which names a directory";
+  for (char c : name) {
+    if (c == '/' || c == '\\')
+      return "holds a path separator ('" + std::string(1, c) + "')";
+    if (c == '\0')
+      return "holds a NUL character";
+    if ((unsigned char)c < 0x20 || c == 0x7f)
+      return "holds a control character";
+  }
+  return "";
+}
+
 LogicalResult StateOp::verify() {
+  // The runtime and the tools that dump states take the name as a file
+  // name: one that escapes its directory, or that two states would share
+  // once cut at a NUL, is refused here.
+  std::string whyNot = whyNotStateName(getSymName());
+  if (!whyNot.empty()) {
+    std::string printed;
+    llvm::raw_string_ostream os(printed);
+    llvm::printEscapedString(getSymName(), os);
+    return emitOpError() << "state name '" << printed << "' " << whyNot
+                         << ": a state's name is a file name for "
+                            "--dump-state and a checkpoint key";
+  }
   Type type = getType();
   // The runtime holds integer state only as scalar step counters.
   if (type.isSignlessInteger(64))

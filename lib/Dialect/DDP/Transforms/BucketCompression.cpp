@@ -46,7 +46,9 @@ FlatSymbolRefAttr BucketBuilder::getState(StringRef base, Type type) {
     return known;
   func::FuncOp function = bucket.function;
   std::string name =
-      (base + "." + function.getSymName() + "." + Twine(bucket.index)).str();
+      (base + "." + cleanStateNamePart(function.getSymName()) + "." +
+       Twine(bucket.index))
+          .str();
   OpBuilder builder(getContext());
   auto module = cast<ModuleOp>(symbols.getOp());
   builder.setInsertionPointToStart(module.getBody());

@@ -366,11 +366,7 @@ static std::string symbolNameOf(Location loc) {
   auto named = dyn_cast<NameLoc>(loc);
   if (!named || named.getName().empty())
     return "";
-  std::string name = named.getName().str();
-  for (char &c : name)
-    if (!llvm::isAlnum(c) && c != '_' && c != '.' && c != '$' && c != '-')
-      c = '_';
-  return name;
+  return cleanStateNamePart(named.getName());
 }
 
 std::string InsertPowerSGDPass::stateNameOf(Location loc) {
@@ -405,7 +401,7 @@ StateOp InsertPowerSGDPass::createState(FunctionOpInterface function,
   if (!gradientName.empty())
     name += gradientName.str();
   else {
-    name += function.getName().str();
+    name += cleanStateNamePart(function.getName());
     if (id)
       name += "." + std::to_string(*id);
   }

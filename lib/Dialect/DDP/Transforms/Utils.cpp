@@ -312,6 +312,14 @@ Location mlir::ddp::plannedPlainLoc(Location location) {
   return FusedLoc::get({location}, plannedPlainTag(context), context);
 }
 
+std::string mlir::ddp::cleanStateNamePart(StringRef text) {
+  std::string name = text.str();
+  for (char &c : name)
+    if (!llvm::isAlnum(c) && c != '_' && c != '.' && c != '$' && c != '-')
+      c = '_';
+  return name;
+}
+
 std::string mlir::ddp::describeLocation(Location loc) {
   if (auto name = dyn_cast<NameLoc>(loc))
     return name.getName().str();

@@ -204,6 +204,13 @@ protected:
 Location plannedPlainLoc(Location location);
 StringAttr plannedPlainTag(MLIRContext *context);
 
+/// `text` made fit for a state's name (which becomes a checkpoint key and,
+/// through {name}, a file name): characters other than letters, digits and
+/// `_.$-` become `_`. Passes that name states after a function or a
+/// gradient use it; distinct names that clean to one are told apart by the
+/// symbol table's unique suffix.
+std::string cleanStateNamePart(StringRef text);
+
 /// Renders a location for people: a name, file:line:col, or "?".
 std::string describeLocation(Location loc);
 
