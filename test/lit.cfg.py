@@ -88,6 +88,14 @@ try:
         thp_mode = thp.read().split("[")[1].split("]")[0]
 except (OSError, IndexError):
     thp_mode = "never"
+# The kernel refuses a request larger than memory and swap (mode 0, its
+# heuristic; mode 2 refuses more); mode 1 grants everything.
+try:
+    with open("/proc/sys/vm/overcommit_memory") as overcommit:
+        if overcommit.read().strip() in ("0", "2"):
+            config.available_features.add("overcommit-heuristic")
+except OSError:
+    pass
 if thp_mode in ("always", "madvise"):
     config.available_features.add("thp")
 config.substitutions.append(("%thp_mode", thp_mode))

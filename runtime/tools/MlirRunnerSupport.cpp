@@ -22,6 +22,7 @@
 
 #include "ddprt/ddprt.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -42,6 +43,19 @@ __attribute__((constructor)) void startRuntime() {
   ddprt_set_current_context(context);
 }
 
+/// A failed allocation ends the process with a message (ddprt_fail prints
+/// it, there being no handler here) instead of returning null, which the
+/// compiled code would write through.
+void *orFail(void *pointer, size_t bytes) {
+  if (pointer)
+    return pointer;
+  char message[96];
+  std::snprintf(message, sizeof message,
+                "cannot allocate %zu bytes (out of host memory)", bytes);
+  ddprt_fail(context, "a buffer of the step", message);
+  std::exit(1);
+}
+
 __attribute__((destructor)) void stopRuntime() {
   ddprt_set_current_context(nullptr);
   if (context)
@@ -53,7 +67,7 @@ __attribute__((destructor)) void stopRuntime() {
 extern "C" {
 __attribute__((visibility("default"))) void *
 _mlir_memref_to_llvm_alloc(size_t bytes) {
-  return std::malloc(bytes ? bytes : 1);
+  return orFail(std::malloc(bytes ? bytes : 1), bytes);
 }
 
 __attribute__((visibility("default"))) void *
@@ -61,8 +75,11 @@ _mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t bytes) {
   if (alignment < sizeof(void *))
     alignment = sizeof(void *);
   // aligned_alloc wants a multiple of the alignment.
+  if (bytes > SIZE_MAX - alignment)
+    return orFail(nullptr, bytes);
   size_t rounded = (bytes + alignment - 1) / alignment * alignment;
-  return std::aligned_alloc(alignment, rounded ? rounded : alignment);
+  return orFail(std::aligned_alloc(alignment, rounded ? rounded : alignment),
+                bytes);
 }
 
 __attribute__((visibility("default"))) void

@@ -8,6 +8,10 @@
 // as a lowering does, checks that they hold what was written, and prints
 // whether the process's anonymous memory has huge pages
 // (/proc/self/smaps_rollup) and the tcmalloc system allocator in use.
+// With an argument, it first asks malloc for that many bytes, without
+// touching them, and prints whether they were given: memory the kernel
+// would not commit must be refused, not reserved and then lost to the OOM
+// killer once touched.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,7 +20,13 @@
 #include <cstring>
 #include <vector>
 
-int main() {
+int main(int argc, char **argv) {
+  if (argc > 1) {
+    size_t bytes = std::strtoull(argv[1], nullptr, 10);
+    void *memory = std::malloc(bytes);
+    std::printf("%zu bytes: %s\n", bytes, memory ? "given" : "refused");
+    std::free(memory);
+  }
   // 96 MiB in 64-byte objects.
   constexpr size_t kObjects = (size_t(96) << 20) / 64;
   std::vector<char *> objects(kObjects);

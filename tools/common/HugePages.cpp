@@ -72,11 +72,15 @@ public:
 
 private:
   /// `length` bytes (a multiple of 2 MiB) at a 2 MiB boundary, marked for
-  /// huge pages; null if the address space is not there.
+  /// huge pages; null if the kernel would not commit them. The mapping is
+  /// accounted as malloc's own are (no MAP_NORESERVE): a request the
+  /// kernel's overcommit policy refuses (larger than memory and swap, say)
+  /// fails here, and malloc returns null, instead of being reserved and
+  /// then ending the process, or another, in the OOM killer once touched.
   static char *map(size_t length) {
     size_t reserved = length + kHugePage;
     void *raw = mmap(nullptr, reserved, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED)
       return nullptr;
     uintptr_t base = uintptr_t(raw);

@@ -11,7 +11,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <cstdint>
+#include <cstdio>
 #include <map>
+#include <string>
 #include <vector>
 
 namespace stephost {
@@ -34,6 +37,8 @@ std::multimap<size_t, void *> freeBlocks;
 void useSharedBuffers(bool shared) { sharedBuffers = shared; }
 
 void *allocateBuffer(size_t bytes) {
+  if (bytes > SIZE_MAX - 63)
+    return nullptr;
   size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
   void *pointer = nullptr;
   if (auto reuse = freeBlocks.find(rounded); reuse != freeBlocks.end()) {
@@ -72,17 +77,40 @@ void releaseCachedBuffers() {
   freeBlocks.clear();
 }
 
-void *hostAlloc(size_t bytes) { return allocateBuffer(bytes); }
+namespace {
+
+/// A step's allocation that failed: compiled code would write through the
+/// null pointer (every rank dying in memset), so it is reported as a failed
+/// runtime call is (ddprt_fail: the host's handler names the rank and the
+/// step, and stops the job) and the process ends here if that returns.
+void *orFail(void *pointer, size_t bytes) {
+  if (pointer)
+    return pointer;
+  std::string message = "cannot allocate " + std::to_string(bytes) +
+                        " bytes (" +
+                        (sharedBuffers ? "out of device memory"
+                                       : "out of host memory") +
+                        ")";
+  ddprt_fail(ddprt_current_context(), "a buffer of the step", message.c_str());
+  std::fflush(nullptr);
+  std::_Exit(1);
+}
+
+} // namespace
+
+void *hostAlloc(size_t bytes) { return orFail(allocateBuffer(bytes), bytes); }
 
 void *hostAlignedAlloc(size_t alignment, size_t bytes) {
   // Both kinds of memory are at least 64-byte aligned (managed memory 256).
   if (alignment <= 64 || (sharedBuffers && alignment <= 256))
-    return allocateBuffer(bytes);
-  if (sharedBuffers || (alignment & (alignment - 1)) != 0)
-    return nullptr;
-  return std::aligned_alloc(alignment,
-                            (std::max<size_t>(bytes, 1) + alignment - 1) /
-                                alignment * alignment);
+    return orFail(allocateBuffer(bytes), bytes);
+  if (sharedBuffers || (alignment & (alignment - 1)) != 0 ||
+      bytes > SIZE_MAX - alignment)
+    return orFail(nullptr, bytes);
+  return orFail(std::aligned_alloc(alignment,
+                                   (std::max<size_t>(bytes, 1) + alignment -
+                                    1) / alignment * alignment),
+                bytes);
 }
 
 void hostFree(void *pointer) { releaseBuffer(pointer); }
