@@ -95,7 +95,7 @@ void mlir::ddp::buildCompressionPipeline(
     pm.addNestedPass<func::FuncOp>(createDDPScheduleOverlap());
 }
 
-void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
+void mlir::ddp::buildLoweringPipeline(OpPassManager &pm, bool runtimeChecks) {
   // The canonicalizers below fold what each step leaves. Region
   // simplification (merging identical blocks, dropping dead block
   // arguments) finds nothing in a step: the same output at 10k gradients,
@@ -115,6 +115,11 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(createDDPExpandBuckets());
   // Element-wise arith/math on tensors bufferize as linalg.generic.
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
+  // Indices, slices, shapes and integer division in the step's own code
+  // (hooks included) are checked when it runs: ddprt_fail with the op's
+  // location rather than a signal or garbage.
+  if (runtimeChecks)
+    pm.addNestedPass<func::FuncOp>(createDDPInsertRuntimeChecks());
   // Every tensor op has a bufferization model (the host registers them):
   // a located error here rather than a failure inside One-Shot Bufferize.
   pm.addPass(createDDPCheckLowerable());
@@ -265,11 +270,18 @@ void mlir::ddp::registerPipelines() {
       "to the LLVM dialect, with the ddp ops as calls into the runtime",
       [](OpPassManager &pm, StringRef text,
          function_ref<LogicalResult(const Twine &)> errorHandler) {
-        if (!text.trim().empty())
-          return errorHandler("ddp-lower-to-llvm takes no options, got '" +
-                              text + "'");
-        buildLoweringPipeline(pm);
+        LoweringPipelineOptions options;
+        std::string parseErrors;
+        llvm::raw_string_ostream parseStream(parseErrors);
+        if (failed(options.parseFromString(text, parseStream)))
+          return errorHandler(
+              explainOptionError("ddp-lower-to-llvm", parseErrors,
+                                 optionNamesBeside(options.runtimeChecks),
+                                 {}));
+        buildLoweringPipeline(pm, options.runtimeChecks);
         return success();
       },
-      [](function_ref<void(const mlir::detail::PassOptions &)>) {});
+      [](function_ref<void(const mlir::detail::PassOptions &)> optHandler) {
+        optHandler(LoweringPipelineOptions());
+      });
 }

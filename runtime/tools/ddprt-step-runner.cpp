@@ -70,6 +70,9 @@ const char *kUsage =
     "  --backend=cpu|cuda     runtime backend (cpu)\n"
     "  --timeout=SECONDS      fail a collective after this long (60; 0: "
     "never)\n"
+    "  --step-timeout=SECONDS stop the job when one step runs longer than\n"
+    "                         this on a rank (0: no bound, the default)\n"
+    "  --runtime-checks is ddp-run --emit-step's: the checks are compiled in\n"
     "  --simulated-link=GBPS,LATENCY_US  hold each collective as a network\n"
     "                         link would (a measuring tool; CPU backend)\n"
     "  --on-nonfinite=skip|fail  NaN or Inf in a PowerSGD tensor's averaged\n"
@@ -117,6 +120,7 @@ bool parseCommandLine(int argc, char **argv, RunOptions &options,
                           "output-results",  "final-output", "checkpoint-load",
                           "checkpoint-save", "set-state",    "dump-state",
                           "summary-json",    "backend",      "timeout",
+                          "step-timeout",
                           "on-nonfinite",    "log-every",    "simulated-link",
                           "np"};
   std::set<std::string> seen;
@@ -208,6 +212,13 @@ bool parseCommandLine(int argc, char **argv, RunOptions &options,
       options.simulatedLink = value;
     } else if (name == "np") {
       // Read by parseNp in main.
+    } else if (name == "step-timeout") {
+      char *end = nullptr;
+      options.stepTimeoutSeconds = std::strtod(value.c_str(), &end);
+      if (value.empty() || end != value.c_str() + value.size() ||
+          !(options.stepTimeoutSeconds >= 0))
+        return usageError("--step-timeout=" + value +
+                          " is not a number of seconds");
     } else if (name == "timeout") {
       char *end = nullptr;
       options.timeoutSeconds = std::strtod(value.c_str(), &end);

@@ -152,6 +152,12 @@ static cl::opt<double> timeoutSeconds(
     cl::desc("Fail a collective that has not finished after this many "
              "seconds (0: wait forever; default: 60)"),
     cl::cat(category));
+static cl::opt<double> stepTimeoutSeconds(
+    "step-timeout", cl::init(0.0),
+    cl::desc("Stop the job when one step runs longer than this many seconds "
+             "on a rank, its own loops included (a hook whose loop never "
+             "ends); 0: no bound (the default)"),
+    cl::cat(category));
 static cl::opt<std::string> simulatedLink(
     "simulated-link", cl::value_desc("GBPS,LATENCY_US"),
     cl::desc("Measuring tool: hold each collective as a network link of "
@@ -159,6 +165,12 @@ static cl::opt<std::string> simulatedLink(
              "10,20 (CPU backend; DDPRT_SIMULATED_LINK overrides it; the "
              "summary and --summary-json say so; default: off)"),
     cl::cat(category));
+static cl::opt<bool> runtimeChecks(
+    "runtime-checks", cl::init(true),
+    cl::desc("Check the step's indices, slices, shapes and integer division "
+             "as it runs: a step that breaks one stops with the op's "
+             "location (ddp-lower-to-llvm{runtime-checks}); "
+             "--runtime-checks=false leaves them out (also of --emit-step)"));
 static cl::opt<bool> quiet("quiet", cl::desc("Print only the summary"),
                            cl::cat(category));
 static cl::opt<unsigned> logEvery(
@@ -247,6 +259,7 @@ int emitStepLibrary() {
   mlir::ddp::StepLibraryOptions options;
   options.directory = emitStep;
   options.moduleName = inputFile;
+  options.runtimeChecks = runtimeChecks;
   if (llvm::Error e =
           mlir::ddp::compileStepLibrary(*module, signature, options)) {
     report(std::move(e), error);
@@ -284,6 +297,7 @@ stephost::RunOptions runOptions() {
   options.dumpState = dumpState;
   options.summaryJson = statsJson;
   options.timeoutSeconds = timeoutSeconds;
+  options.stepTimeoutSeconds = stepTimeoutSeconds;
   options.simulatedLink = simulatedLink;
   options.quiet = quiet;
   options.onNonfinite = onNonfinite;
@@ -365,7 +379,8 @@ int main(int argc, char **argv) {
   job.agreeOrStop(stephost::checkCommandLine(job, signature, options),
                   "to check the command line");
 
-  bool lowered = succeeded(mlir::ddp::lowerStep(*module, signature.entry));
+  bool lowered = succeeded(
+      mlir::ddp::lowerStep(*module, signature.entry, runtimeChecks));
   if (!lowered)
     error() << "cannot lower '" << inputFile << "' (see above)\n";
   job.agreeOrStop(lowered, "to lower the module");

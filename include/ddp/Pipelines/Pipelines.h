@@ -153,10 +153,22 @@ struct CompressionPipelineOptions
 void buildCompressionPipeline(OpPassManager &pm,
                               const CompressionPipelineOptions &options);
 
+/// Options of ddp-lower-to-llvm.
+struct LoweringPipelineOptions
+    : public PassPipelineOptions<LoweringPipelineOptions> {
+  PassOptions::Option<bool> runtimeChecks{
+      *this, "runtime-checks",
+      llvm::cl::desc("Check indices, slices, shapes and integer division at "
+                     "run time (ddp-insert-runtime-checks): a step that "
+                     "breaks one fails with the op's location instead of "
+                     "crashing or reading garbage"),
+      llvm::cl::init(true)};
+};
+
 /// From a tensor-level module (after the insertion passes, or an upstream
 /// shard module as written) to the LLVM dialect:
 /// convert-shard-to-ddp{complete=true}, ddp-fuse-kernels, element-wise ops to
-/// linalg, ddp-check-lowerable (every tensor op has a bufferization model in
+/// linalg, ddp-insert-runtime-checks (if runtime-checks), ddp-check-lowerable (every tensor op has a bufferization model in
 /// the context: mlir::ddp::registerAllDialects), ddp-bufferize-entry-signatures
 /// and One-Shot Bufferize (function boundaries with identity layouts),
 /// ddp-split-functions, buffer deallocation and linalg to loops per function
@@ -165,7 +177,7 @@ void buildCompressionPipeline(OpPassManager &pm,
 /// (convert-ddp-to-llvm{include-upstream}).
 /// Entry points keep the memref calling
 /// convention; a host calls them through ExecutionEngine (ddp-run).
-void buildLoweringPipeline(OpPassManager &pm);
+void buildLoweringPipeline(OpPassManager &pm, bool runtimeChecks = true);
 
 /// Registers `ddp-compress` and `ddp-lower-to-llvm`.
 void registerPipelines();

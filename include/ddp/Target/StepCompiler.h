@@ -60,8 +60,11 @@ readStepSignature(ModuleOp module,
 /// entry's arguments donated: a host gives the step its argument buffers and
 /// frees each buffer once, also when a result is an argument's buffer.
 /// Failures are reported through the context's diagnostics. The module is
-/// verified once, after the pipeline, not after each pass.
-LogicalResult lowerStep(ModuleOp module, llvm::StringRef entry);
+/// verified once, after the pipeline, not after each pass. With
+/// `runtimeChecks` the step's indexing, slicing, shapes and integer
+/// division are checked when it runs (ddp-insert-runtime-checks).
+LogicalResult lowerStep(ModuleOp module, llvm::StringRef entry,
+                        bool runtimeChecks = true);
 
 struct StepLibraryOptions {
   /// Where the library (signature.library), its object and step.json go;
@@ -69,6 +72,8 @@ struct StepLibraryOptions {
   std::string directory;
   /// What messages call the module (its file name).
   std::string moduleName = "the module";
+  /// ddp-lower-to-llvm{runtime-checks}.
+  bool runtimeChecks = true;
 };
 
 /// Ahead of time: lowers `module` (lowerStep), compiles it for any CPU of

@@ -26,7 +26,8 @@ DialectRegistry mlir::ddp::makeStepCompilerRegistry() {
   return registry;
 }
 
-LogicalResult mlir::ddp::lowerStep(ModuleOp module, StringRef entry) {
+LogicalResult mlir::ddp::lowerStep(ModuleOp module, StringRef entry,
+                                   bool runtimeChecks) {
   // Both hosts (the JIT loop and ddprt-step-runner) give the step its
   // argument buffers and free each buffer once, also when a result is an
   // argument's buffer: the step returns in-place results without a copy
@@ -44,7 +45,7 @@ LogicalResult mlir::ddp::lowerStep(ModuleOp module, StringRef entry) {
   // message.
   PassManager pm(context);
   pm.enableVerifier(false);
-  buildLoweringPipeline(pm);
+  buildLoweringPipeline(pm, runtimeChecks);
   if (failed(pm.run(module)))
     return failure();
   return verify(module);

@@ -223,7 +223,7 @@ llvm::Error mlir::ddp::compileStepLibrary(ModuleOp module,
                        stephost::elementTypeName(state.type.dtype) +
                        ", which the runtime does not keep");
   }
-  if (failed(lowerStep(module, signature.entry)))
+  if (failed(lowerStep(module, signature.entry, options.runtimeChecks)))
     return stepError("cannot lower '" + options.moduleName + "' (see above)");
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =

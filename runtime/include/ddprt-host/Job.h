@@ -114,6 +114,14 @@ public:
                        const std::vector<int64_t> &values);
   /// Stops the job now (MPI_Abort when several ranks run).
   [[noreturn]] void stop(int status);
+  /// Around each call of the compiled step: beginStep sets currentStep,
+  /// bounds the step's time by --step-timeout (the watchdog stops this rank
+  /// with a message, and the job with it) and reports a signal the step
+  /// dies of (SIGSEGV, SIGFPE, SIGBUS, SIGILL, SIGABRT) as "the compiled
+  /// step crashed on rank R (signal S)" with exit status 1, instead of a
+  /// bare signal or LLVM's crash banner; endStep undoes both.
+  void beginStep(int64_t step);
+  void endStep();
   /// The largest `value` over the ranks (bounded by the timeout).
   double maxOverRanks(double value);
 
@@ -134,6 +142,8 @@ public:
   /// --timeout: how long a rank waits for the others in any collective,
   /// the host's own agreements included (0: forever).
   double timeoutSeconds = 60.0;
+  /// --step-timeout (0: none).
+  double stepTimeoutSeconds = 0.0;
   /// --on-nonfinite=fail.
   bool failOnNonfinite = false;
   /// The simulated link the runtime models (--simulated-link, or

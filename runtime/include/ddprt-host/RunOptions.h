@@ -38,6 +38,9 @@ struct RunOptions {
   std::string dumpState;
   std::string summaryJson;
   double timeoutSeconds = 60.0;
+  /// --step-timeout: the longest one step may run on a rank, collectives
+  /// and the step's own loops together (0: no bound).
+  double stepTimeoutSeconds = 0.0;
   /// --simulated-link=<gbps>,<latency_us> ("": none; DDPRT_SIMULATED_LINK
   /// overrides it in the runtime).
   std::string simulatedLink;

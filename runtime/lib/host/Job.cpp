@@ -12,7 +12,12 @@
 #include <mpi.h>
 #endif
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <cstring>
+#include <iterator>
+#include <vector>
 #include <cstdio>
 #include <cstdlib>
 #include <sched.h>
@@ -81,6 +86,68 @@ void onRuntimeError(ddprt_context *context, ddprt_status status,
   job->stop(1);
 }
 
+/// What the crash handler writes (prepared before the step: a signal
+/// handler may only write), and the handlers it replaced.
+char crashPrefix[256];
+size_t crashPrefixLength = 0;
+constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+struct sigaction replacedHandlers[std::size(kCrashSignals)];
+bool crashHandlersInstalled = false;
+
+void writeAll(const char *text, size_t length) {
+  while (length > 0) {
+    ssize_t wrote = ::write(2, text, length);
+    if (wrote <= 0)
+      return;
+    text += wrote;
+    length -= size_t(wrote);
+  }
+}
+
+void onCrash(int signal) {
+  const char *name = signal == SIGSEGV   ? "SIGSEGV: it read or wrote memory "
+                                           "it does not own"
+                     : signal == SIGBUS  ? "SIGBUS: a bad memory access"
+                     : signal == SIGFPE  ? "SIGFPE: an arithmetic trap, such "
+                                           "as integer division by zero"
+                     : signal == SIGILL  ? "SIGILL: an illegal instruction "
+                                           "(a trap)"
+                     : signal == SIGABRT ? "SIGABRT: it aborted"
+                                         : "a fatal signal";
+  writeAll(crashPrefix, crashPrefixLength);
+  writeAll(name, std::strlen(name));
+  const char *hint = "); --runtime-checks (on by default) reports an "
+                     "out-of-bounds index or a division by zero with its "
+                     "location instead\n";
+  writeAll(hint, std::strlen(hint));
+  std::_Exit(1);
+}
+
+/// The handlers run on their own stack, so that a step that overflowed
+/// its stack is still reported.
+void installCrashHandlers() {
+  static std::vector<char> alternateStack(size_t(SIGSTKSZ) + 65536);
+  stack_t stack{};
+  stack.ss_sp = alternateStack.data();
+  stack.ss_size = alternateStack.size();
+  (void)sigaltstack(&stack, nullptr);
+  struct sigaction action {};
+  action.sa_handler = onCrash;
+  action.sa_flags = SA_ONSTACK | SA_RESETHAND;
+  sigemptyset(&action.sa_mask);
+  for (size_t i = 0; i < std::size(kCrashSignals); ++i)
+    sigaction(kCrashSignals[i], &action, &replacedHandlers[i]);
+  crashHandlersInstalled = true;
+}
+
+void restoreCrashHandlers() {
+  if (!crashHandlersInstalled)
+    return;
+  for (size_t i = 0; i < std::size(kCrashSignals); ++i)
+    sigaction(kCrashSignals[i], &replacedHandlers[i], nullptr);
+  crashHandlersInstalled = false;
+}
+
 std::string secondsText(double seconds) {
   std::ostringstream os;
   os << seconds;
@@ -93,6 +160,7 @@ bool Job::start(const RunOptions &options) {
   ddprt_default_options(&runtimeOptions);
   runtimeOptions.timeout_seconds = options.timeoutSeconds;
   timeoutSeconds = options.timeoutSeconds;
+  stepTimeoutSeconds = options.stepTimeoutSeconds;
   if (!checkRunOptions(tool, options))
     return false;
   if (options.backend == "cuda")
@@ -307,6 +375,32 @@ bool Job::agreeOrStopSame(bool succeeded, const std::string &what,
     if (all[1 + i] != -all[4 + i])
       return false;
   return true;
+}
+
+void Job::beginStep(int64_t step) {
+  currentStep = step;
+  std::string prefix = tool + ": rank " + std::to_string(rank) +
+                       ": error: step " + std::to_string(step) +
+                       ": the compiled step crashed on rank " +
+                       std::to_string(rank) + " (signal ";
+  crashPrefixLength = std::min(prefix.size(), sizeof crashPrefix);
+  std::memcpy(crashPrefix, prefix.data(), crashPrefixLength);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  installCrashHandlers();
+  if (stepTimeoutSeconds > 0)
+    watchdog.arm(stepTimeoutSeconds,
+                 tool + ": rank " + std::to_string(rank) + ": error: step " +
+                     std::to_string(step) + " did not finish within " +
+                     secondsText(stepTimeoutSeconds) +
+                     " s (--step-timeout): a loop in the step may never "
+                     "end, or a rank stopped\n");
+}
+
+void Job::endStep() {
+  restoreCrashHandlers();
+  if (stepTimeoutSeconds > 0)
+    watchdog.disarm();
 }
 
 std::string Job::simulatedLinkText() const {

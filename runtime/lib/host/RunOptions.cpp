@@ -36,6 +36,13 @@ bool checkRunOptions(const std::string &tool, const RunOptions &options) {
                              << options.onNonfinite << "'\n";
     ok = false;
   }
+  // As --timeout: one too long for the clock is no bound.
+  if (!(options.stepTimeoutSeconds >= 0)) {
+    Line(tool + ": error: ")
+        << "--step-timeout must be a number of seconds (0: no bound), not "
+        << options.stepTimeoutSeconds << "\n";
+    ok = false;
+  }
   double gbps = 0.0, latencyUs = 0.0;
   std::string error;
   if (!parseSimulatedLinkOption(options, gbps, latencyUs, error)) {

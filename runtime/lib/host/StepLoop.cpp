@@ -163,10 +163,12 @@ StepRecord StepLoop::call(int64_t stepNumber) {
   ddprt_counters before{}, after{};
   ddprt_get_counters(context, &before);
   auto start = std::chrono::steady_clock::now();
+  job.beginStep(stepNumber);
   step(packedArgs.data());
   // The device's work of the step (a step without runtime calls has none
   // that a compiled ddprt_check waited for).
   ddprt_check(context, ddprt_synchronize(context), "the end of the step");
+  job.endStep();
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

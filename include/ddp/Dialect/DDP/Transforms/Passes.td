@@ -556,6 +556,50 @@ def DDPCheckLowerable : Pass<"ddp-check-lowerable", "::mlir::ModuleOp"> {
   }];
 }
 
+def DDPInsertRuntimeChecks
+    : Pass<"ddp-insert-runtime-checks", "::mlir::func::FuncOp"> {
+  let summary = "Guard indexing, slicing, shapes and integer division with "
+                "run-time checks";
+  let description = [{
+    Runs in `ddp-lower-to-llvm` (unless `runtime-checks=false`) right after
+    element-wise ops on tensors became linalg, on the code of the step as
+    its author wrote it, hooks included. Before each op whose misuse would
+    read or write memory the op does not own, or trap, it inserts a
+    `cf.assert` that the lowering turns into a call of `ddprt_fail`: a step
+    that breaks one reports the op's location on every rank and stops the
+    job with exit status 1, instead of dying of a signal or computing with
+    garbage.
+
+    * Ops with upstream's `RuntimeVerifiableOpInterface` (what
+      `generate-runtime-verification` checks): `tensor.extract`,
+      `tensor.insert`, `tensor.extract_slice`, `tensor.insert_slice`,
+      `tensor.dim`, `tensor.cast`, and the `memref` ops that index, slice
+      or cast.
+    * Integer division and remainder (`arith.divsi`, `divui`, `remsi`,
+      `remui`, `ceildivsi`, `ceildivui`, `floordivsi`, scalar or inside a
+      `linalg` body): the divisor is not zero, and for the signed ones the
+      quotient does not overflow (the minimum divided by -1). A divisor
+      that is a constant which cannot fail is not checked.
+
+    The message names the op and what failed:
+
+    ```
+    ddp-run: rank 0: error: step 0: cf.assert at hook.mlir:12:10: DDPRT_ERROR_INVALID_ARGUMENT: tensor.extract: out-of-bounds access
+    ```
+
+    Checks whose condition is a constant (static shapes, the slices the
+    compression passes make) fold away in the lowering's canonicalizer.
+  }];
+  // What upstream's models build their checks from.
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::cf::ControlFlowDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let statistics = [
+    Statistic<"numChecked", "num-checked", "ops given run-time checks">
+  ];
+}
+
 def DDPSplitDeallocations
     : Pass<"ddp-split-deallocations", "::mlir::func::FuncOp"> {
   let summary = "Split bufferization.dealloc ops by the allocation each "

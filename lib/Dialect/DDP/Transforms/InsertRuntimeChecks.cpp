@@ -1,0 +1,112 @@
+//===- InsertRuntimeChecks.cpp - run-time checks of a step's own code -----===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+// A user's code (a hook, a training step) that indexes out of bounds or
+// divides by zero would otherwise kill every rank with SIGSEGV or SIGFPE,
+// or read garbage silently. Upstream's RuntimeVerifiableOpInterface gives
+// the index, slice and shape checks (what generate-runtime-verification
+// inserts, with our one-line messages); integer division, which has no
+// such model, is checked here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddp/Dialect/DDP/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/RuntimeVerifiableOpInterface.h"
+
+namespace mlir::ddp {
+#define GEN_PASS_DEF_DDPINSERTRUNTIMECHECKS
+#include "ddp/Dialect/DDP/Transforms/Passes.h.inc"
+} // namespace mlir::ddp
+
+using namespace mlir;
+using namespace mlir::ddp;
+
+namespace {
+
+/// Whether `op` divides integers (and then whether signed).
+std::optional<bool> integerDivision(Operation *op) {
+  if (isa<arith::DivSIOp, arith::RemSIOp, arith::CeilDivSIOp,
+          arith::FloorDivSIOp>(op))
+    return true;
+  if (isa<arith::DivUIOp, arith::RemUIOp, arith::CeilDivUIOp>(op))
+    return false;
+  return std::nullopt;
+}
+
+struct InsertRuntimeChecks
+    : public ddp::impl::DDPInsertRuntimeChecksBase<InsertRuntimeChecks> {
+  void runOnOperation() override {
+    SmallVector<Operation *> checked;
+    getOperation().walk([&](Operation *op) {
+      if (isa<RuntimeVerifiableOpInterface>(op) || integerDivision(op))
+        checked.push_back(op);
+    });
+    for (Operation *op : checked) {
+      OpBuilder builder(op);
+      if (auto verifiable = dyn_cast<RuntimeVerifiableOpInterface>(op))
+        verifiable.generateRuntimeVerification(
+            builder, op->getLoc(), [](Operation *op, StringRef message) {
+              return (op->getName().getStringRef() + ": " + message).str();
+            });
+      else
+        checkDivision(builder, op, *integerDivision(op));
+    }
+    numChecked += checked.size();
+    if (checked.empty())
+      markAllAnalysesPreserved();
+  }
+
+  /// Asserts that the divisor of `op` is not zero and, if `isSigned`, that
+  /// the division is not the minimum by -1 (both trap on x86).
+  static void checkDivision(OpBuilder &builder, Operation *op, bool isSigned) {
+    Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+    Type type = rhs.getType();
+    // Scalars only: element-wise division on tensors is a linalg body here.
+    if (!type.isIntOrIndex())
+      return;
+    unsigned width = type.isIndex() ? 64 : type.getIntOrFloatBitWidth();
+    APInt divisor;
+    bool constant = matchPattern(rhs, m_ConstantInt(&divisor));
+    Location loc = op->getLoc();
+    std::string name = op->getName().getStringRef().str();
+    auto constantOf = [&](const APInt &value) -> Value {
+      return arith::ConstantOp::create(builder, loc, type,
+                                       builder.getIntegerAttr(type, value));
+    };
+    if (!constant || divisor.isZero()) {
+      Value nonZero =
+          arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ne, rhs,
+                                constantOf(APInt::getZero(width)));
+      cf::AssertOp::create(builder, loc, nonZero,
+                           name + ": integer division by zero");
+    }
+    if (!isSigned || (constant && !divisor.isAllOnes()))
+      return;
+    Value isMinimum =
+        arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::eq, lhs,
+                              constantOf(APInt::getSignedMinValue(width)));
+    Value byMinusOne =
+        arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::eq, rhs,
+                              constantOf(APInt::getAllOnes(width)));
+    Value overflows =
+        arith::AndIOp::create(builder, loc, isMinimum, byMinusOne);
+    Value fits = arith::XOrIOp::create(
+        builder, loc, overflows,
+        arith::ConstantOp::create(builder, loc, builder.getBoolAttr(true)));
+    cf::AssertOp::create(builder, loc, fits,
+                         name + ": signed integer overflow (the minimum "
+                                "divided by -1)");
+  }
+};
+
+} // namespace
