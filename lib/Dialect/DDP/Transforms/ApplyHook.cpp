@@ -81,6 +81,16 @@ private:
 };
 } // namespace
 
+/// Whether the hook contract allows `op` in a hook's body.
+static bool allowedInHook(Operation *op) {
+  if (isa<AllReduceOp, AllGatherOp, WorldSizeOp, CastOp, ScaleOp, StateLoadOp,
+          StateStoreOp, func::ReturnOp>(op))
+    return true;
+  StringRef dialect = op->getName().getDialectNamespace();
+  return dialect == "arith" || dialect == "math" || dialect == "linalg" ||
+         dialect == "tensor" || dialect == "scf";
+}
+
 LogicalResult HookScheme::initialize(ModuleOp module) {
   auto fail = [&](Operation *at) {
     return emitPassError(at ? at : module.getOperation(), passName);
@@ -120,6 +130,22 @@ LogicalResult HookScheme::initialize(ModuleOp module) {
            << "the hook @" << name
            << " is called here; a hook is applied to buckets, not called";
   if (failed(inlineHelpers(function, module)))
+    return failure();
+  // The contract (docs/user-guide.md): a hook is compression arithmetic and
+  // collectives. Anything else (llvm.call @system, a memref written behind
+  // the bucket's back, a call the inliner did not see) is refused here,
+  // with the op's location, rather than run on every rank.
+  WalkResult contract = function.walk([&](Operation *op) {
+    if (op == function.getOperation() || allowedInHook(op))
+      return WalkResult::advance();
+    fail(op) << "the hook @" << name << " holds '" << op->getName()
+             << "', which a hook may not: its body holds the ddp ops "
+                "allreduce, allgather, world_size, cast, scale, state_load "
+                "and state_store, and ops of arith, math, linalg, tensor "
+                "and scf";
+    return WalkResult::interrupt();
+  });
+  if (contract.wasInterrupted())
     return failure();
   // Every state the hook names must exist and be per bucket.
   WalkResult walk = function.walk([&](Operation *op) {

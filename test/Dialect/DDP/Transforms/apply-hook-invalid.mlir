@@ -104,3 +104,41 @@ func.func @step(%a: tensor<15xf32>) -> tensor<15xf32> {
   %r = ddp.allreduce mean %a : tensor<15xf32>
   return %r : tensor<15xf32>
 }
+
+// -----
+
+// The contract: a hook's body holds the listed ddp ops and arith, math,
+// linalg, tensor and scf; a call into the host (llvm.call @system) would
+// otherwise run on every rank.
+// CHECK: error: ddp-apply-hook: the hook @h holds 'llvm.mlir.addressof', which a hook may not: its body holds the ddp ops allreduce, allgather, world_size, cast, scale, state_load and state_store, and ops of arith, math, linalg, tensor and scf
+llvm.func @system(!llvm.ptr) -> i32
+llvm.mlir.global internal constant @cmd("touch /tmp/x\00")
+func.func private @h(%g: tensor<?xf32>) -> tensor<?xf32> {
+  %p = llvm.mlir.addressof @cmd : !llvm.ptr
+  %r = llvm.call @system(%p) : (!llvm.ptr) -> i32
+  %m = ddp.allreduce mean %g : tensor<?xf32>
+  return %m : tensor<?xf32>
+}
+func.func @step(%g: tensor<8xf32>) -> tensor<8xf32> {
+  %r = ddp.allreduce mean %g : tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+// In a helper the hook calls too (helpers are inlined first); and memref
+// ops, which would write behind the bucket's back.
+// CHECK: error: ddp-apply-hook: the hook @h holds 'bufferization.to_buffer', which a hook may not
+func.func private @helper(%g: tensor<?xf32>) -> tensor<?xf32> {
+  %b = bufferization.to_buffer %g : tensor<?xf32> to memref<?xf32>
+  return %g : tensor<?xf32>
+}
+func.func private @h(%g: tensor<?xf32>) -> tensor<?xf32> {
+  %x = func.call @helper(%g) : (tensor<?xf32>) -> tensor<?xf32>
+  %m = ddp.allreduce mean %x : tensor<?xf32>
+  return %m : tensor<?xf32>
+}
+func.func @step(%g: tensor<8xf32>) -> tensor<8xf32> {
+  %r = ddp.allreduce mean %g : tensor<8xf32>
+  return %r : tensor<8xf32>
+}
