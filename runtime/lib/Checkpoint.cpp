@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,9 +34,9 @@ uint64_t checksum(const std::vector<char> &bytes) {
   return hash;
 }
 
-/// The whole file, with stdio: no exceptions, and a clear error for
-/// directories and unreadable files.
-Error readFile(const char *path, std::vector<char> &bytes) {
+/// Reads the file at `path`, refusing one longer than `limit` bytes
+/// (/dev/zero or a wrong file must not fill the memory first).
+Error readFile(const char *path, size_t limit, std::vector<char> &bytes) {
   auto ioError = [&](int code) {
     return fail(DDPRT_ERROR_IO, std::string("cannot read checkpoint '") + path +
                                     "': " + std::strerror(code));
@@ -45,11 +46,23 @@ Error readFile(const char *path, std::vector<char> &bytes) {
     return ioError(errno);
   char chunk[1 << 16];
   size_t got;
-  while ((got = std::fread(chunk, 1, sizeof(chunk), file)) > 0)
+  bool tooLong = false;
+  while ((got = std::fread(chunk, 1, sizeof(chunk), file)) > 0) {
+    if (bytes.size() + got > limit) {
+      tooLong = true;
+      break;
+    }
     bytes.insert(bytes.end(), chunk, chunk + got);
-  bool failed = std::ferror(file);
+  }
+  bool failed = !tooLong && std::ferror(file);
   int code = errno;
   std::fclose(file);
+  if (tooLong)
+    return fail(DDPRT_ERROR_IO,
+                std::string("checkpoint '") + path + "' is longer than " +
+                    std::to_string(limit) + " bytes, far longer than a " +
+                    "checkpoint of this job's states: not a checkpoint of " +
+                    "this job");
   if (failed)
     return ioError(code == 0 ? EIO : code);
   return Error::success();
@@ -124,8 +137,18 @@ Error writeCheckpoint(ddprt_context &context, const char *path) {
 
 Error readCheckpoint(ddprt_context &context, const char *path) {
   Error error;
+  // The checkpoint this job's states make (magic, rank, world, count, each
+  // state's header and data, the checksum) is read whole; a file more than
+  // twice as long (and 1 MiB) is not one, and is not read to its end. A
+  // checkpoint of another job within that is read, to say which state
+  // differs.
+  size_t exact = sizeof(kMagic) + 16 + 8;
+  for (const auto &[name, state] : context.states)
+    exact += 16 + name.size() +
+             size_t(state->numel) * ddprt_dtype_size(state->dtype);
+  size_t limit = 2 * exact + (size_t(1) << 20);
   std::vector<char> bytes;
-  DDPRT_TRY(readFile(path, bytes));
+  DDPRT_TRY(readFile(path, limit, bytes));
   auto corrupt = [&](const std::string &why) {
     return fail(DDPRT_ERROR_IO,
                 std::string("checkpoint '") + path + "' is not valid: " + why);
@@ -163,6 +186,7 @@ Error readCheckpoint(ddprt_context &context, const char *path) {
     size_t offset;
   };
   std::vector<Entry> entries;
+  std::set<std::string> seen;
   for (uint64_t i = 0; i < count; ++i) {
     uint32_t nameSize = 0, dtype = 0;
     int64_t numel = 0;
@@ -176,6 +200,10 @@ Error readCheckpoint(ddprt_context &context, const char *path) {
     if (found == context.states.end())
       return fail(DDPRT_ERROR_MISMATCH,
                   "checkpoint state '" + name + "' does not exist in this job");
+    // As many entries as states and none twice: every state is restored
+    // (a state listed twice would leave another one silently zero).
+    if (!seen.insert(name).second)
+      return corrupt("it holds state '" + name + "' twice");
     ddprt_state &state = *found->second;
     if (uint32_t(state.dtype) != dtype || state.numel != numel)
       return fail(DDPRT_ERROR_MISMATCH,
@@ -186,6 +214,9 @@ Error readCheckpoint(ddprt_context &context, const char *path) {
     entries.push_back({&state, reader.offset});
     reader.offset += size;
   }
+  if (reader.offset != payload.size())
+    return corrupt(std::to_string(payload.size() - reader.offset) +
+                   " bytes follow the last state");
   for (const Entry &entry : entries) {
     size_t size =
         size_t(entry.state->numel) * ddprt_dtype_size(entry.state->dtype);

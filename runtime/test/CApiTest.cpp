@@ -28,6 +28,7 @@
 #include <random>
 #include <string>
 #include <sys/resource.h>
+#include <tuple>
 #include <vector>
 
 using namespace ddprt::test;
@@ -1337,6 +1338,79 @@ TEST_F(Checkpoint, FileOfAJobWithOtherStatesIsAMismatch) {
                  DDPRT_ERROR_MISMATCH, "state");
     EXPECT_EQ(snapshot(), before) << "job " << job - 1;
   }
+}
+
+/// A checkpoint of `entries` (name, dtype, numel; data all `fill`) for
+/// rank 0 of 1, with a valid checksum: what a forger or a buggy writer
+/// could make.
+std::vector<char> forgeCheckpoint(
+    const std::vector<std::tuple<std::string, ddprt_dtype, int64_t>> &entries,
+    char fill) {
+  std::vector<char> bytes = {'D', 'D', 'P', 'R', 'T', 'C', 'K', '1'};
+  auto put = [&](const void *data, size_t size) {
+    const char *from = static_cast<const char *>(data);
+    bytes.insert(bytes.end(), from, from + size);
+  };
+  uint32_t rank = 0, world = 1;
+  uint64_t count = entries.size();
+  put(&rank, 4);
+  put(&world, 4);
+  put(&count, 8);
+  for (const auto &[name, dtype, numel] : entries) {
+    uint32_t nameSize = uint32_t(name.size()), type = uint32_t(dtype);
+    put(&nameSize, 4);
+    put(name.data(), name.size());
+    put(&type, 4);
+    put(&numel, 8);
+    bytes.insert(bytes.end(), size_t(numel) * ddprt_dtype_size(dtype), fill);
+  }
+  uint64_t hash = 1469598103934665603ull; // FNV-1a, as the runtime's
+  for (char c : bytes) {
+    hash ^= uint8_t(c);
+    hash *= 1099511628211ull;
+  }
+  put(&hash, 8);
+  return bytes;
+}
+
+// One state twice and another missing, with a valid checksum: refused (the
+// missing state was left as it was, silently), nothing touched.
+TEST_F(Checkpoint, StateTwiceAndAnotherMissingIsRejected) {
+  std::vector<unsigned char> before = snapshot();
+  writeFile(path, forgeCheckpoint({{"error.fc", DDPRT_F32, 1000},
+                                   {"p.conv", DDPRT_F16, 37},
+                                   {"q.conv", DDPRT_BF16, 19},
+                                   {"error.fc", DDPRT_F32, 1000},
+                                   {"empty", DDPRT_F32, 0}},
+                                  7));
+  EXPECT_FAILS(ddprt_checkpoint_load(context, path.c_str()), DDPRT_ERROR_IO,
+               "holds state 'error.fc' twice");
+  EXPECT_EQ(snapshot(), before);
+  // The same entries, each once, load.
+  writeFile(path, forgeCheckpoint({{"error.fc", DDPRT_F32, 1000},
+                                   {"p.conv", DDPRT_F16, 37},
+                                   {"q.conv", DDPRT_BF16, 19},
+                                   {"rng", DDPRT_F64, 5},
+                                   {"empty", DDPRT_F32, 0}},
+                                  7));
+  EXPECT_EQ(ddprt_checkpoint_load(context, path.c_str()), DDPRT_OK)
+      << ddprt_last_error(context);
+  EXPECT_NE(snapshot(), before);
+}
+
+// A file longer than any checkpoint of the job's states (/dev/zero, a
+// wrong file) is refused after reading at most that much.
+TEST_F(Checkpoint, EndlessOrOversizedFileIsRejectedWithoutReadingItAll) {
+  std::vector<unsigned char> before = snapshot();
+  EXPECT_FAILS(ddprt_checkpoint_load(context, "/dev/zero"), DDPRT_ERROR_IO,
+               "far longer than a checkpoint of this job's states");
+  ASSERT_EQ(ddprt_checkpoint_save(context, path.c_str()), DDPRT_OK);
+  std::vector<char> bytes = readFile(path);
+  bytes.insert(bytes.end() - 8, 2 << 20, '\0');
+  writeFile(path, bytes);
+  EXPECT_FAILS(ddprt_checkpoint_load(context, path.c_str()), DDPRT_ERROR_IO,
+               "longer than");
+  EXPECT_EQ(snapshot(), before);
 }
 
 TEST_F(Checkpoint, UnwritablePathIsAnIOErrorAndLeavesNoFile) {
