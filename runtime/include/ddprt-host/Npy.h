@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -43,8 +44,15 @@ size_t elementSize(std::string_view descr);
 bool parse(std::string_view bytes, const std::string &name, Array &array,
            std::string &error);
 
+/// Checks an array's type and shape from its header (`header` has no data
+/// yet), before the data is read: an array of the wrong size is refused
+/// without reading (or allocating) what its header declares.
+using HeaderCheck =
+    std::function<bool(const Array &header, std::string &error)>;
+
 /// Reads a .npy file ("cannot read 'PATH': REASON" on failure).
-bool read(const std::string &path, Array &array, std::string &error);
+bool read(const std::string &path, Array &array, std::string &error,
+          const HeaderCheck &check = nullptr);
 
 /// A NumPy .npz archive (np.savez, np.savez_compressed): a zip of .npy
 /// files, one per array, named after the array. Read with libzip (stored,
@@ -62,7 +70,8 @@ public:
   std::vector<std::string> names() const;
   bool contains(const std::string &name) const;
   /// Reads array `name` ("'PATH' has no array 'NAME'" if absent).
-  bool read(const std::string &name, Array &array, std::string &error);
+  bool read(const std::string &name, Array &array, std::string &error,
+            const HeaderCheck &check = nullptr);
 
 private:
   std::string path;

@@ -314,7 +314,8 @@ private:
 /// known size that is wrong is refused before its data is read.
 /// `cannotRead` prefixes the reason of a failed read.
 bool readFrom(Source &source, const std::string &name,
-              const std::string &cannotRead, Array &array, std::string &error) {
+              const std::string &cannotRead, Array &array, std::string &error,
+              const HeaderCheck &check) {
   std::string why;
   auto fail = [&] {
     error = cannotRead + why;
@@ -338,6 +339,8 @@ bool readFrom(Source &source, const std::string &name,
   }
   uint64_t dataBytes = 0;
   if (!parseHeader(bytes, name, array, dataBytes, error))
+    return false;
+  if (check && !check(array, error))
     return false;
   if (source.size) {
     uint64_t available = *source.size > end ? *source.size - end : 0;
@@ -374,7 +377,8 @@ bool readFrom(Source &source, const std::string &name,
 }
 } // namespace
 
-bool read(const std::string &path, Array &array, std::string &error) {
+bool read(const std::string &path, Array &array, std::string &error,
+          const HeaderCheck &check) {
   auto fail = [&](int code) {
     error = "cannot read '" + path + "': " + std::strerror(code);
     return false;
@@ -396,7 +400,8 @@ bool read(const std::string &path, Array &array, std::string &error) {
     source.size = uint64_t(info.st_size);
   else
     source.stream = true;
-  return readFrom(source, path, "cannot read '" + path + "': ", array, error);
+  return readFrom(source, path, "cannot read '" + path + "': ", array, error,
+                  check);
 }
 
 //===----------------------------------------------------------------------===//
@@ -558,7 +563,8 @@ bool Archive::contains(const std::string &name) const {
   return false;
 }
 
-bool Archive::read(const std::string &name, Array &array, std::string &error) {
+bool Archive::read(const std::string &name, Array &array, std::string &error,
+                   const HeaderCheck &check) {
   const std::string *member = nullptr;
   for (const auto &entry : members)
     if (entry.first == name)
@@ -585,7 +591,7 @@ bool Archive::read(const std::string &name, Array &array, std::string &error) {
     source.size = uint64_t(info.size);
   // Messages about the array's contents name it PATH:NAME.
   bool ok = readFrom(source, path + ":" + name, "cannot read " + where + ": ",
-                     array, error);
+                     array, error, check);
   zip_fclose(file);
   return ok;
 }
@@ -606,7 +612,8 @@ bool Archive::open(const std::string &path, std::string &error) {
 }
 std::vector<std::string> Archive::names() const { return {}; }
 bool Archive::contains(const std::string &) const { return false; }
-bool Archive::read(const std::string &name, Array &, std::string &error) {
+bool Archive::read(const std::string &name, Array &, std::string &error,
+                   const HeaderCheck &) {
   error = "no .npz support in this build";
   return false;
 }

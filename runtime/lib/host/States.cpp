@@ -92,16 +92,17 @@ void setStates(Job &job, const StepSignature &signature,
     }
     std::string path = job.expand(pattern, -1), error;
     npy::Array array;
-    if (!npy::read(path, array, error)) {
+    // The type from the header, before the data is read.
+    auto check = [&](const npy::Array &header, std::string &why) {
+      if (header.descr == info->type.dtype && header.shape == info->type.shape)
+        return true;
+      why = "'" + path + "' holds " + header.descr + " " +
+            shapeString(header.shape) + " but state '" + name + "' is " +
+            info->type.dtype + " " + shapeString(info->type.shape);
+      return false;
+    };
+    if (!npy::read(path, array, error, check)) {
       job.error() << "--set-state: " << error << "\n";
-      setOk = false;
-      continue;
-    }
-    if (array.descr != info->type.dtype || array.shape != info->type.shape) {
-      job.error() << "--set-state: '" << path << "' holds " << array.descr
-                  << " " << shapeString(array.shape) << " but state '" << name
-                  << "' is " << info->type.dtype << " "
-                  << shapeString(info->type.shape) << "\n";
       setOk = false;
       continue;
     }

@@ -31,10 +31,10 @@ void Buffer::release() {
 
 namespace {
 
-/// Checks `array` against `type` and moves it into a fresh buffer;
-/// `source` names it in messages ("argument 0 ('x.npy')").
-bool toBuffer(const npy::Array &array, const TensorSpec &type,
-              const std::string &source, Buffer &buffer, std::string &error) {
+/// Checks the type and shape of `array` (its header will do) against
+/// `type`; `source` names it in messages ("argument 0 ('x.npy')").
+bool matchesType(const npy::Array &array, const TensorSpec &type,
+                 const std::string &source, std::string &error) {
   auto fail = [&](const std::string &why) {
     error = source + ": " + why;
     return false;
@@ -49,6 +49,18 @@ bool toBuffer(const npy::Array &array, const TensorSpec &type,
     if (type.shape[i] >= 0 && type.shape[i] != array.shape[i])
       return fail("shape " + shapeString(array.shape) +
                   " but the function takes " + typeString(type));
+  return true;
+}
+
+/// Checks `array` against `type` and moves it into a fresh buffer.
+bool toBuffer(const npy::Array &array, const TensorSpec &type,
+              const std::string &source, Buffer &buffer, std::string &error) {
+  if (!matchesType(array, type, source, error))
+    return false;
+  auto fail = [&](const std::string &why) {
+    error = source + ": " + why;
+    return false;
+  };
   buffer = Buffer();
   buffer.type = &type;
   buffer.sizes = array.shape;
@@ -72,7 +84,11 @@ bool InputReader::read(size_t a, int64_t step, Buffer &buffer,
     const std::string &pattern =
         options.usesOnePatternForAll() ? options.inputs[0] : options.inputs[a];
     std::string path = job.expand(pattern, step, -1, name);
-    if (!npy::read(path, array, error))
+    std::string source = argument + " ('" + path + "')";
+    if (!npy::read(path, array, error,
+                   [&](const npy::Array &header, std::string &why) {
+                     return matchesType(header, type, source, why);
+                   }))
       return false;
     return toBuffer(array, type, argument + " ('" + path + "')", buffer, error);
   }
@@ -102,7 +118,11 @@ bool InputReader::read(size_t a, int64_t step, Buffer &buffer,
     return false;
   }
   taken[path].insert(key);
-  if (!archive->read(key, array, error))
+  std::string source = argument + " ('" + key + "' in '" + path + "')";
+  if (!archive->read(key, array, error,
+                     [&](const npy::Array &header, std::string &why) {
+                       return matchesType(header, type, source, why);
+                     }))
     return false;
   return toBuffer(array, type, argument + " ('" + key + "' in '" + path + "')",
                   buffer, error);

@@ -23,6 +23,7 @@
 #include "mlir/Parser/Parser.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/SourceMgr.h"
 
 namespace mlir::ddp {
 #define GEN_PASS_DEF_DDPAPPLYHOOK
@@ -232,7 +233,16 @@ LogicalResult HookScheme::inlineHelpers(func::FuncOp function,
 LogicalResult HookScheme::import(ModuleOp module) {
   auto fail = [&]() { return emitPassError(module, passName); };
   ParserConfig config(module.getContext());
-  OwningOpRef<ModuleOp> file = parseSourceFile<ModuleOp>(library, config);
+  // A hook library is source text; a file past 64 MiB (or /dev/zero) is
+  // refused before it is read whole.
+  std::string readError;
+  FailureOr<std::unique_ptr<llvm::MemoryBuffer>> buffer = readBoundedFile(
+      library, size_t(64) << 20, "hook library", readError);
+  if (failed(buffer))
+    return fail() << "hook library '" << library << "': " << readError;
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
+  OwningOpRef<ModuleOp> file = parseSourceFile<ModuleOp>(sourceMgr, config);
   if (!file)
     return fail() << "cannot read the hook library '" << library
                   << "' (see the error above)";

@@ -8,6 +8,7 @@
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "ddp/Dialect/DDP/Transforms/Utils.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <algorithm>
@@ -25,9 +26,18 @@ public:
       : path(path), error(error) {}
 
   std::optional<llvm::json::Object> read() {
-    auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-    if (!buffer) {
-      fail("cannot read it: " + buffer.getError().message());
+    // A profile is a few kilobytes, nested four deep; anything far larger
+    // or deeper is refused before it is read whole or parsed.
+    std::string readError;
+    FailureOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+        readBoundedFile(path, size_t(16) << 20, "profile", readError);
+    if (mlir::failed(buffer)) {
+      fail(readError);
+      return std::nullopt;
+    }
+    std::string tooDeep = checkJsonNesting((*buffer)->getBuffer(), 64);
+    if (!tooDeep.empty()) {
+      fail("not a profile: " + tooDeep);
       return std::nullopt;
     }
     llvm::Expected<llvm::json::Value> value =

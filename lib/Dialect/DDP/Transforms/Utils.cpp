@@ -9,6 +9,7 @@
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdio>
@@ -310,6 +311,63 @@ StringAttr mlir::ddp::plannedPlainTag(MLIRContext *context) {
 Location mlir::ddp::plannedPlainLoc(Location location) {
   MLIRContext *context = location.getContext();
   return FusedLoc::get({location}, plannedPlainTag(context), context);
+}
+
+FailureOr<std::unique_ptr<llvm::MemoryBuffer>>
+mlir::ddp::readBoundedFile(StringRef path, size_t limit, StringRef what,
+                           std::string &error) {
+  llvm::Expected<llvm::sys::fs::file_t> file =
+      llvm::sys::fs::openNativeFileForRead(path);
+  if (!file) {
+    error = "cannot read it: " + llvm::toString(file.takeError());
+    return failure();
+  }
+  // Chunk by chunk, never past limit + 1 bytes.
+  std::string bytes;
+  char chunk[1 << 16];
+  while (bytes.size() <= limit) {
+    llvm::Expected<size_t> got = llvm::sys::fs::readNativeFile(
+        *file, llvm::MutableArrayRef<char>(chunk, sizeof chunk));
+    if (!got) {
+      llvm::sys::fs::closeFile(*file);
+      error = "cannot read it: " + llvm::toString(got.takeError());
+      return failure();
+    }
+    if (*got == 0)
+      break;
+    bytes.append(chunk, *got);
+  }
+  llvm::sys::fs::closeFile(*file);
+  if (bytes.size() > limit) {
+    error = "it is longer than " + std::to_string(limit) +
+            " bytes, more than a " + what.str() + " holds";
+    return failure();
+  }
+  return llvm::MemoryBuffer::getMemBufferCopy(bytes, path);
+}
+
+std::string mlir::ddp::checkJsonNesting(StringRef text, unsigned maxDepth) {
+  unsigned depth = 0;
+  bool inString = false, escaped = false;
+  for (char c : text) {
+    if (inString) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > maxDepth)
+        return "arrays and objects nest deeper than " +
+               std::to_string(maxDepth) + " levels";
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return "";
 }
 
 std::string mlir::ddp::cleanStateNamePart(StringRef text) {

@@ -6,7 +6,7 @@
 // RUN:   --ddp-compression-report 2>&1 | FileCheck %s
 // RUN: not ddp-opt %s --ddp-apply-hook="hook=sign_ef_hook from=%t.missing.mlir" 2>&1 | FileCheck %s --check-prefix=MISSING
 // RUN: not ddp-opt %s --ddp-apply-hook="hook=nothere from=%S/../../../../examples/hooks/sign_ef_hook.mlir" 2>&1 | FileCheck %s --check-prefix=NOHOOK
-// MISSING: error: ddp-apply-hook: cannot read the hook library '{{.*}}.missing.mlir' (see the error above)
+// MISSING: error: ddp-apply-hook: hook library '{{.*}}.missing.mlir': cannot read it: No such file or directory
 // NOHOOK: error: ddp-apply-hook: the hook library '{{.*}}sign_ef_hook.mlir' has no function @nothere
 
 // One f32 per rank for the scale, one i8 per element for the signs: 4x fewer

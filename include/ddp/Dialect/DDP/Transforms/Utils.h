@@ -9,6 +9,7 @@
 
 #include "ddp/Dialect/DDP/IR/DDP.h"
 #include "ddp/Dialect/DDP/IR/GradientNames.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Pass/PassManager.h"
@@ -203,6 +204,20 @@ protected:
 /// from what PowerSGD left uncompressed.
 Location plannedPlainLoc(Location location);
 StringAttr plannedPlainTag(MLIRContext *context);
+
+/// The file at `path`, read whole if it holds at most `limit` bytes; a
+/// longer one (or an endless one: /dev/zero, a pipe) is refused after
+/// `limit` + 1 bytes, with an error ("it is longer than ...", "cannot read
+/// it: ...") for the caller to put after the file's name; `what`
+/// ("profile") is what the file should be.
+FailureOr<std::unique_ptr<llvm::MemoryBuffer>>
+readBoundedFile(StringRef path, size_t limit, StringRef what,
+                std::string &error);
+
+/// An error if the JSON `text` nests arrays and objects deeper than
+/// `maxDepth` (llvm::json::parse recurses once per level: 50,000 `[`
+/// overflow the stack); "" if not.
+std::string checkJsonNesting(StringRef text, unsigned maxDepth);
 
 /// `text` made fit for a state's name (which becomes a checkpoint key and,
 /// through {name}, a file name): characters other than letters, digits and
