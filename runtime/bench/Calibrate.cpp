@@ -184,6 +184,13 @@ std::vector<Shape> parseShapes(const std::string &text) {
   return shapes;
 }
 
+/// A number as the user would write it (%g).
+std::string formatValue(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
 Options parseOptions(int argc, char **argv) {
   Options options;
   for (int i = 1; i < argc; ++i) {
@@ -254,6 +261,13 @@ Options parseOptions(int argc, char **argv) {
         options.world < 2 || options.out.empty())
       fail("--hand needs --link-gbps=X (> 0), --latency-us=Y (>= 0), "
            "--world=W (>= 2) and --out=PATH");
+    // The ranges a simulated link has (1e308 Gb/s would be written as inf,
+    // not JSON, and 1e-320 as 0): what ddp-opt --ddp-plan reads back.
+    std::string why;
+    if (!ddprt::checkSimulatedLink(options.handGbps, options.handLatencyUs,
+                                   why))
+      fail("--hand: --link-gbps=" + formatValue(options.handGbps) +
+           ", --latency-us=" + formatValue(options.handLatencyUs) + ": " + why);
   }
   return options;
 }
@@ -708,12 +722,12 @@ int handProfile(const Options &options) {
 
 int main(int argc, char **argv) {
   Options options = parseOptions(argc, argv);
-  if (options.hand)
-    return handProfile(options);
   unsigned ranks = 0;
   std::string npError;
   if (!stephost::parseNp(argc, argv, ranks, npError))
     fail(npError);
+  if (options.hand)
+    return handProfile(options);
   if (ranks > 0 && !stephost::insideMpiJob())
     return stephost::launchUnderMpirun("ddprt-calibrate", argc, argv, ranks);
 #if defined(DDPRT_HAVE_MPI)

@@ -13,6 +13,7 @@
 #include <functional>
 
 #include <chrono>
+#include <cstdio>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -68,8 +69,23 @@ template <typename Fn>
 Error Collectives::overLink(double bytesSent, Fn &&collective) {
   auto begin = std::chrono::steady_clock::now();
   DDPRT_TRY(collective());
-  if (link_.on())
-    std::this_thread::sleep_until(begin + link_.duration(bytesSent));
+  if (!link_.on())
+    return Error::success();
+  // A link so slow that the collective would outlast the timeout fails as
+  // one that did not finish: the hold never outlives the timeout.
+  double seconds = link_.seconds(bytesSent);
+  if (timeoutSeconds_ > 0 && seconds > timeoutSeconds_) {
+    std::this_thread::sleep_until(
+        begin + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::duration<double>(timeoutSeconds_)));
+    char message[160];
+    std::snprintf(message, sizeof message,
+                  "the simulated link holds this collective of %.0f bytes for "
+                  "%g s, longer than the timeout (%g s)",
+                  bytesSent, seconds, timeoutSeconds_);
+    return fail(DDPRT_ERROR_TIMEOUT, message);
+  }
+  std::this_thread::sleep_until(begin + link_.duration(bytesSent));
   return Error::success();
 }
 

@@ -56,26 +56,41 @@ struct SimulatedLink {
   double latencyUs = 0.0;
 
   bool on() const { return gbps > 0.0; }
-  /// latency + bytes / bandwidth.
+  /// latency + bytes / bandwidth, in seconds.
+  double seconds(double bytes) const {
+    return latencyUs * 1e-6 + bytes * 8.0 / (gbps * 1e9);
+  }
+  /// The same as a duration, saturated at a year (checkSimulatedLink's
+  /// ranges keep any real collective far below it).
   std::chrono::nanoseconds duration(double bytes) const {
-    double seconds = latencyUs * 1e-6 + bytes * 8.0 / (gbps * 1e9);
-    return std::chrono::nanoseconds(int64_t(std::ceil(seconds * 1e9)));
+    double nanoseconds = std::ceil(seconds(bytes) * 1e9);
+    constexpr double kYear = 365.0 * 24 * 3600 * 1e9;
+    return std::chrono::nanoseconds(
+        int64_t(nanoseconds < kYear ? nanoseconds : kYear));
   }
 };
 
 /// The environment variable that sets the simulated link.
 inline constexpr const char *kSimulatedLinkVariable = "DDPRT_SIMULATED_LINK";
 
+/// The ranges a link may have: from 1 Mb/s to 1 Pb/s, and a latency of at
+/// most 1000 s (past them a "link" is a typo, and its times overflow).
+inline constexpr double kMinLinkGbps = 1e-3, kMaxLinkGbps = 1e6;
+inline constexpr double kMaxLinkLatencyUs = 1e9;
+
 /// Checks a link's bandwidth and latency (gbps 0: off, then latency must be
 /// 0 too); on failure says why in `error`.
 inline bool checkSimulatedLink(double gbps, double latencyUs,
                                std::string &error) {
-  if (!std::isfinite(gbps) || gbps < 0.0) {
-    error = "the bandwidth must be a finite number of Gb/s >= 0 (0: off)";
+  if (!std::isfinite(gbps) || gbps < 0.0 ||
+      (gbps != 0.0 && (gbps < kMinLinkGbps || gbps > kMaxLinkGbps))) {
+    error = "the bandwidth must be a number of Gb/s from 0.001 to 1e6 (or 0: "
+            "off)";
     return false;
   }
-  if (!std::isfinite(latencyUs) || latencyUs < 0.0) {
-    error = "the latency must be a finite number of microseconds >= 0";
+  if (!std::isfinite(latencyUs) || latencyUs < 0.0 ||
+      latencyUs > kMaxLinkLatencyUs) {
+    error = "the latency must be a number of microseconds from 0 to 1e9";
     return false;
   }
   if (gbps == 0.0 && latencyUs != 0.0) {
@@ -108,7 +123,8 @@ inline bool parseSimulatedLink(const std::string &text, SimulatedLink &link,
     return false;
   }
   if (!std::isfinite(gbps) || gbps <= 0.0) {
-    error = "'" + text + "': the bandwidth must be a finite number of Gb/s > 0";
+    error = "'" + text + "': the bandwidth must be a number of Gb/s from "
+                         "0.001 to 1e6";
     return false;
   }
   if (!checkSimulatedLink(gbps, latencyUs, error)) {

@@ -291,8 +291,12 @@ TEST_F(SimulatedLinkVariable, AMalformedValueFailsNamingTheVariable) {
   ddprt_options options = DDPRT_OPTIONS_INITIALIZER;
   double gbps = 0, latencyUs = 0;
   std::string message;
+  // Out of range too: 1e-300 Gb/s made the hold's nanoseconds overflow
+  // (the job ran at full speed while claiming the link), and 1e12 us held
+  // each collective for days.
   for (const char *bad : {"10", "10,", ",20", "fast,20", "10,20,30", "0,20",
-                          "-1,20", "10,-5", "inf,0", "10, 20"}) {
+                          "-1,20", "10,-5", "inf,0", "10, 20", "1e-300,0",
+                          "1e308,0", "10,1e12"}) {
     set(bad);
     EXPECT_EQ(start(options, gbps, latencyUs, message),
               DDPRT_ERROR_INVALID_ARGUMENT)
@@ -316,6 +320,11 @@ TEST_F(SimulatedLinkVariable, BadOptionsAreRefused) {
   options.simulated_link_gbps = -3;
   EXPECT_EQ(start(options, gbps, latencyUs, message),
             DDPRT_ERROR_INVALID_ARGUMENT);
+  options = DDPRT_OPTIONS_INITIALIZER;
+  options.simulated_link_gbps = 1e-300;
+  EXPECT_EQ(start(options, gbps, latencyUs, message),
+            DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("from 0.001 to 1e6"), std::string::npos) << message;
   // The CUDA backend's collectives run on the device: no link there.
   options = DDPRT_OPTIONS_INITIALIZER;
   options.backend = DDPRT_BACKEND_CUDA;

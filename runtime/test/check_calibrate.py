@@ -183,6 +183,15 @@ def bad_input(tool, mpiexec):
         (mpiexec + [tool, "--out=/nonexistent/dir/profile.json"], "cannot open '/nonexistent"),
         ([tool, "--hand", "--link-gbps=10", "--latency-us=5", "--world=4",
           "--out=/nonexistent/dir/profile.json"], "cannot open '/nonexistent"),
+        # Values a profile cannot hold (inf is not JSON; 1e-320 printed 0).
+        ([tool, "--hand", "--link-gbps=1e308", "--latency-us=5", "--world=2",
+          "--out=x.json"], "the bandwidth must be a number of Gb/s from 0.001 to 1e6"),
+        ([tool, "--hand", "--link-gbps=1e-320", "--latency-us=5", "--world=2",
+          "--out=x.json"], "the bandwidth must be a number of Gb/s from 0.001 to 1e6"),
+        ([tool, "--hand", "--link-gbps=10", "--latency-us=1e300", "--world=2",
+          "--out=x.json"], "the latency must be a number of microseconds from 0 to 1e9"),
+        ([tool, "--hand", "--np=0", "--link-gbps=10", "--latency-us=5", "--world=2",
+          "--out=x.json"], "--np: '0' is not a number of ranks"),
     ]
     for command, message in cases:
         result = run(command)

@@ -178,9 +178,18 @@ bool Job::start(const RunOptions &options) {
                    secondsText(timeoutSeconds) +
                    " s (--timeout): a rank may have died or stopped\n");
   ddprt_status started = ddprt_init(&runtimeOptions, &context);
-  if (context) {
+  if (context && ddprt_rank(context) >= 0) {
     rank = ddprt_rank(context);
     worldSize = ddprt_world_size(context);
+  } else {
+    // A runtime that failed before it had a communicator (a bad option)
+    // has no rank to give: the launcher's, for messages.
+    for (const char *variable :
+         {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+      if (const char *value = std::getenv(variable)) {
+        rank = std::atoi(value);
+        break;
+      }
   }
 #if defined(DDPRT_HAVE_MPI)
   // A runtime that failed to start has no communicator to ask; MPI may

@@ -58,18 +58,54 @@ public:
     return std::move(*object);
   }
 
-  /// A finite number >= `min` (> `min` if `strict`) at `key` of `object`.
+  /// A finite number >= `min` (> `min` if `strict`) and <= `max` at `key`
+  /// of `object`. The upper bounds are far past any machine (a link of 1
+  /// Pb/s, a call of a day) and keep every prediction made from the profile
+  /// within what nanoseconds in an int64 hold.
   bool number(const llvm::json::Object &object, StringRef where, StringRef key,
-              double &out, double min = 0.0, bool strict = false) {
+              double &out, double min = 0.0, bool strict = false,
+              double max = 1e15) {
     std::optional<double> value = object.getNumber(key);
     if (!value || !std::isfinite(*value) || *value < min ||
-        (strict && *value == min)) {
-      fail(llvm::formatv("{0}: '{1}' is missing or not a number {2} {3}", where,
-                         key, strict ? ">" : ">=", min)
+        (strict && *value == min) || *value > max) {
+      fail(llvm::formatv("{0}: '{1}' is missing or not a number {2} {3} and "
+                         "<= {4}",
+                         where, key, strict ? ">" : ">=", formatNumber(min),
+                         formatNumber(max))
                .str());
       return false;
     }
     out = *value;
+    return true;
+  }
+
+  /// As number(), for a field that may be absent; present, it must hold.
+  bool optionalNumber(const llvm::json::Object &object, StringRef where,
+                      StringRef key, double min, bool strict, double max) {
+    if (!object.get(key))
+      return true;
+    double ignored;
+    return number(object, where, key, ignored, min, strict, max);
+  }
+
+  /// An integer in [min, max] at `key`, or `fallback` if absent; a value of
+  /// another type (a string, a fraction) is an error, not the fallback.
+  bool integer(const llvm::json::Object &object, StringRef where,
+               StringRef key, int64_t &out, int64_t fallback, int64_t min,
+               int64_t max) {
+    const llvm::json::Value *value = object.get(key);
+    if (!value) {
+      out = fallback;
+      return true;
+    }
+    std::optional<int64_t> number = value->getAsInteger();
+    if (!number || *number < min || *number > max) {
+      fail(llvm::formatv("{0}: '{1}' is not an integer from {2} to {3}", where,
+                         key, min, max)
+               .str());
+      return false;
+    }
+    out = *number;
     return true;
   }
 
@@ -95,8 +131,8 @@ FailureOr<MachineProfile> MachineProfile::load(StringRef path,
   if (!top)
     return failure();
   std::optional<int64_t> world = top->getInteger("world_size");
-  if (!world || *world < 1) {
-    reader.fail("'world_size' is missing or not a count >= 1");
+  if (!world || *world < 1 || *world > (int64_t(1) << 24)) {
+    reader.fail("'world_size' is missing or not a count from 1 to 16777216");
     return failure();
   }
   profile.worldSize = *world;
@@ -114,8 +150,13 @@ FailureOr<MachineProfile> MachineProfile::load(StringRef path,
     CollectiveCost cost;
     double latencyUs = 0.0, gbps = 0.0;
     std::string where = ("collectives." + name).str();
-    if (!reader.number(*entry, where, "latency_us", latencyUs) ||
-        !reader.number(*entry, where, "gbps", gbps, 0.0, /*strict=*/true))
+    // Up to 1000 s of latency; from 1 Mb/s to 1 Pb/s.
+    if (!reader.number(*entry, where, "latency_us", latencyUs, 0.0, false,
+                       1e9) ||
+        !reader.number(*entry, where, "gbps", gbps, 1e-3, false, 1e6) ||
+        !reader.optionalNumber(*entry, where, "ring_factor", 0.0, true, 1e3) ||
+        !reader.optionalNumber(*entry, where, "max_relative_residual", 0.0,
+                               false, 1e3))
       return failure();
     cost.latencySeconds = latencyUs * 1e-6;
     cost.bytesPerSecond = gbps * 1e9 / 8.0;
@@ -128,9 +169,9 @@ FailureOr<MachineProfile> MachineProfile::load(StringRef path,
           seconds = (*pair)[1].getAsNumber();
         }
         if (!bytes || !seconds || !(*bytes > 0) || !(*seconds > 0) ||
-            !std::isfinite(*bytes) || !std::isfinite(*seconds)) {
-          reader.fail(where +
-                      ".points: each point is [bytes > 0, seconds > 0]");
+            !(*bytes <= 1e15) || !(*seconds <= 1e5)) {
+          reader.fail(where + ".points: each point is [bytes > 0 and <= "
+                              "1e15, seconds > 0 and <= 1e5]");
           return failure();
         }
         cost.points.push_back({*bytes, *seconds});
@@ -138,6 +179,23 @@ FailureOr<MachineProfile> MachineProfile::load(StringRef path,
       llvm::sort(cost.points);
     }
     profile.collectives[name] = std::move(cost);
+  }
+  // Written by ddprt-calibrate, not used for planning: still a number.
+  if (const llvm::json::Value *gather = collectives->get("allgather_i8")) {
+    const llvm::json::Object *entry = gather->getAsObject();
+    if (!entry) {
+      reader.fail("collectives.allgather_i8 is not an object");
+      return failure();
+    }
+    double ignored;
+    StringRef where = "collectives.allgather_i8";
+    if (!reader.number(*entry, where, "latency_us", ignored, 0.0, false,
+                       1e9) ||
+        !reader.number(*entry, where, "gbps", ignored, 1e-3, false, 1e6) ||
+        !reader.optionalNumber(*entry, where, "ring_factor", 0.0, true, 1e3) ||
+        !reader.optionalNumber(*entry, where, "max_relative_residual", 0.0,
+                               false, 1e3))
+      return failure();
   }
 
   // The kernels: from the profile or from a second one (a --hand profile
@@ -173,20 +231,25 @@ FailureOr<MachineProfile> MachineProfile::load(StringRef path,
         kernelReader.fail(where + ": an entry is not an object");
         return failure();
       }
+      constexpr int64_t kMaxExtent = int64_t(1) << 40;
+      int64_t count = 1;
       if (!kernelReader.number(*object, where, "seconds", cost.seconds, 0.0,
-                               true) ||
-          !kernelReader.number(*object, where, "elements", elements, 0.0, true))
+                               true, 1e5) ||
+          !kernelReader.number(*object, where, "elements", elements, 0.0,
+                               true, 1e15) ||
+          !kernelReader.optionalNumber(*object, where, "elements_per_second",
+                                       0.0, true, 1e18) ||
+          !kernelReader.integer(*object, where, "n", cost.n, 0, 1,
+                                kMaxExtent) ||
+          !kernelReader.integer(*object, where, "m", cost.m, 0, 1,
+                                kMaxExtent) ||
+          !kernelReader.integer(*object, where, "r", cost.r, 0, 1,
+                                kMaxExtent) ||
+          // Several matrices of the shape in one call: the time of one.
+          !kernelReader.integer(*object, where, "count", count, 1, 1,
+                                kMaxExtent))
         return failure();
       cost.elements = int64_t(elements);
-      cost.n = object->getInteger("n").value_or(0);
-      cost.m = object->getInteger("m").value_or(0);
-      cost.r = object->getInteger("r").value_or(0);
-      // Several matrices of the shape in one call: the time of one.
-      int64_t count = object->getInteger("count").value_or(1);
-      if (count < 1) {
-        kernelReader.fail(where + ": 'count' is not a count >= 1");
-        return failure();
-      }
       cost.seconds /= double(count);
       cost.elements /= count;
       list.push_back(cost);
@@ -212,6 +275,14 @@ FailureOr<MachineProfile> MachineProfile::load(StringRef path,
   std::string backend = top->getString("backend").value_or("?").str();
   profile.backend = backend;
   std::string link;
+  if (const llvm::json::Object *simulated = top->getObject("simulated_link")) {
+    double ignored;
+    if (!reader.number(*simulated, "simulated_link", "gbps", ignored, 1e-3,
+                       false, 1e6) ||
+        !reader.number(*simulated, "simulated_link", "latency_us", ignored,
+                       0.0, false, 1e9))
+      return failure();
+  }
   if (const llvm::json::Object *simulated = top->getObject("simulated_link"))
     link = llvm::formatv(", simulated link {0} Gb/s {1} us",
                          simulated->getNumber("gbps").value_or(0),

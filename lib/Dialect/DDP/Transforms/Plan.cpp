@@ -363,10 +363,14 @@ void DDPPlanPass::runOnOperation() {
   SmallVector<Operation *> toFP16, toBF16;
   auto record = [&](AllReduceOp op, const Decision &decision) {
     SmallVector<NamedAttribute> predicted;
+    // The profile's bounds keep predictions far below this; saturated all
+    // the same rather than converted out of range.
     for (auto &[choice, cost] : decision.costs)
       predicted.push_back(b.getNamedAttr(
           choice.name(),
-          b.getI64IntegerAttr(int64_t(std::llround(cost.seconds * 1e9)))));
+          b.getI64IntegerAttr(cost.seconds * 1e9 < 9e18
+                                  ? int64_t(std::llround(cost.seconds * 1e9))
+                                  : INT64_MAX)));
     SmallVector<std::string> names;
     int64_t elements = 0;
     for (Value input : op.getInputs()) {

@@ -22,6 +22,36 @@
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json world=-1" 2>&1 | FileCheck %s --check-prefix=WORLD
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json start-iter=-1" 2>&1 | FileCheck %s --check-prefix=START
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json bogus=1" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// Absurd values, each in one field: refused with the field and its range
+// (a finite 1e308 latency made every prediction overflow int64
+// nanoseconds and printed negative times).
+// RUN: sed -e '0,/"latency_us": 50,/s//"latency_us": 1e308,/' %S/Inputs/plan-1gbps.json > %t.huge.json
+// RUN: not ddp-opt %s --ddp-plan=profile=%t.huge.json 2>&1 | FileCheck %s --check-prefix=HUGE
+// HUGE: error: ddp-plan: machine profile '{{.*}}': collectives.allreduce_f32: 'latency_us' is missing or not a number >= 0 and <= 1e+09
+// RUN: sed -e '0,/"ring_factor": 1.0,/s//"ring_factor": -3,/' %S/Inputs/plan-1gbps.json > %t.ring.json
+// RUN: not ddp-opt %s --ddp-plan=profile=%t.ring.json 2>&1 | FileCheck %s --check-prefix=RING
+// RING: error: ddp-plan: machine profile '{{.*}}': collectives.allreduce_f32: 'ring_factor' is missing or not a number > 0 and <= 1000
+// RUN: sed -e 's/"max_relative_residual": 0.0,/"max_relative_residual": "none",/' %S/Inputs/plan-1gbps.json > %t.residual.json
+// RUN: not ddp-opt %s --ddp-plan=profile=%t.residual.json 2>&1 | FileCheck %s --check-prefix=RESIDUAL
+// RESIDUAL: error: ddp-plan: machine profile '{{.*}}': collectives.allreduce_f32: 'max_relative_residual' is missing or not a number >= 0 and <= 1000
+// RUN: sed -e '/"allgather_i8"/,/}/s/"gbps": 1,/"gbps": -1,/' %S/Inputs/plan-1gbps.json > %t.gather.json
+// RUN: not ddp-opt %s --ddp-plan=profile=%t.gather.json 2>&1 | FileCheck %s --check-prefix=GATHER
+// GATHER: error: ddp-plan: machine profile '{{.*}}': collectives.allgather_i8: 'gbps' is missing or not a number >= 0.001 and <= 1e+06
+// RUN: sed -e '0,/"elements_per_second": 524288000.0/s//"elements_per_second": -1/' %S/Inputs/plan-1gbps.json > %t.rate.json
+// RUN: not ddp-opt %s --ddp-plan=profile=%t.rate.json 2>&1 | FileCheck %s --check-prefix=RATE
+// RATE: error: ddp-plan: machine profile '{{.*}}': kernels.project: 'elements_per_second' is missing or not a number > 0 and <= 1e+18
+// RUN: sed -e '0,/"r": 1,/s//"r": 1, "count": "4",/' %S/Inputs/plan-1gbps.json > %t.count.json
+// RUN: not ddp-opt %s --ddp-plan=profile=%t.count.json 2>&1 | FileCheck %s --check-prefix=COUNT
+// COUNT: error: ddp-plan: machine profile '{{.*}}': kernels.project: 'count' is not an integer from 1 to 1099511627776
+// RUN: sed -e '0,/"seconds": 0.008,/s//"seconds": 1e300,/' %S/Inputs/plan-1gbps.json > %t.seconds.json
+// RUN: not ddp-opt %s --ddp-plan=profile=%t.seconds.json 2>&1 | FileCheck %s --check-prefix=SECONDS
+// SECONDS: error: ddp-plan: machine profile '{{.*}}': kernels.project: 'seconds' is missing or not a number > 0 and <= 100000
+// RUN: sed -e 's/"simulated_link": null/"simulated_link": {"gbps": 1e308, "latency_us": 5}/' %S/Inputs/plan-1gbps.json > %t.link.json
+// RUN: not ddp-opt %s --ddp-plan=profile=%t.link.json 2>&1 | FileCheck %s --check-prefix=LINK
+// LINK: error: ddp-plan: machine profile '{{.*}}': simulated_link: 'gbps' is missing or not a number >= 0.001 and <= 1e+06
+// RUN: sed -e '0,/"points": \[\]/s//"points": [[1000, 1e300], [2000, 0.5]]/' %S/Inputs/plan-1gbps.json > %t.points.json
+// RUN: not ddp-opt %s --ddp-plan=profile=%t.points.json 2>&1 | FileCheck %s --check-prefix=POINTS
+// POINTS: error: ddp-plan: machine profile '{{.*}}': collectives.allreduce_f32.points: each point is [bytes > 0 and <= 1e15, seconds > 0 and <= 1e5]
 // RUN: sed -e 's/"project"/"projekt"/' %S/Inputs/plan-1gbps.json > %t.nokernel.json
 // RUN: not ddp-opt %s --ddp-plan=profile=%t.nokernel.json 2>&1 | FileCheck %s --check-prefix=KERNEL
 
@@ -31,7 +61,7 @@
 // OBJECT: error: ddp-plan: machine profile '{{.*}}.array.json': not a JSON object
 // VERSION: error: ddp-plan: machine profile '{{.*}}': 'version' is not 1 (a profile written by ddprt-calibrate)
 // COLLECTIVES: error: ddp-plan: machine profile '{{.*}}': 'collectives' is missing
-// NEGATIVE: error: ddp-plan: machine profile '{{.*}}': collectives.allreduce_f32: 'gbps' is missing or not a number > 0
+// NEGATIVE: error: ddp-plan: machine profile '{{.*}}': collectives.allreduce_f32: 'gbps' is missing or not a number >= 0.001 and <= 1e+06
 // NOKERNELS: error: ddp-plan: the profile has no kernel times (a --hand profile): give kernels=PATH, a profile from ddprt-calibrate --kernels-only on the machine that computes, or choices=plain
 // PLAINONLY: choice = "plain"
 // PLAINONLY-SAME: reason = "the only choice allowed"
