@@ -388,6 +388,22 @@ void ddprt_fail(ddprt_context *context, const char *where,
   handleFailure(context, DDPRT_ERROR_INVALID_ARGUMENT, where);
 }
 
+void ddprt_report_nonfinite(ddprt_context *context, const char *where,
+                            const char *message, int32_t this_rank_only) {
+  if (context) {
+    context->lastError = message ? message : "values that are not finite";
+    context->counters.nonfinite_skips += 1;
+    context->nonfiniteThisRankOnly = this_rank_only != 0;
+  }
+  handleFailure(context, DDPRT_NONFINITE, where);
+  if (context)
+    context->nonfiniteThisRankOnly = false;
+}
+
+int32_t ddprt_nonfinite_is_this_rank_only(const ddprt_context *context) {
+  return context && context->nonfiniteThisRankOnly ? 1 : 0;
+}
+
 ddprt_status ddprt_checkpoint_save(ddprt_context *context, const char *path) {
   Error error = checkCheckpointPath(context, path);
   if (!error)

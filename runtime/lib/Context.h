@@ -42,6 +42,10 @@ struct ddprt_context {
   ddprt_counters counters{};
   /// Mutable: const queries report their argument errors too.
   mutable std::string lastError;
+  /// Whether the DDPRT_NONFINITE being reported is this rank's alone (a
+  /// state of its own, ddprt_report_nonfinite) rather than one every rank
+  /// saw the same (an averaged factor).
+  bool nonfiniteThisRankOnly = false;
 };
 
 namespace ddprt {

@@ -787,6 +787,38 @@ struct AssertLowering : ConvertOpToLLVMPattern<cf::AssertOp> {
   DDPToLLVMCache *cache;
 };
 
+/// ddp.report_nonfinite: when the flag is false,
+/// ddprt_report_nonfinite(context, "<op> at <location>", message,
+/// this_rank_only); the host warns or stops, and the step goes on if it
+/// returns.
+struct ReportNonFiniteLowering : ConvertOpToLLVMPattern<ReportNonFiniteOp> {
+  ReportNonFiniteLowering(const LLVMTypeConverter &converter,
+                          DDPToLLVMCache *cache)
+      : ConvertOpToLLVMPattern(converter), cache(cache) {}
+
+  LogicalResult
+  matchAndRewrite(ReportNonFiniteOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Block *block = rewriter.getInsertionBlock();
+    Block *continuation =
+        rewriter.splitBlock(block, rewriter.getInsertionPoint());
+    Block *report = rewriter.createBlock(block->getParent());
+    RuntimeCall rt(rewriter, op, *getTypeConverter(), cache);
+    Type voidType = LLVM::LLVMVoidType::get(op->getContext());
+    rt.call("ddprt_report_nonfinite",
+            {rt.context(), rt.string(rt.describe()), rt.string(op.getMessage()),
+             rt.constantI32(op.getThisRankOnly() ? 1 : 0)},
+            voidType);
+    LLVM::BrOp::create(rewriter, op.getLoc(), continuation);
+    rewriter.setInsertionPointToEnd(block);
+    rewriter.replaceOpWithNewOp<LLVM::CondBrOp>(op, adaptor.getFinite(),
+                                                continuation, report);
+    return success();
+  }
+
+  DDPToLLVMCache *cache;
+};
+
 /// ddp.state declarations disappear: the runtime creates a state on first
 /// use (and ddp-run before it loads a checkpoint).
 struct StateLowering : ConvertOpToLLVMPattern<StateOp> {
@@ -1215,6 +1247,7 @@ void mlir::ddp::populateDDPToLLVMConversionPatterns(
                ScalarStateLoadLowering, ScalarStateStoreLowering>(converter,
                                                                   cache);
   patterns.add<StateLowering>(converter);
+  patterns.add<ReportNonFiniteLowering>(converter, cache);
 }
 
 void mlir::ddp::registerConvertDDPToLLVMInterface(DialectRegistry &registry) {

@@ -419,6 +419,19 @@ void ddprt_check(ddprt_context *context, ddprt_status status,
    aborts if it returns. */
 void ddprt_fail(ddprt_context *context, const char *where,
                 const char *message);
+/* Compiled code found values that are not finite (NaN or Inf) and has
+   recovered (a state reset to zeros) or passed them on (an average that is
+   the data's): reports DDPRT_NONFINITE at `where` with `message`, as
+   ddprt_reconstruct's skip is reported, through the handler (a host warns
+   or, with --on-nonfinite=fail, stops the job), and counts it in
+   ddprt_counters.nonfinite_skips. `this_rank_only`: what was found is this
+   rank's own (its state), not the same on every rank (an average). */
+void ddprt_report_nonfinite(ddprt_context *context, const char *where,
+                            const char *message, int32_t this_rank_only);
+/* During the handler's call for a DDPRT_NONFINITE: whether it is this
+   rank's own (ddprt_report_nonfinite's this_rank_only), so that a host
+   that says once what every rank saw still says what one rank saw. */
+int32_t ddprt_nonfinite_is_this_rank_only(const ddprt_context *context);
 /*===--- Counters ---------------------------------------------------------===*/
 
 typedef enum ddprt_phase {
@@ -449,7 +462,8 @@ typedef struct ddprt_counters {
      profiler. */
   double seconds[DDPRT_PHASE_COUNT];
   /* Tensors whose error feedback skipped a step because their averaged P or
-     Q was not finite (DDPRT_NONFINITE). */
+     Q was not finite (DDPRT_NONFINITE), and what compiled code reported
+     through ddprt_report_nonfinite (a state reset, an average). */
   uint64_t nonfinite_skips;
 } ddprt_counters;
 

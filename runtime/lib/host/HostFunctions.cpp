@@ -34,6 +34,7 @@ std::vector<HostFunction> hostFunctions(bool synchronizeEveryCall) {
       {"ddprt_check", synchronizeEveryCall ? address(&synchronizeAndCheck)
                                            : address(&ddprt_check)},
       {"ddprt_fail", address(&ddprt_fail)},
+      {"ddprt_report_nonfinite", address(&ddprt_report_nonfinite)},
       {"ddprt_host_barrier", address(&ddprt_host_barrier)},
       {"ddprt_allreduce", address(&ddprt_allreduce)},
       {"ddprt_allreduce_start", address(&ddprt_allreduce_start)},

@@ -72,9 +72,10 @@ void onRuntimeError(ddprt_context *context, ddprt_status status,
                          : "";
   if (status == DDPRT_NONFINITE && !job->failOnNonfinite) {
     // Every rank saw the same averaged values and made the same choice;
-    // one of them says so.
-    if (job->rank == 0)
-      Line(job->tool + ": rank 0: warning: ")
+    // one of them says so. What one rank alone saw (its own state), that
+    // rank says.
+    if (job->rank == 0 || ddprt_nonfinite_is_this_rank_only(context))
+      Line(job->tool + ": rank " + std::to_string(job->rank) + ": warning: ")
           << step << where << ": " << ddprt_last_error(context)
           << " (--on-nonfinite=skip)\n";
     return;

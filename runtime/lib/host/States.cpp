@@ -54,7 +54,37 @@ StateHandles createStates(Job &job, const StepSignature &signature) {
   return stateHandles;
 }
 
-void loadCheckpoint(Job &job, const RunOptions &options) {
+namespace {
+
+/// Whether a float state holds only finite values (counters and i8
+/// payloads always do). The runtime looks, in backend memory.
+bool stateIsFinite(Job &job, ddprt_state *state) {
+  ddprt_buffer buffer = ddprt_state_buffer(state);
+  bool isFloat = buffer.dtype == DDPRT_F32 || buffer.dtype == DDPRT_F16 ||
+                 buffer.dtype == DDPRT_BF16 || buffer.dtype == DDPRT_F64;
+  int32_t finite = 1, nonzero = 0;
+  if (!isFloat || buffer.numel == 0 ||
+      ddprt_inspect(job.context, &buffer, 1, &finite, &nonzero) != DDPRT_OK ||
+      ddprt_synchronize(job.context) != DDPRT_OK)
+    return true; // a failed look is the runtime's to report
+  return finite != 0;
+}
+
+/// The non-finite policy for a state set from outside (docs/runtime.md,
+/// NaN and Inf): a state that is not finite would stay so (an error
+/// feedback of NaN makes every later step NaN), so it is refused, not kept.
+bool badState(const Job &job, const std::string &source,
+              const std::string &name) {
+  job.error() << source << " holds values that are not finite (NaN or Inf) "
+              << "for state '" << name << "', which would stay so: a state "
+              << "is finite or it is refused\n";
+  return false;
+}
+
+} // namespace
+
+void loadCheckpoint(Job &job, const StateHandles &stateHandles,
+                    const RunOptions &options) {
   if (options.checkpointLoad.empty())
     return;
   std::string path = job.expand(options.checkpointLoad, -1);
@@ -62,6 +92,10 @@ void loadCheckpoint(Job &job, const RunOptions &options) {
   if (!loaded)
     job.error() << "cannot load checkpoint: " << ddprt_last_error(job.context)
                 << "\n";
+  else
+    for (const auto &[name, state] : stateHandles)
+      if (!stateIsFinite(job, state))
+        loaded = badState(job, "checkpoint '" + path + "'", name);
   job.agreeOrStop(loaded, "to load the checkpoint");
 }
 
@@ -111,6 +145,8 @@ void setStates(Job &job, const StepSignature &signature,
     source.data = array.data.data();
     if (!copyAndWait(job, source, target, "--set-state"))
       setOk = false;
+    else if (!stateIsFinite(job, found->second))
+      setOk = badState(job, "--set-state: '" + path + "'", name);
   }
   job.agreeOrStop(setOk, "to set the states");
 }

@@ -29,7 +29,8 @@ using StateHandles = std::map<std::string, ddprt_state *>;
 /// These three stop every rank when one fails.
 StateHandles createStates(Job &job, const StepSignature &signature);
 /// --checkpoint-load.
-void loadCheckpoint(Job &job, const RunOptions &options);
+void loadCheckpoint(Job &job, const StateHandles &states,
+                    const RunOptions &options);
 /// --set-state.
 void setStates(Job &job, const StepSignature &signature,
                const StateHandles &states, const RunOptions &options);

@@ -265,7 +265,7 @@ void StepLoop::releaseArguments() {
 int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
              const RunOptions &options) {
   StateHandles states = createStates(job, signature);
-  loadCheckpoint(job, options);
+  loadCheckpoint(job, states, options);
   setStates(job, signature, states, options);
 
   StepLoop loop(job, signature, step, options, states);

@@ -179,9 +179,10 @@ void printSummary(const Job &job, const StepSignature &signature,
                 job.tool.c_str(), totals.powersgdSteps, options.steps,
                 totals.warmupSteps);
   if (total.nonfinite_skips)
-    std::printf("%s: %llu times a tensor's averaged PowerSGD factors were "
-                "not finite (NaN or Inf): its error feedback skipped that "
-                "step\n",
+    std::printf("%s: %llu times values were not finite (NaN or Inf) on rank "
+                "0 (a PowerSGD tensor's averaged factors: its error feedback "
+                "skipped the step; a bucket's average; a state, reset to "
+                "zeros), each said above\n",
                 job.tool.c_str(), (unsigned long long)total.nonfinite_skips);
   std::fflush(stdout);
 }

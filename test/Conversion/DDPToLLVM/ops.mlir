@@ -442,3 +442,22 @@ func.func @counter() -> i64 {
 // GENERIC-LABEL: llvm.func @counter(
 // (convert-to-llvm lowers arith too; include-upstream leaves it.)
 // GENERIC: {{llvm.add|arith.addi}}
+
+// -----
+
+// ddp.report_nonfinite: when the flag is false, ddprt_report_nonfinite
+// with the op's location, the message and whether it is this rank's own;
+// then the step goes on.
+// CHECK-DAG: llvm.func @ddprt_report_nonfinite(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32)
+// CHECK-LABEL: func.func @report_nonfinite(
+// CHECK: %[[ONLY:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK: llvm.cond_br %{{.*}}, ^[[GO:.*]], ^[[REPORT:.*]]
+// CHECK: ^[[GO]]:
+// CHECK: return
+// CHECK: ^[[REPORT]]:
+// CHECK: llvm.call @ddprt_report_nonfinite(%{{.*}}, %{{.*}}, %{{.*}}, %[[ONLY]])
+// CHECK: llvm.br ^[[GO]]
+func.func @report_nonfinite(%finite: i1) {
+  ddp.report_nonfinite %finite, "a state" this_rank_only
+  return
+}

@@ -618,6 +618,12 @@ LogicalResult StateOp::verify() {
                        << type;
 }
 
+LogicalResult ReportNonFiniteOp::verify() {
+  if (getMessage().empty())
+    return emitOpError() << "needs a message that says what was not finite";
+  return success();
+}
+
 /// Resolves `symbol` to a ddp.state of type `type`.
 static LogicalResult verifyStateUse(Operation *op, FlatSymbolRefAttr symbol,
                                     Type type,

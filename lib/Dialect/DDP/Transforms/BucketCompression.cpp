@@ -288,6 +288,66 @@ LogicalResult Applier::run(const BucketFilter &filter, unsigned &compressed) {
   return success();
 }
 
+/// The non-finite policy of every scheme (docs/runtime.md): a state the
+/// scheme stores is never left holding NaN or Inf (from one NaN in a
+/// gradient, a sign hook's error feedback would be NaN on every later
+/// step): one that is not finite is reset to zeros, and this rank reports
+/// it; and an average that is not finite (one NaN spread over a whole
+/// quantized bucket, say) is reported, the same on every rank, where the
+/// scheme communicates (noop_hook's "average" is the rank's own gradient).
+/// Reports go through ddp.report_nonfinite: the host warns, or stops the
+/// job with --on-nonfinite=fail. `first` and `unflatten` bound the bucket's
+/// ops.
+static void guardNonFinite(RewriterBase &rewriter, const Bucket &bucket,
+                           StringRef scheme, Operation *first,
+                           UnflattenOp unflatten, bool communicates) {
+  OpBuilder::InsertionGuard guard(rewriter);
+  std::string names = llvm::join(bucket.names, ", ");
+  SmallVector<StateStoreOp> stores;
+  for (Operation *op = first; op && op != unflatten.getOperation();
+       op = op->getNextNode())
+    op->walk([&](StateStoreOp store) { stores.push_back(store); });
+  for (StateStoreOp store : stores) {
+    auto type = dyn_cast<RankedTensorType>(store.getValue().getType());
+    if (!type || !type.hasStaticShape() ||
+        !isa<FloatType>(type.getElementType()))
+      continue;
+    Location loc = store.getLoc();
+    rewriter.setInsertionPoint(store);
+    auto flags = InspectOp::create(rewriter, loc, store.getValue());
+    Value zeros = arith::ConstantOp::create(
+        rewriter, loc, type,
+        DenseElementsAttr::get(
+            type, rewriter.getFloatAttr(type.getElementType(), 0.0)));
+    Value safe = arith::SelectOp::create(rewriter, loc, flags.getFinite(),
+                                         store.getValue(), zeros);
+    rewriter.modifyOpInPlace(
+        store, [&] { store.getValueMutable().assign(safe); });
+    rewriter.setInsertionPointAfter(store);
+    ReportNonFiniteOp::create(
+        rewriter, loc, flags.getFinite(),
+        ("this rank's state @" + store.getState() + " (" + scheme +
+         ", bucket of " + names +
+         ") was not finite (NaN or Inf) after the step: reset to zeros")
+            .str(),
+        /*this_rank_only=*/true);
+  }
+  if (!communicates)
+    return;
+  Value mean = unflatten->getOperand(0);
+  Location loc = unflatten.getLoc();
+  rewriter.setInsertionPoint(unflatten);
+  auto flags = InspectOp::create(rewriter, loc, mean);
+  ReportNonFiniteOp::create(rewriter, loc, flags.getFinite(),
+                            ("non-finite values (NaN or Inf) in the average "
+                             "of the bucket of " +
+                             names + " (" + scheme +
+                             "): this step's output for them is not finite")
+                                .str(),
+                            /*this_rank_only=*/false);
+}
+
+
 LogicalResult Applier::rewrite(func::FuncOp function, AllReduceOp allreduce,
                                unsigned &nextIndex, unsigned &compressed) {
   MLIRContext *context = module.getContext();
@@ -353,11 +413,13 @@ LogicalResult Applier::rewrite(func::FuncOp function, AllReduceOp allreduce,
              << bucket.flatType;
     // The scheme's collectives are what the bucket sends (the report and
     // the counters), and not gradients for later passes.
+    bool communicates = false;
     for (Operation *op : inserted.ops) {
       if (auto inner = dyn_cast<AllReduceOp>(op))
         inner.setRole(CommRole::compressed);
       else if (auto gather = dyn_cast<AllGatherOp>(op))
         gather.setRole(CommRole::compressed);
+      communicates |= isa<AllReduceOp, AllGatherOp>(op);
     }
     // A shape-generic scheme (a hook) gets the bucket's static shapes.
     GreedyRewriteConfig config;
@@ -387,6 +449,8 @@ LogicalResult Applier::rewrite(func::FuncOp function, AllReduceOp allreduce,
       return allreduce.emitError()
              << passName << ": " << *failedAssertion << " (bucket of "
              << llvm::join(bucket.names, ", ") << ")";
+    guardNonFinite(rewriter, bucket, scheme.getName(), flat.getDefiningOp(),
+                   unflatten, communicates);
     for (auto [i, value] : llvm::zip(group.indices, unflatten.getResults()))
       replacements[i] = value;
     ++compressed;

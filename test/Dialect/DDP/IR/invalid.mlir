@@ -318,6 +318,14 @@ func.func @inspect_integers(%q: tensor<4xi32>) {
 
 // -----
 
+func.func @report_without_message(%finite: i1) {
+  // expected-error @+1 {{'ddp.report_nonfinite' op needs a message that says what was not finite}}
+  ddp.report_nonfinite %finite, ""
+  return
+}
+
+// -----
+
 // Dimensions whose product overflows int64 (they used to pass every pass
 // and wrap to wrong counts).
 func.func @allreduce_too_many_elements(%g: tensor<4294967296x4294967296xf32>) {

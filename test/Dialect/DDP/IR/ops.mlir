@@ -91,6 +91,15 @@ func.func @step_counter() -> i64 {
   return %s : i64
 }
 
+// CHECK-LABEL: func @report_nonfinite
+func.func @report_nonfinite(%finite: i1) {
+  // CHECK: ddp.report_nonfinite %{{.*}}, "an average"{{$}}
+  ddp.report_nonfinite %finite, "an average"
+  // CHECK: ddp.report_nonfinite %{{.*}}, "a state" this_rank_only
+  ddp.report_nonfinite %finite, "a state" this_rank_only
+  return
+}
+
 // CHECK-LABEL: func @inspect
 func.func @inspect(%q: tensor<32x2xbf16>) -> (i1, i1) {
   // CHECK: %{{.*}}, %{{.*}} = ddp.inspect %{{.*}} : tensor<32x2xbf16>

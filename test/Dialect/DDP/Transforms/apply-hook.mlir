@@ -30,7 +30,14 @@ func.func @step(%w: tensor<4x3xf32>, %b: tensor<3xf32>, %v: tensor<8xf32>, %d: t
   // CHECK: %[[H0:.*]] = ddp.cast %[[M0]] : tensor<15xf32> to tensor<15xf16>
   // CHECK: %[[R0:.*]] = ddp.allreduce mean %[[H0]] role compressed : tensor<15xf16>
   // CHECK: %[[C0:.*]] = ddp.cast %[[R0]] : tensor<15xf16> to tensor<15xf32>
-  // CHECK: ddp.state_store %{{.*}}, @my.error.step.0 : tensor<15xf32>
+  // The state is never kept non-finite: reset to zeros, and reported by
+  // this rank; the average is looked at too (the same on every rank).
+  // CHECK: %[[FIN:.*]], %{{.*}} = ddp.inspect %[[E2:.*]] : tensor<15xf32>
+  // CHECK: %[[SAFE:.*]] = arith.select %[[FIN]], %[[E2]], %{{.*}} : tensor<15xf32>
+  // CHECK: ddp.state_store %[[SAFE]], @my.error.step.0 : tensor<15xf32>
+  // CHECK: ddp.report_nonfinite %[[FIN]], "this rank's state @my.error.step.0 (hook:my_hook, bucket of @step:%arg0, @step:%arg1) was not finite (NaN or Inf) after the step: reset to zeros" this_rank_only
+  // CHECK: %[[AVG:.*]], %{{.*}} = ddp.inspect %[[C0]] : tensor<15xf32>
+  // CHECK: ddp.report_nonfinite %[[AVG]], "non-finite values (NaN or Inf) in the average of the bucket of @step:%arg0, @step:%arg1 (hook:my_hook): this step's output for them is not finite"{{$}}
   // CHECK: %[[U0:.*]]:2 = ddp.unflatten %[[C0]] : tensor<15xf32> -> tensor<4x3xf32>, tensor<3xf32>
   // f64 is its own bucket's element type: the hook casts it to f32 and back
   // (bf16_compress_wrapper's way).

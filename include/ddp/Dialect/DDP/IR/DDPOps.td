@@ -537,6 +537,35 @@ def DDP_InspectOp : DDP_Op<"inspect", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
+// It writes the runtime's state (its counters, and the job's fate with
+// --on-nonfinite=fail): declared, so that nothing removes or reorders it
+// across the state it reports on, and buffer deallocation accepts it.
+def DDP_ReportNonFiniteOp : DDP_Op<"report_nonfinite", [
+    MemoryEffects<[MemWrite<DDP_StateResource>]>]> {
+  let summary = "report values that were not finite, when a flag says so";
+  let description = [{
+    When `finite` is false, reports `message` as the runtime reports a
+    PowerSGD tensor whose factors were not finite (`DDPRT_NONFINITE`,
+    through `ddprt_report_nonfinite`): `ddp-run` and `ddprt-step-runner`
+    warn and go on (`--on-nonfinite=skip`) or stop the job (`fail`).
+    `this_rank_only` says that what was found is this rank's own (a state),
+    not the same on every rank (an average): that rank warns, not rank 0.
+    The compression schemes put one after each bucket's average and after
+    each state they recovered (`ddp.inspect` found it not finite and it was
+    reset to zeros).
+
+    ```mlir
+    %finite, %nonzero = ddp.inspect %mean : tensor<96xf32>
+    ddp.report_nonfinite %finite, "non-finite values in the average"
+    ```
+  }];
+  let arguments = (ins I1:$finite, StrAttr:$message, UnitAttr:$this_rank_only);
+  let assemblyFormat = [{
+    $finite `,` $message (`this_rank_only` $this_rank_only^)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
 include "ddp/Dialect/DDP/IR/DDPBufferOps.td"
 
 #endif // DDP_DIALECT_DDP_IR_DDPOPS_TD
