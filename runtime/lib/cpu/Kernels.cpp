@@ -223,9 +223,45 @@ void accumulate(const ddprt_buffer &buffer, const void *addend) {
   });
 }
 
+namespace {
+/// inspect() on the bits of an IEEE-style float type: not finite when the
+/// exponent bits are all ones; not zero when any bit but the sign is set.
+/// Integer ors over the elements, which the compiler vectorizes (a sum of
+/// x - x in doubles is one dependent add per element: 0.65 ms for 1M f32).
+template <typename Bits>
+void inspectBits(const void *data, int64_t count, Bits exponent,
+                 Bits magnitude, bool &allFinite, bool &anyNonzero) {
+  const Bits *bits = static_cast<const Bits *>(data);
+  Bits nonFinite = 0, nonzero = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    nonFinite |= Bits((bits[i] & exponent) == exponent);
+    nonzero |= bits[i] & magnitude;
+  }
+  allFinite = nonFinite == 0;
+  anyNonzero = nonzero != 0;
+}
+} // namespace
+
 void inspect(const ddprt_buffer &buffer, bool &allFinite, bool &anyNonzero) {
   allFinite = true;
   anyNonzero = false;
+  switch (buffer.dtype) {
+  case DDPRT_F32:
+    return inspectBits<uint32_t>(buffer.data, buffer.numel, 0x7f800000u,
+                                 0x7fffffffu, allFinite, anyNonzero);
+  case DDPRT_F16:
+    return inspectBits<uint16_t>(buffer.data, buffer.numel, 0x7c00, 0x7fff,
+                                 allFinite, anyNonzero);
+  case DDPRT_BF16:
+    return inspectBits<uint16_t>(buffer.data, buffer.numel, 0x7f80, 0x7fff,
+                                 allFinite, anyNonzero);
+  case DDPRT_F64:
+    return inspectBits<uint64_t>(
+        buffer.data, buffer.numel, 0x7ff0000000000000ull,
+        0x7fffffffffffffffull, allFinite, anyNonzero);
+  default:
+    break;
+  }
   dispatchDtype(buffer.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *data = typed<T>(buffer);
