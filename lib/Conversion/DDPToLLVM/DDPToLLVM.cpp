@@ -753,6 +753,30 @@ struct InspectLowering : RuntimePattern<BufferInspectOp> {
   }
 };
 
+/// A check in a step: the block split at the op, the rest of it
+/// (`continuation`) and a new block for when the check fails (`failed`,
+/// where the rewriter now inserts).
+struct CheckBlocks {
+  Block *block, *continuation, *failed;
+};
+
+CheckBlocks splitForCheck(ConversionPatternRewriter &rewriter) {
+  Block *block = rewriter.getInsertionBlock();
+  Block *continuation =
+      rewriter.splitBlock(block, rewriter.getInsertionPoint());
+  Block *failed = rewriter.createBlock(block->getParent());
+  return {block, continuation, failed};
+}
+
+/// Replaces the check `op` with a branch on `passed`: on to the rest of
+/// the block, or into the failure block.
+void branchOnCheck(ConversionPatternRewriter &rewriter, Operation *op,
+                   Value passed, const CheckBlocks &blocks) {
+  rewriter.setInsertionPointToEnd(blocks.block);
+  rewriter.replaceOpWithNewOp<LLVM::CondBrOp>(op, passed, blocks.continuation,
+                                              blocks.failed);
+}
+
 /// cf.assert in a step (e.g. ddp-apply-hook's check of the size a hook
 /// returns, where it is known only at run time): on failure
 /// ddprt_fail(context, "cf.assert at <location>", message), so that the host
@@ -766,10 +790,7 @@ struct AssertLowering : ConvertOpToLLVMPattern<cf::AssertOp> {
   LogicalResult
   matchAndRewrite(cf::AssertOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    Block *block = rewriter.getInsertionBlock();
-    Block *continuation =
-        rewriter.splitBlock(block, rewriter.getInsertionPoint());
-    Block *failed = rewriter.createBlock(block->getParent());
+    CheckBlocks blocks = splitForCheck(rewriter);
     RuntimeCall rt(rewriter, op, *getTypeConverter(), cache);
     Type voidType = LLVM::LLVMVoidType::get(op->getContext());
     Value context = rt.context();
@@ -778,9 +799,7 @@ struct AssertLowering : ConvertOpToLLVMPattern<cf::AssertOp> {
             voidType);
     rt.call("abort", {}, voidType);
     LLVM::UnreachableOp::create(rewriter, op.getLoc());
-    rewriter.setInsertionPointToEnd(block);
-    rewriter.replaceOpWithNewOp<LLVM::CondBrOp>(op, adaptor.getArg(),
-                                                continuation, failed);
+    branchOnCheck(rewriter, op, adaptor.getArg(), blocks);
     return success();
   }
 
@@ -799,20 +818,15 @@ struct ReportNonFiniteLowering : ConvertOpToLLVMPattern<ReportNonFiniteOp> {
   LogicalResult
   matchAndRewrite(ReportNonFiniteOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    Block *block = rewriter.getInsertionBlock();
-    Block *continuation =
-        rewriter.splitBlock(block, rewriter.getInsertionPoint());
-    Block *report = rewriter.createBlock(block->getParent());
+    CheckBlocks blocks = splitForCheck(rewriter);
     RuntimeCall rt(rewriter, op, *getTypeConverter(), cache);
     Type voidType = LLVM::LLVMVoidType::get(op->getContext());
     rt.call("ddprt_report_nonfinite",
             {rt.context(), rt.string(rt.describe()), rt.string(op.getMessage()),
              rt.constantI32(op.getThisRankOnly() ? 1 : 0)},
             voidType);
-    LLVM::BrOp::create(rewriter, op.getLoc(), continuation);
-    rewriter.setInsertionPointToEnd(block);
-    rewriter.replaceOpWithNewOp<LLVM::CondBrOp>(op, adaptor.getFinite(),
-                                                continuation, report);
+    LLVM::BrOp::create(rewriter, op.getLoc(), blocks.continuation);
+    branchOnCheck(rewriter, op, adaptor.getFinite(), blocks);
     return success();
   }
 
