@@ -28,8 +28,8 @@ LATENCY_US = 1000.0
 # beside other work) the wake-up delays reach milliseconds and bend the
 # fit both ways (5 ms of latency and 1.2 Gb/s were seen on a 1 ms, 1 Gb/s
 # link), so bounds on it were a timed assertion that failed under load.
-# A missing hold is caught (its points are microseconds), and a ring
-# factor not undone at W = 3 reads 4/3 or 2 times the link's floor.
+# A missing hold is caught (its points are microseconds); a ring factor
+# not undone, by the stated line's distance from the points.
 FLOOR_SLACK = 0.99
 
 COLLECTIVES = ["allreduce_f32", "allreduce_f16", "allreduce_bf16", "allgather_i8"]
@@ -106,6 +106,18 @@ def simulated(tool, mpiexec):
             expect(seconds >= FLOOR_SLACK * floor,
                    f"{name}: {size} bytes in {seconds * 1e6:.1f} us, below the link's "
                    f"{floor * 1e6:.1f} us")
+        # The line the profile states (latency + ring factor x bytes /
+        # bandwidth) is the fit of its own points: no point is further from
+        # it than the worst residual it reports. Load cannot break this; a
+        # bandwidth that forgot the ring factor (4/3 or 2 times off at
+        # W = 3) or a latency in the wrong unit does.
+        for size, seconds in c["points"]:
+            line = c["latency_us"] * 1e-6 + factor * size * 8 / (c["gbps"] * 1e9)
+            off = abs(line - seconds) / seconds
+            expect(off <= c["max_relative_residual"] * 1.01 + 1e-4,
+                   f"{name}: the stated line gives {line * 1e6:.1f} us at {size} bytes, "
+                   f"measured {seconds * 1e6:.1f} us: {off:.1%} off, more than the stated "
+                   f"worst residual {c['max_relative_residual']:.1%}")
         print(f"{name}: fit {c['latency_us']:.1f} us + {c['gbps']:.3f} Gb/s "
               f"(link {LATENCY_US:g} us, {GBPS:g} Gb/s; not compared: the machine's load bends it)")
     expect(set(profile["kernels"]) == set(KERNELS), f"kernels {sorted(profile['kernels'])}")

@@ -53,7 +53,9 @@ void *orFail(void *pointer, size_t bytes) {
   std::snprintf(message, sizeof message,
                 "cannot allocate %zu bytes (out of host memory)", bytes);
   ddprt_fail(context, "a buffer of the step", message);
-  std::exit(1);
+  // Not exit(): its destructors would finalize the runtime in mid-step.
+  std::fflush(nullptr);
+  std::_Exit(1);
 }
 
 __attribute__((destructor)) void stopRuntime() {

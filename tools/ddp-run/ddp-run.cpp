@@ -170,7 +170,8 @@ static cl::opt<bool> runtimeChecks(
     cl::desc("Check the step's indices, slices, shapes and integer division "
              "as it runs: a step that breaks one stops with the op's "
              "location (ddp-lower-to-llvm{runtime-checks}); "
-             "--runtime-checks=false leaves them out (also of --emit-step)"));
+             "--runtime-checks=false leaves them out (also of --emit-step)"),
+    cl::cat(category));
 static cl::opt<bool> quiet("quiet", cl::desc("Print only the summary"),
                            cl::cat(category));
 static cl::opt<unsigned> logEvery(

@@ -51,4 +51,17 @@ std::string jsonString(const std::string &text) {
   return out + "\"";
 }
 
+std::string printableText(const std::string &text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c < 0x20 || c == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+      out += escaped;
+    } else
+      out += char(c);
+  }
+  return out;
+}
+
 } // namespace stephost

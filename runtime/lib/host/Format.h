@@ -22,6 +22,8 @@ std::string fixed(double value, int decimals);
 /// `text` as a JSON string: quotes and backslashes escaped, control
 /// characters as \u00XX, every other byte as it is.
 std::string jsonString(const std::string &text);
+/// `text` with control characters (NUL included) as \xHH, for messages.
+std::string printableText(const std::string &text);
 
 } // namespace stephost
 

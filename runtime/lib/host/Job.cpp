@@ -117,9 +117,12 @@ void onCrash(int signal) {
                                          : "a fatal signal";
   writeAll(crashPrefix, crashPrefixLength);
   writeAll(name, std::strlen(name));
-  const char *hint = "); --runtime-checks (on by default) reports an "
-                     "out-of-bounds index or a division by zero with its "
-                     "location instead\n";
+  const char *hint =
+      signal == SIGSEGV || signal == SIGFPE
+          ? "); the step's run-time checks (compiled in unless "
+            "--runtime-checks=false) report an out-of-bounds index or a "
+            "division by zero with its location instead\n"
+          : ")\n";
   writeAll(hint, std::strlen(hint));
   std::_Exit(1);
 }

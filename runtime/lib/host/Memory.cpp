@@ -104,8 +104,17 @@ void *hostAlignedAlloc(size_t alignment, size_t bytes) {
   // Both kinds of memory are at least 64-byte aligned (managed memory 256).
   if (alignment <= 64 || (sharedBuffers && alignment <= 256))
     return orFail(allocateBuffer(bytes), bytes);
-  if (sharedBuffers || (alignment & (alignment - 1)) != 0 ||
-      bytes > SIZE_MAX - alignment)
+  if (sharedBuffers || (alignment & (alignment - 1)) != 0) {
+    std::string message = "cannot allocate " + std::to_string(bytes) +
+                          " bytes aligned to " + std::to_string(alignment) +
+                          " (64 on the CPU, 256 on a GPU at most; a power "
+                          "of two)";
+    ddprt_fail(ddprt_current_context(), "a buffer of the step",
+               message.c_str());
+    std::fflush(nullptr);
+    std::_Exit(1);
+  }
+  if (bytes > SIZE_MAX - alignment)
     return orFail(nullptr, bytes);
   return orFail(std::aligned_alloc(alignment,
                                    (std::max<size_t>(bytes, 1) + alignment -

@@ -121,20 +121,6 @@ bool parseCarries(const Job &job, const StepSignature &signature,
 
 namespace {
 
-/// `name` with control characters as \xHH, for messages.
-std::string printableName(const std::string &name) {
-  std::string out;
-  for (unsigned char c : name) {
-    if (c < 0x20 || c == 0x7f) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
-      out += escaped;
-    } else
-      out += char(c);
-  }
-  return out;
-}
-
 std::vector<std::string> stateNames(const StepSignature &signature) {
   std::vector<std::string> names;
   for (const StateSpec &state : signature.states)
@@ -183,7 +169,7 @@ bool checkNamesInPattern(const Job &job, const std::string &flag,
   for (const std::string &name : names)
     if (const char *problem = ddprt_name_problem(name.data(), name.size())) {
       job.error() << flag << "=" << pattern << ": {name} would be the "
-                  << what << " name '" << printableName(name)
+                  << what << " name '" << printableText(name)
                   << "', which cannot be part of a path: " << problem
                   << " (rename it, or leave {name} out of the path)\n";
       ok = false;
@@ -378,15 +364,19 @@ bool checkCommandLine(const Job &job, const StepSignature &signature,
                          "arguments' ddp.name or name locations)\n";
           ok = false;
         }
+  // {name} in an --input pattern stands for the arguments it reads: all
+  // with one pattern, its own with one per argument.
   if (options.inputArchive.empty()) {
-    std::vector<std::string> names;
-    for (size_t a = 0; a < count; ++a)
-      names.push_back(argumentName(signature, a));
-    for (const std::string &pattern : options.inputs)
-      if (!checkNamesInPattern(job, "--input", pattern, names, "argument")) {
+    bool onePattern = options.usesOnePatternForAll();
+    for (size_t a = 0; a < count; ++a) {
+      const std::string *pattern =
+          onePattern ? &options.inputs[0]
+                     : a < options.inputs.size() ? &options.inputs[a] : nullptr;
+      if (pattern && !checkNamesInPattern(job, "--input", *pattern,
+                                          {argumentName(signature, a)},
+                                          "argument"))
         ok = false;
-        break;
-      }
+    }
   }
   std::vector<int> carriedFrom;
   if (!parseCarries(job, signature, options, carriedFrom, /*report=*/true))

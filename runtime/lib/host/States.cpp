@@ -41,6 +41,15 @@ StateHandles createStates(Job &job, const StepSignature &signature) {
       stateOk = false;
       continue;
     }
+    // A name from step.json may hold a NUL (JSON's \u0000), which the C
+    // string would cut: two states would become one.
+    if (const char *problem =
+            ddprt_name_problem(state.name.data(), state.name.size())) {
+      job.error() << "cannot create state '" << printableText(state.name)
+                  << "': its name cannot be a state's: " << problem << "\n";
+      stateOk = false;
+      continue;
+    }
     if (ddprt_state_get(context, state.name.c_str(), dtype, numel, &handle) !=
         DDPRT_OK) {
       job.error() << "cannot create state '" << state.name
@@ -57,16 +66,21 @@ StateHandles createStates(Job &job, const StepSignature &signature) {
 namespace {
 
 /// Whether a float state holds only finite values (counters and i8
-/// payloads always do). The runtime looks, in backend memory.
+/// payloads always do). The runtime looks, in backend memory; a look that
+/// fails is said and counts as not finite.
 bool stateIsFinite(Job &job, ddprt_state *state) {
   ddprt_buffer buffer = ddprt_state_buffer(state);
   bool isFloat = buffer.dtype == DDPRT_F32 || buffer.dtype == DDPRT_F16 ||
                  buffer.dtype == DDPRT_BF16 || buffer.dtype == DDPRT_F64;
   int32_t finite = 1, nonzero = 0;
-  if (!isFloat || buffer.numel == 0 ||
-      ddprt_inspect(job.context, &buffer, 1, &finite, &nonzero) != DDPRT_OK ||
-      ddprt_synchronize(job.context) != DDPRT_OK)
-    return true; // a failed look is the runtime's to report
+  if (!isFloat || buffer.numel == 0)
+    return true;
+  if (ddprt_inspect(job.context, &buffer, 1, &finite, &nonzero) != DDPRT_OK ||
+      ddprt_synchronize(job.context) != DDPRT_OK) {
+    job.error() << "cannot look at a state's values: "
+                << ddprt_last_error(job.context) << "\n";
+    return false;
+  }
   return finite != 0;
 }
 

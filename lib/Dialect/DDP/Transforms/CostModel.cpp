@@ -252,6 +252,11 @@ FailureOr<MachineProfile> MachineProfile::load(StringRef path,
       cost.elements = int64_t(elements);
       cost.seconds /= double(count);
       cost.elements /= count;
+      if (cost.elements < 1) {
+        kernelReader.fail(where + ": 'elements' is less than 'count' (each "
+                                  "of the count's calls has no element)");
+        return failure();
+      }
       list.push_back(cost);
     }
   }
