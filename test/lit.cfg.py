@@ -88,6 +88,9 @@ try:
         thp_mode = thp.read().split("[")[1].split("]")[0]
 except (OSError, IndexError):
     thp_mode = "never"
+# Creating device nodes (mknod) needs root.
+if hasattr(os, "geteuid") and os.geteuid() == 0:
+    config.available_features.add("root")
 # The kernel refuses a request larger than memory and swap (mode 0, its
 # heuristic; mode 2 refuses more); mode 1 grants everything.
 try:

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
 namespace ddprt {
 
 namespace {
@@ -109,6 +111,24 @@ Error writeCheckpoint(ddprt_context &context, const char *path) {
       return error;
   }
   append(bytes, checksum(bytes));
+  // A device or a pipe (/dev/null) is written into: renaming a file over
+  // it would replace the device with a regular file.
+  struct stat info;
+  if (::stat(path, &info) == 0 && !S_ISREG(info.st_mode) &&
+      !S_ISDIR(info.st_mode)) {
+    std::FILE *file = std::fopen(path, "wb");
+    bool written = file && std::fwrite(bytes.data(), 1, bytes.size(), file) ==
+                               bytes.size();
+    int savedErrno = errno;
+    if (file && std::fclose(file) != 0 && written) {
+      written = false;
+      savedErrno = errno;
+    }
+    if (!written)
+      return fail(DDPRT_ERROR_IO, std::string("cannot write checkpoint '") +
+                                      path + "': " + std::strerror(savedErrno));
+    return Error::success();
+  }
   // Write a temporary file and rename it: a crash leaves the old checkpoint.
   std::string temporary = std::string(path) + ".tmp." +
                           std::to_string(context.communicator->rank());

@@ -20,6 +20,30 @@
 
 namespace npy {
 
+namespace {
+bool writeAll(int fd, const char *data, size_t size) {
+  while (size > 0) {
+    ssize_t wrote = ::write(fd, data, size);
+    if (wrote < 0 && errno == EINTR)
+      continue;
+    if (wrote <= 0)
+      return false;
+    data += wrote;
+    size -= size_t(wrote);
+  }
+  return true;
+}
+
+/// Whether `path` exists and is neither a regular file nor a directory: a
+/// device (/dev/null), a pipe or a socket, which writers write into rather
+/// than replace.
+bool isSpecialFile(const std::string &path) {
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode) &&
+         !S_ISDIR(info.st_mode);
+}
+} // namespace
+
 static constexpr char kMagic[] = "\x93NUMPY";
 static constexpr size_t kMagicSize = 6;
 
@@ -495,6 +519,25 @@ bool writeArchive(const std::string &path,
     error = "cannot write '" + path + "': " + why;
     return false;
   }
+  // A device or a pipe gets the archive's bytes; a file, the archive.
+  if (isSpecialFile(path)) {
+    int in = ::open(temporary.c_str(), O_RDONLY | O_CLOEXEC);
+    int out = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    bool ok = in >= 0 && out >= 0;
+    char chunk[1 << 16];
+    ssize_t got = 0;
+    while (ok && (got = ::read(in, chunk, sizeof chunk)) > 0)
+      ok = writeAll(out, chunk, size_t(got));
+    int code = errno;
+    if (in >= 0)
+      ::close(in);
+    if (out >= 0)
+      ::close(out);
+    ::unlink(temporary.c_str());
+    if (!ok || got < 0)
+      error = "cannot write '" + path + "': " + std::strerror(code);
+    return ok && got >= 0;
+  }
   if (::rename(temporary.c_str(), path.c_str()) != 0) {
     int renameError = errno;
     ::unlink(temporary.c_str());
@@ -647,19 +690,6 @@ bool createDirectories(const std::string &directory, std::string &error) {
   return true;
 }
 
-static bool writeAll(int fd, const char *data, size_t size) {
-  while (size > 0) {
-    ssize_t wrote = ::write(fd, data, size);
-    if (wrote < 0 && errno == EINTR)
-      continue;
-    if (wrote <= 0)
-      return false;
-    data += wrote;
-    size -= size_t(wrote);
-  }
-  return true;
-}
-
 /// The header of a .npy file holding `array` (magic, version, length,
 /// dictionary).
 static std::string headerBytes(const Array &array) {
@@ -691,6 +721,19 @@ static std::string headerBytes(const Array &array) {
 
 bool write(const std::string &path, const Array &array, std::string &error) {
   std::string bytes = headerBytes(array);
+  // A device or a pipe (/dev/null) is written into; renaming a file over
+  // it would replace the device with a regular file.
+  if (isSpecialFile(path)) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    bool ok = fd >= 0 && writeAll(fd, bytes.data(), bytes.size()) &&
+              writeAll(fd, array.data.data(), array.data.size());
+    int code = errno;
+    if (fd >= 0)
+      ::close(fd);
+    if (!ok)
+      error = "cannot write '" + path + "': " + std::strerror(code);
+    return ok;
+  }
   // Output trees (out/r0.s0.o0.npy) are created as needed.
   if (!createDirectories(parentPath(path), error))
     return false;
