@@ -24,6 +24,10 @@ llvm::Expected<std::unique_ptr<ExecutionEngine>> mlir::ddp::jitCompileStep(
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   ExecutionEngineOptions engineOptions;
+  // No profiler notifications: the perf listener left a 24 KB dump under
+  // /tmp/.debug/jit for every run, never removed. (The GDB listener only
+  // registers the code in memory.)
+  engineOptions.enablePerfNotificationListener = false;
   // Optimized for this machine's CPU (the JIT's code generator targets it
   // too): without a target machine the optimizer does not know the vector
   // width, and the loops of compiled compute (a quantizer's, a model's)

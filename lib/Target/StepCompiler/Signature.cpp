@@ -147,6 +147,13 @@ mlir::ddp::readStepSignature(ModuleOp module,
   auto function = module.lookupSymbol<func::FuncOp>(signature.entry);
   if (!function)
     return stepError("the module has no func.func @" + signature.entry);
+  // The name becomes a C symbol (and `_mlir_<name>`): a NUL would cut it,
+  // and the JIT's lookup of a cut name crashed.
+  for (char c : signature.entry)
+    if ((unsigned char)c < 0x20 || c == 0x7f)
+      return stepError("the entry's name holds a NUL or another control "
+                       "character, which a compiled function's name cannot "
+                       "hold; rename the function");
   llvm::Error errors = llvm::Error::success();
   auto collect = [&](TypeRange types, StringRef what,
                      std::vector<TensorSpec> &out) {
