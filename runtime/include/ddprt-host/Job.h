@@ -122,6 +122,11 @@ public:
   /// bare signal or LLVM's crash banner; endStep undoes both.
   void beginStep(int64_t step);
   void endStep();
+  /// Bounds what this rank does until endBound() by --timeout: reading a
+  /// file that never ends or never opens (a FIFO no one writes) stops the
+  /// rank with "`what` did not finish within T s (--timeout)".
+  void bound(const std::string &what);
+  void endBound();
   /// The largest `value` over the ranks (bounded by the timeout).
   double maxOverRanks(double value);
 

@@ -410,6 +410,17 @@ void Job::beginStep(int64_t step) {
                      "end, or a rank stopped\n");
 }
 
+void Job::bound(const std::string &what) {
+  watchdog.arm(timeoutSeconds, tool + ": rank " + std::to_string(rank) +
+                                   ": error: " + what +
+                                   " did not finish within " +
+                                   secondsText(timeoutSeconds) +
+                                   " s (--timeout): is a file a pipe that no "
+                                   "one writes?\n");
+}
+
+void Job::endBound() { watchdog.disarm(); }
+
 void Job::endStep() {
   restoreCrashHandlers();
   if (stepTimeoutSeconds > 0)

@@ -102,7 +102,9 @@ void loadCheckpoint(Job &job, const StateHandles &stateHandles,
   if (options.checkpointLoad.empty())
     return;
   std::string path = job.expand(options.checkpointLoad, -1);
+  job.bound("loading the checkpoint '" + path + "'");
   bool loaded = ddprt_checkpoint_load(job.context, path.c_str()) == DDPRT_OK;
+  job.endBound();
   if (!loaded)
     job.error() << "cannot load checkpoint: " << ddprt_last_error(job.context)
                 << "\n";
@@ -149,7 +151,10 @@ void setStates(Job &job, const StepSignature &signature,
             info->type.dtype + " " + shapeString(info->type.shape);
       return false;
     };
-    if (!npy::read(path, array, error, check)) {
+    job.bound("reading '" + path + "' for --set-state");
+    bool read = npy::read(path, array, error, check);
+    job.endBound();
+    if (!read) {
       job.error() << "--set-state: " << error << "\n";
       setOk = false;
       continue;

@@ -104,6 +104,7 @@ void StepLoop::run(unsigned i) {
 
 void StepLoop::readArguments(unsigned i, int64_t stepNumber) {
   bool readOk = true;
+  job.bound("reading the inputs of step " + std::to_string(stepNumber));
   for (size_t a = 0; a < arguments.size(); ++a) {
     if (arguments[a].allocated)
       continue; // carried from the step before
@@ -116,6 +117,7 @@ void StepLoop::readArguments(unsigned i, int64_t stepNumber) {
     }
     arguments[a] = buffer;
   }
+  job.endBound();
   inputs.endStep(/*report=*/i == 0 && readOk);
   // Dynamic sizes come from the files, which may differ between ranks
   // even where the element counts agree (2x3 and 3x2): the agreement
