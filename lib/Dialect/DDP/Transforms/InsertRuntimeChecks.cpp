@@ -20,6 +20,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/RuntimeVerifiableOpInterface.h"
 
@@ -48,12 +49,18 @@ struct InsertRuntimeChecks
   void runOnOperation() override {
     SmallVector<Operation *> checked;
     getOperation().walk([&](Operation *op) {
-      if (isa<RuntimeVerifiableOpInterface>(op) || integerDivision(op))
+      if (isa<RuntimeVerifiableOpInterface, tensor::InsertSliceOp,
+              tensor::EmptyOp>(op) ||
+          integerDivision(op))
         checked.push_back(op);
     });
     for (Operation *op : checked) {
       OpBuilder builder(op);
-      if (auto verifiable = dyn_cast<RuntimeVerifiableOpInterface>(op))
+      if (auto insert = dyn_cast<tensor::InsertSliceOp>(op))
+        checkInsertSlice(builder, insert);
+      else if (auto empty = dyn_cast<tensor::EmptyOp>(op))
+        checkSizes(builder, empty);
+      else if (auto verifiable = dyn_cast<RuntimeVerifiableOpInterface>(op))
         verifiable.generateRuntimeVerification(
             builder, op->getLoc(), [](Operation *op, StringRef message) {
               return (op->getName().getStringRef() + ": " + message).str();
@@ -64,6 +71,61 @@ struct InsertRuntimeChecks
     numChecked += checked.size();
     if (checked.empty())
       markAllAnalysesPreserved();
+  }
+
+  /// upstream has no model for tensor.insert_slice (in LLVM 22): the slice
+  /// lies within the destination in every dimension (offset >= 0, size
+  /// >= 0, and a non-empty slice's last index is below the size).
+  static void checkInsertSlice(OpBuilder &builder, tensor::InsertSliceOp op) {
+    Location loc = op.getLoc();
+    auto index = [&](OpFoldResult value) {
+      return getValueOrCreateConstantIndexOp(builder, loc, value);
+    };
+    auto constant = [&](int64_t value) -> Value {
+      return arith::ConstantIndexOp::create(builder, loc, value);
+    };
+    using P = arith::CmpIPredicate;
+    auto cmp = [&](P predicate, Value a, Value b) -> Value {
+      return arith::CmpIOp::create(builder, loc, predicate, a, b);
+    };
+    Value zero = constant(0), one = constant(1);
+    Value ok = arith::ConstantOp::create(builder, loc, builder.getBoolAttr(true));
+    for (unsigned d = 0, e = op.getDestType().getRank(); d < e; ++d) {
+      Value offset = index(op.getMixedOffsets()[d]);
+      Value size = index(op.getMixedSizes()[d]);
+      Value stride = index(op.getMixedStrides()[d]);
+      Value extent = tensor::DimOp::create(builder, loc, op.getDest(), d);
+      Value last = arith::AddIOp::create(
+          builder, loc, offset,
+          arith::MulIOp::create(builder, loc,
+                                arith::SubIOp::create(builder, loc, size, one),
+                                stride));
+      Value inside = arith::AndIOp::create(
+          builder, loc,
+          arith::AndIOp::create(builder, loc, cmp(P::sge, offset, zero),
+                                cmp(P::slt, offset, extent)),
+          arith::AndIOp::create(builder, loc, cmp(P::sge, last, zero),
+                                cmp(P::slt, last, extent)));
+      Value empty = cmp(P::eq, size, zero);
+      Value dimOk = arith::AndIOp::create(
+          builder, loc, cmp(P::sge, size, zero),
+          arith::OrIOp::create(builder, loc, empty, inside));
+      ok = arith::AndIOp::create(builder, loc, ok, dimOk);
+    }
+    cf::AssertOp::create(builder, loc, ok,
+                         "tensor.insert_slice: out-of-bounds slice");
+  }
+
+  /// A dynamic size that is negative (from the data) would allocate a
+  /// wrapped byte count.
+  static void checkSizes(OpBuilder &builder, tensor::EmptyOp op) {
+    Location loc = op.getLoc();
+    for (Value size : op.getDynamicSizes()) {
+      Value zero = arith::ConstantIndexOp::create(builder, loc, 0);
+      Value ok = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::sge,
+                                       size, zero);
+      cf::AssertOp::create(builder, loc, ok, "tensor.empty: negative size");
+    }
   }
 
   /// Asserts that the divisor of `op` is not zero and, if `isSigned`, that

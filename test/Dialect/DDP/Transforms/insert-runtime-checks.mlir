@@ -67,3 +67,20 @@ func.func @untouched(%a: f32, %b: f32) -> f32 {
   %q = arith.divf %a, %b : f32
   return %q : f32
 }
+
+// -----
+
+// tensor.insert_slice (upstream has no model for it): the slice lies in
+// the destination; tensor.empty: its dynamic sizes are not negative.
+// CHECK-LABEL: func.func @insert_and_empty(
+// CHECK: tensor.dim
+// CHECK: cf.assert %{{.*}}, "tensor.insert_slice: out-of-bounds slice"
+// CHECK: tensor.insert_slice
+// CHECK: %[[NONNEG:.*]] = arith.cmpi sge, %{{.*}}, %{{.*}} : index
+// CHECK: cf.assert %[[NONNEG]], "tensor.empty: negative size"
+// CHECK: tensor.empty
+func.func @insert_and_empty(%s: tensor<4xf32>, %d: tensor<8xf32>, %i: index, %n: index) -> (tensor<8xf32>, tensor<?xf32>) {
+  %w = tensor.insert_slice %s into %d[%i] [4] [1] : tensor<4xf32> into tensor<8xf32>
+  %e = tensor.empty(%n) : tensor<?xf32>
+  return %w, %e : tensor<8xf32>, tensor<?xf32>
+}

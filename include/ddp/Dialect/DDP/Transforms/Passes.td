@@ -575,6 +575,8 @@ def DDPInsertRuntimeChecks
       `tensor.insert`, `tensor.extract_slice`, `tensor.insert_slice`,
       `tensor.dim`, `tensor.cast`, and the `memref` ops that index, slice
       or cast.
+    * `tensor.insert_slice` (upstream has no model for it): the slice lies
+      within the destination; `tensor.empty`: no dynamic size is negative.
     * Integer division and remainder (`arith.divsi`, `divui`, `remsi`,
       `remui`, `ceildivsi`, `ceildivui`, `floordivsi`, scalar or inside a
       `linalg` body): the divisor is not zero, and for the signed ones the
