@@ -136,9 +136,25 @@ FailureOr<MachineProfile> MachineProfile::load(StringRef path,
     return failure();
   }
   profile.worldSize = *world;
-  const llvm::json::Object *collectives = top->getObject("collectives");
+  // The descriptive fields are strings (or absent); simulated_link an
+  // object or null.
+  for (StringRef key : {"mode", "backend", "date"})
+    if (const llvm::json::Value *value = top->get(key);
+        value && !value->getAsString() && !value->getAsNull()) {
+      reader.fail("'" + key + "' is not a string");
+      return failure();
+    }
+  if (const llvm::json::Value *link = top->get("simulated_link");
+      link && !link->getAsObject() && !link->getAsNull()) {
+    reader.fail("'simulated_link' is neither an object nor null");
+    return failure();
+  }
+  const llvm::json::Value *collectivesValue = top->get("collectives");
+  const llvm::json::Object *collectives =
+      collectivesValue ? collectivesValue->getAsObject() : nullptr;
   if (!collectives) {
-    reader.fail("'collectives' is missing");
+    reader.fail(collectivesValue ? "'collectives' is not an object"
+                                 : "'collectives' is missing");
     return failure();
   }
   for (StringRef name : {"allreduce_f32", "allreduce_f16", "allreduce_bf16"}) {
@@ -160,6 +176,11 @@ FailureOr<MachineProfile> MachineProfile::load(StringRef path,
       return failure();
     cost.latencySeconds = latencyUs * 1e-6;
     cost.bytesPerSecond = gbps * 1e9 / 8.0;
+    if (const llvm::json::Value *value = entry->get("points");
+        value && !value->getAsArray()) {
+      reader.fail(where + ".points is not a list of [bytes, seconds]");
+      return failure();
+    }
     if (const llvm::json::Array *points = entry->getArray("points")) {
       for (const llvm::json::Value &point : *points) {
         const llvm::json::Array *pair = point.getAsArray();

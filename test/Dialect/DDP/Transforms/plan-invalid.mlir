@@ -52,6 +52,15 @@
 // RUN: sed -e '0,/"points": \[\]/s//"points": [[1000, 1e300], [2000, 0.5]]/' %S/Inputs/plan-1gbps.json > %t.points.json
 // RUN: not ddp-opt %s --ddp-plan=profile=%t.points.json 2>&1 | FileCheck %s --check-prefix=POINTS
 // POINTS: error: ddp-plan: machine profile '{{.*}}': collectives.allreduce_f32.points: each point is [bytes > 0 and <= 1e15, seconds > 0 and <= 1e5]
+// RUN: sed -e 's/"simulated_link": null/"simulated_link": "on"/' %S/Inputs/plan-1gbps.json > %t.linktype.json
+// RUN: not ddp-opt %s --ddp-plan=profile=%t.linktype.json 2>&1 | FileCheck %s --check-prefix=LINKTYPE
+// LINKTYPE: error: ddp-plan: machine profile '{{.*}}': 'simulated_link' is neither an object nor null
+// RUN: sed -e 's/"backend": "cuda"/"backend": 7/' %S/Inputs/plan-1gbps.json > %t.backend.json
+// RUN: not ddp-opt %s --ddp-plan=profile=%t.backend.json 2>&1 | FileCheck %s --check-prefix=BACKEND
+// BACKEND: error: ddp-plan: machine profile '{{.*}}': 'backend' is not a string
+// RUN: sed -e '0,/"points": \[\]/s//"points": "x"/' %S/Inputs/plan-1gbps.json > %t.pointstype.json
+// RUN: not ddp-opt %s --ddp-plan=profile=%t.pointstype.json 2>&1 | FileCheck %s --check-prefix=POINTSTYPE
+// POINTSTYPE: error: ddp-plan: machine profile '{{.*}}': collectives.allreduce_f32.points is not a list of [bytes, seconds]
 // RUN: sed -e 's/"project"/"projekt"/' %S/Inputs/plan-1gbps.json > %t.nokernel.json
 // RUN: not ddp-opt %s --ddp-plan=profile=%t.nokernel.json 2>&1 | FileCheck %s --check-prefix=KERNEL
 
