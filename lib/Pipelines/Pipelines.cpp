@@ -9,6 +9,7 @@
 #include "ddp/Conversion/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
 
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Conversion/BufferizationToMemRef/BufferizationToMemRef.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
@@ -172,6 +173,10 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm, bool runtimeChecks) {
   pm.addPass(createDDPDonateArguments());
   pm.addPass(createConvertBufferizationToMemRefPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  // The arith ops without an LLVM lowering of their own (ceildivsi,
+  // floordivsi, ceildivui, ...) as ops that have one: a hook that rounded a
+  // division up failed to lower.
+  pm.addNestedPass<func::FuncOp>(arith::createArithExpandOpsPass());
   // On a GPU, host code waits for the device only where it needs to.
   pm.addNestedPass<func::FuncOp>(createDDPInsertHostBarriers());
   // Views as reinterpret casts, per function (in parallel over the parts),

@@ -50,7 +50,7 @@ struct InsertRuntimeChecks
     SmallVector<Operation *> checked;
     getOperation().walk([&](Operation *op) {
       if (isa<RuntimeVerifiableOpInterface, tensor::InsertSliceOp,
-              tensor::EmptyOp>(op) ||
+              tensor::EmptyOp, tensor::CastOp>(op) ||
           integerDivision(op))
         checked.push_back(op);
     });
@@ -58,6 +58,8 @@ struct InsertRuntimeChecks
       OpBuilder builder(op);
       if (auto insert = dyn_cast<tensor::InsertSliceOp>(op))
         checkInsertSlice(builder, insert);
+      else if (auto cast = dyn_cast<tensor::CastOp>(op))
+        checkCast(builder, cast);
       else if (auto empty = dyn_cast<tensor::EmptyOp>(op))
         checkSizes(builder, empty);
       else if (auto verifiable = dyn_cast<RuntimeVerifiableOpInterface>(op))
@@ -114,6 +116,29 @@ struct InsertRuntimeChecks
     }
     cf::AssertOp::create(builder, loc, ok,
                          "tensor.insert_slice: out-of-bounds slice");
+  }
+
+  /// A cast to a static size (a hook's bucket is cast to its size) holds
+  /// a tensor of that size: the dynamic dimensions it makes static match.
+  static void checkCast(OpBuilder &builder, tensor::CastOp op) {
+    auto source = dyn_cast<RankedTensorType>(op.getSource().getType());
+    auto result = dyn_cast<RankedTensorType>(op.getType());
+    if (!source || !result)
+      return;
+    Location loc = op.getLoc();
+    for (unsigned d = 0, e = source.getRank(); d < e; ++d) {
+      if (!source.isDynamicDim(d) || result.isDynamicDim(d))
+        continue;
+      Value size = tensor::DimOp::create(builder, loc, op.getSource(), d);
+      Value expected =
+          arith::ConstantIndexOp::create(builder, loc, result.getDimSize(d));
+      Value ok = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::eq,
+                                       size, expected);
+      cf::AssertOp::create(builder, loc, ok,
+                           "tensor.cast: dimension " + std::to_string(d) +
+                               " is not " +
+                               std::to_string(result.getDimSize(d)));
+    }
   }
 
   /// A dynamic size that is negative (from the data) would allocate a

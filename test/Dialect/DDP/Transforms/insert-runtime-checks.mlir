@@ -84,3 +84,16 @@ func.func @insert_and_empty(%s: tensor<4xf32>, %d: tensor<8xf32>, %i: index, %n:
   %e = tensor.empty(%n) : tensor<?xf32>
   return %w, %e : tensor<8xf32>, tensor<?xf32>
 }
+
+// -----
+
+// tensor.cast to a static size: the dynamic dimension it fixes matches.
+// CHECK-LABEL: func.func @cast(
+// CHECK: %[[D:.*]] = tensor.dim %{{.*}}, %{{.*}} : tensor<?x4xf32>
+// CHECK: %[[OK:.*]] = arith.cmpi eq, %[[D]], %{{.*}} : index
+// CHECK: cf.assert %[[OK]], "tensor.cast: dimension 0 is not 5"
+// CHECK: tensor.cast
+func.func @cast(%t: tensor<?x4xf32>) -> tensor<5x4xf32> {
+  %c = tensor.cast %t : tensor<?x4xf32> to tensor<5x4xf32>
+  return %c : tensor<5x4xf32>
+}

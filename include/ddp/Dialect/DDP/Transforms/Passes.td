@@ -576,7 +576,8 @@ def DDPInsertRuntimeChecks
       `tensor.dim`, `tensor.cast`, and the `memref` ops that index, slice
       or cast.
     * `tensor.insert_slice` (upstream has no model for it): the slice lies
-      within the destination; `tensor.empty`: no dynamic size is negative.
+      within the destination; `tensor.empty`: no dynamic size is negative;
+      `tensor.cast` to a static size: the dimensions it fixes match.
     * Integer division and remainder (`arith.divsi`, `divui`, `remsi`,
       `remui`, `ceildivsi`, `ceildivui`, `floordivsi`, scalar or inside a
       `linalg` body): the divisor is not zero, and for the signed ones the
