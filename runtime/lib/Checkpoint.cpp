@@ -111,41 +111,35 @@ Error writeCheckpoint(ddprt_context &context, const char *path) {
       return error;
   }
   append(bytes, checksum(bytes));
+  // Writes `bytes` to `target`; 0 or the errno.
+  auto writeTo = [&](const std::string &target) {
+    std::FILE *file = std::fopen(target.c_str(), "wb");
+    bool written = file && std::fwrite(bytes.data(), 1, bytes.size(), file) ==
+                               bytes.size();
+    int savedErrno = errno;
+    if (file && std::fclose(file) != 0 && written) {
+      written = false;
+      savedErrno = errno;
+    }
+    return written ? 0 : (savedErrno ? savedErrno : EIO);
+  };
   // A device or a pipe (/dev/null) is written into: renaming a file over
   // it would replace the device with a regular file.
   struct stat info;
   if (::stat(path, &info) == 0 && !S_ISREG(info.st_mode) &&
       !S_ISDIR(info.st_mode)) {
-    std::FILE *file = std::fopen(path, "wb");
-    bool written = file && std::fwrite(bytes.data(), 1, bytes.size(), file) ==
-                               bytes.size();
-    int savedErrno = errno;
-    if (file && std::fclose(file) != 0 && written) {
-      written = false;
-      savedErrno = errno;
-    }
-    if (!written)
+    if (int code = writeTo(path))
       return fail(DDPRT_ERROR_IO, std::string("cannot write checkpoint '") +
-                                      path + "': " + std::strerror(savedErrno));
+                                      path + "': " + std::strerror(code));
     return Error::success();
   }
   // Write a temporary file and rename it: a crash leaves the old checkpoint.
   std::string temporary = std::string(path) + ".tmp." +
                           std::to_string(context.communicator->rank());
-  {
-    std::FILE *file = std::fopen(temporary.c_str(), "wb");
-    bool written = file && std::fwrite(bytes.data(), 1, bytes.size(), file) ==
-                               bytes.size();
-    int savedErrno = errno;
-    if (file && std::fclose(file) != 0 && written) {
-      written = false;
-      savedErrno = errno;
-    }
-    if (!written) {
-      std::remove(temporary.c_str());
-      return fail(DDPRT_ERROR_IO, "cannot write checkpoint '" + temporary +
-                                      "': " + std::strerror(savedErrno));
-    }
+  if (int code = writeTo(temporary)) {
+    std::remove(temporary.c_str());
+    return fail(DDPRT_ERROR_IO, "cannot write checkpoint '" + temporary +
+                                    "': " + std::strerror(code));
   }
   if (std::rename(temporary.c_str(), path) != 0) {
     std::remove(temporary.c_str());

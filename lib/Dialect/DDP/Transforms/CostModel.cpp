@@ -79,6 +79,17 @@ public:
     return true;
   }
 
+  /// A collective's link fields: up to 1000 s of latency, from 1 Mb/s to
+  /// 1 Pb/s, and the ring factor and worst residual ddprt-calibrate writes.
+  bool link(const llvm::json::Object &entry, StringRef where,
+            double &latencyUs, double &gbps) {
+    return number(entry, where, "latency_us", latencyUs, 0.0, false, 1e9) &&
+           number(entry, where, "gbps", gbps, 1e-3, false, 1e6) &&
+           optionalNumber(entry, where, "ring_factor", 0.0, true, 1e3) &&
+           optionalNumber(entry, where, "max_relative_residual", 0.0, false,
+                          1e3);
+  }
+
   /// As number(), for a field that may be absent; present, it must hold.
   bool optionalNumber(const llvm::json::Object &object, StringRef where,
                       StringRef key, double min, bool strict, double max) {
@@ -166,13 +177,7 @@ FailureOr<MachineProfile> MachineProfile::load(StringRef path,
     CollectiveCost cost;
     double latencyUs = 0.0, gbps = 0.0;
     std::string where = ("collectives." + name).str();
-    // Up to 1000 s of latency; from 1 Mb/s to 1 Pb/s.
-    if (!reader.number(*entry, where, "latency_us", latencyUs, 0.0, false,
-                       1e9) ||
-        !reader.number(*entry, where, "gbps", gbps, 1e-3, false, 1e6) ||
-        !reader.optionalNumber(*entry, where, "ring_factor", 0.0, true, 1e3) ||
-        !reader.optionalNumber(*entry, where, "max_relative_residual", 0.0,
-                               false, 1e3))
+    if (!reader.link(*entry, where, latencyUs, gbps))
       return failure();
     cost.latencySeconds = latencyUs * 1e-6;
     cost.bytesPerSecond = gbps * 1e9 / 8.0;
@@ -208,14 +213,8 @@ FailureOr<MachineProfile> MachineProfile::load(StringRef path,
       reader.fail("collectives.allgather_i8 is not an object");
       return failure();
     }
-    double ignored;
-    StringRef where = "collectives.allgather_i8";
-    if (!reader.number(*entry, where, "latency_us", ignored, 0.0, false,
-                       1e9) ||
-        !reader.number(*entry, where, "gbps", ignored, 1e-3, false, 1e6) ||
-        !reader.optionalNumber(*entry, where, "ring_factor", 0.0, true, 1e3) ||
-        !reader.optionalNumber(*entry, where, "max_relative_residual", 0.0,
-                               false, 1e3))
+    double latencyUs, gbps;
+    if (!reader.link(*entry, "collectives.allgather_i8", latencyUs, gbps))
       return failure();
   }
 
