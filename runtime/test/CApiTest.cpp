@@ -1377,22 +1377,20 @@ std::vector<char> forgeCheckpoint(
 // missing state was left as it was, silently), nothing touched.
 TEST_F(Checkpoint, StateTwiceAndAnotherMissingIsRejected) {
   std::vector<unsigned char> before = snapshot();
-  writeFile(path, forgeCheckpoint({{"error.fc", DDPRT_F32, 1000},
-                                   {"p.conv", DDPRT_F16, 37},
-                                   {"q.conv", DDPRT_BF16, 19},
-                                   {"error.fc", DDPRT_F32, 1000},
-                                   {"empty", DDPRT_F32, 0}},
-                                  7));
+  std::vector<std::tuple<std::string, ddprt_dtype, int64_t>> entries = {
+      {"error.fc", DDPRT_F32, 1000},
+      {"p.conv", DDPRT_F16, 37},
+      {"q.conv", DDPRT_BF16, 19},
+      {"rng", DDPRT_F64, 5},
+      {"empty", DDPRT_F32, 0}};
+  auto twice = entries;
+  twice[3] = entries[0]; // "rng" missing, "error.fc" twice
+  writeFile(path, forgeCheckpoint(twice, 7));
   EXPECT_FAILS(ddprt_checkpoint_load(context, path.c_str()), DDPRT_ERROR_IO,
                "holds state 'error.fc' twice");
   EXPECT_EQ(snapshot(), before);
   // The same entries, each once, load.
-  writeFile(path, forgeCheckpoint({{"error.fc", DDPRT_F32, 1000},
-                                   {"p.conv", DDPRT_F16, 37},
-                                   {"q.conv", DDPRT_BF16, 19},
-                                   {"rng", DDPRT_F64, 5},
-                                   {"empty", DDPRT_F32, 0}},
-                                  7));
+  writeFile(path, forgeCheckpoint(entries, 7));
   EXPECT_EQ(ddprt_checkpoint_load(context, path.c_str()), DDPRT_OK)
       << ddprt_last_error(context);
   EXPECT_NE(snapshot(), before);

@@ -130,11 +130,15 @@ void onCrash(int signal) {
 /// The handlers run on their own stack, so that a step that overflowed
 /// its stack is still reported.
 void installCrashHandlers() {
-  static std::vector<char> alternateStack(size_t(SIGSTKSZ) + 65536);
-  stack_t stack{};
-  stack.ss_sp = alternateStack.data();
-  stack.ss_size = alternateStack.size();
-  (void)sigaltstack(&stack, nullptr);
+  // The alternate stack once per process; the handlers around each step.
+  static bool stackSet = [] {
+    static std::vector<char> alternateStack(size_t(SIGSTKSZ) + 65536);
+    stack_t stack{};
+    stack.ss_sp = alternateStack.data();
+    stack.ss_size = alternateStack.size();
+    return sigaltstack(&stack, nullptr) == 0;
+  }();
+  (void)stackSet;
   struct sigaction action {};
   action.sa_handler = onCrash;
   action.sa_flags = SA_ONSTACK | SA_RESETHAND;

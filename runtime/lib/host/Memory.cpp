@@ -83,17 +83,19 @@ namespace {
 /// null pointer (every rank dying in memset), so it is reported as a failed
 /// runtime call is (ddprt_fail: the host's handler names the rank and the
 /// step, and stops the job) and the process ends here if that returns.
-void *orFail(void *pointer, size_t bytes) {
-  if (pointer)
-    return pointer;
-  std::string message = "cannot allocate " + std::to_string(bytes) +
-                        " bytes (" +
-                        (sharedBuffers ? "out of device memory"
-                                       : "out of host memory") +
-                        ")";
+[[noreturn]] void failAllocation(const std::string &message) {
   ddprt_fail(ddprt_current_context(), "a buffer of the step", message.c_str());
   std::fflush(nullptr);
   std::_Exit(1);
+}
+
+void *orFail(void *pointer, size_t bytes) {
+  if (!pointer)
+    failAllocation("cannot allocate " + std::to_string(bytes) + " bytes (" +
+                   (sharedBuffers ? "out of device memory"
+                                  : "out of host memory") +
+                   ")");
+  return pointer;
 }
 
 } // namespace
@@ -104,16 +106,10 @@ void *hostAlignedAlloc(size_t alignment, size_t bytes) {
   // Both kinds of memory are at least 64-byte aligned (managed memory 256).
   if (alignment <= 64 || (sharedBuffers && alignment <= 256))
     return orFail(allocateBuffer(bytes), bytes);
-  if (sharedBuffers || (alignment & (alignment - 1)) != 0) {
-    std::string message = "cannot allocate " + std::to_string(bytes) +
-                          " bytes aligned to " + std::to_string(alignment) +
-                          " (64 on the CPU, 256 on a GPU at most; a power "
-                          "of two)";
-    ddprt_fail(ddprt_current_context(), "a buffer of the step",
-               message.c_str());
-    std::fflush(nullptr);
-    std::_Exit(1);
-  }
+  if (sharedBuffers || (alignment & (alignment - 1)) != 0)
+    failAllocation("cannot allocate " + std::to_string(bytes) +
+                   " bytes aligned to " + std::to_string(alignment) +
+                   " (64 on the CPU, 256 on a GPU at most; a power of two)");
   if (bytes > SIZE_MAX - alignment)
     return orFail(nullptr, bytes);
   return orFail(std::aligned_alloc(alignment,
