@@ -76,6 +76,15 @@ public:
                             const ddprt_matrix *matrices,
                             ddprt_matrix *residuals,
                             ddprt_matrix *reconstructions, int count) = 0;
+  /// ddprt_gemm, its arguments checked.
+  virtual Error gemm(bool transposeA, bool transposeB, int64_t batch,
+                     int64_t m, int64_t n, int64_t k, float alpha,
+                     const float *a, int64_t lda, int64_t strideA,
+                     const float *b, int64_t ldb, int64_t strideB, float beta,
+                     float *c, int64_t ldc, int64_t strideC) = 0;
+  /// ddprt_set_compute_threads (threads >= 1); backends without host
+  /// threads of their own ignore it.
+  virtual void setComputeThreads(int threads) { (void)threads; }
   virtual Error randomNormal(ddprt_buffer output, uint64_t seed,
                              uint64_t stream, uint64_t step) = 0;
   /// Per buffer: whether every element is finite and whether any is

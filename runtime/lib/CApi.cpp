@@ -291,6 +291,34 @@ ddprt_status ddprt_inspect(ddprt_context *context, const ddprt_buffer *buffers,
   return report(context, error);
 }
 
+ddprt_status ddprt_gemm(ddprt_context *context, ddprt_dtype dtype,
+                        int transpose_a, int transpose_b, int64_t batch,
+                        int64_t m, int64_t n, int64_t k, float alpha,
+                        const void *a, int64_t lda, int64_t stride_a,
+                        const void *b, int64_t ldb, int64_t stride_b,
+                        float beta, void *c, int64_t ldc, int64_t stride_c) {
+  Error error = checkGemm(context, dtype, transpose_a, transpose_b, batch, m,
+                          n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc,
+                          stride_c);
+  if (!error && batch > 0 && m > 0 && n > 0)
+    error = context->backend->gemm(
+        transpose_a != 0, transpose_b != 0, batch, m, n, k, alpha,
+        static_cast<const float *>(a), lda, stride_a,
+        static_cast<const float *>(b), ldb, stride_b, beta,
+        static_cast<float *>(c), ldc, stride_c);
+  return report(context, error);
+}
+
+ddprt_status ddprt_set_compute_threads(ddprt_context *context, int threads) {
+  Error error = checkContext(context);
+  if (!error && threads < 1)
+    error = invalid("ddprt_set_compute_threads: " + std::to_string(threads) +
+                    " threads (at least 1)");
+  if (!error)
+    context->backend->setComputeThreads(threads);
+  return report(context, error);
+}
+
 ddprt_status ddprt_random_normal(ddprt_context *context, ddprt_buffer *output,
                                  uint64_t seed, uint64_t stream,
                                  uint64_t step) {

@@ -8,6 +8,7 @@
 
 #include "SimulatedLink.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstddef>
@@ -479,6 +480,61 @@ Error checkCopy(const ddprt_context *context, const ddprt_buffer *sources,
     if (from.numel > 0 && (!from.data || !to.data))
       return invalid("ddprt_copy #" + std::to_string(i) + ": data is null");
   }
+  return Error::success();
+}
+
+Error checkGemm(const ddprt_context *context, ddprt_dtype dtype,
+                int transposeA, int transposeB, int64_t batch, int64_t m,
+                int64_t n, int64_t k, const void *a, int64_t lda,
+                int64_t strideA, const void *b, int64_t ldb, int64_t strideB,
+                const void *c, int64_t ldc, int64_t strideC) {
+  DDPRT_TRY(checkContext(context));
+  if (asInt(dtype) != DDPRT_F32)
+    return fail(DDPRT_ERROR_UNSUPPORTED,
+                "ddprt_gemm: " + dtypeText(asInt(dtype)) +
+                    " matrices (only f32 ones)");
+  if (batch < 0 || m < 0 || n < 0 || k < 0)
+    return invalid("ddprt_gemm: a negative size (batch " +
+                   std::to_string(batch) + ", m " + std::to_string(m) +
+                   ", n " + std::to_string(n) + ", k " + std::to_string(k) +
+                   ")");
+  // The libraries count in 32-bit ints.
+  constexpr int64_t kMaxDimension = 0x7fffffff;
+  for (int64_t value : {m, n, k, lda, ldb, ldc})
+    if (value > kMaxDimension)
+      return fail(DDPRT_ERROR_UNSUPPORTED,
+                  "ddprt_gemm: a size or leading dimension of " +
+                      std::to_string(value) + " (at most 2^31 - 1)");
+  // Rows as stored: op(A) is m x k, so A is m x k, or k x m transposed.
+  struct Operand {
+    const char *name;
+    const void *data;
+    int64_t rows, cols, ld, stride;
+    bool read; // an empty product reads no A or B
+  };
+  bool empty = batch == 0 || m == 0 || n == 0;
+  Operand operands[] = {
+      {"A", a, transposeA ? k : m, transposeA ? m : k, lda, strideA,
+       !empty && k > 0},
+      {"B", b, transposeB ? n : k, transposeB ? k : n, ldb, strideB,
+       !empty && k > 0},
+      {"C", c, m, n, ldc, strideC, !empty},
+  };
+  for (const Operand &x : operands) {
+    std::string name = std::string("ddprt_gemm: ") + x.name;
+    if (x.ld < std::max<int64_t>(1, x.cols))
+      return invalid(name + ": leading dimension " + std::to_string(x.ld) +
+                     " is less than its " + std::to_string(x.cols) +
+                     " columns");
+    if (x.stride < 0)
+      return invalid(name + ": negative batch stride");
+    if (x.read && !x.data)
+      return invalid(name + ": data is null");
+  }
+  // The C matrices of a batch must not overlap: each is written.
+  if (batch > 1 && m > 0 && n > 0 && strideC < (m - 1) * ldc + n)
+    return invalid("ddprt_gemm: C: batch stride " + std::to_string(strideC) +
+                   " overlaps the matrices it separates");
   return Error::success();
 }
 

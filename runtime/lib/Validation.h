@@ -96,6 +96,11 @@ Error checkRandomNormal(const ddprt_context *context,
 Error checkStateGet(const ddprt_context *context, const char *name,
                     const ddprt_dtype &dtype, int64_t numel,
                     ddprt_state **state);
+Error checkGemm(const ddprt_context *context, ddprt_dtype dtype,
+                int transposeA, int transposeB, int64_t batch, int64_t m,
+                int64_t n, int64_t k, const void *a, int64_t lda,
+                int64_t strideA, const void *b, int64_t ldb, int64_t strideB,
+                const void *c, int64_t ldc, int64_t strideC);
 Error checkCopy(const ddprt_context *context, const ddprt_buffer *sources,
                 const ddprt_buffer *destinations, int count);
 Error checkAlloc(const ddprt_context *context, void **pointer);

@@ -237,6 +237,10 @@ TEST(CApiArguments, NullContextIsRejectedEverywhere) {
   EXPECT_EQ(ddprt_checkpoint_load(nullptr, "/tmp/x"), invalid);
   EXPECT_EQ(ddprt_get_counters(nullptr, &counters), invalid);
   EXPECT_EQ(ddprt_reset_counters(nullptr), invalid);
+  EXPECT_EQ(ddprt_gemm(nullptr, DDPRT_F32, 0, 0, 1, 1, 1, 1, 1.0f, &value, 1,
+                       0, &value, 1, 0, 1.0f, &value, 1, 0),
+            invalid);
+  EXPECT_EQ(ddprt_set_compute_threads(nullptr, 1), invalid);
   EXPECT_EQ(value, 1.0f);
 }
 
@@ -577,6 +581,105 @@ TEST_F(CApi, GetCountersWithNullOutputSaysWhy) {
 //===----------------------------------------------------------------------===//
 // Collectives and counters on one rank
 //===----------------------------------------------------------------------===//
+
+TEST_F(CApi, GemmArgumentChecks) {
+  float a[6] = {}, b[6] = {}, c[4] = {};
+  const ddprt_status invalid = DDPRT_ERROR_INVALID_ARGUMENT;
+  // 2x3 times 3x2.
+  EXPECT_FAILS(ddprt_gemm(context, DDPRT_F64, 0, 0, 1, 2, 2, 3, 1.0f, a, 3,
+                          0, b, 2, 0, 0.0f, c, 2, 0),
+               DDPRT_ERROR_UNSUPPORTED, "only f32");
+  EXPECT_FAILS(ddprt_gemm(context, DDPRT_F32, 0, 0, 1, -2, 2, 3, 1.0f, a, 3,
+                          0, b, 2, 0, 0.0f, c, 2, 0),
+               invalid, "negative size");
+  EXPECT_FAILS(ddprt_gemm(context, DDPRT_F32, 0, 0, 1, 2, 2, 3, 1.0f, a, 2,
+                          0, b, 2, 0, 0.0f, c, 2, 0),
+               invalid, "A: leading dimension 2 is less than its 3 columns");
+  // Transposed, A is stored 3 x 2: lda 2 is right, 1 is not.
+  EXPECT_EQ(ddprt_gemm(context, DDPRT_F32, 1, 0, 1, 2, 2, 3, 1.0f, a, 2, 0, b,
+                       2, 0, 0.0f, c, 2, 0),
+            DDPRT_OK);
+  EXPECT_FAILS(ddprt_gemm(context, DDPRT_F32, 1, 0, 1, 2, 2, 3, 1.0f, a, 1,
+                          0, b, 2, 0, 0.0f, c, 2, 0),
+               invalid, "A: leading dimension 1");
+  EXPECT_FAILS(ddprt_gemm(context, DDPRT_F32, 0, 0, 1, 2, 2, 3, 1.0f, a, 3,
+                          0, nullptr, 2, 0, 0.0f, c, 2, 0),
+               invalid, "B: data is null");
+  EXPECT_FAILS(ddprt_gemm(context, DDPRT_F32, 0, 0, 2, 2, 2, 3, 1.0f, a, 3,
+                          0, b, 2, 0, 0.0f, c, 2, 3),
+               invalid, "C: batch stride 3 overlaps");
+  EXPECT_FAILS(ddprt_gemm(context, DDPRT_F32, 0, 0, 1, int64_t(1) << 31, 2,
+                          3, 1.0f, a, 3, 0, b, 2, 0, 0.0f, c, 2, 0),
+               DDPRT_ERROR_UNSUPPORTED, "at most 2^31 - 1");
+  // An empty product touches nothing, null data included.
+  EXPECT_EQ(ddprt_gemm(context, DDPRT_F32, 0, 0, 1, 0, 2, 3, 1.0f, nullptr,
+                       3, 0, nullptr, 2, 0, 0.0f, nullptr, 2, 0),
+            DDPRT_OK);
+  EXPECT_FAILS(ddprt_set_compute_threads(context, 0), invalid,
+               "0 threads (at least 1)");
+  EXPECT_EQ(ddprt_set_compute_threads(context, 1), DDPRT_OK);
+}
+
+/// C_b = alpha op(A_b) op(B_b) + beta C_b in doubles, row-major.
+static std::vector<float> referenceGemm(bool ta, bool tb, int batch, int m,
+                                        int n, int k, float alpha,
+                                        const std::vector<float> &a, int lda,
+                                        int strideA,
+                                        const std::vector<float> &b, int ldb,
+                                        int strideB, float beta,
+                                        std::vector<float> c, int ldc,
+                                        int strideC) {
+  for (int p = 0; p < batch; ++p)
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int l = 0; l < k; ++l) {
+          double x = ta ? a[p * strideA + l * lda + i]
+                        : a[p * strideA + i * lda + l];
+          double y = tb ? b[p * strideB + j * ldb + l]
+                        : b[p * strideB + l * ldb + j];
+          sum += x * y;
+        }
+        float &out = c[p * strideC + i * ldc + j];
+        out = float(alpha * sum + beta * double(out));
+      }
+  return c;
+}
+
+TEST_F(CApi, GemmMatchesAReferenceInEveryLayout) {
+  std::mt19937 random(7);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  const int batch = 3, m = 5, n = 7, k = 9;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (int repeatB = 0; repeatB < 2; ++repeatB) {
+        // Padded rows: leading dimensions above the row length.
+        int lda = (ta ? m : k) + 2, ldb = (tb ? k : n) + 1, ldc = n + 3;
+        int strideA = (ta ? k : m) * lda;
+        int strideB = repeatB ? 0 : (tb ? n : k) * ldb;
+        int strideC = m * ldc;
+        std::vector<float> a(size_t(batch * strideA)),
+            b(size_t(batch * (tb ? n : k) * ldb)), c(size_t(batch * strideC));
+        for (float &x : a)
+          x = uniform(random);
+        for (float &x : b)
+          x = uniform(random);
+        for (float &x : c)
+          x = uniform(random);
+        std::vector<float> expected =
+            referenceGemm(ta, tb, batch, m, n, k, 0.5f, a, lda, strideA, b,
+                          ldb, strideB, 1.0f, c, ldc, strideC);
+        ASSERT_EQ(ddprt_gemm(context, DDPRT_F32, ta, tb, batch, m, n, k, 0.5f,
+                             a.data(), lda, strideA, b.data(), ldb, strideB,
+                             1.0f, c.data(), ldc, strideC),
+                  DDPRT_OK)
+            << ddprt_last_error(context);
+        for (size_t i = 0; i < c.size(); ++i)
+          ASSERT_NEAR(c[i], expected[i], 1e-5f)
+              << "ta " << ta << " tb " << tb << " repeatB " << repeatB
+              << " element " << i;
+      }
+}
 
 TEST_F(CApi, AllreduceOnOneRankIsTheIdentity) {
   std::mt19937 rng(20);

@@ -72,6 +72,8 @@ const char *kUsage =
     "never)\n"
     "  --step-timeout=SECONDS stop the job when one step runs longer than\n"
     "                         this on a rank (0: no bound, the default)\n"
+    "  --threads-per-rank=N   threads of each rank's matmuls (BLAS; 0, the\n"
+    "                         default: this node's cores / its ranks)\n"
     "  --runtime-checks is ddp-run --emit-step's: the checks are compiled in\n"
     "  --simulated-link=GBPS,LATENCY_US  hold each collective as a network\n"
     "                         link would (a measuring tool; CPU backend)\n"
@@ -120,7 +122,7 @@ bool parseCommandLine(int argc, char **argv, RunOptions &options,
                           "output-results",  "final-output", "checkpoint-load",
                           "checkpoint-save", "set-state",    "dump-state",
                           "summary-json",    "backend",      "timeout",
-                          "step-timeout",
+                          "step-timeout",    "threads-per-rank",
                           "on-nonfinite",    "log-every",    "simulated-link",
                           "np"};
   std::set<std::string> seen;
@@ -212,6 +214,14 @@ bool parseCommandLine(int argc, char **argv, RunOptions &options,
       options.simulatedLink = value;
     } else if (name == "np") {
       // Read by parseNp in main.
+    } else if (name == "threads-per-rank") {
+      char *end = nullptr;
+      long threads = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || end != value.c_str() + value.size() ||
+          threads < 0 || threads > kMaxThreads)
+        return usageError("--threads-per-rank=" + value + " is not a thread count "
+                          "(0: this node's cores divided by its ranks)");
+      options.threads = int(threads);
     } else if (name == "step-timeout") {
       char *end = nullptr;
       options.stepTimeoutSeconds = std::strtod(value.c_str(), &end);

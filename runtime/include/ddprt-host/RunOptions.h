@@ -47,6 +47,10 @@ struct RunOptions {
   /// What a DDPRT_NONFINITE from the step does: "skip" (warn on rank 0 and
   /// go on; the runtime kept that tensor's state) or "fail" (stop the job).
   std::string onNonfinite = "skip";
+  /// --threads-per-rank: the threads of the step's own compute that the runtime
+  /// runs (ddprt_set_compute_threads: the matmuls' BLAS) on each rank; 0:
+  /// this node's cores divided by the ranks on it.
+  int threads = 0;
   bool quiet = false;
   /// --log-every: rank 0 prints every N-th step (and the last); 0: the
   /// first and the last step and one every few seconds between.
@@ -67,6 +71,13 @@ struct RunOptions {
 
 /// Seconds between two progress lines with --log-every=0.
 inline constexpr double kLogSeconds = 5.0;
+/// The most --threads-per-rank a rank takes.
+inline constexpr int kMaxThreads = 4096;
+
+/// --threads-per-rank=0: the cores this process may run on divided by the ranks of
+/// the job on this node (the launcher's local size, else `worldSize`), at
+/// least 1.
+int defaultComputeThreads(int worldSize);
 
 /// Checks the options that need no signature (--backend, --on-nonfinite,
 /// --simulated-link); prints what is wrong.

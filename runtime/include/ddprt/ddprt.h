@@ -345,6 +345,32 @@ ddprt_status ddprt_inspect(ddprt_context *context, const ddprt_buffer *buffers,
 ddprt_status ddprt_random_normal(ddprt_context *context, ddprt_buffer *output,
                                  uint64_t seed, uint64_t stream, uint64_t step);
 
+/*===--- Dense linear algebra ---------------------------------------------===*/
+
+/* A strided batch of matrix products, row-major as cblas_sgemm's
+   CblasRowMajor: for b < batch,
+     C_b = alpha op(A_b) op(B_b) + beta C_b,
+   op(A_b) m x k, op(B_b) k x n, C_b m x n; op(X) is X, or X^T when
+   transpose_x is nonzero (A_b is then stored k x m, B_b n x k). lda, ldb
+   and ldc count the elements between two rows as stored (at least the
+   stored row length, and at least 1); stride_a, stride_b and stride_c the
+   elements between two matrices of the batch (0 repeats one matrix of A or
+   B). DDPRT_F32 only. Compiled steps call it for their matmuls (the CPU
+   backend: OpenBLAS, with ddprt_set_compute_threads' threads; CUDA:
+   cuBLAS, strict f32, no TF32 rounding, on the compute stream). The
+   library's blocked sums do not round as a loop over k in order would. */
+ddprt_status ddprt_gemm(ddprt_context *context, ddprt_dtype dtype,
+                        int transpose_a, int transpose_b, int64_t batch,
+                        int64_t m, int64_t n, int64_t k, float alpha,
+                        const void *a, int64_t lda, int64_t stride_a,
+                        const void *b, int64_t ldb, int64_t stride_b,
+                        float beta, void *c, int64_t ldc, int64_t stride_c);
+/* The threads the CPU backend's dense linear algebra (ddprt_gemm) may use
+   in this process, at least 1. ddp-run sets it from its --threads-per-rank
+   (default: this node's cores divided by the ranks on it). The CUDA
+   backend ignores it. */
+ddprt_status ddprt_set_compute_threads(ddprt_context *context, int threads);
+
 /*===--- Persistent state and checkpoints ---------------------------------===*/
 
 typedef struct ddprt_state ddprt_state;

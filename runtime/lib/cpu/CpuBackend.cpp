@@ -245,6 +245,19 @@ public:
     return Error::success();
   }
 
+  Error gemm(bool transposeA, bool transposeB, int64_t batch, int64_t m,
+             int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+             int64_t strideA, const float *b, int64_t ldb, int64_t strideB,
+             float beta, float *c, int64_t ldc, int64_t strideC) override {
+    cpu::gemm(transposeA, transposeB, batch, m, n, k, alpha, a, lda, strideA,
+              b, ldb, strideB, beta, c, ldc, strideC);
+    return Error::success();
+  }
+
+  void setComputeThreads(int threads) override {
+    cpu::setGemmThreads(threads);
+  }
+
   Error randomNormal(ddprt_buffer output, uint64_t seed, uint64_t stream,
                      uint64_t step) override {
     cpu::randomNormal(output, seed, stream, step);

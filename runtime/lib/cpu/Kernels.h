@@ -55,6 +55,16 @@ void inspect(const ddprt_buffer &buffer, bool &allFinite, bool &anyNonzero);
 void randomNormal(const ddprt_buffer &output, uint64_t seed, uint64_t stream,
                   uint64_t step);
 
+/// ddprt_gemm (checked): OpenBLAS's sgemm over the batch, or loops where
+/// the runtime was built without it (gemmUsesBlas says which).
+void gemm(bool transposeA, bool transposeB, int64_t batch, int64_t m,
+          int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+          int64_t strideA, const float *b, int64_t ldb, int64_t strideB,
+          float beta, float *c, int64_t ldc, int64_t strideC);
+bool gemmUsesBlas();
+/// The threads gemm may use in this process.
+void setGemmThreads(int threads);
+
 } // namespace ddprt::cpu
 
 #endif // DDPRT_CPU_KERNELS_H

@@ -415,6 +415,18 @@ public:
                                count, scratch_, compute_));
     return Error::success();
   }
+  Error gemm(bool transposeA, bool transposeB, int64_t batch, int64_t m,
+             int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+             int64_t strideA, const float *b, int64_t ldb, int64_t strideB,
+             float beta, float *c, int64_t ldc, int64_t strideC) override {
+    DDPRT_TRY(prepareGemm());
+    if (cublasStatus_t status =
+            gemm_.strided(transposeA, transposeB, batch, m, n, k, alpha, a,
+                          lda, strideA, b, ldb, strideB, beta, c, ldc, strideC))
+      return cublasFailure(status, "cuBLAS gemm");
+    return Error::success();
+  }
+
   Error randomNormal(ddprt_buffer output, uint64_t seed, uint64_t stream,
                      uint64_t step) override {
     DDPRT_TRY(enter());

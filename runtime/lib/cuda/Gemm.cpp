@@ -15,6 +15,8 @@
 
 #include "Gemm.h"
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -66,6 +68,27 @@ cublasStatus_t Gemm::prepare(cudaStream_t stream) {
       return status;
   }
   return cublasSetStream(handle_, stream);
+}
+
+cublasStatus_t Gemm::strided(bool transposeA, bool transposeB, int64_t batch,
+                             int64_t m, int64_t n, int64_t k, float alpha,
+                             const float *a, int64_t lda, int64_t strideA,
+                             const float *b, int64_t ldb, int64_t strideB,
+                             float beta, float *c, int64_t ldc,
+                             int64_t strideC) {
+  // Batches beyond cuBLAS's int count go in several calls.
+  constexpr int64_t kMaxBatch = 0x7fffffff;
+  for (int64_t first = 0; first < batch; first += kMaxBatch) {
+    int64_t count = std::min(kMaxBatch, batch - first);
+    if (cublasStatus_t status = cublasSgemmStridedBatched(
+            handle_, transposeB ? CUBLAS_OP_T : CUBLAS_OP_N,
+            transposeA ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k),
+            &alpha, b + first * strideB, int(ldb), strideB,
+            a + first * strideA, int(lda), strideA, &beta,
+            c + first * strideC, int(ldc), strideC, int(count)))
+      return status;
+  }
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 namespace {

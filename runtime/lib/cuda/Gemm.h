@@ -58,6 +58,14 @@ public:
   cublasStatus_t backproject(const ddprt_matrix &g, const ddprt_matrix *e,
                              const ddprt_matrix &p, const ddprt_matrix &q);
 
+  /// ddprt_gemm (row-major, checked) as cublasSgemmStridedBatched on the
+  /// column-major transposes: C^T = op(B)^T op(A)^T.
+  cublasStatus_t strided(bool transposeA, bool transposeB, int64_t batch,
+                         int64_t m, int64_t n, int64_t k, float alpha,
+                         const float *a, int64_t lda, int64_t strideA,
+                         const float *b, int64_t ldb, int64_t strideB,
+                         float beta, float *c, int64_t ldc, int64_t strideC);
+
 private:
   cublasHandle_t handle_ = nullptr;
 };

@@ -6,6 +6,7 @@
 
 #include "HostFunctions.h"
 
+#include "Matmul.h"
 #include "Memory.h"
 
 #include "ddprt/ddprt.h"
@@ -54,6 +55,8 @@ std::vector<HostFunction> hostFunctions(bool synchronizeEveryCall) {
       {"_mlir_memref_to_llvm_free", address(&hostFree)},
       // memref.copy of strided views.
       {"memrefCopy", address(&hostMemrefCopy)},
+      // The step's f32 contractions.
+      {"ddprt_step_matmul_f32", address(&hostMatmulF32)},
   };
 }
 

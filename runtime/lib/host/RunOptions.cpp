@@ -20,7 +20,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
+#include <sched.h>
 #include <sys/stat.h>
+#include <thread>
 
 namespace stephost {
 
@@ -34,6 +37,13 @@ bool checkRunOptions(const std::string &tool, const RunOptions &options) {
   if (options.onNonfinite != "skip" && options.onNonfinite != "fail") {
     Line(tool + ": error: ") << "--on-nonfinite must be skip or fail, not '"
                              << options.onNonfinite << "'\n";
+    ok = false;
+  }
+  if (options.threads < 0 || options.threads > kMaxThreads) {
+    Line(tool + ": error: ") << "--threads-per-rank must be 0 (this node's cores "
+                                "divided by its ranks) to "
+                             << kMaxThreads << ", not " << options.threads
+                             << "\n";
     ok = false;
   }
   // As --timeout: one too long for the clock is no bound.
@@ -50,6 +60,28 @@ bool checkRunOptions(const std::string &tool, const RunOptions &options) {
     ok = false;
   }
   return ok;
+}
+
+int defaultComputeThreads(int worldSize) {
+  int cores = 0;
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0)
+    cores = CPU_COUNT(&allowed);
+  if (cores <= 0)
+    cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  // The ranks on this node, as the launchers say (OpenMPI, MPICH/PMI);
+  // without one, the job's.
+  int ranks = worldSize;
+  for (const char *variable :
+       {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"})
+    if (const char *value = std::getenv(variable)) {
+      int local = std::atoi(value);
+      if (local > 0) {
+        ranks = local;
+        break;
+      }
+    }
+  return std::clamp(cores / std::max(1, ranks), 1, kMaxThreads);
 }
 
 bool parseSimulatedLinkOption(const RunOptions &options, double &gbps,
