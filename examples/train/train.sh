@@ -94,6 +94,18 @@ compile_args() {
   esac
 }
 
+# run_args CONFIG: ddp-run's options for a configuration beyond the common
+# ones. The sign hook's scale is the mean of |m|: reference.py adds it up
+# in loop order, and the hook's signs amplify any other rounding of it (an
+# element near zero changes sign, and error feedback carries that on), so
+# its run keeps the sums in source order (ddp-run's default adds them in
+# vector lanes; docs/user-guide.md, "Floating-point results").
+run_args() {
+  case "$1" in
+    sign-ef) echo "--sum-order=source" ;;
+  esac
+}
+
 for config in "${CONFIGS[@]}"; do
   compile_args "$config" >/dev/null
 done
@@ -178,6 +190,8 @@ for config in "${CONFIGS[@]}"; do
            --output="$run/loss.r{rank}.s{step}.npy" --output-results=4
            --final-output="$run/final.r{rank}.o{result}.npy"
            --summary-json="$run/summary.json" --timeout=60)
+  mapfile -t extra < <(run_args "$config")
+  command+=("${extra[@]}")
   if ((DRY_RUN)); then
     echo "${command[*]}"
     continue

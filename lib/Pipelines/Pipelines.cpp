@@ -9,7 +9,6 @@
 #include "ddp/Conversion/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
 
-#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Conversion/BufferizationToMemRef/BufferizationToMemRef.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
@@ -96,7 +95,16 @@ void mlir::ddp::buildCompressionPipeline(
     pm.addNestedPass<func::FuncOp>(createDDPScheduleOverlap());
 }
 
-void mlir::ddp::buildLoweringPipeline(OpPassManager &pm, bool runtimeChecks) {
+LoweringOptions LoweringPipelineOptions::get() const {
+  LoweringOptions options;
+  options.runtimeChecks = runtimeChecks;
+  options.contractions = contractions;
+  options.sumOrder = sumOrder;
+  return options;
+}
+
+void mlir::ddp::buildLoweringPipeline(OpPassManager &pm,
+                                      const LoweringOptions &options) {
   // The canonicalizers below fold what each step leaves. Region
   // simplification (merging identical blocks, dropping dead block
   // arguments) finds nothing in a step: the same output at 10k gradients,
@@ -116,10 +124,14 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm, bool runtimeChecks) {
   pm.addNestedPass<func::FuncOp>(createDDPExpandBuckets());
   // Element-wise arith/math on tensors bufferize as linalg.generic.
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
+  // Chains of element-wise ops (a quantizer's, a hook's, a model's) as one
+  // loop nest each: one pass over memory instead of one per op.
+  // Contractions stay whole for ddp-matmuls-to-runtime.
+  pm.addNestedPass<func::FuncOp>(createDDPFuseElementwise());
   // Indices, slices, shapes and integer division in the step's own code
   // (hooks included) are checked when it runs: ddprt_fail with the op's
   // location rather than a signal or garbage.
-  if (runtimeChecks)
+  if (options.runtimeChecks)
     pm.addNestedPass<func::FuncOp>(createDDPInsertRuntimeChecks());
   // Every tensor op has a bufferization model (the host registers them):
   // a located error here rather than a failure inside One-Shot Bufferize.
@@ -172,11 +184,17 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm, bool runtimeChecks) {
   pm.addNestedPass<func::FuncOp>(createCanonicalizerPass(folding));
   pm.addPass(createDDPDonateArguments());
   pm.addPass(createConvertBufferizationToMemRefPass());
+  // f32 matmuls as calls of the runtime's BLAS (OpenBLAS, cuBLAS).
+  if (options.contractions == ContractionLowering::blas)
+    pm.addPass(createDDPMatmulsToRuntime());
+  // Reductions whose innermost loop adds up terms vectorize (one partial
+  // sum per lane); minimum and maximum need nothing.
+  if (options.sumOrder == SumOrder::vectorized)
+    pm.addNestedPass<func::FuncOp>(createDDPReassociateSums());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
-  // The arith ops without an LLVM lowering of their own (ceildivsi,
-  // floordivsi, ceildivui, ...) as ops that have one: a hook that rounded a
-  // division up failed to lower.
-  pm.addNestedPass<func::FuncOp>(arith::createArithExpandOpsPass());
+  // arith.ceildivsi, floordivsi and ceildivui, which have no LLVM lowering
+  // of their own, as ops that have one.
+  pm.addNestedPass<func::FuncOp>(createDDPExpandIntegerDivision());
   // On a GPU, host code waits for the device only where it needs to.
   pm.addNestedPass<func::FuncOp>(createDDPInsertHostBarriers());
   // Views as reinterpret casts, per function (in parallel over the parts),
@@ -283,7 +301,7 @@ void mlir::ddp::registerPipelines() {
               explainOptionError("ddp-lower-to-llvm", parseErrors,
                                  optionNamesBeside(options.runtimeChecks),
                                  {}));
-        buildLoweringPipeline(pm, options.runtimeChecks);
+        buildLoweringPipeline(pm, options.get());
         return success();
       },
       [](function_ref<void(const mlir::detail::PassOptions &)> optHandler) {

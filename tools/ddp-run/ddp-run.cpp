@@ -172,6 +172,29 @@ static cl::opt<bool> runtimeChecks(
              "location (ddp-lower-to-llvm{runtime-checks}); "
              "--runtime-checks=false leaves them out (also of --emit-step)"),
     cl::cat(category));
+static cl::opt<int> threads(
+    "threads-per-rank", cl::init(0),
+    cl::desc("Threads of each rank's matmuls (the runtime's BLAS); 0, the "
+             "default: this node's cores divided by the ranks on it"),
+    cl::cat(category));
+static cl::opt<mlir::ddp::ContractionLowering> contractions(
+    "contractions", cl::init(mlir::ddp::ContractionLowering::blas),
+    cl::desc("How the step's f32 matmuls run "
+             "(ddp-lower-to-llvm{contractions}; also of --emit-step)"),
+    cl::values(clEnumValN(mlir::ddp::ContractionLowering::blas, "blas",
+                          "the runtime's BLAS (default)"),
+               clEnumValN(mlir::ddp::ContractionLowering::loops, "loops",
+                          "generated loops, sums in source order")),
+    cl::cat(category));
+static cl::opt<mlir::ddp::SumOrder> sumOrder(
+    "sum-order", cl::init(mlir::ddp::SumOrder::vectorized),
+    cl::desc("In what order the step's own reductions add "
+             "(ddp-lower-to-llvm{sum-order}; also of --emit-step)"),
+    cl::values(clEnumValN(mlir::ddp::SumOrder::vectorized, "vectorized",
+                          "partial sums per vector lane (default)"),
+               clEnumValN(mlir::ddp::SumOrder::source, "source",
+                          "each sum in the order of its loop")),
+    cl::cat(category));
 static cl::opt<bool> quiet("quiet", cl::desc("Print only the summary"),
                            cl::cat(category));
 static cl::opt<unsigned> logEvery(
@@ -190,6 +213,20 @@ static cl::opt<std::string> emitStep(
     cl::desc("Compile only (no runtime, no MPI): write DIR/libstep.so, the "
              "lowered step with its packed entry _mlir_<entry>, and "
              "DIR/step.json, for ddprt-step-runner"),
+    cl::cat(category));
+
+static cl::opt<std::string> targetCPU(
+    "target-cpu", cl::value_desc("CPU"),
+    cl::desc("With --emit-step: the CPU the library is compiled for, "
+             "'native' (this machine's) or a name LLVM knows (x86-64-v3, "
+             "skylake-avx512, znver4, ...); default: any of this "
+             "architecture (x86-64 without AVX). The JIT always compiles "
+             "for this machine's CPU"),
+    cl::cat(category));
+static cl::opt<std::string> emitLLVM(
+    "emit-llvm", cl::value_desc("FILE"),
+    cl::desc("Also write the step's optimized LLVM IR, as it is compiled, "
+             "to FILE (rank 0's, when running)"),
     cl::cat(category));
 
 //===----------------------------------------------------------------------===//
@@ -245,6 +282,15 @@ OwningOpRef<ModuleOp> loadStep(MLIRContext &context, llvm::SourceMgr &sourceMgr,
 
 //===----------------------------------------------------------------------===//
 // --emit-step: ahead of time
+/// ddp-lower-to-llvm's options, from the command line.
+mlir::ddp::LoweringOptions loweringOptions() {
+  mlir::ddp::LoweringOptions options;
+  options.runtimeChecks = runtimeChecks;
+  options.contractions = contractions;
+  options.sumOrder = sumOrder;
+  return options;
+}
+
 //===----------------------------------------------------------------------===//
 
 int emitStepLibrary() {
@@ -260,7 +306,9 @@ int emitStepLibrary() {
   mlir::ddp::StepLibraryOptions options;
   options.directory = emitStep;
   options.moduleName = inputFile;
-  options.runtimeChecks = runtimeChecks;
+  options.lowering = loweringOptions();
+  options.targetCPU = targetCPU;
+  options.llvmOutput = emitLLVM;
   if (llvm::Error e =
           mlir::ddp::compileStepLibrary(*module, signature, options)) {
     report(std::move(e), error);
@@ -299,6 +347,7 @@ stephost::RunOptions runOptions() {
   options.summaryJson = statsJson;
   options.timeoutSeconds = timeoutSeconds;
   options.stepTimeoutSeconds = stepTimeoutSeconds;
+  options.threads = threads;
   options.simulatedLink = simulatedLink;
   options.quiet = quiet;
   options.onNonfinite = onNonfinite;
@@ -337,6 +386,11 @@ int main(int argc, char **argv) {
       "ddp-run: JIT-run a step function with ddp ops on every MPI rank\n");
   if (!emitStep.empty())
     return emitStepLibrary();
+  if (targetCPU.getNumOccurrences()) {
+    llvm::errs() << "ddp-run: error: --target-cpu is for --emit-step (the "
+                    "JIT compiles for this machine's CPU)\n";
+    return 1;
+  }
   stephost::RunOptions options = runOptions();
   if (launchRanks > 0 && !stephost::insideMpiJob())
     return checkBeforeLaunch(options)
@@ -381,7 +435,7 @@ int main(int argc, char **argv) {
                   "to check the command line");
 
   bool lowered = succeeded(
-      mlir::ddp::lowerStep(*module, signature.entry, runtimeChecks));
+      mlir::ddp::lowerStep(*module, signature.entry, loweringOptions()));
   if (!lowered)
     error() << "cannot lower '" << inputFile << "' (see above)\n";
   job.agreeOrStop(lowered, "to lower the module");
@@ -389,7 +443,8 @@ int main(int argc, char **argv) {
   // The same functions, bound the same way, as ddprt-step-runner gives an
   // ahead-of-time compiled step.
   auto engine = mlir::ddp::jitCompileStep(
-      *module, stephost::hostFunctions());
+      *module, stephost::hostFunctions(),
+      job.rank == 0 ? llvm::StringRef(emitLLVM) : llvm::StringRef());
   if (!engine)
     report(engine.takeError(), error);
   job.agreeOrStop(bool(engine), "to JIT-compile");

@@ -153,6 +153,22 @@ struct CompressionPipelineOptions
 void buildCompressionPipeline(OpPassManager &pm,
                               const CompressionPipelineOptions &options);
 
+/// How ddp-lower-to-llvm lowers f32 contractions.
+enum class ContractionLowering { blas, loops };
+/// In what order the step's own reductions add their terms.
+enum class SumOrder { vectorized, source };
+
+/// What ddp-lower-to-llvm does beyond the fixed stages.
+struct LoweringOptions {
+  /// ddp-insert-runtime-checks: indices, slices, shapes and integer
+  /// division checked when the step runs.
+  bool runtimeChecks = true;
+  /// ddp-matmuls-to-runtime (blas) or loops.
+  ContractionLowering contractions = ContractionLowering::blas;
+  /// ddp-reassociate-sums (vectorized) or sums in source order.
+  SumOrder sumOrder = SumOrder::vectorized;
+};
+
 /// Options of ddp-lower-to-llvm.
 struct LoweringPipelineOptions
     : public PassPipelineOptions<LoweringPipelineOptions> {
@@ -163,21 +179,48 @@ struct LoweringPipelineOptions
                      "breaks one fails with the op's location instead of "
                      "crashing or reading garbage"),
       llvm::cl::init(true)};
+  PassOptions::Option<ContractionLowering> contractions{
+      *this, "contractions",
+      llvm::cl::desc("How f32 matmuls and other contractions run"),
+      llvm::cl::values(
+          clEnumValN(ContractionLowering::blas, "blas",
+                     "calls of the runtime's BLAS (ddp-matmuls-to-runtime; "
+                     "OpenBLAS on CPUs, cuBLAS on GPUs), the default"),
+          clEnumValN(ContractionLowering::loops, "loops",
+                     "generated loops, sums over K in source order")),
+      llvm::cl::init(ContractionLowering::blas)};
+  PassOptions::Option<SumOrder> sumOrder{
+      *this, "sum-order",
+      llvm::cl::desc("The order in which the step's own reductions add"),
+      llvm::cl::values(
+          clEnumValN(SumOrder::vectorized, "vectorized",
+                     "innermost sums and products reassociated into vector "
+                     "lanes (ddp-reassociate-sums), the default"),
+          clEnumValN(SumOrder::source, "source",
+                     "every sum in the order its loops run")),
+      llvm::cl::init(SumOrder::vectorized)};
+
+  /// The options as buildLoweringPipeline takes them.
+  LoweringOptions get() const;
 };
 
 /// From a tensor-level module (after the insertion passes, or an upstream
 /// shard module as written) to the LLVM dialect:
 /// convert-shard-to-ddp{complete=true}, ddp-fuse-kernels, element-wise ops to
-/// linalg, ddp-insert-runtime-checks (if runtime-checks), ddp-check-lowerable (every tensor op has a bufferization model in
+/// linalg, ddp-fuse-elementwise, ddp-insert-runtime-checks (if
+/// runtime-checks), ddp-check-lowerable (every tensor op has a bufferization model in
 /// the context: mlir::ddp::registerAllDialects), ddp-bufferize-entry-signatures
 /// and One-Shot Bufferize (function boundaries with identity layouts),
-/// ddp-split-functions, buffer deallocation and linalg to loops per function
+/// ddp-split-functions, buffer deallocation, ddp-matmuls-to-runtime (if
+/// contractions=blas), ddp-reassociate-sums (if sum-order=vectorized) and
+/// linalg to loops per function
 /// (in parallel over a large step's parts), then one conversion of the
 /// runtime calls, affine, scf, cf, arith, math, ub, memref and func
 /// (convert-ddp-to-llvm{include-upstream}).
 /// Entry points keep the memref calling
 /// convention; a host calls them through ExecutionEngine (ddp-run).
-void buildLoweringPipeline(OpPassManager &pm, bool runtimeChecks = true);
+void buildLoweringPipeline(OpPassManager &pm,
+                           const LoweringOptions &options = {});
 
 /// Registers `ddp-compress` and `ddp-lower-to-llvm`.
 void registerPipelines();

@@ -27,12 +27,14 @@
 #ifndef DDP_TARGET_STEPCOMPILER_H
 #define DDP_TARGET_STEPCOMPILER_H
 
+#include "ddp/Pipelines/Pipelines.h"
 #include "ddprt-host/HostFunctions.h"
 #include "ddprt-host/StepSignature.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/IR/Module.h"
 #include "llvm/Support/Error.h"
 
 #include <memory>
@@ -60,11 +62,10 @@ readStepSignature(ModuleOp module,
 /// entry's arguments donated: a host gives the step its argument buffers and
 /// frees each buffer once, also when a result is an argument's buffer.
 /// Failures are reported through the context's diagnostics. The module is
-/// verified once, after the pipeline, not after each pass. With
-/// `runtimeChecks` the step's indexing, slicing, shapes and integer
-/// division are checked when it runs (ddp-insert-runtime-checks).
+/// verified once, after the pipeline, not after each pass. `options` are
+/// ddp-lower-to-llvm's (run-time checks, how contractions run).
 LogicalResult lowerStep(ModuleOp module, llvm::StringRef entry,
-                        bool runtimeChecks = true);
+                        const LoweringOptions &options = {});
 
 struct StepLibraryOptions {
   /// Where the library (signature.library), its object and step.json go;
@@ -72,8 +73,14 @@ struct StepLibraryOptions {
   std::string directory;
   /// What messages call the module (its file name).
   std::string moduleName = "the module";
-  /// ddp-lower-to-llvm{runtime-checks}.
-  bool runtimeChecks = true;
+  /// ddp-lower-to-llvm's options.
+  LoweringOptions lowering;
+  /// The CPU the library is for: "" any of this architecture (x86-64
+  /// without AVX), "native" this machine's, or a name LLVM knows
+  /// (x86-64-v3, skylake-avx512, znver4, ...).
+  std::string targetCPU;
+  /// Where to write the optimized LLVM IR too ("": nowhere).
+  std::string llvmOutput;
 };
 
 /// Ahead of time: lowers `module` (lowerStep), compiles it for any CPU of
@@ -81,16 +88,29 @@ struct StepLibraryOptions {
 /// and its packed form `_mlir_<entry>`, and step.json. The library calls the
 /// host functions through slots the loader fills; their names are added to
 /// `signature.hostFunctions`.
+/// What LLVM's optimizer may assume of the host functions a translated step
+/// calls, said on their declarations and calls: the memref allocation
+/// functions return memory nothing else points to (`noalias`, as malloc's),
+/// so that loops over a buffer the step allocated are vectorized and their
+/// reductions kept in registers. Both compilers call it before optimizing.
+void describeHostFunctions(llvm::Module &module);
+
 llvm::Error compileStepLibrary(ModuleOp module,
                                stephost::StepSignature &signature,
                                const StepLibraryOptions &options);
 
 /// Just in time: compiles a lowered module (lowerStep) in this process, its
 /// calls of host functions bound to `hostFunctions` (the same functions the
-/// slots of an ahead-of-time library get).
+/// slots of an ahead-of-time library get). With `llvmOutput`, the optimized
+/// LLVM IR is written there too.
 llvm::Expected<std::unique_ptr<ExecutionEngine>>
 jitCompileStep(ModuleOp lowered,
-               llvm::ArrayRef<stephost::HostFunction> hostFunctions);
+               llvm::ArrayRef<stephost::HostFunction> hostFunctions,
+               llvm::StringRef llvmOutput = {});
+
+/// Writes `module` as text to `path` (what --emit-llvm shows: the step as
+/// it is compiled, optimized).
+llvm::Error writeLLVM(const llvm::Module &module, llvm::StringRef path);
 
 /// The packed entry `_mlir_<entry>` of a JIT-compiled step.
 llvm::Expected<stephost::PackedFunction>

@@ -20,7 +20,8 @@ static llvm::Error stepError(const llvm::Twine &message) {
 }
 
 llvm::Expected<std::unique_ptr<ExecutionEngine>> mlir::ddp::jitCompileStep(
-    ModuleOp lowered, llvm::ArrayRef<stephost::HostFunction> hostFunctions) {
+    ModuleOp lowered, llvm::ArrayRef<stephost::HostFunction> hostFunctions,
+    llvm::StringRef llvmOutput) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   ExecutionEngineOptions engineOptions;
@@ -43,9 +44,17 @@ llvm::Expected<std::unique_ptr<ExecutionEngine>> mlir::ddp::jitCompileStep(
                      llvm::toString(machine.takeError()));
   std::shared_ptr<llvm::TargetMachine> host = std::move(*machine);
   auto optimize = makeOptimizingTransformer(2, 0, host.get());
-  engineOptions.transformer = [host, optimize](llvm::Module *module) {
-    return optimize(module);
+  // ExecutionEngineOptions holds a function_ref: the callable must outlive
+  // ExecutionEngine::create, which calls it.
+  auto transform = [&](llvm::Module *module) -> llvm::Error {
+    describeHostFunctions(*module);
+    if (llvm::Error e = optimize(module))
+      return e;
+    if (!llvmOutput.empty())
+      return writeLLVM(*module, llvmOutput);
+    return llvm::Error::success();
   };
+  engineOptions.transformer = transform;
   engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
   auto engine = ExecutionEngine::create(lowered, engineOptions);
   if (!engine)

@@ -27,7 +27,7 @@ DialectRegistry mlir::ddp::makeStepCompilerRegistry() {
 }
 
 LogicalResult mlir::ddp::lowerStep(ModuleOp module, StringRef entry,
-                                   bool runtimeChecks) {
+                                   const LoweringOptions &options) {
   // Both hosts (the JIT loop and ddprt-step-runner) give the step its
   // argument buffers and free each buffer once, also when a result is an
   // argument's buffer: the step returns in-place results without a copy
@@ -45,7 +45,7 @@ LogicalResult mlir::ddp::lowerStep(ModuleOp module, StringRef entry,
   // message.
   PassManager pm(context);
   pm.enableVerifier(false);
-  buildLoweringPipeline(pm, runtimeChecks);
+  buildLoweringPipeline(pm, options);
   if (failed(pm.run(module)))
     return failure();
   return verify(module);

@@ -23,7 +23,9 @@
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/IR/Verifier.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/TargetSelect.h"
@@ -115,6 +117,25 @@ llvm::Error addPackedEntry(llvm::Module &module,
   return llvm::Error::success();
 }
 
+} // namespace
+
+void mlir::ddp::describeHostFunctions(llvm::Module &module) {
+  for (llvm::StringRef name :
+       {"_mlir_memref_to_llvm_alloc", "_mlir_memref_to_llvm_aligned_alloc"}) {
+    llvm::Function *function = module.getFunction(name);
+    if (!function)
+      continue;
+    function->addRetAttr(llvm::Attribute::NoAlias);
+    // The calls keep it once bindHostFunctions calls through a slot.
+    for (llvm::User *user : function->users())
+      if (auto *call = dyn_cast<llvm::CallBase>(user))
+        if (call->getCalledFunction() == function)
+          call->addRetAttr(llvm::Attribute::NoAlias);
+  }
+}
+
+namespace {
+
 /// Routes every call of a host function (the runtime, memref allocation,
 /// memrefCopy) through a slot `__ddp_host_<name>` that the loader fills
 /// with what the backend needs (stephost::hostFunctions), as the JIT's
@@ -147,23 +168,61 @@ llvm::Error bindHostFunctions(llvm::Module &module,
   return llvm::Error::success();
 }
 
-/// Code for the architecture of this machine, for any CPU of it (the
-/// library runs on other machines): x86-64 without AVX, position
-/// independent.
-llvm::Expected<std::unique_ptr<llvm::TargetMachine>> createTargetMachine() {
+/// Code for the architecture of this machine, position independent: for
+/// any CPU of it (the library runs on other machines; x86-64 without AVX)
+/// unless `cpu` names one ("native": this machine's, its features
+/// included).
+llvm::Expected<std::unique_ptr<llvm::TargetMachine>>
+createTargetMachine(StringRef cpuName) {
   llvm::Triple triple(llvm::sys::getProcessTriple());
   std::string message;
   const llvm::Target *target =
       llvm::TargetRegistry::lookupTarget(triple, message);
   if (!target)
     return stepError("no code generator for this machine: " + message);
-  StringRef cpu =
-      triple.getArch() == llvm::Triple::x86_64 ? "x86-64" : "generic";
+  std::string cpu = cpuName.str(), features;
+  if (cpu.empty()) {
+    cpu = triple.getArch() == llvm::Triple::x86_64 ? "x86-64" : "generic";
+  } else if (cpu == "native") {
+    cpu = llvm::sys::getHostCPUName().str();
+    llvm::SubtargetFeatures host;
+    for (const auto &[feature, enabled] : llvm::sys::getHostCPUFeatures())
+      host.AddFeature(feature, enabled);
+    features = host.getString();
+  } else {
+    // LLVM takes an unknown CPU with a warning on stderr, and compiles for
+    // the baseline: refuse it instead.
+    std::unique_ptr<llvm::MCSubtargetInfo> info(
+        target->createMCSubtargetInfo(triple, "", ""));
+    if (info && !info->isCPUStringValid(cpu))
+      return stepError("--target-cpu: '" + cpu + "' is no " +
+                       triple.getArchName().str() +
+                       " CPU LLVM knows (e.g. x86-64-v3, skylake-avx512, "
+                       "znver4, native)");
+  }
   llvm::TargetOptions options;
   return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
-      triple, cpu, "", options, llvm::Reloc::PIC_, std::nullopt,
+      triple, cpu, features, options, llvm::Reloc::PIC_, std::nullopt,
       llvm::CodeGenOptLevel::Aggressive));
 }
+
+} // namespace
+
+llvm::Error mlir::ddp::writeLLVM(const llvm::Module &module,
+                                 StringRef path) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec)
+    return stepError("cannot write '" + path + "': " + ec.message());
+  module.print(os, nullptr);
+  os.close();
+  if (os.has_error())
+    return stepError("cannot write '" + path + "': " +
+                     os.error().message());
+  return llvm::Error::success();
+}
+
+namespace {
 
 /// Writes `module` as an object file.
 llvm::Error writeObject(llvm::Module &module, llvm::TargetMachine &machine,
@@ -223,7 +282,7 @@ llvm::Error mlir::ddp::compileStepLibrary(ModuleOp module,
                        stephost::elementTypeName(state.type.dtype) +
                        ", which the runtime does not keep");
   }
-  if (failed(lowerStep(module, signature.entry, options.runtimeChecks)))
+  if (failed(lowerStep(module, signature.entry, options.lowering)))
     return stepError("cannot lower '" + options.moduleName + "' (see above)");
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
@@ -232,13 +291,14 @@ llvm::Error mlir::ddp::compileStepLibrary(ModuleOp module,
     return stepError("cannot translate '" + options.moduleName +
                      "' to LLVM IR");
   llvm::Expected<std::unique_ptr<llvm::TargetMachine>> machine =
-      createTargetMachine();
+      createTargetMachine(options.targetCPU);
   if (!machine)
     return machine.takeError();
   llvmModule->setDataLayout((*machine)->createDataLayout());
   llvmModule->setTargetTriple((*machine)->getTargetTriple());
   if (llvm::Error e = addPackedEntry(*llvmModule, signature))
     return e;
+  describeHostFunctions(*llvmModule);
   if (llvm::Error e = bindHostFunctions(*llvmModule, signature.hostFunctions))
     return e;
   // The library exports the entry, its packed form and the host slots;
@@ -258,6 +318,10 @@ llvm::Error mlir::ddp::compileStepLibrary(ModuleOp module,
   if (llvm::Error e =
           makeOptimizingTransformer(2, 0, machine->get())(llvmModule.get()))
     return stepError("cannot optimize: " + llvm::toString(std::move(e)));
+
+  if (!options.llvmOutput.empty())
+    if (llvm::Error e = writeLLVM(*llvmModule, options.llvmOutput))
+      return e;
 
   const std::string &directory = options.directory;
   if (std::error_code ec = llvm::sys::fs::create_directories(directory))

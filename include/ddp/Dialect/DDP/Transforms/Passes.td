@@ -631,6 +631,117 @@ def DDPSplitDeallocations
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def DDPFuseElementwise
+    : Pass<"ddp-fuse-elementwise", "::mlir::func::FuncOp"> {
+  let summary = "Fuse chains of element-wise linalg ops on tensors, "
+                "contractions left whole";
+  let description = [{
+    Runs in `ddp-lower-to-llvm` after element-wise ops became
+    `linalg.generic`, before bufferization. Upstream's element-wise fusion
+    (the patterns of `linalg-fuse-elementwise-ops`): a producer whose every
+    loop is parallel and whose result feeds one consumer is folded into the
+    consumer's body, reductions included, so that a hook or a quantizer
+    reads and writes memory as few times as its arithmetic needs (a
+    per-tensor quantizer: one pass for the minimum and maximum, one to
+    quantize, one to dequantize and sum).
+
+    Unlike upstream's pass it leaves contractions (matmuls and the
+    `linalg.generic` ops that are one) as they are, neither fused into nor
+    growing a body: `ddp-matmuls-to-runtime` turns them into calls of the
+    runtime's BLAS, which a fused body would prevent. The result of a
+    fused chain rounds as the unfused one: every value is computed by the
+    same ops, in the same order, in registers instead of memory.
+  }];
+  let dependentDialects = ["::mlir::affine::AffineDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let statistics = [
+    Statistic<"numFused", "num-fused", "linalg ops fused into another">
+  ];
+}
+
+def DDPMatmulsToRuntime
+    : Pass<"ddp-matmuls-to-runtime", "::mlir::ModuleOp"> {
+  let summary = "Turn f32 contractions on buffers into calls of the "
+                "runtime's BLAS";
+  let description = [{
+    Runs in `ddp-lower-to-llvm` after bufferization, before the remaining
+    linalg ops become loops (unless `contractions=loops`). Every f32
+    contraction on buffers with one M, one N and one K dimension and at
+    most one batch dimension (`linalg.matmul`, `linalg.batch_matmul`, their
+    transposed forms, and any `linalg.generic` that computes
+    `C += A * B` over such maps) becomes
+
+    ```mlir
+    func.call @ddprt_step_matmul_f32(%a, %b, %c)
+        : (memref<*xf32>, memref<*xf32>, memref<*xf32>) -> ()
+    ```
+
+    on views of the operands as `[batch x] M x K`, `K x N` and `M x N`
+    (`memref.transpose` where the op reads an operand the other way
+    around). The host function calls `ddprt_gemm`: OpenBLAS's `sgemm` on
+    the CPU (threads: `ddp-run --threads-per-rank`), cuBLAS on a GPU; a view that is
+    neither row- nor column-major (a strided slice) is copied first.
+
+    The library's blocked sums round differently from a loop over K in
+    order (relative differences of a few units in the last place, growing
+    with K); `contractions=loops` keeps the generated loops, whose sums run
+    in source order. Results stay identical on every rank of a job whose
+    nodes run the same library on the same kind of CPU.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::memref::MemRefDialect"];
+  let statistics = [
+    Statistic<"numCalls", "num-calls", "contractions turned into calls">
+  ];
+}
+
+def DDPReassociateSums
+    : Pass<"ddp-reassociate-sums", "::mlir::func::FuncOp"> {
+  let summary = "Let the innermost reduction loops' sums and products be "
+                "reassociated, so that they vectorize";
+  let description = [{
+    Runs in `ddp-lower-to-llvm` (unless `sum-order=source`). In every
+    `linalg` op whose innermost loop is a reduction, the `arith.addf` or
+    `arith.mulf` that combines an output's running value with the next
+    term gets the `reassoc` fast-math flag, and nothing else does. LLVM's
+    vectorizer then keeps one partial sum per vector lane (and per
+    interleaved register) and adds them at the end, instead of adding the
+    elements one after the other: a hook's sum of absolute values runs at
+    the speed of memory, not at one addition per cycle.
+
+    The result is rounded differently from a sum in source order (the same
+    terms, added in another order; the difference is within the sum's
+    rounding error bound). It is the same on every rank and in every run
+    of the same compiled step on the same kind of CPU. Minimum and maximum
+    reductions (a quantizer's) are exact in any order and vectorize
+    without this pass; reductions over an outer loop (a sum over ranks) keep
+    their order, as the vectorizer runs over the parallel loop inside.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+  let statistics = [
+    Statistic<"numReassociated", "num-reassociated",
+              "reduction combiners marked reassoc">
+  ];
+}
+
+def DDPExpandIntegerDivision
+    : Pass<"ddp-expand-integer-division", "::mlir::func::FuncOp"> {
+  let summary = "Expand the rounding integer divisions that have no LLVM "
+                "lowering";
+  let description = [{
+    `arith.ceildivsi`, `arith.ceildivui` and `arith.floordivsi` as the
+    `arith` ops that lower to LLVM (upstream's expansion patterns for
+    them). Only those: upstream's `arith-expand` also rewrites
+    `arith.minimumf`/`maximumf` as compares and selects, which LLVM's
+    vectorizer does not recognize as a reduction (a quantizer's minimum and
+    maximum stayed scalar) and which put `+0.0` where `minimumf` of `-0.0`
+    and `+0.0` is `-0.0`.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 def DDPMergeIfs : Pass<"ddp-merge-ifs", "::mlir::func::FuncOp"> {
   let summary = "Merge runs of adjacent scf.if ops on the same condition";
   let description = [{
