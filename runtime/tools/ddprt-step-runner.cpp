@@ -73,7 +73,7 @@ const char *kUsage =
     "  --step-timeout=SECONDS stop the job when one step runs longer than\n"
     "                         this on a rank (0: no bound, the default)\n"
     "  --threads-per-rank=N   threads of each rank's matmuls (BLAS; 0, the\n"
-    "                         default: this node's cores / its ranks)\n"
+    "                         default: this node's cores / its ranks - 1)\n"
     "  --runtime-checks is ddp-run --emit-step's: the checks are compiled in\n"
     "  --simulated-link=GBPS,LATENCY_US  hold each collective as a network\n"
     "                         link would (a measuring tool; CPU backend)\n"
@@ -220,7 +220,7 @@ bool parseCommandLine(int argc, char **argv, RunOptions &options,
       if (value.empty() || end != value.c_str() + value.size() ||
           threads < 0 || threads > kMaxThreads)
         return usageError("--threads-per-rank=" + value + " is not a thread count "
-                          "(0: this node's cores divided by its ranks)");
+                          "(0: this node's cores / its ranks - 1)");
       options.threads = int(threads);
     } else if (name == "step-timeout") {
       char *end = nullptr;

@@ -175,7 +175,8 @@ static cl::opt<bool> runtimeChecks(
 static cl::opt<int> threads(
     "threads-per-rank", cl::init(0),
     cl::desc("Threads of each rank's matmuls (the runtime's BLAS); 0, the "
-             "default: this node's cores divided by the ranks on it"),
+             "default: this node's cores divided by the ranks on it, less one "
+             "for the rank's communication thread (at least 1)"),
     cl::cat(category));
 static cl::opt<mlir::ddp::ContractionLowering> contractions(
     "contractions", cl::init(mlir::ddp::ContractionLowering::blas),

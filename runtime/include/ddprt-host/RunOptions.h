@@ -49,7 +49,8 @@ struct RunOptions {
   std::string onNonfinite = "skip";
   /// --threads-per-rank: the threads of the step's own compute that the runtime
   /// runs (ddprt_set_compute_threads: the matmuls' BLAS) on each rank; 0:
-  /// this node's cores divided by the ranks on it.
+  /// this node's cores divided by the ranks on it, less one (the rank's
+  /// communication thread).
   int threads = 0;
   bool quiet = false;
   /// --log-every: rank 0 prints every N-th step (and the last); 0: the
@@ -74,9 +75,9 @@ inline constexpr double kLogSeconds = 5.0;
 /// The most --threads-per-rank a rank takes.
 inline constexpr int kMaxThreads = 4096;
 
-/// --threads-per-rank=0: the cores this process may run on divided by the ranks of
-/// the job on this node (the launcher's local size, else `worldSize`), at
-/// least 1.
+/// --threads-per-rank=0: the cores this process may run on divided by the
+/// ranks of the job on this node (the launcher's local size, else
+/// `worldSize`), less one for the rank's communication thread; at least 1.
 int defaultComputeThreads(int worldSize);
 
 /// Checks the options that need no signature (--backend, --on-nonfinite,

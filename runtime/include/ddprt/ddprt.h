@@ -367,7 +367,8 @@ ddprt_status ddprt_gemm(ddprt_context *context, ddprt_dtype dtype,
                         float beta, void *c, int64_t ldc, int64_t stride_c);
 /* The threads the CPU backend's dense linear algebra (ddprt_gemm) may use
    in this process, at least 1. ddp-run sets it from its --threads-per-rank
-   (default: this node's cores divided by the ranks on it). The CUDA
+   (default: this node's cores divided by the ranks on it, less one for
+   the rank's communication thread). The CUDA
    backend ignores it. */
 ddprt_status ddprt_set_compute_threads(ddprt_context *context, int threads);
 

@@ -40,10 +40,10 @@ bool checkRunOptions(const std::string &tool, const RunOptions &options) {
     ok = false;
   }
   if (options.threads < 0 || options.threads > kMaxThreads) {
-    Line(tool + ": error: ") << "--threads-per-rank must be 0 (this node's cores "
-                                "divided by its ranks) to "
-                             << kMaxThreads << ", not " << options.threads
-                             << "\n";
+    Line(tool + ": error: ")
+        << "--threads-per-rank must be 0 (the node's cores per rank, less "
+           "one) to "
+        << kMaxThreads << ", not " << options.threads << "\n";
     ok = false;
   }
   // As --timeout: one too long for the clock is no bound.
@@ -81,7 +81,9 @@ int defaultComputeThreads(int worldSize) {
         break;
       }
     }
-  return std::clamp(cores / std::max(1, ranks), 1, kMaxThreads);
+  // Each rank keeps a core for its communication thread, which runs the
+  // collectives while the step computes (overlap).
+  return std::clamp(cores / std::max(1, ranks) - 1, 1, kMaxThreads);
 }
 
 bool parseSimulatedLinkOption(const RunOptions &options, double &gbps,
