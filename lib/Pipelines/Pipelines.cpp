@@ -128,6 +128,9 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm,
   // loop nest each: one pass over memory instead of one per op.
   // Contractions stay whole for ddp-matmuls-to-runtime.
   pm.addNestedPass<func::FuncOp>(createDDPFuseElementwise());
+  // What element-wise fusion cannot join (an element-wise op after a sum
+  // over ranks, the fill that sum starts from) meets in cache, tile by tile.
+  pm.addNestedPass<func::FuncOp>(createDDPTileAndFuse());
   // Indices, slices, shapes and integer division in the step's own code
   // (hooks included) are checked when it runs: ddprt_fail with the op's
   // location rather than a signal or garbage.

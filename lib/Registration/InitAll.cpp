@@ -32,6 +32,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Linalg/Transforms/TilingInterfaceImpl.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -62,6 +63,8 @@ void mlir::ddp::registerAllDialects(DialectRegistry &registry) {
   scf::registerBufferizableOpInterfaceExternalModels(registry);
   tensor::registerBufferizableOpInterfaceExternalModels(registry);
   memref::registerAllocationOpInterfaceExternalModels(registry);
+  // ddp-tile-and-fuse tiles linalg ops through their TilingInterface.
+  linalg::registerTilingInterfaceExternalModels(registry);
   // The checks ddp-lower-to-llvm{runtime-checks} inserts (upstream's
   // generate-runtime-verification): indices, slices, shapes and casts.
   // Not linalg's: in LLVM 22 its model crashes on every structured op.

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ddp/Dialect/DDP/Transforms/Contractions.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -29,10 +30,48 @@ using namespace mlir::ddp;
 
 namespace {
 
+/// A matmul the runtime's BLAS will compute: kept whole.
 bool isContraction(Operation *op) {
   auto linalgOp = dyn_cast_or_null<linalg::LinalgOp>(op);
-  return linalgOp && linalg::isaContractionOpInterface(linalgOp);
+  return linalgOp && matchBlasContraction(linalgOp).has_value();
 }
+
+/// A concatenation (a flattened bucket) inserted at the start of a filled
+/// tensor (a quantizer's padding to whole channels) as one concatenation
+/// that ends with the filled tail: the pieces are copied once, into the
+/// padded buffer, instead of into a buffer of their own and then again.
+struct ConcatIntoFilledTensor : OpRewritePattern<tensor::InsertSliceOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(tensor::InsertSliceOp insert,
+                                PatternRewriter &rewriter) const override {
+    auto concat = insert.getSource().getDefiningOp<tensor::ConcatOp>();
+    auto fill = insert.getDest().getDefiningOp<linalg::FillOp>();
+    RankedTensorType type = insert.getDestType();
+    if (!concat || !fill || !concat->hasOneUse() || !fill->hasOneUse() ||
+        type.getRank() != 1 || !type.hasStaticShape() ||
+        !insert.getSourceType().hasStaticShape() ||
+        !fill.getOutputs()[0].getDefiningOp<tensor::EmptyOp>())
+      return failure();
+    // At offset 0, contiguous.
+    if (!llvm::equal(insert.getStaticOffsets(), ArrayRef<int64_t>{0}) ||
+        !llvm::equal(insert.getStaticStrides(), ArrayRef<int64_t>{1}))
+      return failure();
+    int64_t tail = type.getDimSize(0) - insert.getSourceType().getDimSize(0);
+    if (tail <= 0)
+      return failure();
+    Location loc = insert.getLoc();
+    Value empty = tensor::EmptyOp::create(rewriter, loc, ArrayRef<int64_t>{tail},
+                                          type.getElementType());
+    Value filled =
+        linalg::FillOp::create(rewriter, loc, fill.getInputs()[0], empty)
+            .getResult(0);
+    SmallVector<Value> pieces(concat.getInputs());
+    pieces.push_back(filled);
+    rewriter.replaceOpWithNewOp<tensor::ConcatOp>(insert, type, 0, pieces);
+    return success();
+  }
+};
 
 struct FuseElementwise
     : public ddp::impl::DDPFuseElementwiseBase<FuseElementwise> {
@@ -51,7 +90,11 @@ struct FuseElementwise
     });
     // Nothing to fuse (a step that only communicates, PowerSGD's): no
     // walk of the pattern driver over its many ops.
-    if (before < 2)
+    bool paddedBucket = false;
+    getOperation().walk([&](tensor::InsertSliceOp insert) {
+      paddedBucket |= bool(insert.getSource().getDefiningOp<tensor::ConcatOp>());
+    });
+    if (before < 2 && !paddedBucket)
       return markAllAnalysesPreserved();
     IRRewriter rewriter(&getContext());
     for (linalg::LinalgOp op : named) {
@@ -75,6 +118,7 @@ struct FuseElementwise
     // What fusion leaves: operands a fused body no longer reads, results
     // no one uses.
     linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
+    patterns.add<ConcatIntoFilledTensor>(&getContext());
     GreedyRewriteConfig config;
     config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),

@@ -224,29 +224,31 @@ FailureOr<Value> QuantizationScheme::reduce(BucketBuilder &b, Value flat) {
             ib, ValueRange{arith::AddFOp::create(ib, args[3], value)});
       });
 
-  // Flat again, without the padding, divided by the world size.
+  // Divided by the world size, in the channels' shape (the division reads
+  // the sum where it was written, so that the lowering computes both tile
+  // by tile), then flat again, without the padding.
+  Value ranks = tensor::DimOp::create(b, gathered[2], 0);
+  Value world = arith::SIToFPOp::create(
+      b, f32, arith::IndexCastOp::create(b, b.getI64Type(), ranks));
+  Value meanInit = tensor::EmptyOp::create(b, ArrayRef<int64_t>{c, k}, f32);
+  auto mean = linalg::GenericOp::create(
+      b, TypeRange{meanInit.getType()}, ValueRange{dequantize.getResult(0)},
+      ValueRange{meanInit}, SmallVector<AffineMap>(2, map(context, 2, {0, 1})),
+      ArrayRef<IteratorType>{IteratorType::parallel, IteratorType::parallel},
+      [&](OpBuilder &nb, Location loc, ValueRange args) {
+        linalg::YieldOp::create(
+            nb, loc,
+            ValueRange{arith::DivFOp::create(nb, loc, args[0], world)});
+      });
   Value result = tensor::CollapseShapeOp::create(
-      b, RankedTensorType::get({padded}, f32), dequantize.getResult(0),
+      b, RankedTensorType::get({padded}, f32), mean.getResult(0),
       ArrayRef<ReassociationIndices>{{0, 1}});
   if (padded != n)
     result = tensor::ExtractSliceOp::create(
         b, result, ArrayRef<OpFoldResult>{b.getIndexAttr(0)},
         ArrayRef<OpFoldResult>{b.getIndexAttr(n)},
         ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
-  Value ranks = tensor::DimOp::create(b, gathered[2], 0);
-  Value world = arith::SIToFPOp::create(
-      b, f32, arith::IndexCastOp::create(b, b.getI64Type(), ranks));
-  Value meanInit = tensor::EmptyOp::create(b, ArrayRef<int64_t>{n}, f32);
-  auto mean = linalg::GenericOp::create(
-      b, TypeRange{meanInit.getType()}, ValueRange{result},
-      ValueRange{meanInit}, SmallVector<AffineMap>(2, map(context, 1, {0})),
-      ArrayRef<IteratorType>{IteratorType::parallel},
-      [&](OpBuilder &nb, Location loc, ValueRange args) {
-        linalg::YieldOp::create(
-            nb, loc,
-            ValueRange{arith::DivFOp::create(nb, loc, args[0], world)});
-      });
-  return mean.getResult(0);
+  return result;
 }
 
 namespace {

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ddp/Dialect/DDP/Transforms/Contractions.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -31,33 +32,11 @@ namespace {
 
 constexpr llvm::StringLiteral kMatmulFunction = "ddprt_step_matmul_f32";
 
-/// The loops of a contraction the runtime computes, or nothing.
-struct MatmulDims {
-  std::optional<unsigned> batch;
-  unsigned m, n, k;
-};
-
-std::optional<MatmulDims> matchMatmul(linalg::LinalgOp op) {
-  if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
-      op.getNumDpsInits() != 1 || op->getNumResults() != 0)
+/// The loops of a contraction on buffers the runtime computes, or nothing.
+std::optional<BlasContraction> matchMatmul(linalg::LinalgOp op) {
+  if (!op.hasPureBufferSemantics() || op->getNumResults() != 0)
     return std::nullopt;
-  for (OpOperand &operand : op->getOpOperands()) {
-    auto type = dyn_cast<MemRefType>(operand.get().getType());
-    if (!type || !type.getElementType().isF32())
-      return std::nullopt;
-  }
-  if (!linalg::isaContractionOpInterface(op))
-    return std::nullopt;
-  FailureOr<linalg::ContractionDimensions> dims =
-      linalg::inferContractionDims(op);
-  if (failed(dims) || dims->m.size() != 1 || dims->n.size() != 1 ||
-      dims->k.size() != 1 || dims->batch.size() > 1 ||
-      op.getNumLoops() != 3 + dims->batch.size())
-    return std::nullopt;
-  MatmulDims result{std::nullopt, dims->m[0], dims->n[0], dims->k[0]};
-  if (!dims->batch.empty())
-    result.batch = dims->batch[0];
-  return result;
+  return matchBlasContraction(op);
 }
 
 /// The permutation that orders `operand`'s dimensions as the loops
@@ -95,9 +74,9 @@ struct MatmulsToRuntime
     : public ddp::impl::DDPMatmulsToRuntimeBase<MatmulsToRuntime> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<std::pair<linalg::LinalgOp, MatmulDims>> matches;
+    SmallVector<std::pair<linalg::LinalgOp, BlasContraction>> matches;
     module.walk([&](linalg::LinalgOp op) {
-      if (std::optional<MatmulDims> dims = matchMatmul(op))
+      if (std::optional<BlasContraction> dims = matchMatmul(op))
         matches.push_back({op, *dims});
     });
     if (matches.empty())

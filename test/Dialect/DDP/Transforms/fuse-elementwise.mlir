@@ -153,3 +153,22 @@ func.func @two_uses(%x: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
   } -> tensor<16xf32>
   return %neg, %abs : tensor<16xf32>, tensor<16xf32>
 }
+
+// -----
+
+// A flattened bucket padded to whole channels: one concatenation that ends
+// with the padding, so that the pieces are copied once.
+// CHECK-LABEL: func.func @padded_bucket(
+// CHECK-SAME: %[[A:.*]]: tensor<10xf32>, %[[B:.*]]: tensor<5xf32>
+// CHECK: %[[TAIL:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<1xf32>) -> tensor<1xf32>
+// CHECK: %[[PAD:.*]] = tensor.concat dim(0) %[[A]], %[[B]], %[[TAIL]] : (tensor<10xf32>, tensor<5xf32>, tensor<1xf32>) -> tensor<16xf32>
+// CHECK-NOT: tensor.insert_slice
+// CHECK: return %[[PAD]]
+func.func @padded_bucket(%a: tensor<10xf32>, %b: tensor<5xf32>) -> tensor<16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %flat = tensor.concat dim(0) %a, %b : (tensor<10xf32>, tensor<5xf32>) -> tensor<15xf32>
+  %e = tensor.empty() : tensor<16xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<16xf32>) -> tensor<16xf32>
+  %padded = tensor.insert_slice %flat into %z[0] [15] [1] : tensor<15xf32> into tensor<16xf32>
+  return %padded : tensor<16xf32>
+}

@@ -38,10 +38,12 @@
 // Ranks outermost: summed in rank order.
 // CHECK: %[[SUM:.*]] = linalg.generic {{.*}} iterator_types = ["reduction", "parallel", "parallel"]} ins(%[[G]]#2, %[[G]]#0, %[[G]]#1 : tensor<?x1x15xi8>, tensor<?x1xf32>, tensor<?x1xf32>)
 // CHECK: arith.uitofp %{{.*}} : i8 to f32
+// Divided by the world size in the channels' shape, then flat again.
 // CHECK: tensor.dim %[[G]]#2, %{{.*}} : tensor<?x1x15xi8>
-// CHECK: %[[MEAN:.*]] = linalg.generic
+// CHECK: %[[MEAN:.*]] = linalg.generic {{.*}} ins(%[[SUM]] : tensor<1x15xf32>)
 // CHECK: arith.divf
-// CHECK: ddp.unflatten %[[MEAN]] : tensor<15xf32> -> tensor<2x5xf32>, tensor<5xf32>
+// CHECK: %[[FLATMEAN:.*]] = tensor.collapse_shape %[[MEAN]] {{\[}}[0, 1]] : tensor<1x15xf32> into tensor<15xf32>
+// CHECK: ddp.unflatten %[[FLATMEAN]] : tensor<15xf32> -> tensor<2x5xf32>, tensor<5xf32>
 // CHECK: ddp.allreduce mean %arg2 : tensor<3xf64>
 
 // 15 elements in channels of 4: 4 channels, one padding zero.

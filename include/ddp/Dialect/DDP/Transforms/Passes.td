@@ -648,7 +648,12 @@ def DDPFuseElementwise
     Unlike upstream's pass it leaves contractions (matmuls and the
     `linalg.generic` ops that are one) as they are, neither fused into nor
     growing a body: `ddp-matmuls-to-runtime` turns them into calls of the
-    runtime's BLAS, which a fused body would prevent. The result of a
+    runtime's BLAS, which a fused body would prevent. Named ops a hook
+    writes (`linalg.map`, `linalg.reduce`, `linalg.add`, ...) become
+    `linalg.generic` first, so that they fuse too. A concatenation (a
+    flattened bucket) inserted at the start of a filled tensor (a
+    quantizer's padding to whole channels) becomes one concatenation ending
+    with the filled tail: the gradients are copied once, not twice. The result of a
     fused chain rounds as the unfused one: every value is computed by the
     same ops, in the same order, in registers instead of memory.
   }];
@@ -658,6 +663,43 @@ def DDPFuseElementwise
                            "::mlir::tensor::TensorDialect"];
   let statistics = [
     Statistic<"numFused", "num-fused", "linalg ops fused into another">
+  ];
+}
+
+def DDPTileAndFuse : Pass<"ddp-tile-and-fuse", "::mlir::func::FuncOp"> {
+  let summary = "Tile element-wise consumers and fuse the producers they "
+                "read in parts, so that intermediate buffers stay in cache";
+  let description = [{
+    Runs in `ddp-lower-to-llvm` after `ddp-fuse-elementwise`. Element-wise
+    fusion cannot fold an element-wise op into a producer that reduces (a
+    quantizer's sum of the ranks' dequantized values, followed by the
+    division by the world size), nor a fill into the op that accumulates
+    into it. This pass tiles each such element-wise consumer over its
+    innermost dimensions (tiles of `tile-elements` elements) with
+    upstream's tile-and-fuse (`scf.for` over tiles) and computes, inside
+    each tile, the part of every producer it reads: the fill, the sum over
+    the ranks and the division then meet in cache, and memory sees one read
+    of the gathered bytes and one write of the result.
+
+    A producer is fused only where the tile reads a part of it, not all of
+    it (a minimum and a maximum that every tile needs stay computed once),
+    only when the consumer is its only user (nothing is computed twice), and
+    never when it is a contraction (which stays whole for BLAS). Reshapes
+    between a producer and its consumer are moved out of the way first
+    (upstream's reshape propagation, for reshapes of linalg results only).
+    Every value is computed by the same ops in the same order as before.
+  }];
+  let options = [
+    Option<"tileElements", "tile-elements", "int64_t", /*default=*/"4096",
+           "Elements per tile of a tiled consumer">
+  ];
+  let dependentDialects = ["::mlir::affine::AffineDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let statistics = [
+    Statistic<"numTiled", "num-tiled", "consumers tiled">,
+    Statistic<"numFused", "num-fused", "producers fused into tiles">
   ];
 }
 
