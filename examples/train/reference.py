@@ -377,12 +377,14 @@ def compare(run_dir, config, losses, params, simulated=None):
                             for r in range(ranks)] for s in range(steps)])
     early = min(steps, mlp.COMPARE_EARLY_STEPS)
     early_error = difference(run_losses[:early], losses[:early])
-    if not early_error <= mlp.COMPARE_EARLY_RTOL:
+    method = mlp.CONFIGS[simulated or config]["method"]
+    early_rtol = mlp.COMPARE_EARLY_RTOL_BY_METHOD.get(method, mlp.COMPARE_EARLY_RTOL)
+    if not early_error <= early_rtol:
         failures.append(f"losses of steps 0-{early - 1} differ by {early_error:.1e} "
-                        f"(tolerance {mlp.COMPARE_EARLY_RTOL:.0e})")
+                        f"(tolerance {early_rtol:.0e})")
     loss_error = difference(run_losses, losses)
     weight_errors = {k: difference(final[0][k], params[k]) for k in mlp.PARAMS}
-    final_rtol = mlp.COMPARE_FINAL_RTOL.get(mlp.CONFIGS[simulated or config]["method"])
+    final_rtol = mlp.COMPARE_FINAL_RTOL.get(method)
     if final_rtol is not None:
         for name, error in [("losses", loss_error)] + list(weight_errors.items()):
             if not error <= final_rtol:
