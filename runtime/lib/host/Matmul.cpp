@@ -82,6 +82,13 @@ bool asGemmOperand(const MatrixView &view, bool &transposed, int64_t &ld) {
   return false;
 }
 
+/// Whether the matrices of a batch of C (row-major, leading dimension `ld`)
+/// overlap or interleave (a result indexed batch-inside-rows): ddprt_gemm
+/// writes each as a block of its own, so such a C goes through a copy.
+bool overlapsInBatch(const MatrixView &c, int64_t ld) {
+  return c.batch > 1 && c.batchStride < (c.rows - 1) * ld + c.cols;
+}
+
 /// A dense row-major copy of a view no gemm operand describes: allocated
 /// where the backend reads it (managed memory on CUDA), freed at the end.
 class DenseCopy {
@@ -154,7 +161,9 @@ void hostMatmulF32(int64_t aRank, void *aDescriptor, int64_t bRank,
                      std::to_string(a.cols) + ", B " + std::to_string(b.rows) +
                      "x" + std::to_string(b.cols) + ", C " +
                      std::to_string(c.rows) + "x" + std::to_string(c.cols));
-  if (c.batch == 0 || c.rows == 0 || c.cols == 0)
+  // Nothing to add: no C, or a sum over K = 0 terms (whose A and B may
+  // have strides no gemm operand takes).
+  if (c.batch == 0 || c.rows == 0 || c.cols == 0 || a.cols == 0)
     return;
   // C stored column by column: C^T += B^T A^T, row-major.
   bool cTransposed = false;
@@ -173,7 +182,7 @@ void hostMatmulF32(int64_t aRank, void *aDescriptor, int64_t bRank,
     // ddprt_gemm writes C row-major (a C stored by columns was turned
     // around above).
     bool fits = asGemmOperand(*views[i], transposed[i], ld[i]) &&
-                !(i == 2 && transposed[i]);
+                !(i == 2 && (transposed[i] || overlapsInBatch(*views[i], ld[i])));
     if (!fits) {
       if (!copies[i].make(*views[i]))
         return failMatmul(context, "cannot allocate a dense copy of an "

@@ -37,8 +37,11 @@ struct ExpandIntegerDivision
     config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
     config.enableFolding(false);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
-                                     config)))
+                                     config))) {
+      getOperation().emitError()
+          << "ddp-expand-integer-division: the expansion did not converge";
       signalPassFailure();
+    }
   }
 };
 

@@ -30,12 +30,6 @@ using namespace mlir::ddp;
 
 namespace {
 
-/// A matmul the runtime's BLAS will compute: kept whole.
-bool isContraction(Operation *op) {
-  auto linalgOp = dyn_cast_or_null<linalg::LinalgOp>(op);
-  return linalgOp && matchBlasContraction(linalgOp).has_value();
-}
-
 /// A concatenation (a flattened bucket) inserted at the start of a filled
 /// tensor (a quantizer's padding to whole channels) as one concatenation
 /// that ends with the filled tail: the pieces are copied once, into the
@@ -84,7 +78,7 @@ struct FuseElementwise
     unsigned before = 0;
     getOperation().walk([&](linalg::LinalgOp op) {
       ++before;
-      if (!isa<linalg::GenericOp, linalg::FillOp>(op) && !isContraction(op) &&
+      if (!isa<linalg::GenericOp, linalg::FillOp>(op) && !isBlasContraction(op) &&
           !linalg::isaConvolutionOpInterface(op) && op.hasPureTensorSemantics())
         named.push_back(op);
     });
@@ -111,8 +105,8 @@ struct FuseElementwise
       Operation *producer = fused->get().getDefiningOp();
       Operation *consumer = fused->getOwner();
       // One use: a producer read by two consumers would be computed twice.
-      return producer && producer->hasOneUse() && !isContraction(producer) &&
-             !isContraction(consumer);
+      return producer && producer->hasOneUse() && !isBlasContraction(producer) &&
+             !isBlasContraction(consumer);
     };
     linalg::populateElementwiseOpsFusionPatterns(patterns, control);
     // What fusion leaves: operands a fused body no longer reads, results
@@ -122,8 +116,11 @@ struct FuseElementwise
     GreedyRewriteConfig config;
     config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
-                                     config)))
+                                     config))) {
+      getOperation().emitError()
+          << "ddp-fuse-elementwise: fusion did not converge";
       return signalPassFailure();
+    }
     unsigned after = countOps();
     numFused += before > after ? before - after : 0;
   }

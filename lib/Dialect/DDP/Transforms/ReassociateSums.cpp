@@ -4,6 +4,7 @@
 // See LICENSE for license information.
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
+#include "ddp/Dialect/DDP/Transforms/Contractions.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -16,6 +17,7 @@ namespace mlir::ddp {
 } // namespace mlir::ddp
 
 using namespace mlir;
+using namespace mlir::ddp;
 
 namespace {
 
@@ -30,6 +32,10 @@ struct ReassociateSums
     getOperation().walk([&](linalg::LinalgOp op) {
       SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
       if (iterators.empty() || iterators.back() != utils::IteratorType::reduction)
+        return;
+      // A matmul's sum over K is BLAS's, or, with contractions=loops, in
+      // source order as that option promises.
+      if (isBlasContraction(op))
         return;
       Block *body = op.getBlock();
       auto yield = cast<linalg::YieldOp>(body->getTerminator());

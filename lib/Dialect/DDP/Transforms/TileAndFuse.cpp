@@ -35,18 +35,12 @@ using namespace mlir::ddp;
 
 namespace {
 
-/// A matmul the runtime's BLAS will compute: kept whole.
-bool isContraction(Operation *op) {
-  auto linalgOp = dyn_cast_or_null<linalg::LinalgOp>(op);
-  return linalgOp && matchBlasContraction(linalgOp).has_value();
-}
-
 /// A linalg op on tensors that a tile may compute a part of: not a
 /// contraction, and read by one op only.
 bool isFusableProducer(Operation *op) {
   auto linalgOp = dyn_cast_or_null<linalg::LinalgOp>(op);
   return linalgOp && linalgOp.hasPureTensorSemantics() &&
-         !isContraction(op) && op->hasOneUse();
+         !isBlasContraction(op) && op->hasOneUse();
 }
 
 /// Tile sizes over `op`'s loops (0: the loop is not tiled): about
@@ -96,6 +90,37 @@ bool readsAPart(linalg::LinalgOp consumer, OpOperand &operand,
   return false;
 }
 
+/// Whether `value` is computed from `iv` (through the index arithmetic that
+/// tiling emits: affine.apply, affine.min).
+bool dependsOn(Value value, Value iv, int depth = 8) {
+  if (value == iv)
+    return true;
+  Operation *def = value.getDefiningOp();
+  if (!def || depth == 0)
+    return false;
+  return llvm::any_of(def->getOperands(), [&](Value operand) {
+    return dependsOn(operand, iv, depth - 1);
+  });
+}
+
+/// Whether every tiling loop around `slice` (up to the block the tiled op
+/// was in) moves it: a loop whose step leaves the slice where it is would
+/// compute the same part of the producer again in every iteration (a
+/// per-row minimum under tiles that split the row).
+bool movesWithEveryLoop(tensor::ExtractSliceOp slice, Operation *outside) {
+  for (Operation *parent = slice->getParentOp(); parent && parent != outside;
+       parent = parent->getParentOp()) {
+    auto loop = dyn_cast<scf::ForOp>(parent);
+    if (!loop)
+      continue;
+    Value iv = loop.getInductionVar();
+    if (llvm::none_of(slice.getOffsets(),
+                      [&](Value offset) { return dependsOn(offset, iv); }))
+      return false;
+  }
+  return true;
+}
+
 struct TileAndFuse : public ddp::impl::DDPTileAndFuseBase<TileAndFuse> {
   using Base::Base;
 
@@ -112,8 +137,11 @@ struct TileAndFuse : public ddp::impl::DDPTileAndFuseBase<TileAndFuse> {
     getOperation().walk([&](linalg::LinalgOp) { ++linalgOps; });
     if (linalgOps < 2)
       return markAllAnalysesPreserved();
-    if (failed(moveReshapes()))
+    if (failed(moveReshapes())) {
+      getOperation().emitError()
+          << "ddp-tile-and-fuse: moving reshapes did not converge";
       return signalPassFailure();
+    }
 
     // The consumers, last first: a chain is tiled from its end.
     SmallVector<std::pair<linalg::LinalgOp, SmallVector<int64_t>>> roots;
@@ -152,6 +180,7 @@ struct TileAndFuse : public ddp::impl::DDPTileAndFuseBase<TileAndFuse> {
             return rewriter.getIndexAttr(size);
           });
       options.tilingOptions.setTileSizes(tileSizes);
+      Operation *outside = root->getParentOp();
       options.setFusionControlFn(
           [&](tensor::ExtractSliceOp slice, OpResult producer,
               bool isDestination)
@@ -171,7 +200,7 @@ struct TileAndFuse : public ddp::impl::DDPTileAndFuseBase<TileAndFuse> {
                   return ShapedType::isDynamic(slice) ||
                          ShapedType::isDynamic(whole) || slice < whole;
                 });
-            if (!part)
+            if (!part || !movesWithEveryLoop(slice, outside))
               return std::nullopt;
             ++numFused;
             return scf::SCFTileAndFuseOptions::ControlFnResult{};
@@ -208,6 +237,8 @@ struct TileAndFuse : public ddp::impl::DDPTileAndFuseBase<TileAndFuse> {
     // sum starts from gets a buffer of a tile, not a slice of one as large
     // as the whole result, which would be written back to memory.
     tensor::populateFoldTensorEmptyPatterns(patterns);
+    // Folding only: a driver that stops before a fixed point leaves correct
+    // IR.
     (void)applyPatternsGreedily(getOperation(), std::move(patterns), config);
   }
 

@@ -73,14 +73,16 @@ func.func @batch(%a: memref<3x4x8xf32>, %b: memref<3x8x16xf32>, %c: memref<3x4x3
 // -----
 
 // Left to the loops: element types other than f32, tensors (before
-// bufferization), bodies that are no product-sum, and contractions over
-// two K dimensions.
+// bufferization), bodies that are no product-sum (a maximum; a negated
+// factor, which BLAS would drop), and contractions over two K dimensions.
 // CHECK-LABEL: func.func @left_alone(
 // CHECK-NOT: call
 // CHECK: linalg.matmul ins(%{{.*}} : memref<4x8xf64>
 // CHECK: linalg.matmul ins(%{{.*}} : tensor<4x8xf32>
 // CHECK: linalg.generic
 // CHECK: arith.maximumf
+// CHECK: linalg.generic
+// CHECK: arith.negf
 // CHECK: linalg.generic
 // CHECK-SAME: "reduction", "reduction"
 #a2 = affine_map<(i, j, k, l) -> (i, k, l)>
@@ -102,6 +104,14 @@ func.func @left_alone(%a: memref<4x8xf64>, %b: memref<8x16xf64>, %c: memref<4x16
     %s = arith.maximumf %acc, %m : f32
     linalg.yield %s : f32
   }
+  linalg.generic {indexing_maps = [#mm_a, #mm_b, #mm_c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%fa, %fb : memref<4x8xf32>, memref<8x16xf32>) outs(%fc : memref<4x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %n = arith.negf %x : f32
+    %m = arith.mulf %n, %y : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
   linalg.generic {indexing_maps = [#a2, #b2, #c2], iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
       ins(%ka, %kb : memref<4x2x4xf32>, memref<2x4x16xf32>) outs(%fc : memref<4x16xf32>) {
   ^bb0(%x: f32, %y: f32, %acc: f32):
@@ -110,4 +120,29 @@ func.func @left_alone(%a: memref<4x8xf64>, %b: memref<8x16xf64>, %c: memref<4x16
     linalg.yield %s : f32
   }
   return %t : tensor<4x16xf32>
+}
+
+// -----
+
+// A batch whose operands put the batch elsewhere: A indexed (k, b, m) is
+// viewed as (b, m, k) through one permutation, C indexed (m, b, n) as
+// (b, m, n).
+#ba = affine_map<(b, m, n, k) -> (k, b, m)>
+#bb = affine_map<(b, m, n, k) -> (b, k, n)>
+#bc = affine_map<(b, m, n, k) -> (m, b, n)>
+// CHECK-LABEL: func.func @batch_permuted(
+// CHECK-SAME: %[[A:.*]]: memref<8x3x4xf32>, %[[B:.*]]: memref<3x8x16xf32>, %[[C:.*]]: memref<4x3x16xf32>
+// CHECK: memref.transpose %[[A]] (d0, d1, d2) -> (d1, d2, d0) : memref<8x3x4xf32> to memref<3x4x8xf32, strided<[4, 1, 12]>>
+// CHECK: memref.cast %[[B]]
+// CHECK: memref.transpose %[[C]] (d0, d1, d2) -> (d1, d0, d2) : memref<4x3x16xf32> to memref<3x4x16xf32, strided<[16, 48, 1]>>
+// CHECK: call @ddprt_step_matmul_f32(
+func.func @batch_permuted(%a: memref<8x3x4xf32>, %b: memref<3x8x16xf32>, %c: memref<4x3x16xf32>) {
+  linalg.generic {indexing_maps = [#ba, #bb, #bc], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<8x3x4xf32>, memref<3x8x16xf32>) outs(%c : memref<4x3x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
 }

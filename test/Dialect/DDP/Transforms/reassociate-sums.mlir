@@ -55,3 +55,23 @@ func.func @sums(%x: tensor<1024xf32>, %y: tensor<4x1024xf32>, %init: tensor<f32>
   } -> tensor<f32>
   return %sum, %prod, %over_ranks, %max : tensor<f32>, tensor<f32>, tensor<1024xf32>, tensor<f32>
 }
+
+// A matmul's sum over K (its innermost loop) is left alone: BLAS adds it,
+// or, with contractions=loops, the loop in source order.
+#mm_a = affine_map<(i, j, k) -> (i, k)>
+#mm_b = affine_map<(i, j, k) -> (k, j)>
+#mm_c = affine_map<(i, j, k) -> (i, j)>
+// CHECK-LABEL: func.func @matmul(
+// CHECK: arith.addf %{{.*}}, %{{.*}} : f32
+// CHECK-NOT: fastmath
+// CHECK: return
+func.func @matmul(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %r = linalg.generic {indexing_maps = [#mm_a, #mm_b, #mm_c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : tensor<4x8xf32>, tensor<8x16xf32>) outs(%c : tensor<4x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<4x16xf32>
+  return %r : tensor<4x16xf32>
+}

@@ -138,3 +138,32 @@ func.func @left_whole(%x: tensor<100000xf32>, %init: tensor<f32>, %a: tensor<64x
   } -> tensor<8000xf32>
   return %shifted, %neg, %abs, %relu, %sq2 : tensor<100000xf32>, tensor<100000xf32>, tensor<100000xf32>, tensor<64x256xf32>, tensor<8000xf32>
 }
+
+// -----
+
+// Rows wider than a tile: the per-row minimum is read by every tile of its
+// row; computed once, before the loops, not once per tile.
+// CHECK-LABEL: func.func @wide_rows(
+// CHECK: %[[MIN:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]
+// CHECK: scf.for
+// CHECK: scf.for {{.*}} step %c4096
+// CHECK-NOT: "reduction"
+// CHECK: arith.subf
+func.func @wide_rows(%x: tensor<4x10000xf32>, %init: tensor<4xf32>) -> tensor<4x10000xf32> {
+  %min = linalg.generic {indexing_maps = [affine_map<(r, i) -> (r, i)>, affine_map<(r, i) -> (r)>],
+                         iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<4x10000xf32>) outs(%init : tensor<4xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %m = arith.minimumf %acc, %v : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %e = tensor.empty() : tensor<4x10000xf32>
+  %shifted = linalg.generic {indexing_maps = [affine_map<(r, i) -> (r, i)>, affine_map<(r, i) -> (r)>, affine_map<(r, i) -> (r, i)>],
+                             iterator_types = ["parallel", "parallel"]}
+      ins(%x, %min : tensor<4x10000xf32>, tensor<4xf32>) outs(%e : tensor<4x10000xf32>) {
+  ^bb0(%v: f32, %m: f32, %o: f32):
+    %d = arith.subf %v, %m : f32
+    linalg.yield %d : f32
+  } -> tensor<4x10000xf32>
+  return %shifted : tensor<4x10000xf32>
+}

@@ -5,6 +5,12 @@
         rank): DIR/w1.npy, b1, w2, b2 and DIR/x.r{rank}.npy, y.r{rank} for
         two ranks.
 
+    compiled_code.py layouts DIR
+        Writes matmul_layouts.mlir's inputs DIR/{a,b,e,f}.npy.
+
+    compiled_code.py check-layouts DIR OUT
+        Checks its results OUT/o0.npy, o1.npy against numpy.
+
     compiled_code.py compare BLAS LOOPS
         BLAS and LOOPS are --final-output directories (r{rank}.o{result}.npy)
         of the same run with the matmuls in BLAS and in loops: the weights
@@ -49,9 +55,34 @@ def compare(blas, loops):
     print("ranks bitwise equal; BLAS and loops agree to rounding")
 
 
+def layouts(out):
+    rng = np.random.default_rng(5)
+    f32 = np.float32
+    np.save(f"{out}/a.npy", rng.standard_normal((3, 4, 8)).astype(f32))
+    np.save(f"{out}/b.npy", rng.standard_normal((3, 8, 5)).astype(f32))
+    np.save(f"{out}/e.npy", np.zeros((4, 0), f32))
+    np.save(f"{out}/f.npy", np.zeros((0, 5), f32))
+
+
+def check_layouts(data, out):
+    a, b = np.load(f"{data}/a.npy"), np.load(f"{data}/b.npy")
+    want = np.einsum("bmk,bkn->mbn", a.astype(np.float64), b.astype(np.float64))
+    got = np.load(f"{out}/o0.npy")
+    if got.shape != want.shape or not np.allclose(got, want, rtol=1e-5, atol=1e-5):
+        sys.exit(f"the interleaved batch differs by {np.abs(got - want).max():.1e}")
+    ones = np.load(f"{out}/o1.npy")
+    if ones.shape != (4, 5) or not (ones == 1).all():
+        sys.exit("C += A B over K = 0 changed C")
+    print("interleaved batch and K = 0: as numpy")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "inputs":
         inputs(sys.argv[2])
+    elif sys.argv[1] == "layouts":
+        layouts(sys.argv[2])
+    elif sys.argv[1] == "check-layouts":
+        check_layouts(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "compare":
         compare(sys.argv[2], sys.argv[3])
     else:

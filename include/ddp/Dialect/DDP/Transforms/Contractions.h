@@ -22,8 +22,11 @@ struct BlasContraction {
 /// Whether `op` (on tensors or buffers) is a contraction
 /// ddp-matmuls-to-runtime hands to BLAS once bufferized: two inputs and one
 /// output of f32, a product-sum body, one M, N and K loop and at most one
-/// batch loop. The fusion passes keep such ops whole.
+/// batch loop, and a body that is exactly `out + a * b`. The fusion passes
+/// keep such ops whole; ddp-reassociate-sums leaves their sums alone.
 std::optional<BlasContraction> matchBlasContraction(linalg::LinalgOp op);
+/// Whether `op` is a linalg op matchBlasContraction matches.
+bool isBlasContraction(Operation *op);
 
 } // namespace mlir::ddp
 

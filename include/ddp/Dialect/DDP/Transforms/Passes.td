@@ -747,7 +747,9 @@ def DDPReassociateSums
     Runs in `ddp-lower-to-llvm` (unless `sum-order=source`). In every
     `linalg` op whose innermost loop is a reduction, the `arith.addf` or
     `arith.mulf` that combines an output's running value with the next
-    term gets the `reassoc` fast-math flag, and nothing else does. LLVM's
+    term gets the `reassoc` fast-math flag, and nothing else does. Matmuls
+    (what `ddp-matmuls-to-runtime` hands to BLAS) are left alone: their sum
+    over K is BLAS's, or in source order with `contractions=loops`. LLVM's
     vectorizer then keeps one partial sum per vector lane (and per
     interleaved register) and adds them at the end, instead of adding the
     elements one after the other: a hook's sum of absolute values runs at
