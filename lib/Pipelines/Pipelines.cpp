@@ -123,6 +123,9 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm,
   // A compression scheme's buckets: flatten and unflatten as tensor ops.
   pm.addNestedPass<func::FuncOp>(createDDPExpandBuckets());
   // Element-wise arith/math on tensors bufferize as linalg.generic.
+  // A select of whole tensors (a scheme's NaN guard of its state) picks a
+  // buffer instead of copying one.
+  pm.addNestedPass<func::FuncOp>(createDDPBranchTensorSelects());
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
   // Chains of element-wise ops (a quantizer's, a hook's, a model's) as one
   // loop nest each: one pass over memory instead of one per op.

@@ -206,14 +206,15 @@ struct LoweringPipelineOptions
 
 /// From a tensor-level module (after the insertion passes, or an upstream
 /// shard module as written) to the LLVM dialect:
-/// convert-shard-to-ddp{complete=true}, ddp-fuse-kernels, element-wise ops to
-/// linalg, ddp-fuse-elementwise, ddp-insert-runtime-checks (if
+/// convert-shard-to-ddp{complete=true}, ddp-fuse-kernels, ddp-expand-buckets,
+/// ddp-branch-tensor-selects, element-wise ops to linalg,
+/// ddp-fuse-elementwise, ddp-tile-and-fuse, ddp-insert-runtime-checks (if
 /// runtime-checks), ddp-check-lowerable (every tensor op has a bufferization model in
 /// the context: mlir::ddp::registerAllDialects), ddp-bufferize-entry-signatures
 /// and One-Shot Bufferize (function boundaries with identity layouts),
 /// ddp-split-functions, buffer deallocation, ddp-matmuls-to-runtime (if
-/// contractions=blas), ddp-reassociate-sums (if sum-order=vectorized) and
-/// linalg to loops per function
+/// contractions=blas), ddp-reassociate-sums (if sum-order=vectorized),
+/// linalg to loops and ddp-expand-integer-division per function
 /// (in parallel over a large step's parts), then one conversion of the
 /// runtime calls, affine, scf, cf, arith, math, ub, memref and func
 /// (convert-ddp-to-llvm{include-upstream}).

@@ -631,6 +631,38 @@ def DDPSplitDeallocations
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def DDPBranchTensorSelects
+    : Pass<"ddp-branch-tensor-selects", "::mlir::func::FuncOp"> {
+  let summary = "A select of whole tensors on one condition as a branch";
+  let description = [{
+    Runs in `ddp-lower-to-llvm` before element-wise ops become `linalg`.
+    `arith.select %cond, %a, %b` with a scalar condition and tensor operands
+    picks one of two tensors; as an element-wise op it would read the chosen
+    tensor and write a copy of it. It becomes
+
+    ```mlir
+    %r = scf.if %cond -> (tensor<...>) {
+      scf.yield %a : tensor<...>
+    } else {
+      scf.yield %b : tensor<...>
+    }
+    ```
+
+    which bufferizes to the chosen buffer itself. An operand that is a
+    splat constant (the zeros a scheme's NaN guard resets its state to) is
+    made inside its branch, as a fill: a step that never takes the branch
+    never writes it. The compression schemes' guard of their state
+    (`ddp.inspect`, then this select, then `ddp.state_store`) thus costs one
+    copy into the state instead of a pass and a copy.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let statistics = [
+    Statistic<"numBranched", "num-branched", "selects made branches">
+  ];
+}
+
 def DDPFuseElementwise
     : Pass<"ddp-fuse-elementwise", "::mlir::func::FuncOp"> {
   let summary = "Fuse chains of element-wise linalg ops on tensors, "
