@@ -528,6 +528,15 @@ Error checkGemm(const ddprt_context *context, ddprt_dtype dtype,
                      " columns");
     if (x.stride < 0)
       return invalid(name + ": negative batch stride");
+    // The last element it reaches, (batch - 1) stride + (rows - 1) ld +
+    // cols, must be an offset the pointer arithmetic can hold.
+    int64_t last = 0, rowsPart = 0, batchPart = 0;
+    if (batch > 0 && x.rows > 0 &&
+        (__builtin_mul_overflow(x.rows - 1, x.ld, &rowsPart) ||
+         __builtin_mul_overflow(batch - 1, x.stride, &batchPart) ||
+         __builtin_add_overflow(rowsPart, batchPart, &last) ||
+         __builtin_add_overflow(last, x.cols, &last)))
+      return invalid(name + ": its strides reach beyond 2^63 elements");
     if (x.read && !x.data)
       return invalid(name + ": data is null");
   }

@@ -608,6 +608,9 @@ TEST_F(CApi, GemmArgumentChecks) {
   EXPECT_FAILS(ddprt_gemm(context, DDPRT_F32, 0, 0, 2, 2, 2, 3, 1.0f, a, 3,
                           0, b, 2, 0, 0.0f, c, 2, 3),
                invalid, "C: batch stride 3 overlaps");
+  EXPECT_FAILS(ddprt_gemm(context, DDPRT_F32, 0, 0, 3, 2, 2, 3, 1.0f, a, 3,
+                          int64_t(1) << 62, b, 2, 0, 0.0f, c, 2, 4),
+               invalid, "A: its strides reach beyond 2^63 elements");
   EXPECT_FAILS(ddprt_gemm(context, DDPRT_F32, 0, 0, 1, int64_t(1) << 31, 2,
                           3, 1.0f, a, 3, 0, b, 2, 0, 0.0f, c, 2, 0),
                DDPRT_ERROR_UNSUPPORTED, "at most 2^31 - 1");
