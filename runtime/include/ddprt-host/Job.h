@@ -149,9 +149,6 @@ public:
   double timeoutSeconds = 60.0;
   /// --step-timeout (0: none).
   double stepTimeoutSeconds = 0.0;
-  /// The compute threads of each rank (--threads-per-rank, or the default it
-  /// stands for).
-  int computeThreads = 1;
   /// --on-nonfinite=fail.
   bool failOnNonfinite = false;
   /// The simulated link the runtime models (--simulated-link, or

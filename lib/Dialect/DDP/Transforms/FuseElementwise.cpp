@@ -76,18 +76,22 @@ struct FuseElementwise
     // convolutions theirs.
     SmallVector<linalg::LinalgOp> named;
     unsigned before = 0;
-    getOperation().walk([&](linalg::LinalgOp op) {
+    bool paddedBucket = false;
+    getOperation().walk([&](Operation *op) {
+      if (auto insert = dyn_cast<tensor::InsertSliceOp>(op))
+        paddedBucket |=
+            bool(insert.getSource().getDefiningOp<tensor::ConcatOp>());
+      auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+      if (!linalgOp)
+        return;
       ++before;
       if (!isa<linalg::GenericOp, linalg::FillOp>(op) && !isBlasContraction(op) &&
-          !linalg::isaConvolutionOpInterface(op) && op.hasPureTensorSemantics())
-        named.push_back(op);
+          !linalg::isaConvolutionOpInterface(linalgOp) &&
+          linalgOp.hasPureTensorSemantics())
+        named.push_back(linalgOp);
     });
     // Nothing to fuse (a step that only communicates, PowerSGD's): no
     // walk of the pattern driver over its many ops.
-    bool paddedBucket = false;
-    getOperation().walk([&](tensor::InsertSliceOp insert) {
-      paddedBucket |= bool(insert.getSource().getDefiningOp<tensor::ConcatOp>());
-    });
     if (before < 2 && !paddedBucket)
       return markAllAnalysesPreserved();
     IRRewriter rewriter(&getContext());
@@ -95,11 +99,6 @@ struct FuseElementwise
       rewriter.setInsertionPoint(op);
       (void)linalg::generalizeNamedOp(rewriter, op);
     }
-    auto countOps = [&] {
-      unsigned count = 0;
-      getOperation().walk([&](linalg::LinalgOp) { ++count; });
-      return count;
-    };
     RewritePatternSet patterns(&getContext());
     linalg::ControlFusionFn control = [](OpOperand *fused) {
       Operation *producer = fused->get().getDefiningOp();
@@ -121,7 +120,8 @@ struct FuseElementwise
           << "ddp-fuse-elementwise: fusion did not converge";
       return signalPassFailure();
     }
-    unsigned after = countOps();
+    unsigned after = 0;
+    getOperation().walk([&](linalg::LinalgOp) { ++after; });
     numFused += before > after ? before - after : 0;
   }
 };

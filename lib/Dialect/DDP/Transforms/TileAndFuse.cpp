@@ -143,9 +143,13 @@ struct TileAndFuse : public ddp::impl::DDPTileAndFuseBase<TileAndFuse> {
       return signalPassFailure();
     }
 
-    // The consumers, last first: a chain is tiled from its end.
+    // The consumers, last first: a chain is tiled from its end; and what a
+    // tile may compute a part of, decided before tiling adds uses.
     SmallVector<std::pair<linalg::LinalgOp, SmallVector<int64_t>>> roots;
+    llvm::SmallPtrSet<Operation *, 16> fusable;
     getOperation().walk([&](linalg::LinalgOp op) {
+      if (isFusableProducer(op))
+        fusable.insert(op);
       if (!op.hasPureTensorSemantics() ||
           op.getNumLoops() != op.getNumParallelLoops() || op.getNumLoops() == 0)
         return;
@@ -159,15 +163,9 @@ struct TileAndFuse : public ddp::impl::DDPTileAndFuseBase<TileAndFuse> {
       if (worthIt)
         roots.push_back({op, sizes});
     });
+    // (Moving reshapes may have changed the IR: no analysis is kept.)
     if (roots.empty())
-      return markAllAnalysesPreserved();
-
-    // What a tile may compute a part of, decided before tiling adds uses.
-    llvm::SmallPtrSet<Operation *, 16> fusable;
-    getOperation().walk([&](linalg::LinalgOp op) {
-      if (isFusableProducer(op))
-        fusable.insert(op);
-    });
+      return;
     IRRewriter rewriter(&getContext());
     // Roots fused into a later root's tiles are gone.
     llvm::SmallPtrSet<Operation *, 8> erased;
