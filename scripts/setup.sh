@@ -10,7 +10,7 @@ PACKAGES=(cmake ninja-build g++ ccache python3
           llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
           openmpi-bin libopenmpi-dev libgtest-dev libonnx-dev libprotobuf-dev
           libzip-dev nlohmann-json3-dev libgoogle-perftools-dev
-          libopenblas-dev pkgconf)
+          libopenblas-dev pkgconf libomp-22-dev)
 
 missing=()
 for package in "${PACKAGES[@]}"; do

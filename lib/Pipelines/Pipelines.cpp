@@ -13,6 +13,7 @@
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/SCFToOpenMP/SCFToOpenMP.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -100,6 +101,7 @@ LoweringOptions LoweringPipelineOptions::get() const {
   options.runtimeChecks = runtimeChecks;
   options.contractions = contractions;
   options.sumOrder = sumOrder;
+  options.parallelLoops = parallelLoops;
   return options;
 }
 
@@ -197,12 +199,23 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm,
   // sum per lane); minimum and maximum need nothing.
   if (options.sumOrder == SumOrder::vectorized)
     pm.addNestedPass<func::FuncOp>(createDDPReassociateSums());
+  // Tiles and large loop nests as scf.parallel (OpenMP below); the same
+  // operations per element in the same order, on any number of threads.
+  // With parallel-loops=false every tile loop becomes scf.for and nothing
+  // else changes.
+  DDPParallelizeLoopsOptions parallelize;
+  parallelize.parallel = options.parallelLoops;
+  pm.addNestedPass<func::FuncOp>(createDDPParallelizeLoops(parallelize));
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   // arith.ceildivsi, floordivsi and ceildivui, which have no LLVM lowering
   // of their own, as ops that have one.
   pm.addNestedPass<func::FuncOp>(createDDPExpandIntegerDivision());
   // On a GPU, host code waits for the device only where it needs to.
   pm.addNestedPass<func::FuncOp>(createDDPInsertHostBarriers());
+  // The parallel loops as OpenMP work-sharing loops: libomp's threads, as
+  // many as the host sets (omp_set_num_threads, from --threads-per-rank).
+  if (options.parallelLoops)
+    pm.addPass(createConvertSCFToOpenMPPass());
   // Views as reinterpret casts, per function (in parallel over the parts),
   // for the conversion below.
   pm.addNestedPass<func::FuncOp>(memref::createExpandStridedMetadataPass());

@@ -20,8 +20,12 @@
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/OpenMPToLLVM/ConvertOpenMPToLLVM.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Affine/IR/ValueBoundsOpInterfaceImpl.h"
+#include "mlir/Dialect/Arith/IR/ValueBoundsOpInterfaceImpl.h"
 #include "mlir/Dialect/Arith/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
@@ -36,8 +40,12 @@
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/MemRef/IR/ValueBoundsOpInterfaceImpl.h"
 #include "mlir/Dialect/MemRef/Transforms/AllocationOpInterfaceImpl.h"
 #include "mlir/Dialect/MemRef/Transforms/RuntimeOpVerification.h"
+#include "mlir/Dialect/OpenMP/OpenMPDialect.h"
+#include "mlir/Dialect/SCF/IR/ValueBoundsOpInterfaceImpl.h"
+#include "mlir/Dialect/SCF/Transforms/BufferDeallocationOpInterfaceImpl.h"
 #include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
@@ -47,12 +55,12 @@
 #include "mlir/Transforms/Passes.h"
 
 void mlir::ddp::registerAllDialects(DialectRegistry &registry) {
-  registry.insert<DDPDialect, arith::ArithDialect,
+  registry.insert<DDPDialect, affine::AffineDialect, arith::ArithDialect,
                   bufferization::BufferizationDialect, cf::ControlFlowDialect,
                   func::FuncDialect, linalg::LinalgDialect, math::MathDialect,
                   memref::MemRefDialect, ml_program::MLProgramDialect,
                   scf::SCFDialect, shard::ShardDialect, tensor::TensorDialect,
-                  LLVM::LLVMDialect, ub::UBDialect>();
+                  LLVM::LLVMDialect, omp::OpenMPDialect, ub::UBDialect>();
   // What ddp-lower-to-llvm needs: bufferization of every dialect a step
   // function uses, and deallocation of what it allocates.
   ddp::registerBufferizableOpInterfaceExternalModels(registry);
@@ -63,8 +71,17 @@ void mlir::ddp::registerAllDialects(DialectRegistry &registry) {
   scf::registerBufferizableOpInterfaceExternalModels(registry);
   tensor::registerBufferizableOpInterfaceExternalModels(registry);
   memref::registerAllocationOpInterfaceExternalModels(registry);
+  // The tile loops of ddp-tile-and-fuse (scf.forall): a tile's buffers
+  // freed in its iteration.
+  scf::registerBufferDeallocationOpInterfaceExternalModels(registry);
   // ddp-tile-and-fuse tiles linalg ops through their TilingInterface.
   linalg::registerTilingInterfaceExternalModels(registry);
+  // ddp-parallelize-loops bounds a tile's dynamic sizes (affine.min of a
+  // subview's size).
+  affine::registerValueBoundsOpInterfaceExternalModels(registry);
+  arith::registerValueBoundsOpInterfaceExternalModels(registry);
+  memref::registerValueBoundsOpInterfaceExternalModels(registry);
+  scf::registerValueBoundsOpInterfaceExternalModels(registry);
   // The checks ddp-lower-to-llvm{runtime-checks} inserts (upstream's
   // generate-runtime-verification): indices, slices, shapes and casts.
   // Not linalg's: in LLVM 22 its model crashes on every structured op.
@@ -79,6 +96,8 @@ void mlir::ddp::registerAllDialects(DialectRegistry &registry) {
   registerConvertMathToLLVMInterface(registry);
   registerConvertMemRefToLLVMInterface(registry);
   ub::registerConvertUBToLLVMInterface(registry);
+  // The parallel loops (convert-scf-to-openmp).
+  registerConvertOpenMPToLLVMInterface(registry);
   registerConvertToLLVMDependentDialectLoading(registry);
 }
 
@@ -93,4 +112,6 @@ void mlir::ddp::registerAllPasses() {
   // Upstream's generic lowering, which picks ddp ops up through the
   // dialect's ConvertToLLVMPatternInterface.
   registerConvertToLLVMPass();
+  // ddp-lower-to-llvm's parallel loops, for lowering by hand.
+  registerConvertSCFToOpenMPPass();
 }

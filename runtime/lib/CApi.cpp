@@ -22,6 +22,7 @@
 #include "Validation.h"
 
 #include <memory>
+#include <mutex>
 #include <string_view>
 
 using namespace ddprt;
@@ -411,6 +412,10 @@ void ddprt_check(ddprt_context *context, ddprt_status status,
 
 void ddprt_fail(ddprt_context *context, const char *where,
                 const char *message) {
+  // The checks of a parallel loop's iterations fail on their threads: one
+  // at a time sets the message and calls the handler.
+  static std::mutex failures;
+  std::lock_guard<std::mutex> lock(failures);
   if (context)
     context->lastError = message ? message : "a check of compiled code failed";
   handleFailure(context, DDPRT_ERROR_INVALID_ARGUMENT, where);

@@ -174,8 +174,8 @@ static cl::opt<bool> runtimeChecks(
     cl::cat(category));
 static cl::opt<int> threads(
     "threads-per-rank", cl::init(0),
-    cl::desc("Threads of each rank's matmuls (the runtime's BLAS); 0, the "
-             "default: this node's cores divided by the ranks on it, less one "
+    cl::desc("Threads of each rank's compute (its parallel loops and the "
+             "runtime's BLAS); 0, the default: this node's cores divided by the ranks on it, less one "
              "for the rank's communication thread (at least 1)"),
     cl::cat(category));
 static cl::opt<mlir::ddp::ContractionLowering> contractions(
@@ -195,6 +195,12 @@ static cl::opt<mlir::ddp::SumOrder> sumOrder(
                           "partial sums per vector lane (default)"),
                clEnumValN(mlir::ddp::SumOrder::source, "source",
                           "each sum in the order of its loop")),
+    cl::cat(category));
+static cl::opt<bool> parallelLoops(
+    "parallel-loops", cl::init(true),
+    cl::desc("Run the step's large loop nests on --threads-per-rank threads "
+             "(ddp-lower-to-llvm{parallel-loops}; also of --emit-step); "
+             "--parallel-loops=false keeps them on one"),
     cl::cat(category));
 static cl::opt<bool> quiet("quiet", cl::desc("Print only the summary"),
                            cl::cat(category));
@@ -289,6 +295,7 @@ mlir::ddp::LoweringOptions loweringOptions() {
   options.runtimeChecks = runtimeChecks;
   options.contractions = contractions;
   options.sumOrder = sumOrder;
+  options.parallelLoops = parallelLoops;
   return options;
 }
 

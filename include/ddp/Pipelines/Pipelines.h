@@ -167,6 +167,9 @@ struct LoweringOptions {
   ContractionLowering contractions = ContractionLowering::blas;
   /// ddp-reassociate-sums (vectorized) or sums in source order.
   SumOrder sumOrder = SumOrder::vectorized;
+  /// ddp-parallelize-loops and convert-scf-to-openmp: large loop nests on
+  /// several threads (OpenMP).
+  bool parallelLoops = true;
 };
 
 /// Options of ddp-lower-to-llvm.
@@ -199,6 +202,12 @@ struct LoweringPipelineOptions
           clEnumValN(SumOrder::source, "source",
                      "every sum in the order its loops run")),
       llvm::cl::init(SumOrder::vectorized)};
+  PassOptions::Option<bool> parallelLoops{
+      *this, "parallel-loops",
+      llvm::cl::desc("Run the step's large loop nests on several threads "
+                     "(ddp-parallelize-loops, then OpenMP; the host sets "
+                     "how many)"),
+      llvm::cl::init(true)};
 
   /// The options as buildLoweringPipeline takes them.
   LoweringOptions get() const;
@@ -214,9 +223,11 @@ struct LoweringPipelineOptions
 /// and One-Shot Bufferize (function boundaries with identity layouts),
 /// ddp-split-functions, buffer deallocation, ddp-matmuls-to-runtime (if
 /// contractions=blas), ddp-reassociate-sums (if sum-order=vectorized),
-/// linalg to loops and ddp-expand-integer-division per function
-/// (in parallel over a large step's parts), then one conversion of the
-/// runtime calls, affine, scf, cf, arith, math, ub, memref and func
+/// ddp-parallelize-loops (if parallel-loops), linalg to loops,
+/// ddp-expand-integer-division and ddp-insert-host-barriers per function
+/// (in parallel over a large step's parts), convert-scf-to-openmp (if
+/// parallel-loops), then one conversion of the runtime calls, affine, scf,
+/// cf, arith, math, ub, memref, func and omp
 /// (convert-ddp-to-llvm{include-upstream}).
 /// Entry points keep the memref calling
 /// convention; a host calls them through ExecutionEngine (ddp-run).

@@ -47,6 +47,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/UB/IR/UBOps.h"
+#include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/Threading.h"
 #include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -954,6 +955,8 @@ struct ConvertDDPToLLVM
           DDPDialect, cf::ControlFlowDialect, memref::MemRefDialect,
           affine::AffineDialect, scf::SCFDialect, math::MathDialect,
           arith::ArithDialect, ub::UBDialect>(inBody);
+      for (ConvertToLLVMPatternInterface *other : otherDialects())
+        target.addLegalDialect(other->getDialect()->getNamespace());
       RewritePatternSet patterns = bodyPatterns();
       populateFuncToLLVMConversionPatterns(converter, patterns,
                                            &cache.symbolTables);
@@ -998,6 +1001,12 @@ struct ConvertDDPToLLVM
                                scf::SCFDialect, math::MathDialect,
                                arith::ArithDialect, ub::UBDialect>();
       RewritePatternSet patterns = bodyPatterns();
+      // Any other dialect in the bodies (omp, from convert-scf-to-openmp)
+      // converts as convert-to-llvm would convert it: through its
+      // ConvertToLLVMPatternInterface, patterns and legality.
+      for (ConvertToLLVMPatternInterface *other : otherDialects())
+        other->populateConvertToLLVMConversionPatterns(target, converter,
+                                                       patterns);
       FrozenRewritePatternSet frozen(std::move(patterns));
       auto convert = [&](LLVM::LLVMFuncOp function) {
         return applyPartialConversion(function, target, frozen, config);
@@ -1041,6 +1050,23 @@ struct ConvertDDPToLLVM
           [&](UnrealizedConversionCastOp cast) { casts.push_back(cast); });
       reconcileUnrealizedCasts(casts);
     });
+  }
+
+  /// The loaded dialects with a ConvertToLLVMPatternInterface that
+  /// runWithUpstream does not list itself.
+  SmallVector<ConvertToLLVMPatternInterface *> otherDialects() {
+    SmallVector<ConvertToLLVMPatternInterface *> others;
+    for (Dialect *dialect : getContext().getLoadedDialects()) {
+      if (isa<BuiltinDialect, LLVM::LLVMDialect, func::FuncDialect, DDPDialect,
+              cf::ControlFlowDialect, memref::MemRefDialect,
+              affine::AffineDialect, scf::SCFDialect, math::MathDialect,
+              arith::ArithDialect, ub::UBDialect>(dialect))
+        continue;
+      if (auto *iface =
+              dialect->getRegisteredInterface<ConvertToLLVMPatternInterface>())
+        others.push_back(iface);
+    }
+    return others;
   }
 
   /// Converts `function` into an llvm.func as convert-func-to-llvm would

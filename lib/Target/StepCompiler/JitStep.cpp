@@ -6,6 +6,7 @@
 
 #include "ddp/Target/StepCompiler.h"
 
+#include "mlir/Dialect/OpenMP/OpenMPDialect.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 
@@ -24,6 +25,14 @@ llvm::Expected<std::unique_ptr<ExecutionEngine>> mlir::ddp::jitCompileStep(
     llvm::StringRef llvmOutput) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
+#if !defined(DDP_OPENMP_LIBRARY)
+  // Parallel loops call libomp, which this process then lacks.
+  if (lowered.walk([](omp::ParallelOp) { return WalkResult::interrupt(); })
+          .wasInterrupted())
+    return stepError("the step has parallel loops, and this build has no "
+                     "libomp (libomp-22-dev) to run them: run it with "
+                     "--parallel-loops=false");
+#endif
   ExecutionEngineOptions engineOptions;
   // No profiler notifications: the perf listener left a 24 KB dump under
   // /tmp/.debug/jit for every run, never removed. (The GDB listener only

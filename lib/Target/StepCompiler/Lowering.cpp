@@ -15,6 +15,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 
 using namespace mlir;
 
@@ -23,6 +24,9 @@ DialectRegistry mlir::ddp::makeStepCompilerRegistry() {
   ddp::registerAllDialects(registry);
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
+  // A step's parallel loops: calls of libomp (__kmpc_fork_call and the
+  // work-sharing loop's bounds).
+  registerOpenMPDialectTranslation(registry);
   return registry;
 }
 

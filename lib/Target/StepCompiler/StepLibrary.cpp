@@ -246,8 +246,9 @@ llvm::Error writeObject(llvm::Module &module, llvm::TargetMachine &machine,
 }
 
 /// Links `object` into the shared library `library` with the system's
-/// compiler driver.
-llvm::Error linkLibrary(const std::string &object, const std::string &library) {
+/// compiler driver, and with libomp if it has parallel loops (`openMP`).
+llvm::Error linkLibrary(const std::string &object, const std::string &library,
+                        bool openMP) {
   llvm::ErrorOr<std::string> linker = llvm::sys::findProgramByName("c++");
   if (!linker)
     linker = llvm::sys::findProgramByName("cc");
@@ -258,6 +259,16 @@ llvm::Error linkLibrary(const std::string &object, const std::string &library) {
   std::vector<StringRef> args{
       *linker, "-shared", "-Wl,-Bsymbolic", "-Wl,--as-needed",
       "-o",    library,   object,           "-lm"};
+  if (openMP) {
+#if defined(DDP_OPENMP_LIBRARY)
+    args.push_back(DDP_OPENMP_LIBRARY);
+#else
+    return stepError("'" + library +
+                     "' has parallel loops, and this build has no libomp "
+                     "(libomp-22-dev) to link them with: compile the step "
+                     "with --parallel-loops=false");
+#endif
+  }
   std::string message;
   int status = llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, {}, 0, 0,
                                          &message);
@@ -298,6 +309,8 @@ llvm::Error mlir::ddp::compileStepLibrary(ModuleOp module,
   llvmModule->setTargetTriple((*machine)->getTargetTriple());
   if (llvm::Error e = addPackedEntry(*llvmModule, signature))
     return e;
+  // Parallel loops fork libomp's threads.
+  bool usesOpenMP = llvmModule->getFunction("__kmpc_fork_call") != nullptr;
   describeHostFunctions(*llvmModule);
   if (llvm::Error e = bindHostFunctions(*llvmModule, signature.hostFunctions))
     return e;
@@ -330,7 +343,7 @@ llvm::Error mlir::ddp::compileStepLibrary(ModuleOp module,
   std::string library = directory + "/" + signature.library;
   if (llvm::Error e = writeObject(*llvmModule, **machine, object))
     return e;
-  if (llvm::Error e = linkLibrary(object, library))
+  if (llvm::Error e = linkLibrary(object, library, usesOpenMP))
     return e;
   std::string message;
   if (!stephost::writeStepJson(directory + "/step.json", signature, message))

@@ -80,6 +80,10 @@ inline constexpr int kMaxThreads = 4096;
 /// `worldSize`), less one for the rank's communication thread; at least 1.
 int defaultComputeThreads(int worldSize);
 
+/// The threads of the step's parallel loops (libomp's, on the calling
+/// thread, which runs the step): `threads`. Nothing without libomp.
+void setLoopThreads(int threads);
+
 /// Checks the options that need no signature (--backend, --on-nonfinite,
 /// --simulated-link); prints what is wrong.
 bool checkRunOptions(const std::string &tool, const RunOptions &options);

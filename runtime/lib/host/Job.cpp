@@ -234,6 +234,7 @@ bool Job::start(const RunOptions &options) {
     error() << "cannot set " << computeThreads
             << " compute threads: " << ddprt_status_string(status) << ": "
             << ddprt_last_error(context) << "\n";
+  setLoopThreads(computeThreads);
   sharedMemory = runtimeOptions.backend == DDPRT_BACKEND_CUDA;
   useSharedBuffers(sharedMemory);
   return true;

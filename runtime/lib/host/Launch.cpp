@@ -70,6 +70,13 @@ int launchUnderMpirun(const std::string &tool, int argc, char **argv,
   if (::geteuid() == 0)
     args.push_back("--allow-run-as-root");
   args.push_back("--oversubscribe");
+  // OpenMPI binds each rank of a small job to one core: its compute
+  // threads (--threads-per-rank: parallel loops, BLAS) and its
+  // communication thread would all share that core. Unbound, they spread
+  // over the node's cores (and the default thread count divides those
+  // among the ranks).
+  args.push_back("--bind-to");
+  args.push_back("none");
   args.push_back("-np");
   args.push_back(std::to_string(ranks));
   args.push_back(program);

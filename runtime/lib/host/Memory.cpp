@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ bool sharedBuffers = false;
 /// no fresh pages: each fresh page costs a page fault, and on the 2-core VM
 /// the faults of an fp16 step's 150 MB of new buffers made it 14x slower
 /// than the same runtime calls on reused buffers (docs/performance.md).
+/// The threads of a parallel loop allocate and free their tiles' buffers
+/// side by side.
+std::mutex blocksMutex;
 std::map<void *, size_t> liveBlocks;
 std::multimap<size_t, void *> freeBlocks;
 
@@ -40,6 +44,7 @@ void *allocateBuffer(size_t bytes) {
   if (bytes > SIZE_MAX - 63)
     return nullptr;
   size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  std::lock_guard<std::mutex> lock(blocksMutex);
   void *pointer = nullptr;
   if (auto reuse = freeBlocks.find(rounded); reuse != freeBlocks.end()) {
     pointer = reuse->second;
@@ -58,6 +63,7 @@ void *allocateBuffer(size_t bytes) {
 void releaseBuffer(void *pointer) {
   if (!pointer)
     return;
+  std::lock_guard<std::mutex> lock(blocksMutex);
   auto live = liveBlocks.find(pointer);
   if (live == liveBlocks.end()) {
     std::free(pointer); // over-aligned host memory (hostAlignedAlloc)
@@ -68,6 +74,7 @@ void releaseBuffer(void *pointer) {
 }
 
 void releaseCachedBuffers() {
+  std::lock_guard<std::mutex> lock(blocksMutex);
   for (auto &[bytes, pointer] : freeBlocks) {
     if (sharedBuffers)
       ddprt_free(ddprt_current_context(), pointer);

@@ -86,6 +86,20 @@ int defaultComputeThreads(int worldSize) {
   return std::clamp(cores / std::max(1, ranks) - 1, 1, kMaxThreads);
 }
 
+#if defined(DDPRT_HAVE_OPENMP)
+// libomp's C API, declared here: the compiler's own omp.h may be GCC's
+// (for libgomp, whose library the step does not use).
+extern "C" void omp_set_num_threads(int threads);
+#endif
+
+void setLoopThreads(int threads) {
+#if defined(DDPRT_HAVE_OPENMP)
+  omp_set_num_threads(std::max(1, threads));
+#else
+  (void)threads;
+#endif
+}
+
 bool parseSimulatedLinkOption(const RunOptions &options, double &gbps,
                               double &latencyUs, std::string &error) {
   gbps = latencyUs = 0.0;

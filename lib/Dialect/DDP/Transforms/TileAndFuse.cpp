@@ -7,7 +7,7 @@
 // Upstream's tile-and-fuse (scf::tileConsumerAndFuseProducersUsingSCF) on
 // the chains element-wise fusion leaves: a reduction over an outer loop (a
 // sum over ranks) and the element-wise op after it, with the fill it
-// accumulates into.
+// accumulates into. The tiles are an scf.forall: independent, for threads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -110,13 +110,13 @@ bool dependsOn(Value value, Value iv, int depth = 8) {
 bool movesWithEveryLoop(tensor::ExtractSliceOp slice, Operation *outside) {
   for (Operation *parent = slice->getParentOp(); parent && parent != outside;
        parent = parent->getParentOp()) {
-    auto loop = dyn_cast<scf::ForOp>(parent);
+    auto loop = dyn_cast<LoopLikeOpInterface>(parent);
     if (!loop)
       continue;
-    Value iv = loop.getInductionVar();
-    if (llvm::none_of(slice.getOffsets(),
-                      [&](Value offset) { return dependsOn(offset, iv); }))
-      return false;
+    for (Value iv : loop.getLoopInductionVars().value_or(ValueRange()))
+      if (llvm::none_of(slice.getOffsets(),
+                        [&](Value offset) { return dependsOn(offset, iv); }))
+        return false;
   }
   return true;
 }
@@ -178,6 +178,10 @@ struct TileAndFuse : public ddp::impl::DDPTileAndFuseBase<TileAndFuse> {
             return rewriter.getIndexAttr(size);
           });
       options.tilingOptions.setTileSizes(tileSizes);
+      // The tiles are independent (the root has only parallel loops):
+      // scf.forall, which ddp-parallelize-loops runs on several threads.
+      options.tilingOptions.setLoopType(
+          scf::SCFTilingOptions::LoopType::ForallOp);
       Operation *outside = root->getParentOp();
       options.setFusionControlFn(
           [&](tensor::ExtractSliceOp slice, OpResult producer,

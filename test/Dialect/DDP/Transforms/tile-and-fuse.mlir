@@ -10,7 +10,7 @@
 // CHECK-LABEL: func.func @dequantize_and_average(
 // CHECK-SAME: %[[Q:.*]]: tensor<?x1x10000xi8>, %[[S:.*]]: tensor<?x1xf32>
 // CHECK-NOT: linalg.
-// CHECK: scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step %c4096
+// CHECK: scf.forall (%[[I:.*]]) = (0) to (10000) step (4096) shared_outs(
 // CHECK: %[[N:.*]] = affine.min
 // CHECK: tensor.extract_slice %[[Q]][0, 0, %[[I]]] [%{{.*}}, 1, %[[N]]] [1, 1, 1]
 // CHECK: %[[E:.*]] = tensor.empty(%[[N]]) : tensor<1x?xf32>
@@ -18,7 +18,8 @@
 // CHECK: %[[SUM:.*]] = linalg.generic {{.*}} iterator_types = ["reduction", "parallel", "parallel"]{{.*}} outs(%[[Z]] : tensor<1x?xf32>)
 // CHECK: linalg.generic {{.*}} ins(%[[SUM]] : tensor<1x?xf32>)
 // CHECK: arith.divf
-// CHECK: tensor.insert_slice
+// CHECK: scf.forall.in_parallel
+// CHECK: tensor.parallel_insert_slice
 // CHECK: tensor.collapse_shape
 func.func @dequantize_and_average(%q: tensor<?x1x10000xi8>, %scale: tensor<?x1xf32>, %n: f32) -> tensor<10000xf32> {
   %zero = arith.constant 0.0 : f32
@@ -48,7 +49,7 @@ func.func @dequantize_and_average(%q: tensor<?x1x10000xi8>, %scale: tensor<?x1xf
 
 // Per channel: rows of 512, tiles of 8 rows.
 // CHECK-LABEL: func.func @channels(
-// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c8
+// CHECK: scf.forall (%{{.*}}) = (0) to (100) step (8)
 // CHECK-NOT: scf.for
 // CHECK: linalg.fill
 // CHECK: iterator_types = ["reduction", "parallel", "parallel"]
@@ -145,8 +146,7 @@ func.func @left_whole(%x: tensor<100000xf32>, %init: tensor<f32>, %a: tensor<64x
 // row; computed once, before the loops, not once per tile.
 // CHECK-LABEL: func.func @wide_rows(
 // CHECK: %[[MIN:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]
-// CHECK: scf.for
-// CHECK: scf.for {{.*}} step %c4096
+// CHECK: scf.forall ({{.*}}) = (0, 0) to (4, 10000) step (1, 4096)
 // CHECK-NOT: "reduction"
 // CHECK: arith.subf
 func.func @wide_rows(%x: tensor<4x10000xf32>, %init: tensor<4xf32>) -> tensor<4x10000xf32> {

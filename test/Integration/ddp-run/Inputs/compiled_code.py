@@ -11,6 +11,14 @@
     compiled_code.py check-layouts DIR OUT
         Checks its results OUT/o0.npy, o1.npy against numpy.
 
+    compiled_code.py large DIR
+        Writes large_step.mlir's gradient for two ranks: DIR/w.r{rank}.npy.
+
+    compiled_code.py same A B
+        A and B are --final-output files (r{rank}.npy) of two runs of
+        large_step.mlir on two ranks: bitwise equal, rank by rank and run by
+        run.
+
     compiled_code.py compare BLAS LOOPS
         BLAS and LOOPS are --final-output directories (r{rank}.o{result}.npy)
         of the same run with the matmuls in BLAS and in loops: the weights
@@ -55,6 +63,20 @@ def compare(blas, loops):
     print("ranks bitwise equal; BLAS and loops agree to rounding")
 
 
+def large(out):
+    rng = np.random.default_rng(7)
+    for r in range(2):
+        np.save(f"{out}/w.r{r}.npy",
+                rng.standard_normal((512, 1024)).astype(np.float32))
+
+
+def same(a, b):
+    arrays = [np.load(f"{run}/r{r}.npy") for run in (a, b) for r in range(2)]
+    if any(x.tobytes() != arrays[0].tobytes() for x in arrays):
+        sys.exit(f"{a} and {b}: the results differ")
+    print("the same bits on every rank, whatever the threads")
+
+
 def layouts(out):
     rng = np.random.default_rng(5)
     f32 = np.float32
@@ -83,6 +105,10 @@ if __name__ == "__main__":
         layouts(sys.argv[2])
     elif sys.argv[1] == "check-layouts":
         check_layouts(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "large":
+        large(sys.argv[2])
+    elif sys.argv[1] == "same":
+        same(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "compare":
         compare(sys.argv[2], sys.argv[3])
     else:

@@ -708,7 +708,8 @@ def DDPTileAndFuse : Pass<"ddp-tile-and-fuse", "::mlir::func::FuncOp"> {
     division by the world size), nor a fill into the op that accumulates
     into it. This pass tiles each such element-wise consumer over its
     innermost dimensions (tiles of `tile-elements` elements) with
-    upstream's tile-and-fuse (`scf.for` over tiles) and computes, inside
+    upstream's tile-and-fuse (`scf.forall` over tiles, which
+    `ddp-parallelize-loops` runs on several threads) and computes, inside
     each tile, the part of every producer it reads: the fill, the sum over
     the ranks and the division then meet in cache, and memory sees one read
     of the gathered bytes and one write of the result.
@@ -732,6 +733,53 @@ def DDPTileAndFuse : Pass<"ddp-tile-and-fuse", "::mlir::func::FuncOp"> {
   let statistics = [
     Statistic<"numTiled", "num-tiled", "consumers tiled">,
     Statistic<"numFused", "num-fused", "producers fused into tiles">
+  ];
+}
+
+def DDPParallelizeLoops : Pass<"ddp-parallelize-loops", "::mlir::func::FuncOp"> {
+  let summary = "Run the step's large loop nests on several threads "
+                "(scf.parallel, for convert-scf-to-openmp)";
+  let description = [{
+    Runs in `ddp-lower-to-llvm` after bufferization (unless
+    `parallel-loops=false`). Two kinds of loops become `scf.parallel`,
+    which `convert-scf-to-openmp` then turns into OpenMP work-sharing
+    loops:
+
+    - the tiles of `ddp-tile-and-fuse` (`scf.forall` on buffers);
+    - a linalg op on buffers whose outermost loop is parallel: it is
+      lowered to loops here, and its leading parallel loops (as many as
+      give at least 256 iterations, never the innermost loop of a nest of
+      several, which stays sequential for the vectorizer) form the
+      `scf.parallel`.
+
+    A loop nest runs on several threads only if it does at least
+    `min-iterations` innermost iterations in all (a dimension whose size
+    is not known when compiling counts as large, unless its bound is: a
+    tile's), and only if its body calls nothing (no runtime call, no
+    function): the threads share nothing but the buffers they write
+    disjoint parts of. Every other loop nest is left as it is (a `scf.forall`
+    becomes `scf.for`), and no parallel loop is put inside another.
+
+    Each element is computed by the same operations in the same order as
+    on one thread: results do not depend on the number of threads.
+    Reductions whose outermost loop reduces (a minimum over a whole
+    bucket) stay on one thread.
+  }];
+  let options = [
+    Option<"minIterations", "min-iterations", "int64_t",
+           /*default=*/"65536",
+           "The fewest innermost iterations a loop nest needs to be run on "
+           "several threads">,
+    Option<"parallel", "parallel", "bool", /*default=*/"true",
+           "false: no loop becomes parallel, and every tile loop becomes "
+           "scf.for (ddp-lower-to-llvm{parallel-loops=false})">
+  ];
+  let dependentDialects = ["::mlir::affine::AffineDialect",
+                           "::mlir::scf::SCFDialect"];
+  let statistics = [
+    Statistic<"numParallel", "num-parallel", "loop nests made parallel">,
+    Statistic<"numSequential", "num-sequential",
+              "tile loops left on one thread">
   ];
 }
 

@@ -1,0 +1,276 @@
+//===- ParallelizeLoops.cpp - large loop nests on several threads ---------===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+// Tiles (scf.forall on buffers) and linalg ops with an outer parallel loop
+// become scf.parallel where they do enough work to pay for the threads;
+// convert-scf-to-openmp takes it from there.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddp/Dialect/DDP/IR/DDP.h"
+#include "ddp/Dialect/DDP/Transforms/Passes.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/Transforms.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/CallInterfaces.h"
+#include "mlir/Interfaces/ValueBoundsOpInterface.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::ddp {
+#define GEN_PASS_DEF_DDPPARALLELIZELOOPS
+#include "ddp/Dialect/DDP/Transforms/Passes.h.inc"
+} // namespace mlir::ddp
+
+using namespace mlir;
+using namespace mlir::ddp;
+
+namespace {
+
+/// The parallel loops of a nest made parallel: at least this many
+/// iterations among them, where the sizes are known.
+constexpr int64_t kParallelIterations = 256;
+
+/// a * b, saturating at INT64_MAX (which stands for "large").
+int64_t saturatingProduct(int64_t a, int64_t b) {
+  if (a == 0 || b == 0)
+    return 0;
+  if (a > std::numeric_limits<int64_t>::max() / b)
+    return std::numeric_limits<int64_t>::max();
+  return a * b;
+}
+
+/// An upper bound of dimension `dim` of `value` (a shaped value): its size,
+/// or the bound of a dynamic size that ValueBounds derives (a tile's
+/// affine.min), or INT64_MAX.
+int64_t upperBoundOfDim(Value value, int64_t dim) {
+  auto type = cast<ShapedType>(value.getType());
+  if (!type.isDynamicDim(dim))
+    return type.getDimSize(dim);
+  FailureOr<int64_t> bound = ValueBoundsConstraintSet::computeConstantBound(
+      presburger::BoundType::UB, ValueBoundsConstraintSet::Variable(value, dim),
+      /*stopCondition=*/nullptr, /*closedUB=*/true);
+  return succeeded(bound) ? *bound : std::numeric_limits<int64_t>::max();
+}
+
+/// Upper bounds of `op`'s loop ranges (INT64_MAX where none is known).
+SmallVector<int64_t> loopRangeBounds(linalg::LinalgOp op) {
+  SmallVector<int64_t> shape;
+  for (OpOperand &operand : op->getOpOperands()) {
+    auto type = dyn_cast<ShapedType>(operand.get().getType());
+    if (!type)
+      continue;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      shape.push_back(upperBoundOfDim(operand.get(), d));
+  }
+  AffineMap map = op.getShapesToLoopsMap();
+  if (!map)
+    return SmallVector<int64_t>(op.getNumLoops(),
+                                std::numeric_limits<int64_t>::max());
+  // The map picks operand dimensions (a loop's range is one of them).
+  SmallVector<int64_t> ranges;
+  for (AffineExpr expr : map.getResults()) {
+    auto dim = dyn_cast<AffineDimExpr>(expr);
+    ranges.push_back(dim ? shape[dim.getPosition()]
+                         : std::numeric_limits<int64_t>::max());
+  }
+  return ranges;
+}
+
+/// The innermost iterations of `op`, at most (INT64_MAX: unknown).
+int64_t iterationsOf(linalg::LinalgOp op) {
+  int64_t total = 1;
+  for (int64_t range : loopRangeBounds(op))
+    total = saturatingProduct(total, range);
+  return total;
+}
+
+/// Iterations of a loop `ranges` (lower bound, upper bound, step), at most.
+int64_t tripCount(OpFoldResult lower, OpFoldResult upper, OpFoldResult step) {
+  std::optional<int64_t> lb = getConstantIntValue(lower);
+  std::optional<int64_t> ub = getConstantIntValue(upper);
+  std::optional<int64_t> st = getConstantIntValue(step);
+  if (!lb || !ub || !st || *st <= 0)
+    return std::numeric_limits<int64_t>::max();
+  return *ub <= *lb ? 0 : llvm::divideCeil(*ub - *lb, *st);
+}
+
+/// Whether the threads may run `body` side by side: it calls nothing (no
+/// runtime call, no function) and so touches only memory it is given.
+bool callsNothing(Operation *body) {
+  WalkResult result = body->walk([&](Operation *op) {
+    if (op != body && (isa<CallOpInterface>(op) ||
+                       isa_and_nonnull<DDPDialect>(op->getDialect())))
+      return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return !result.wasInterrupted();
+}
+
+/// Whether `op` is inside a loop that already runs on several threads (or
+/// a tile loop that will).
+bool inParallelLoop(Operation *op) {
+  return op->getParentOfType<scf::ParallelOp>() ||
+         op->getParentOfType<scf::ForallOp>();
+}
+
+struct ParallelizeLoops
+    : public ddp::impl::DDPParallelizeLoopsBase<ParallelizeLoops> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (minIterations < 1) {
+      getOperation().emitError() << "ddp-parallelize-loops: min-iterations "
+                                    "must be at least 1, got "
+                                 << int64_t(minIterations);
+      return signalPassFailure();
+    }
+    IRRewriter rewriter(&getContext());
+    // Tiles first: the linalg ops in them stay inside.
+    SmallVector<scf::ForallOp> tileLoops;
+    getOperation().walk([&](scf::ForallOp loop) { tileLoops.push_back(loop); });
+    for (scf::ForallOp loop : tileLoops)
+      if (failed(parallelizeTiles(rewriter, loop)))
+        return signalPassFailure();
+    SmallVector<linalg::LinalgOp> ops;
+    if (!parallel)
+      return;
+    getOperation().walk([&](linalg::LinalgOp op) {
+      if (op.hasPureBufferSemantics() && !inParallelLoop(op) &&
+          worthThreads(op))
+        ops.push_back(op);
+    });
+    for (linalg::LinalgOp op : ops)
+      if (failed(parallelizeOp(rewriter, op)))
+        return signalPassFailure();
+    if (ops.empty())
+      return;
+    // The loops index with identity affine.applys (as
+    // convert-linalg-to-loops' do, which folds them): folded here.
+    GreedyRewriteConfig config;
+    config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
+    RewritePatternSet patterns(&getContext());
+    affine::AffineApplyOp::getCanonicalizationPatterns(patterns, &getContext());
+    (void)applyPatternsGreedily(getOperation(), std::move(patterns), config);
+  }
+
+  /// Whether `op` does enough work, with an outer parallel loop, and
+  /// nothing the threads could not share.
+  bool worthThreads(linalg::LinalgOp op) {
+    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+    return !iterators.empty() &&
+           iterators.front() == utils::IteratorType::parallel &&
+           iterationsOf(op) >= minIterations && callsNothing(op);
+  }
+
+  /// A tile loop (outermost, with no results once bufferized) as
+  /// scf.parallel, or as scf.for nests if it is too small or calls
+  /// something.
+  LogicalResult parallelizeTiles(RewriterBase &rewriter, scf::ForallOp loop) {
+    if (loop->getNumResults() != 0)
+      return loop.emitError("ddp-parallelize-loops: a tile loop with results "
+                            "after bufferization");
+    // (A forall in a forall, visited first: the outer one decides.)
+    bool nested = inParallelLoop(loop);
+    int64_t trips = 1;
+    for (auto [lower, upper, step] :
+         llvm::zip(loop.getMixedLowerBound(), loop.getMixedUpperBound(),
+                   loop.getMixedStep()))
+      trips = saturatingProduct(trips, tripCount(lower, upper, step));
+    int64_t perTile = 0;
+    loop.getBody()->walk([&](linalg::LinalgOp op) {
+      perTile = std::max(perTile, iterationsOf(op));
+    });
+    rewriter.setInsertionPoint(loop);
+    if (!parallel || nested || saturatingProduct(trips, perTile) < minIterations ||
+        !callsNothing(loop)) {
+      ++numSequential;
+      return scf::forallToForLoop(rewriter, loop);
+    }
+    ++numParallel;
+    return scf::forallToParallelLoop(rewriter, loop);
+  }
+
+  /// `op` as loops, the leading parallel ones as one scf.parallel.
+  LogicalResult parallelizeOp(RewriterBase &rewriter, linalg::LinalgOp op) {
+    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+    SmallVector<int64_t> ranges = loopRangeBounds(op);
+    rewriter.setInsertionPoint(op);
+    FailureOr<linalg::LinalgLoops> lowered = linalg::linalgOpToLoops(rewriter, op);
+    if (failed(lowered))
+      return op->emitError("ddp-parallelize-loops: cannot lower to loops");
+    // The loops compute what the op did.
+    rewriter.eraseOp(op);
+    SmallVector<scf::ForOp> loops;
+    for (Operation *loop : *lowered)
+      if (auto forOp = dyn_cast<scf::ForOp>(loop))
+        loops.push_back(forOp);
+    if (loops.empty() || loops.size() != lowered->size() ||
+        loops.size() != iterators.size())
+      return success(); // already correct loops, on one thread
+    auto isParallel = [&](size_t i) {
+      return iterators[i] == utils::IteratorType::parallel &&
+             loops[i].getInitArgs().empty();
+    };
+    // Whether loops[i] is all that loops[i - 1] holds.
+    auto holdsOnly = [&](size_t i) {
+      return loops[i - 1].getBody()->getOperations().size() == 2;
+    };
+    // Leading loops of one iteration (a bucket's [1 x n] view) stay as
+    // they are; the parallel ones follow them.
+    size_t first = 0;
+    while (first + 1 < loops.size() && ranges[first] == 1 &&
+           isParallel(first) && holdsOnly(first + 1))
+      ++first;
+    scf::ForOp outer = loops[first];
+    auto definedOutside = [&](scf::ForOp loop) {
+      return llvm::all_of(
+          ValueRange{loop.getLowerBound(), loop.getUpperBound(),
+                     loop.getStep()},
+          [&](Value bound) {
+            return !outer->isAncestor(bound.getParentBlock()->getParentOp());
+          });
+    };
+    // Then parallel loops until they have enough iterations, never the
+    // innermost of several (the vectorizer's).
+    size_t limit = first + 1 == loops.size() ? loops.size() : loops.size() - 1;
+    size_t count = first;
+    int64_t iterations = 1;
+    while (count < limit && isParallel(count) &&
+           iterations < kParallelIterations &&
+           (count == first || holdsOnly(count)) &&
+           definedOutside(loops[count])) {
+      iterations = saturatingProduct(iterations, ranges[count]);
+      ++count;
+    }
+    if (count == first)
+      return success();
+    scf::ForOp inner = loops[count - 1];
+    SmallVector<Value> lowers, uppers, steps;
+    for (scf::ForOp loop : ArrayRef(loops).slice(first, count - first)) {
+      lowers.push_back(loop.getLowerBound());
+      uppers.push_back(loop.getUpperBound());
+      steps.push_back(loop.getStep());
+    }
+    rewriter.setInsertionPoint(outer);
+    auto parallel = scf::ParallelOp::create(rewriter, outer.getLoc(), lowers,
+                                            uppers, steps);
+    Block *body = parallel.getBody();
+    Block *innerBody = inner.getBody();
+    rewriter.eraseOp(innerBody->getTerminator());
+    SmallVector<Value> ivs(parallel.getInductionVars());
+    rewriter.inlineBlockBefore(innerBody, body->getTerminator(), ivs);
+    rewriter.eraseOp(outer);
+    ++numParallel;
+    return success();
+  }
+};
+
+} // namespace
