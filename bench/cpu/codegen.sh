@@ -7,11 +7,14 @@
 #      BATCH; gen_mlp_step.py --no-allreduce) and the training demo's digits
 #      perceptron (64-128-10, batch 32): forward, backward and the SGD
 #      update. Ours: ddp-run's median step with the matmuls in BLAS at each
-#      --threads-per-rank, and with --contractions=loops; PyTorch 1.13's
+#      --threads-per-rank (matmuls and parallel loops), and with
+#      --contractions=loops; PyTorch 1.13's
 #      (bench/cpu/torch_compute.py) at each thread count, its best beside.
 #   2. Compression schemes on ResNet-18's gradients (62 tensors, 11.7 M
 #      f32 elements, DDP's 25 MiB buckets): per-tensor and per-channel
-#      quantization and the user guide's sign hook. "compiled ms" is the
+#      quantization and the user guide's sign hook, with every loop on one
+#      thread (--parallel-loops=false) and at each --threads-per-rank; the
+#      ratio to the floor takes the best. "compiled ms" is the
 #      step minus the time inside runtime calls (the one-rank allgather,
 #      the NaN inspection), from ddp-run's summary; "floor ms" is the bytes
 #      each scheme's passes must read and write, over a copy bandwidth
@@ -166,19 +169,26 @@ echo "### Compression schemes on ResNet-18's gradients ($elements elements), 1 r
 echo
 echo "Copy bandwidth (numpy, read + write): $bandwidth GB/s."
 echo
-echo "| scheme | step ms | compiled ms | bytes per element | floor ms | compiled / floor |"
-echo "|---|---:|---:|---:|---:|---:|"
+echo "| scheme | compiled ms, one thread (--parallel-loops=false) | compiled ms, threads per rank: ms | bytes per element | floor ms | best compiled / floor |"
+echo "|---|---:|---|---:|---:|---:|"
 for scheme in quant-tensor quant-channel sign; do
   case "$scheme" in
     quant-tensor) bytes=14; name="per-tensor quantization" ;;
     quant-channel) bytes=14; name="per-channel quantization" ;;
     sign) bytes=26; name="sign hook (error feedback)" ;;
   esac
-  "$RUN" --np=1 "$WORK/$scheme.mlir" --steps="$STEPS" --quiet --input="$WORK/grads/{name}.npy" \
-    --carry="$grad_carry" --summary-json="$WORK/$scheme.json" >/dev/null
-  step=$(ms step "$WORK/$scheme.json")
-  compiled=$(ms compiled "$WORK/$scheme.json")
+  scheme_args=(--np=1 "$WORK/$scheme.mlir" --steps="$STEPS" --quiet --input="$WORK/grads/{name}.npy"
+               --carry="$grad_carry")
+  "$RUN" "${scheme_args[@]}" --parallel-loops=false --summary-json="$WORK/$scheme.serial.json" >/dev/null
+  serial=$(ms compiled "$WORK/$scheme.serial.json")
+  threaded="" best="$serial"
+  for ((t = 1; t <= CORES; ++t)); do
+    "$RUN" "${scheme_args[@]}" --threads-per-rank="$t" --summary-json="$WORK/$scheme.t$t.json" >/dev/null
+    m=$(ms compiled "$WORK/$scheme.t$t.json")
+    threaded+="${threaded:+, }$t: $m"
+    best=$(printf '%s\n%s\n' "$m" "$best" | sort -g | head -1)
+  done
   floor=$(echo "$bytes * $elements / ($bandwidth * 1000000)" | bc -l)
-  printf '| %s | %s | %s | %s | %.2f | %.2fx |\n' "$name" "$step" "$compiled" "$bytes" "$floor" \
-    "$(echo "$compiled / $floor" | bc -l)"
+  printf '| %s | %s | %s | %s | %.2f | %.2fx |\n' "$name" "$serial" "$threaded" "$bytes" "$floor" \
+    "$(echo "$best / $floor" | bc -l)"
 done

@@ -94,6 +94,12 @@ extern "C" void omp_set_num_threads(int threads);
 
 void setLoopThreads(int threads) {
 #if defined(DDPRT_HAVE_OPENMP)
+  // Threads idle after a parallel loop sleep at once rather than spin for
+  // libomp's 200 ms on the cores the rank's BLAS threads and communication
+  // thread run on next (read when libomp starts, on the call below; the
+  // environment's KMP_BLOCKTIME or OMP_WAIT_POLICY wins).
+  if (!std::getenv("KMP_BLOCKTIME") && !std::getenv("OMP_WAIT_POLICY"))
+    ::setenv("KMP_BLOCKTIME", "0", /*overwrite=*/0);
   omp_set_num_threads(std::max(1, threads));
 #else
   (void)threads;

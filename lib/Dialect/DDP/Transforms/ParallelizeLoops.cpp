@@ -161,13 +161,39 @@ struct ParallelizeLoops
     (void)applyPatternsGreedily(getOperation(), std::move(patterns), config);
   }
 
-  /// Whether `op` does enough work, with an outer parallel loop, and
-  /// nothing the threads could not share.
+  /// Whether `op` does enough work, has only parallel loops, and nothing
+  /// the threads could not share. (A reduction, a row's minimum or a
+  /// contraction as loops, keeps its accumulator in memory inside the loop
+  /// nest: in a thread's function, where the buffers may alias, the
+  /// vectorizer cannot keep it in registers, and one thread in vector
+  /// lanes beats several in scalar code.)
+  ///
+  /// The same holds for an operand the innermost loop does not move over
+  /// (a row's scale, broadcast along the row): it is loaded again in every
+  /// iteration of a thread's loop, so an op with one runs on one thread
+  /// unless its innermost loop is its only loop of more than one
+  /// iteration.
   bool worthThreads(linalg::LinalgOp op) {
-    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
-    return !iterators.empty() &&
-           iterators.front() == utils::IteratorType::parallel &&
-           iterationsOf(op) >= minIterations && callsNothing(op);
+    if (op.getNumLoops() == 0 || op.getNumReductionLoops() != 0 ||
+        iterationsOf(op) < minIterations || !callsNothing(op))
+      return false;
+    // Every iteration writes its own elements: each output uses every
+    // loop (an op that says "parallel" of a loop its outputs do not use
+    // would have the threads write the same elements).
+    unsigned loops = op.getNumLoops();
+    for (OpOperand &init : op.getDpsInitsMutable()) {
+      AffineMap map = op.getMatchingIndexingMap(&init);
+      for (unsigned d = 0; d < loops; ++d)
+        if (!map.isFunctionOfDim(d))
+          return false;
+    }
+    SmallVector<int64_t> ranges = loopRangeBounds(op);
+    unsigned innermost = op.getNumLoops() - 1;
+    bool flat = llvm::all_of(ArrayRef(ranges).drop_back(),
+                             [](int64_t range) { return range == 1; });
+    return flat || llvm::all_of(op.getDpsInputOperands(), [&](OpOperand *in) {
+             return op.getMatchingIndexingMap(in).isFunctionOfDim(innermost);
+           });
   }
 
   /// A tile loop (outermost, with no results once bufferized) as
@@ -266,7 +292,11 @@ struct ParallelizeLoops
     Block *innerBody = inner.getBody();
     rewriter.eraseOp(innerBody->getTerminator());
     SmallVector<Value> ivs(parallel.getInductionVars());
-    rewriter.inlineBlockBefore(innerBody, body->getTerminator(), ivs);
+    // The loops outside the innermost one chosen are indexed by the
+    // parallel loop too, before they go.
+    for (size_t i = first; i + 1 < count; ++i)
+      rewriter.replaceAllUsesWith(loops[i].getInductionVar(), ivs[i - first]);
+    rewriter.inlineBlockBefore(innerBody, body->getTerminator(), ivs.back());
     rewriter.eraseOp(outer);
     ++numParallel;
     return success();

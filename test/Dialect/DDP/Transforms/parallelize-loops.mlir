@@ -131,11 +131,14 @@ func.func @unit_rows(%x: memref<1x1048576xf32>, %y: memref<1x1048576xf32>) {
 // CHECK: scf.parallel (%[[R:.*]]) = (%{{.*}}) to (%{{.*}}) step (%{{.*}}) {
 // CHECK-NEXT: scf.for %[[C:.*]] = %{{.*}} to %{{.*}} step
 // CHECK: memref.load %{{.*}}[%[[R]], %[[C]]]
-// Reductions over the outer loop (a minimum per column) and small ops
-// stay linalg ops, for convert-linalg-to-loops.
+// Reductions (a minimum per column, a minimum per row), an op with a
+// value per row (loaded again in every iteration of a thread's loop) and
+// small ops stay linalg ops, for convert-linalg-to-loops.
 // CHECK-LABEL: func.func @left_alone(
 // CHECK-NOT: scf.parallel
 // CHECK: linalg.generic {{.*}}iterator_types = ["reduction", "parallel"]
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]
 // CHECK: linalg.generic {{.*}}iterator_types = ["parallel"]
 #id2 = affine_map<(d0, d1) -> (d0, d1)>
 func.func @rows(%x: memref<512x1024xf32>, %y: memref<512x1024xf32>) {
@@ -148,7 +151,8 @@ func.func @rows(%x: memref<512x1024xf32>, %y: memref<512x1024xf32>) {
   return
 }
 func.func @left_alone(%x: memref<512x1024xf32>, %min: memref<1024xf32>,
-                      %small: memref<1000xf32>) {
+                      %rowmin: memref<512xf32>, %small: memref<1000xf32>,
+                      %scaled: memref<512x1024xf32>) {
   linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (c)>],
                   iterator_types = ["reduction", "parallel"]}
       ins(%x : memref<512x1024xf32>) outs(%min : memref<1024xf32>) {
@@ -156,9 +160,57 @@ func.func @left_alone(%x: memref<512x1024xf32>, %min: memref<1024xf32>,
     %s = arith.minimumf %a, %m : f32
     linalg.yield %s : f32
   }
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<512x1024xf32>) outs(%rowmin : memref<512xf32>) {
+  ^bb0(%a: f32, %m: f32):
+    %s = arith.minimumf %a, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>,
+                                   affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %rowmin : memref<512x1024xf32>, memref<512xf32>) outs(%scaled : memref<512x1024xf32>) {
+  ^bb0(%a: f32, %m: f32, %o: f32):
+    %s = arith.divf %a, %m : f32
+    linalg.yield %s : f32
+  }
   linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
       outs(%small : memref<1000xf32>) {
   ^bb0(%a: f32):
+    %s = arith.addf %a, %a : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A contraction lowered as loops (contractions=loops), like any op with a
+// reduction, stays on one thread: its sum over K accumulates in memory,
+// which a thread's vector loop could not keep in registers.
+// CHECK-LABEL: func.func @matmul(
+// CHECK-NOT: scf.parallel
+// CHECK: linalg.matmul
+func.func @matmul(%a: memref<4x1024xf32>, %b: memref<1024x1024xf32>, %c: memref<4x1024xf32>) {
+  linalg.matmul ins(%a, %b : memref<4x1024xf32>, memref<1024x1024xf32>) outs(%c : memref<4x1024xf32>)
+  return
+}
+
+// -----
+
+// Its parallel loops together are the parallel loop when the outer one
+// alone has too few iterations (4 rows), never the innermost loop.
+// CHECK-LABEL: func.func @collapsed(
+// CHECK: scf.parallel (%[[A:.*]], %[[B:.*]]) = (%{{.*}}, %{{.*}}) to (%{{.*}}, %{{.*}}) step
+// CHECK-NEXT: scf.for %[[C:.*]] = %{{.*}} to %{{.*}} step
+// CHECK-NEXT: memref.load %{{.*}}[%[[A]], %[[B]], %[[C]]]
+// CHECK: memref.store %{{.*}}, %{{.*}}[%[[A]], %[[B]], %[[C]]]
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @collapsed(%x: memref<4x128x512xf32>, %y: memref<4x128x512xf32>) {
+  linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x : memref<4x128x512xf32>) outs(%y : memref<4x128x512xf32>) {
+  ^bb0(%a: f32, %b: f32):
     %s = arith.addf %a, %a : f32
     linalg.yield %s : f32
   }

@@ -746,11 +746,11 @@ def DDPParallelizeLoops : Pass<"ddp-parallelize-loops", "::mlir::func::FuncOp"> 
     loops:
 
     - the tiles of `ddp-tile-and-fuse` (`scf.forall` on buffers);
-    - a linalg op on buffers whose outermost loop is parallel: it is
-      lowered to loops here, and its leading parallel loops (as many as
+    - a linalg op on buffers with only parallel loops (an element-wise
+      op): it is lowered to loops here, and its leading loops (as many as
       give at least 256 iterations, never the innermost loop of a nest of
-      several, which stays sequential for the vectorizer) form the
-      `scf.parallel`.
+      several, which stays sequential for the vectorizer; loops of one
+      iteration skipped) form the `scf.parallel`.
 
     A loop nest runs on several threads only if it does at least
     `min-iterations` innermost iterations in all (a dimension whose size
@@ -762,8 +762,11 @@ def DDPParallelizeLoops : Pass<"ddp-parallelize-loops", "::mlir::func::FuncOp"> 
 
     Each element is computed by the same operations in the same order as
     on one thread: results do not depend on the number of threads.
-    Reductions whose outermost loop reduces (a minimum over a whole
-    bucket) stay on one thread.
+    Reductions (a minimum over a bucket or per row, a contraction lowered
+    as loops) stay on one thread: their accumulators live in memory inside
+    the loop nest, which the vectorizer keeps in registers only where it
+    knows the buffers apart, and a thread's function (its buffers passed
+    through a shared structure) is not such a place.
   }];
   let options = [
     Option<"minIterations", "min-iterations", "int64_t",
