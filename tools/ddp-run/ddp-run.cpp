@@ -200,7 +200,8 @@ static cl::opt<bool> parallelLoops(
     "parallel-loops", cl::init(true),
     cl::desc("Run the step's large loop nests on --threads-per-rank threads "
              "(ddp-lower-to-llvm{parallel-loops}; also of --emit-step); "
-             "--parallel-loops=false keeps them on one"),
+             "--parallel-loops=false keeps them on one. Unless given, a "
+             "rank with one thread compiles plain loops"),
     cl::cat(category));
 static cl::opt<bool> quiet("quiet", cl::desc("Print only the summary"),
                            cl::cat(category));
@@ -442,8 +443,17 @@ int main(int argc, char **argv) {
   job.agreeOrStop(stephost::checkCommandLine(job, signature, options),
                   "to check the command line");
 
-  bool lowered = succeeded(
-      mlir::ddp::lowerStep(*module, signature.entry, loweringOptions()));
+  // A parallel loop on one thread is slower than the plain loop (the
+  // thread's function knows less about its buffers): unless asked for,
+  // parallel loops only where a rank has threads to run them.
+  mlir::ddp::LoweringOptions lowering = loweringOptions();
+  int computeThreads = threads > 0
+                           ? int(threads)
+                           : stephost::defaultComputeThreads(job.worldSize);
+  if (!parallelLoops.getNumOccurrences() && computeThreads <= 1)
+    lowering.parallelLoops = false;
+  bool lowered =
+      succeeded(mlir::ddp::lowerStep(*module, signature.entry, lowering));
   if (!lowered)
     error() << "cannot lower '" << inputFile << "' (see above)\n";
   job.agreeOrStop(lowered, "to lower the module");

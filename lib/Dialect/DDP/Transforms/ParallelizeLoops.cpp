@@ -132,6 +132,7 @@ struct ParallelizeLoops
                                  << int64_t(minIterations);
       return signalPassFailure();
     }
+    lowered_.clear();
     IRRewriter rewriter(&getContext());
     // Tiles first: the linalg ops in them stay inside.
     SmallVector<scf::ForallOp> tileLoops;
@@ -159,7 +160,16 @@ struct ParallelizeLoops
     RewritePatternSet patterns(&getContext());
     affine::AffineApplyOp::getCanonicalizationPatterns(patterns, &getContext());
     (void)applyPatternsGreedily(getOperation(), std::move(patterns), config);
+    // (Then the loads' indices are the loops' variables.)
+    for (auto &[parallel, readOnly] : lowered_)
+      hoistInvariantLoads(parallel, readOnly);
+    lowered_.clear();
   }
+
+  /// The parallel loops made of linalg ops, with the buffers each only
+  /// reads.
+  SmallVector<std::pair<scf::ParallelOp, llvm::SmallPtrSet<Value, 4>>>
+      lowered_;
 
   /// Whether `op` does enough work, has only parallel loops, and nothing
   /// the threads could not share. (A reduction, a row's minimum or a
@@ -167,12 +177,6 @@ struct ParallelizeLoops
   /// nest: in a thread's function, where the buffers may alias, the
   /// vectorizer cannot keep it in registers, and one thread in vector
   /// lanes beats several in scalar code.)
-  ///
-  /// The same holds for an operand the innermost loop does not move over
-  /// (a row's scale, broadcast along the row): it is loaded again in every
-  /// iteration of a thread's loop, so an op with one runs on one thread
-  /// unless its innermost loop is its only loop of more than one
-  /// iteration.
   bool worthThreads(linalg::LinalgOp op) {
     if (op.getNumLoops() == 0 || op.getNumReductionLoops() != 0 ||
         iterationsOf(op) < minIterations || !callsNothing(op))
@@ -187,13 +191,7 @@ struct ParallelizeLoops
         if (!map.isFunctionOfDim(d))
           return false;
     }
-    SmallVector<int64_t> ranges = loopRangeBounds(op);
-    unsigned innermost = op.getNumLoops() - 1;
-    bool flat = llvm::all_of(ArrayRef(ranges).drop_back(),
-                             [](int64_t range) { return range == 1; });
-    return flat || llvm::all_of(op.getDpsInputOperands(), [&](OpOperand *in) {
-             return op.getMatchingIndexingMap(in).isFunctionOfDim(innermost);
-           });
+    return true;
   }
 
   /// A tile loop (outermost, with no results once bufferized) as
@@ -228,6 +226,12 @@ struct ParallelizeLoops
   LogicalResult parallelizeOp(RewriterBase &rewriter, linalg::LinalgOp op) {
     SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
     SmallVector<int64_t> ranges = loopRangeBounds(op);
+    // What the op only reads (an element-wise op writes its outputs alone).
+    llvm::SmallPtrSet<Value, 4> readOnly;
+    for (OpOperand *input : op.getDpsInputOperands())
+      readOnly.insert(input->get());
+    for (Value init : op.getDpsInits())
+      readOnly.erase(init);
     rewriter.setInsertionPoint(op);
     FailureOr<linalg::LinalgLoops> lowered = linalg::linalgOpToLoops(rewriter, op);
     if (failed(lowered))
@@ -298,8 +302,35 @@ struct ParallelizeLoops
       rewriter.replaceAllUsesWith(loops[i].getInductionVar(), ivs[i - first]);
     rewriter.inlineBlockBefore(innerBody, body->getTerminator(), ivs.back());
     rewriter.eraseOp(outer);
+    lowered_.push_back({parallel, std::move(readOnly)});
     ++numParallel;
     return success();
+  }
+
+  /// Loads of `readOnly` buffers out of the loops (of `parallel`, and it)
+  /// whose induction variables they do not use: a per-row scale is loaded
+  /// once per row, a scalar once. A thread's function gets its buffers
+  /// through a structure, so LLVM cannot tell them from the outputs and
+  /// would load these again in every iteration (and not vectorize).
+  static void hoistInvariantLoads(scf::ParallelOp parallel,
+                                  const llvm::SmallPtrSetImpl<Value> &readOnly) {
+    SmallVector<memref::LoadOp> loads;
+    parallel.walk([&](memref::LoadOp load) {
+      if (readOnly.contains(load.getMemRef()))
+        loads.push_back(load);
+    });
+    for (memref::LoadOp load : loads) {
+      Operation *loop = load->getParentOp();
+      while (isa<scf::ForOp, scf::ParallelOp>(loop) &&
+             parallel->isAncestor(loop) &&
+             llvm::all_of(load.getIndices(), [&](Value index) {
+               return !loop->isAncestor(
+                   index.getParentBlock()->getParentOp());
+             })) {
+        load->moveBefore(loop);
+        loop = load->getParentOp();
+      }
+    }
   }
 };
 

@@ -131,14 +131,21 @@ func.func @unit_rows(%x: memref<1x1048576xf32>, %y: memref<1x1048576xf32>) {
 // CHECK: scf.parallel (%[[R:.*]]) = (%{{.*}}) to (%{{.*}}) step (%{{.*}}) {
 // CHECK-NEXT: scf.for %[[C:.*]] = %{{.*}} to %{{.*}} step
 // CHECK: memref.load %{{.*}}[%[[R]], %[[C]]]
-// Reductions (a minimum per column, a minimum per row), an op with a
-// value per row (loaded again in every iteration of a thread's loop) and
-// small ops stay linalg ops, for convert-linalg-to-loops.
+// Reductions (a minimum per column, a minimum per row) and small ops stay
+// linalg ops, for convert-linalg-to-loops.
 // CHECK-LABEL: func.func @left_alone(
 // CHECK-NOT: scf.parallel
 // CHECK: linalg.generic {{.*}}iterator_types = ["reduction", "parallel"]
 // CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]
-// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]
+// A value per row is loaded once per row, before the row's loop; a
+// scalar once, before the parallel loop.
+// CHECK: %[[S:.*]] = memref.load %{{.*}}[] : memref<f32>
+// CHECK: scf.parallel (%[[R:.*]]) =
+// CHECK-NEXT: %[[M:.*]] = memref.load %{{.*}}[%[[R]]] : memref<512xf32>
+// CHECK-NEXT: scf.for %[[C:.*]] =
+// CHECK-NEXT: memref.load %{{.*}}[%[[R]], %[[C]]]
+// CHECK-NEXT: arith.divf %{{.*}}, %[[M]]
+// CHECK-NEXT: arith.mulf %{{.*}}, %[[S]]
 // CHECK: linalg.generic {{.*}}iterator_types = ["parallel"]
 #id2 = affine_map<(d0, d1) -> (d0, d1)>
 func.func @rows(%x: memref<512x1024xf32>, %y: memref<512x1024xf32>) {
@@ -152,7 +159,7 @@ func.func @rows(%x: memref<512x1024xf32>, %y: memref<512x1024xf32>) {
 }
 func.func @left_alone(%x: memref<512x1024xf32>, %min: memref<1024xf32>,
                       %rowmin: memref<512xf32>, %small: memref<1000xf32>,
-                      %scaled: memref<512x1024xf32>) {
+                      %scaled: memref<512x1024xf32>, %scale: memref<f32>) {
   linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (c)>],
                   iterator_types = ["reduction", "parallel"]}
       ins(%x : memref<512x1024xf32>) outs(%min : memref<1024xf32>) {
@@ -168,12 +175,14 @@ func.func @left_alone(%x: memref<512x1024xf32>, %min: memref<1024xf32>,
     linalg.yield %s : f32
   }
   linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>,
-                                   affine_map<(r, c) -> (r, c)>],
+                                   affine_map<(r, c) -> ()>, affine_map<(r, c) -> (r, c)>],
                   iterator_types = ["parallel", "parallel"]}
-      ins(%x, %rowmin : memref<512x1024xf32>, memref<512xf32>) outs(%scaled : memref<512x1024xf32>) {
-  ^bb0(%a: f32, %m: f32, %o: f32):
+      ins(%x, %rowmin, %scale : memref<512x1024xf32>, memref<512xf32>, memref<f32>)
+      outs(%scaled : memref<512x1024xf32>) {
+  ^bb0(%a: f32, %m: f32, %k: f32, %o: f32):
     %s = arith.divf %a, %m : f32
-    linalg.yield %s : f32
+    %t = arith.mulf %s, %k : f32
+    linalg.yield %t : f32
   }
   linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
       outs(%small : memref<1000xf32>) {
