@@ -26,6 +26,10 @@
 #      read the signs and write the result). Bucketing's copies (8 bytes
 #      per element, PyTorch's DDP makes them too) are in "compiled ms", not
 #      in the floor.
+#   3. The parallel loops on their own: an element-wise chain that computes
+#      more than it moves (4 M elements, exp, tanh and sin of each: calls
+#      of libm), with every loop on one thread and at each
+#      --threads-per-rank (--parallel-loops forced, also at 1).
 #
 #   bash bench/cpu/codegen.sh
 #
@@ -192,3 +196,31 @@ for scheme in quant-tensor quant-channel sign; do
   printf '| %s | %s | %s | %s | %.2f | %.2fx |\n' "$name" "$serial" "$threaded" "$bytes" "$floor" \
     "$(echo "$best / $floor" | bc -l)"
 done
+
+"$PYTHON" -c "
+import numpy as np
+np.save('$WORK/chain-x.npy', (np.random.default_rng(0).random(1 << 22) + 0.5).astype(np.float32))"
+cat >"$WORK/chain.mlir" <<'MLIR'
+func.func @step(%x: tensor<4194304xf32>) -> tensor<4194304xf32> {
+  %e = math.exp %x : tensor<4194304xf32>
+  %t = math.tanh %e : tensor<4194304xf32>
+  %s = math.sin %t : tensor<4194304xf32>
+  return %s : tensor<4194304xf32>
+}
+MLIR
+chain_args=(--np=1 "$WORK/chain.mlir" --entry=step --steps="$STEPS" --quiet --input="$WORK/chain-x.npy")
+echo
+echo "### Parallel loops: an element-wise chain of 4 M elements, 1 rank (median ms per step)"
+echo
+echo "| one thread (--parallel-loops=false) | --parallel-loops, threads per rank: ms | one thread / best |"
+echo "|---:|---|---:|"
+"$RUN" "${chain_args[@]}" --parallel-loops=false --summary-json="$WORK/chain.serial.json" >/dev/null
+serial=$(ms step "$WORK/chain.serial.json")
+threaded="" best="$serial"
+for ((t = 1; t <= CORES; ++t)); do
+  "$RUN" "${chain_args[@]}" --parallel-loops --threads-per-rank="$t" --summary-json="$WORK/chain.t$t.json" >/dev/null
+  m=$(ms step "$WORK/chain.t$t.json")
+  threaded+="${threaded:+, }$t: $m"
+  best=$(printf '%s\n%s\n' "$m" "$best" | sort -g | head -1)
+done
+printf '| %s | %s | %.2fx |\n' "$serial" "$threaded" "$(echo "$serial / $best" | bc -l)"
