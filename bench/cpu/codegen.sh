@@ -65,6 +65,21 @@ print("%.3f" % ms)
 PY
 }
 
+# over_threads KIND PREFIX ARGS...: ddp-run ARGS at each --threads-per-rank
+# (summaries PREFIX.t{n}.json); sets $threaded ("1: ms, 2: ms") and lowers
+# $best (if set) to the least "KIND" figure (step or compiled).
+over_threads() {
+  local kind="$1" prefix="$2" t m
+  shift 2
+  threaded=""
+  for ((t = 1; t <= CORES; ++t)); do
+    "$RUN" "$@" --threads-per-rank="$t" --summary-json="$prefix.t$t.json" >/dev/null
+    m=$(ms "$kind" "$prefix.t$t.json")
+    threaded+="${threaded:+, }$t: $m"
+    best=$(printf '%s\n%s\n' "$m" "${best:-$m}" | sort -g | head -1)
+  done
+}
+
 echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), $CORES cores ($(lscpu | sed -n 's/^Model name: *//p')), load $(cut -d' ' -f1-3 /proc/loadavg), source $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 
 # --- 1. training steps -------------------------------------------------------
@@ -114,13 +129,9 @@ for model in mlp digits; do
     args=("${digits_args[@]}"); name="digits 64-128-10, batch 32"
     torch_args=(--model digits --hidden 128 --batch 32 --steps "$((STEPS * 20))")
   fi
-  ours="" best_ours=""
-  for ((t = 1; t <= CORES; ++t)); do
-    "$RUN" "${args[@]}" --threads-per-rank="$t" --summary-json="$WORK/$model.t$t.json" >/dev/null
-    m=$(ms step "$WORK/$model.t$t.json")
-    ours+="${ours:+, }$t: $m"
-    best_ours=$(printf '%s\n%s\n' "$m" "${best_ours:-$m}" | sort -g | head -1)
-  done
+  best=""
+  over_threads step "$WORK/$model" "${args[@]}"
+  ours="$threaded" best_ours="$best"
   "$RUN" "${args[@]}" --contractions=loops --summary-json="$WORK/$model.loops.json" >/dev/null
   loops=$(ms step "$WORK/$model.loops.json")
   theirs=$("$PYTHON" bench/cpu/torch_compute.py "${torch_args[@]}")
@@ -185,13 +196,8 @@ for scheme in quant-tensor quant-channel sign; do
                --carry="$grad_carry")
   "$RUN" "${scheme_args[@]}" --parallel-loops=false --summary-json="$WORK/$scheme.serial.json" >/dev/null
   serial=$(ms compiled "$WORK/$scheme.serial.json")
-  threaded="" best="$serial"
-  for ((t = 1; t <= CORES; ++t)); do
-    "$RUN" "${scheme_args[@]}" --threads-per-rank="$t" --summary-json="$WORK/$scheme.t$t.json" >/dev/null
-    m=$(ms compiled "$WORK/$scheme.t$t.json")
-    threaded+="${threaded:+, }$t: $m"
-    best=$(printf '%s\n%s\n' "$m" "$best" | sort -g | head -1)
-  done
+  best="$serial"
+  over_threads compiled "$WORK/$scheme" "${scheme_args[@]}"
   floor=$(echo "$bytes * $elements / ($bandwidth * 1000000)" | bc -l)
   printf '| %s | %s | %s | %s | %.2f | %.2fx |\n' "$name" "$serial" "$threaded" "$bytes" "$floor" \
     "$(echo "$best / $floor" | bc -l)"
@@ -216,11 +222,6 @@ echo "| one thread (--parallel-loops=false) | --parallel-loops, threads per rank
 echo "|---:|---|---:|"
 "$RUN" "${chain_args[@]}" --parallel-loops=false --summary-json="$WORK/chain.serial.json" >/dev/null
 serial=$(ms step "$WORK/chain.serial.json")
-threaded="" best="$serial"
-for ((t = 1; t <= CORES; ++t)); do
-  "$RUN" "${chain_args[@]}" --parallel-loops --threads-per-rank="$t" --summary-json="$WORK/chain.t$t.json" >/dev/null
-  m=$(ms step "$WORK/chain.t$t.json")
-  threaded+="${threaded:+, }$t: $m"
-  best=$(printf '%s\n%s\n' "$m" "$best" | sort -g | head -1)
-done
+best="$serial"
+over_threads step "$WORK/chain" "${chain_args[@]}" --parallel-loops
 printf '| %s | %s | %.2fx |\n' "$serial" "$threaded" "$(echo "$serial / $best" | bc -l)"
