@@ -11,6 +11,7 @@
 #include "mlir/ExecutionEngine/OptUtils.h"
 
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/Support/DynamicLibrary.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 
@@ -25,7 +26,16 @@ llvm::Expected<std::unique_ptr<ExecutionEngine>> mlir::ddp::jitCompileStep(
     llvm::StringRef llvmOutput) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
-#if !defined(DDP_OPENMP_LIBRARY)
+#if defined(DDP_OPENMP_LIBRARY)
+  // Parallel loops call libomp: loaded into the process, whose symbols the
+  // JIT resolves them from (a host that never calls libomp itself may
+  // have been linked without it).
+  std::string ompError;
+  if (llvm::sys::DynamicLibrary::LoadLibraryPermanently(DDP_OPENMP_LIBRARY,
+                                                        &ompError))
+    return stepError("cannot load libomp (" + std::string(DDP_OPENMP_LIBRARY) +
+                     ") for the step's parallel loops: " + ompError);
+#else
   // Parallel loops call libomp, which this process then lacks.
   if (lowered.walk([](omp::ParallelOp) { return WalkResult::interrupt(); })
           .wasInterrupted())
