@@ -447,10 +447,7 @@ int main(int argc, char **argv) {
   // thread's function knows less about its buffers): unless asked for,
   // parallel loops only where a rank has threads to run them.
   mlir::ddp::LoweringOptions lowering = loweringOptions();
-  int computeThreads = threads > 0
-                           ? int(threads)
-                           : stephost::defaultComputeThreads(job.worldSize);
-  if (!parallelLoops.getNumOccurrences() && computeThreads <= 1)
+  if (!parallelLoops.getNumOccurrences() && job.computeThreads <= 1)
     lowering.parallelLoops = false;
   bool lowered =
       succeeded(mlir::ddp::lowerStep(*module, signature.entry, lowering));

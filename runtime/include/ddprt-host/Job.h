@@ -139,6 +139,9 @@ public:
 
   const std::string tool;
   int rank = 0, worldSize = 1;
+  /// The rank's compute threads (BLAS and parallel loops), set by start:
+  /// --threads-per-rank, or defaultComputeThreads.
+  int computeThreads = 1;
   ddprt_context *context = nullptr;
   std::string backendName = "cpu";
   /// On the CUDA backend: buffers that host code and the runtime share are

@@ -228,7 +228,7 @@ bool Job::start(const RunOptions &options) {
                          "bandwidth; every time below includes it\n";
   ddprt_set_current_context(context);
   ddprt_set_error_handler(onRuntimeError, this);
-  int computeThreads =
+  computeThreads =
       options.threads > 0 ? options.threads : defaultComputeThreads(worldSize);
   if (ddprt_status status = ddprt_set_compute_threads(context, computeThreads))
     error() << "cannot set " << computeThreads

@@ -132,7 +132,6 @@ struct ParallelizeLoops
                                  << int64_t(minIterations);
       return signalPassFailure();
     }
-    lowered_.clear();
     IRRewriter rewriter(&getContext());
     // Tiles first: the linalg ops in them stay inside.
     SmallVector<scf::ForallOp> tileLoops;
@@ -140,18 +139,19 @@ struct ParallelizeLoops
     for (scf::ForallOp loop : tileLoops)
       if (failed(parallelizeTiles(rewriter, loop)))
         return signalPassFailure();
-    SmallVector<linalg::LinalgOp> ops;
     if (!parallel)
       return;
+    SmallVector<linalg::LinalgOp> ops;
     getOperation().walk([&](linalg::LinalgOp op) {
       if (op.hasPureBufferSemantics() && !inParallelLoop(op) &&
           worthThreads(op))
         ops.push_back(op);
     });
+    SmallVector<Parallelized> made;
     for (linalg::LinalgOp op : ops)
-      if (failed(parallelizeOp(rewriter, op)))
+      if (failed(parallelizeOp(rewriter, op, made)))
         return signalPassFailure();
-    if (ops.empty())
+    if (made.empty())
       return;
     // The loops index with identity affine.applys (as
     // convert-linalg-to-loops' do, which folds them): folded here.
@@ -161,15 +161,12 @@ struct ParallelizeLoops
     affine::AffineApplyOp::getCanonicalizationPatterns(patterns, &getContext());
     (void)applyPatternsGreedily(getOperation(), std::move(patterns), config);
     // (Then the loads' indices are the loops' variables.)
-    for (auto &[parallel, readOnly] : lowered_)
-      hoistInvariantLoads(parallel, readOnly);
-    lowered_.clear();
+    for (auto &[loop, readOnly] : made)
+      hoistInvariantLoads(loop, readOnly);
   }
 
-  /// The parallel loops made of linalg ops, with the buffers each only
-  /// reads.
-  SmallVector<std::pair<scf::ParallelOp, llvm::SmallPtrSet<Value, 4>>>
-      lowered_;
+  /// A parallel loop made of a linalg op, with the buffers it only reads.
+  using Parallelized = std::pair<scf::ParallelOp, llvm::SmallPtrSet<Value, 4>>;
 
   /// Whether `op` does enough work, has only parallel loops, and nothing
   /// the threads could not share. (A reduction, a row's minimum or a
@@ -222,8 +219,10 @@ struct ParallelizeLoops
     return scf::forallToParallelLoop(rewriter, loop);
   }
 
-  /// `op` as loops, the leading parallel ones as one scf.parallel.
-  LogicalResult parallelizeOp(RewriterBase &rewriter, linalg::LinalgOp op) {
+  /// `op` as loops, the leading parallel ones as one scf.parallel (added
+  /// to `made`).
+  LogicalResult parallelizeOp(RewriterBase &rewriter, linalg::LinalgOp op,
+                              SmallVectorImpl<Parallelized> &made) {
     SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
     SmallVector<int64_t> ranges = loopRangeBounds(op);
     // What the op only reads (an element-wise op writes its outputs alone).
@@ -302,7 +301,7 @@ struct ParallelizeLoops
       rewriter.replaceAllUsesWith(loops[i].getInductionVar(), ivs[i - first]);
     rewriter.inlineBlockBefore(innerBody, body->getTerminator(), ivs.back());
     rewriter.eraseOp(outer);
-    lowered_.push_back({parallel, std::move(readOnly)});
+    made.push_back({parallel, std::move(readOnly)});
     ++numParallel;
     return success();
   }
