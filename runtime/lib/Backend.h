@@ -87,6 +87,9 @@ public:
   virtual void setComputeThreads(int threads) { (void)threads; }
   virtual Error randomNormal(ddprt_buffer output, uint64_t seed,
                              uint64_t stream, uint64_t step) = 0;
+  /// ddprt_top_k, its arguments checked.
+  virtual Error topK(const ddprt_buffer &input, const ddprt_buffer &values,
+                     const ddprt_buffer &indices) = 0;
   /// Per buffer: whether every element is finite and whether any is
   /// nonzero (`finite[i]`, `nonzero[i]`). Waits for the data. This default
   /// copies each buffer to the host (backend memory); the CPU backend reads

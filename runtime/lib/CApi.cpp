@@ -331,6 +331,16 @@ ddprt_status ddprt_random_normal(ddprt_context *context, ddprt_buffer *output,
   return report(context, error);
 }
 
+ddprt_status ddprt_top_k(ddprt_context *context, const ddprt_buffer *input,
+                         ddprt_buffer *values, ddprt_buffer *indices) {
+  Error error = checkTopK(context, input, values, indices);
+  if (!error)
+    error = timed(context, DDPRT_PHASE_COMPRESSION, [&] {
+      return context->backend->topK(*input, *values, *indices);
+    });
+  return report(context, error);
+}
+
 ddprt_status ddprt_state_get(ddprt_context *context, const char *name,
                              ddprt_dtype dtype, int64_t numel,
                              ddprt_state **state) {

@@ -12,6 +12,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <iterator>
 #include <vector>
@@ -447,6 +448,53 @@ Error checkRandomNormal(const ddprt_context *context,
   DDPRT_TRY(checkContext(context));
   return output ? checkBuffer(*output, "output", 0)
                 : invalid("the output is null");
+}
+
+namespace {
+/// Whether the bytes of two validated buffers overlap.
+bool overlap(const ddprt_buffer &a, const ddprt_buffer &b) {
+  auto begin = [](const ddprt_buffer &x) {
+    return reinterpret_cast<uintptr_t>(x.data);
+  };
+  auto end = [&](const ddprt_buffer &x) {
+    return begin(x) + uintptr_t(x.numel) * dtypeSize(asInt(x.dtype));
+  };
+  return a.numel > 0 && b.numel > 0 && begin(a) < end(b) && begin(b) < end(a);
+}
+} // namespace
+
+Error checkTopK(const ddprt_context *context, const ddprt_buffer *input,
+                const ddprt_buffer *values, const ddprt_buffer *indices) {
+  DDPRT_TRY(checkContext(context));
+  if (!input || !values || !indices)
+    return invalid("ddprt_top_k: the input, the values or the indices are "
+                   "null");
+  DDPRT_TRY(checkBuffer(*input, "top_k input", 0));
+  DDPRT_TRY(checkBuffer(*values, "top_k values", 0));
+  DDPRT_TRY(checkBuffer(*indices, "top_k indices", 0, Dtypes::Any));
+  if (values->dtype != input->dtype)
+    return invalid("ddprt_top_k: the values are " +
+                   dtypeText(asInt(values->dtype)) + " but the input is " +
+                   dtypeText(asInt(input->dtype)));
+  if (indices->dtype != DDPRT_I32 && indices->dtype != DDPRT_I64)
+    return invalid("ddprt_top_k: the indices are " +
+                   dtypeText(asInt(indices->dtype)) + ", not i32 or i64");
+  int64_t k = values->numel;
+  if (indices->numel != k)
+    return invalid("ddprt_top_k: " + std::to_string(k) + " values but " +
+                   std::to_string(indices->numel) + " indices");
+  if (k < 1 || k > input->numel)
+    return invalid("ddprt_top_k: k = " + std::to_string(k) +
+                   " must be between 1 and the input's " +
+                   std::to_string(input->numel) + " elements");
+  if (indices->dtype == DDPRT_I32 && input->numel - 1 > INT32_MAX)
+    return invalid("ddprt_top_k: i32 indices cannot address " +
+                   std::to_string(input->numel) + " elements");
+  if (overlap(*input, *values) || overlap(*input, *indices) ||
+      overlap(*values, *indices))
+    return invalid("ddprt_top_k: the input, the values and the indices must "
+                   "not overlap");
+  return Error::success();
 }
 
 Error checkStateGet(const ddprt_context *context, const char *name,

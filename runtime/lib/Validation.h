@@ -93,6 +93,8 @@ Error checkInspect(const ddprt_context *context, const ddprt_buffer *buffers,
                    int count);
 Error checkRandomNormal(const ddprt_context *context,
                         const ddprt_buffer *output);
+Error checkTopK(const ddprt_context *context, const ddprt_buffer *input,
+                const ddprt_buffer *values, const ddprt_buffer *indices);
 Error checkStateGet(const ddprt_context *context, const char *name,
                     const ddprt_dtype &dtype, int64_t numel,
                     ddprt_state **state);

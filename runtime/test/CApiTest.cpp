@@ -1134,6 +1134,56 @@ TEST_F(CApi, InspectTellsFiniteAndNonzeroPerBuffer) {
                DDPRT_ERROR_INVALID_ARGUMENT, "is null");
 }
 
+TEST_F(CApi, TopKSelectsAndChecksItsArguments) {
+  float x[6] = {0.5f, -3.0f, 1.0f, 2.0f, -0.25f, 4.0f};
+  float values[3] = {};
+  int32_t indices[3] = {-1, -1, -1};
+  ddprt_buffer in{x, DDPRT_F32, 6}, out{values, DDPRT_F32, 3},
+      at{indices, DDPRT_I32, 3};
+  ddprt_counters before{};
+  ASSERT_EQ(ddprt_get_counters(context, &before), DDPRT_OK);
+  ASSERT_EQ(ddprt_top_k(context, &in, &out, &at), DDPRT_OK);
+  EXPECT_EQ(std::vector<int32_t>(indices, indices + 3),
+            (std::vector<int32_t>{5, 1, 3}));
+  EXPECT_EQ(std::vector<float>(values, values + 3),
+            (std::vector<float>{4.0f, -3.0f, 2.0f}));
+  ddprt_counters after{};
+  ASSERT_EQ(ddprt_get_counters(context, &after), DDPRT_OK);
+  EXPECT_GE(after.seconds[DDPRT_PHASE_COMPRESSION],
+            before.seconds[DDPRT_PHASE_COMPRESSION]);
+
+  const ddprt_status invalid = DDPRT_ERROR_INVALID_ARGUMENT;
+  EXPECT_FAILS(ddprt_top_k(context, nullptr, &out, &at), invalid, "null");
+  ddprt_buffer wrongValues{values, DDPRT_F64, 3};
+  EXPECT_FAILS(ddprt_top_k(context, &in, &wrongValues, &at), invalid,
+               "the values are f64 but the input is f32");
+  float floatIndices[3];
+  ddprt_buffer wrongIndices{floatIndices, DDPRT_F32, 3};
+  EXPECT_FAILS(ddprt_top_k(context, &in, &out, &wrongIndices), invalid,
+               "not i32 or i64");
+  ddprt_buffer fewer{indices, DDPRT_I32, 2};
+  EXPECT_FAILS(ddprt_top_k(context, &in, &out, &fewer), invalid,
+               "3 values but 2 indices");
+  float many[7];
+  int32_t manyIndices[7];
+  ddprt_buffer tooMany{many, DDPRT_F32, 7}, tooManyAt{manyIndices, DDPRT_I32, 7};
+  EXPECT_FAILS(ddprt_top_k(context, &in, &tooMany, &tooManyAt), invalid,
+               "k = 7 must be between 1 and the input's 6 elements");
+  ddprt_buffer none{values, DDPRT_F32, 0}, noneAt{indices, DDPRT_I32, 0};
+  EXPECT_FAILS(ddprt_top_k(context, &in, &none, &noneAt), invalid, "k = 0");
+  ddprt_buffer inside{x + 2, DDPRT_F32, 3};
+  EXPECT_FAILS(ddprt_top_k(context, &in, &inside, &at), invalid,
+               "must not overlap");
+  ddprt_buffer integers{indices, DDPRT_I32, 3};
+  EXPECT_FAILS(ddprt_top_k(context, &integers, &out, &at), invalid,
+               "only for state buffers");
+  // Indices of an input too large for i32 (never read: the check fails
+  // first).
+  ddprt_buffer huge{x, DDPRT_F32, int64_t(INT32_MAX) + 2};
+  EXPECT_FAILS(ddprt_top_k(context, &huge, &out, &at), invalid,
+               "i32 indices cannot address");
+}
+
 TEST_F(CApi, ScaleCastAndRandomNormalMatchTheKernels) {
   std::mt19937 rng(24);
   TypedArray a(DDPRT_F32, 100), b(DDPRT_BF16, 50), aHalf(DDPRT_F16, 100),

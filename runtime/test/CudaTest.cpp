@@ -668,6 +668,34 @@ TEST_F(Cuda, RandomNormalIsDeterministicAndStandard) {
   EXPECT_LT(std::fabs(squares / x.size() - mean * mean - 1.0), 0.03);
 }
 
+TEST_F(Cuda, TopKMatchesTheCpuKernel) {
+  std::mt19937 rng(5);
+  for (ddprt_dtype dtype : {DDPRT_F32, DDPRT_F64, DDPRT_F16, DDPRT_BF16})
+    for (int64_t n : {1, 7, 4099, 300000})
+      for (ddprt_dtype indexType : {DDPRT_I32, DDPRT_I64}) {
+        TypedArray host(dtype, n);
+        host.randomize(rng);
+        if (n > 3) {
+          host.set(2, std::nan(""));
+          host.set(3, -HUGE_VAL);
+        }
+        int64_t k = std::max<int64_t>(1, n / 100);
+        TypedArray values(dtype, k), indices(indexType, k);
+        TypedArray wantValues(dtype, k), wantIndices(indexType, k);
+        cpu::topK(host.buffer(), wantValues.buffer(), wantIndices.buffer());
+        DeviceArray in(host), outValues(values), outIndices(indices);
+        ddprt_buffer a = in.buffer(), b = outValues.buffer(),
+                     c = outIndices.buffer();
+        ASSERT_EQ(ddprt_top_k(context_, &a, &b, &c), DDPRT_OK)
+            << ddprt_last_error(context_);
+        sync();
+        EXPECT_TRUE(outValues.toHost().bitwiseEqual(wantValues))
+            << dtypeName(dtype) << " n " << n;
+        EXPECT_TRUE(outIndices.toHost().bitwiseEqual(wantIndices))
+            << dtypeName(dtype) << " n " << n;
+      }
+}
+
 TEST_F(Cuda, AllreduceOnOneRankAndCheckpointOfDeviceState) {
   TypedArray x(DDPRT_F32, 4099);
   x.randomize(rng_);

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <sstream>
 #include <tuple>
@@ -1075,6 +1076,81 @@ TEST(RandomNormal, IsStandardNormal) {
   EXPECT_LT(std::fabs(mean), 0.02);
   EXPECT_LT(std::fabs(variance - 1.0), 0.03);
   EXPECT_NEAR(double(withinOne) / count, 0.6827, 0.01);
+}
+
+//===----------------------------------------------------------------------===//
+// Top-k selection
+//===----------------------------------------------------------------------===//
+
+/// cpu::topK of `input` with k values and indices of `indexType`.
+std::pair<std::vector<double>, std::vector<int64_t>>
+topK(const TypedArray &input, int64_t k, ddprt_dtype indexType = DDPRT_I32) {
+  TypedArray values(input.dtype(), k);
+  std::vector<int64_t> wide(size_t(k), -1);
+  std::vector<int32_t> narrow(size_t(k), -1);
+  ddprt_buffer indices{indexType == DDPRT_I32 ? static_cast<void *>(narrow.data())
+                                              : static_cast<void *>(wide.data()),
+                       indexType, k};
+  TypedArray copy = input;
+  cpu::topK(copy.buffer(), values.buffer(), indices);
+  if (indexType == DDPRT_I32)
+    wide.assign(narrow.begin(), narrow.end());
+  return {values.values(), wide};
+}
+
+TEST(TopK, SelectsTheLargestMagnitudesLargestFirst) {
+  for (ddprt_dtype dtype : kAllDtypes) {
+    TypedArray x(dtype, 8);
+    x.assign({0.5, -3.0, 1.0, 2.0, -0.25, 4.0, -1.5, 0.0});
+    auto [values, indices] = topK(x, 3);
+    EXPECT_EQ(indices, (std::vector<int64_t>{5, 1, 3})) << dtypeName(dtype);
+    EXPECT_EQ(values, (std::vector<double>{4.0, -3.0, 2.0})) << dtypeName(dtype);
+    auto [all, order] = topK(x, 8, DDPRT_I64);
+    EXPECT_EQ(order, (std::vector<int64_t>{5, 1, 3, 6, 2, 0, 4, 7}))
+        << dtypeName(dtype);
+  }
+}
+
+TEST(TopK, EqualMagnitudesGoInIndexOrderAndSignedZerosAreEqual) {
+  TypedArray x(DDPRT_F32, 7);
+  x.assign({1.0, -2.0, 2.0, -1.0, -0.0, 2.0, 0.0});
+  EXPECT_EQ(topK(x, 4).second, (std::vector<int64_t>{1, 2, 5, 0}));
+  // -0 and +0 tie: index order.
+  TypedArray zeros(DDPRT_F32, 4);
+  zeros.assign({0.0, -0.0, 0.0, -0.0});
+  EXPECT_EQ(topK(zeros, 4).second, (std::vector<int64_t>{0, 1, 2, 3}));
+}
+
+TEST(TopK, NaNAndInfinityAreSelectedFirst) {
+  TypedArray x(DDPRT_F32, 5);
+  x.assign({1.0, INFINITY, 3.0, NAN, -INFINITY});
+  auto [values, indices] = topK(x, 3);
+  EXPECT_EQ(indices, (std::vector<int64_t>{3, 1, 4}));
+  EXPECT_TRUE(std::isnan(values[0]));
+  EXPECT_EQ(values[1], INFINITY);
+  EXPECT_EQ(values[2], -INFINITY);
+}
+
+TEST(TopK, MatchesASortOfEveryElementOnRandomData) {
+  std::mt19937 rng(7);
+  for (int64_t n : {1, 2, 3, 100, 4099}) {
+    TypedArray x(DDPRT_BF16, n);
+    x.randomize(rng);
+    // bf16 has few values: many ties, which the order settles.
+    std::vector<int64_t> expected(static_cast<size_t>(n));
+    std::iota(expected.begin(), expected.end(), 0);
+    std::stable_sort(expected.begin(), expected.end(), [&](int64_t a, int64_t b) {
+      return std::fabs(x.get(a)) > std::fabs(x.get(b));
+    });
+    for (int64_t k : {int64_t(1), (n + 9) / 10, n}) {
+      auto [values, indices] = topK(x, k);
+      ASSERT_EQ(indices, std::vector<int64_t>(expected.begin(),
+                                              expected.begin() + k))
+          << "n " << n << " k " << k;
+      for (int64_t j = 0; j < k; ++j)
+        EXPECT_EQ(values[size_t(j)], x.get(indices[size_t(j)]));
+    }
+  }
 }
 
 } // namespace

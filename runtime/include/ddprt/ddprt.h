@@ -345,6 +345,20 @@ ddprt_status ddprt_inspect(ddprt_context *context, const ddprt_buffer *buffers,
 ddprt_status ddprt_random_normal(ddprt_context *context, ddprt_buffer *output,
                                  uint64_t seed, uint64_t stream, uint64_t step);
 
+/*===--- Sparsification ---------------------------------------------------===*/
+
+/* Top-k selection: the k elements of `input` largest in magnitude, k =
+   values->numel = indices->numel (1 <= k <= input->numel). Their positions
+   go to `indices` (DDPRT_I32, only where input->numel fits in it, or
+   DDPRT_I64), largest magnitude first, equal magnitudes in index order;
+   their values to `values` (input's dtype, one of F32, F16, BF16, F64).
+   The order is total and the same on every backend: magnitudes compare as
+   the bits of |x|, so -0 equals +0 and a NaN is larger than any number (a
+   non-finite gradient is selected, not hidden). The outputs must not
+   overlap the input or each other. */
+ddprt_status ddprt_top_k(ddprt_context *context, const ddprt_buffer *input,
+                         ddprt_buffer *values, ddprt_buffer *indices);
+
 /*===--- Dense linear algebra ---------------------------------------------===*/
 
 /* A strided batch of matrix products, row-major as cblas_sgemm's
@@ -463,7 +477,8 @@ int32_t ddprt_nonfinite_is_this_rank_only(const ddprt_context *context);
 
 typedef enum ddprt_phase {
   DDPRT_PHASE_COMMUNICATION = 0, /* inside collectives (and waits) */
-  DDPRT_PHASE_COMPRESSION = 1,   /* project, backproject, orthogonalize */
+  DDPRT_PHASE_COMPRESSION = 1,   /* project, backproject, orthogonalize,
+                                    random_normal, top_k */
   DDPRT_PHASE_DECOMPRESSION = 2, /* reconstruct */
   DDPRT_PHASE_CAST = 3,          /* scale, cast */
   DDPRT_PHASE_COUNT = 4

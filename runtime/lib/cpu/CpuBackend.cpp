@@ -264,6 +264,12 @@ public:
     return Error::success();
   }
 
+  Error topK(const ddprt_buffer &input, const ddprt_buffer &values,
+             const ddprt_buffer &indices) override {
+    cpu::topK(input, values, indices);
+    return Error::success();
+  }
+
   Error inspect(const ddprt_buffer *buffers, int count, bool *finite,
                 bool *nonzero) override {
     for (int i = 0; i < count; ++i)

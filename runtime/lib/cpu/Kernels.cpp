@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -428,6 +429,57 @@ void randomNormal(const ddprt_buffer &output, uint64_t seed, uint64_t stream,
       for (int64_t k = 0; k < 4 && block * 4 + k < output.numel; ++k)
         data[block * 4 + k] = Element<T>::store(C(samples[k]));
     }
+  });
+}
+
+namespace {
+/// The bits of |v| as an unsigned number: the order of magnitudes, with
+/// -0 equal to +0 and NaN above every number (ddprt_top_k's order).
+uint64_t magnitudeBits(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits & 0x7fffffffu;
+}
+uint64_t magnitudeBits(double v) {
+  uint64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits & 0x7fffffffffffffffull;
+}
+uint64_t magnitudeBits(Half v) { return v.bits & 0x7fffu; }
+uint64_t magnitudeBits(BFloat16 v) { return v.bits & 0x7fffu; }
+} // namespace
+
+void topK(const ddprt_buffer &input, const ddprt_buffer &values,
+          const ddprt_buffer &indices) {
+  dispatchDtype(input.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *x = typed<T>(input);
+    int64_t n = input.numel, k = values.numel;
+    struct Entry {
+      uint64_t key;
+      int64_t index;
+    };
+    std::vector<Entry> entries(n);
+    for (int64_t i = 0; i < n; ++i)
+      entries[i] = {magnitudeBits(x[i]), i};
+    // Largest first, equal magnitudes in index order: a strict total order,
+    // so the selection and its order do not depend on the algorithm.
+    auto before = [](const Entry &a, const Entry &b) {
+      return a.key != b.key ? a.key > b.key : a.index < b.index;
+    };
+    if (k < n)
+      std::nth_element(entries.begin(), entries.begin() + k, entries.end(),
+                       before);
+    std::sort(entries.begin(), entries.begin() + k, before);
+    T *out = typed<T>(values);
+    for (int64_t j = 0; j < k; ++j)
+      out[j] = x[entries[j].index];
+    if (indices.dtype == DDPRT_I32)
+      for (int64_t j = 0; j < k; ++j)
+        typed<int32_t>(indices)[j] = int32_t(entries[j].index);
+    else
+      for (int64_t j = 0; j < k; ++j)
+        typed<int64_t>(indices)[j] = entries[j].index;
   });
 }
 

@@ -55,6 +55,11 @@ void inspect(const ddprt_buffer &buffer, bool &allFinite, bool &anyNonzero);
 void randomNormal(const ddprt_buffer &output, uint64_t seed, uint64_t stream,
                   uint64_t step);
 
+/// ddprt_top_k (checked): the k = values.numel elements of `input`
+/// largest in magnitude, largest first, ties in index order.
+void topK(const ddprt_buffer &input, const ddprt_buffer &values,
+          const ddprt_buffer &indices);
+
 /// ddprt_gemm (checked): OpenBLAS's sgemm over the batch, or loops where
 /// the runtime was built without it (gemmUsesBlas says which).
 void gemm(bool transposeA, bool transposeB, int64_t batch, int64_t m,

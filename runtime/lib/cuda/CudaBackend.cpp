@@ -434,6 +434,13 @@ public:
     return Error::success();
   }
 
+  Error topK(const ddprt_buffer &input, const ddprt_buffer &values,
+             const ddprt_buffer &indices) override {
+    DDPRT_TRY(enter());
+    CUDA_TRY(cuda::topK(input, values, indices, compute_));
+    return Error::success();
+  }
+
   Error allocateZeroed(size_t bytes, void **pointer) override {
     DDPRT_TRY(selectDevice());
     CUDA_TRY(cudaMalloc(pointer, bytes == 0 ? 1 : bytes));

@@ -64,6 +64,9 @@ cudaError_t reconstruct(const ddprt_matrix *ps, const ddprt_matrix *qs,
 cudaError_t randomNormal(const ddprt_buffer &output, uint64_t seed,
                          uint64_t stream, uint64_t step,
                          cudaStream_t cudaStream);
+/// ddprt_top_k (TopK.cu).
+cudaError_t topK(const ddprt_buffer &input, const ddprt_buffer &values,
+                 const ddprt_buffer &indices, cudaStream_t stream);
 
 } // namespace ddprt::cuda
 
