@@ -1166,7 +1166,8 @@ TEST_F(CApi, TopKSelectsAndChecksItsArguments) {
                "3 values but 2 indices");
   float many[7];
   int32_t manyIndices[7];
-  ddprt_buffer tooMany{many, DDPRT_F32, 7}, tooManyAt{manyIndices, DDPRT_I32, 7};
+  ddprt_buffer tooMany{many, DDPRT_F32, 7},
+      tooManyAt{manyIndices, DDPRT_I32, 7};
   EXPECT_FAILS(ddprt_top_k(context, &in, &tooMany, &tooManyAt), invalid,
                "k = 7 must be between 1 and the input's 6 elements");
   ddprt_buffer none{values, DDPRT_F32, 0}, noneAt{indices, DDPRT_I32, 0};

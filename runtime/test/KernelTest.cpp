@@ -1088,8 +1088,9 @@ topK(const TypedArray &input, int64_t k, ddprt_dtype indexType = DDPRT_I32) {
   TypedArray values(input.dtype(), k);
   std::vector<int64_t> wide(size_t(k), -1);
   std::vector<int32_t> narrow(size_t(k), -1);
-  ddprt_buffer indices{indexType == DDPRT_I32 ? static_cast<void *>(narrow.data())
-                                              : static_cast<void *>(wide.data()),
+  ddprt_buffer indices{indexType == DDPRT_I32
+                           ? static_cast<void *>(narrow.data())
+                           : static_cast<void *>(wide.data()),
                        indexType, k};
   TypedArray copy = input;
   cpu::topK(copy.buffer(), values.buffer(), indices);
@@ -1104,7 +1105,8 @@ TEST(TopK, SelectsTheLargestMagnitudesLargestFirst) {
     x.assign({0.5, -3.0, 1.0, 2.0, -0.25, 4.0, -1.5, 0.0});
     auto [values, indices] = topK(x, 3);
     EXPECT_EQ(indices, (std::vector<int64_t>{5, 1, 3})) << dtypeName(dtype);
-    EXPECT_EQ(values, (std::vector<double>{4.0, -3.0, 2.0})) << dtypeName(dtype);
+    EXPECT_EQ(values, (std::vector<double>{4.0, -3.0, 2.0}))
+        << dtypeName(dtype);
     auto [all, order] = topK(x, 8, DDPRT_I64);
     EXPECT_EQ(order, (std::vector<int64_t>{5, 1, 3, 6, 2, 0, 4, 7}))
         << dtypeName(dtype);
@@ -1139,13 +1141,14 @@ TEST(TopK, MatchesASortOfEveryElementOnRandomData) {
     // bf16 has few values: many ties, which the order settles.
     std::vector<int64_t> expected(static_cast<size_t>(n));
     std::iota(expected.begin(), expected.end(), 0);
-    std::stable_sort(expected.begin(), expected.end(), [&](int64_t a, int64_t b) {
-      return std::fabs(x.get(a)) > std::fabs(x.get(b));
-    });
+    std::stable_sort(expected.begin(), expected.end(),
+                     [&](int64_t a, int64_t b) {
+                       return std::fabs(x.get(a)) > std::fabs(x.get(b));
+                     });
     for (int64_t k : {int64_t(1), (n + 9) / 10, n}) {
       auto [values, indices] = topK(x, k);
-      ASSERT_EQ(indices, std::vector<int64_t>(expected.begin(),
-                                              expected.begin() + k))
+      ASSERT_EQ(indices,
+                std::vector<int64_t>(expected.begin(), expected.begin() + k))
           << "n " << n << " k " << k;
       for (int64_t j = 0; j < k; ++j)
         EXPECT_EQ(values[size_t(j)], x.get(indices[size_t(j)]));

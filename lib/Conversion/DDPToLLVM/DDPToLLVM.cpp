@@ -561,7 +561,7 @@ struct WorldSizeLowering : RuntimePattern<WorldSizeOp> {
 };
 
 //===----------------------------------------------------------------------===//
-// Scale, cast, copy, random_normal
+// Scale, cast, copy, random_normal, top_k
 //===----------------------------------------------------------------------===//
 
 struct ScaleLowering : RuntimePattern<BufferScaleOp> {
@@ -610,6 +610,20 @@ struct RandomNormalLowering : RuntimePattern<BufferRandomNormalOp> {
                                        TypeRange(op.getOutput().getType())),
                             rt.constantI64(op.getSeed()),
                             rt.constantI64(op.getStream()), adaptor.getStep()});
+  }
+};
+
+struct TopKLowering : RuntimePattern<BufferTopKOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult lower(BufferTopKOp op, OpAdaptor adaptor,
+                      RuntimeCall &rt) const override {
+    auto one = [&](Value converted, Value buffer) {
+      return rt.buffers(ValueRange(converted), TypeRange(buffer.getType()));
+    };
+    return replaceWithCall(op, rt, "ddprt_top_k",
+                           {one(adaptor.getInput(), op.getInput()),
+                            one(adaptor.getValues(), op.getValues()),
+                            one(adaptor.getIndices(), op.getIndices())});
   }
 };
 
@@ -1279,8 +1293,8 @@ void mlir::ddp::populateDDPToLLVMConversionPatterns(
   patterns.add<AllReduceLowering, AllReduceStartLowering, WaitLowering,
                AllGatherLowering, WorldSizeLowering, HostBarrierLowering,
                ScaleLowering, CastLowering, CopyLowering, RandomNormalLowering,
-               InspectLowering, ProjectLowering, OrthogonalizeLowering,
-               ReconstructLowering, BufferStateLowering,
+               TopKLowering, InspectLowering, ProjectLowering,
+               OrthogonalizeLowering, ReconstructLowering, BufferStateLowering,
                ScalarStateLoadLowering, ScalarStateStoreLowering>(converter,
                                                                   cache);
   patterns.add<StateLowering>(converter);

@@ -16,7 +16,6 @@
 
 #include <cub/device/device_radix_sort.cuh>
 
-
 namespace ddprt::cuda {
 
 namespace {

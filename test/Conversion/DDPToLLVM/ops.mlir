@@ -261,6 +261,24 @@ func.func @random_normal(%step: i64, %q: memref<32x2xf32>) {
 
 // -----
 
+// ddp.buffer.top_k: the input, the values and the indices, each one
+// ddprt_buffer {data, dtype, numel} (f32 is dtype 0, i32 dtype 6).
+// CHECK-DAG: llvm.func @ddprt_top_k(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+// CHECK-DAG: llvm.mlir.global internal constant @[[IN:__ddp_tab_[0-9A-F]+]](dense<[0, 0, 2112]> : tensor<3xi64>)
+// CHECK-DAG: llvm.mlir.global internal constant @[[VALUES:__ddp_tab_[0-9A-F]+]](dense<[0, 0, 21]> : tensor<3xi64>)
+// CHECK-DAG: llvm.mlir.global internal constant @[[INDICES:__ddp_tab_[0-9A-F]+]](dense<[0, 6, 21]> : tensor<3xi64>)
+// CHECK-LABEL: func.func @top_k(
+// CHECK-DAG: llvm.mlir.addressof @[[IN]]
+// CHECK-DAG: llvm.mlir.addressof @[[VALUES]]
+// CHECK-DAG: llvm.mlir.addressof @[[INDICES]]
+// CHECK: llvm.call @ddprt_top_k(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+func.func @top_k(%m: memref<2112xf32>, %v: memref<21xf32>, %i: memref<21xi32>) {
+  ddp.buffer.top_k %m into %v, %i : memref<2112xf32> into memref<21xf32>, memref<21xi32>
+  return
+}
+
+// -----
+
 // ddp.buffer.project: matrices, residuals, factors, outputs as arrays of
 // ddprt_matrix {data, dtype, rows, cols}; transposed is ddprt_backproject,
 // and an empty residual group is a null pointer.
@@ -431,6 +449,8 @@ func.func @counter() -> i64 {
 // GENERIC-LABEL: llvm.func @cast_unscaled(
 // GENERIC-LABEL: llvm.func @copy(
 // GENERIC-LABEL: llvm.func @random_normal(
+// GENERIC-LABEL: llvm.func @top_k(
+// GENERIC: llvm.call @ddprt_top_k(
 // GENERIC-LABEL: llvm.func @project(
 // GENERIC-LABEL: llvm.func @backproject(
 // GENERIC-LABEL: llvm.func @orthogonalize(

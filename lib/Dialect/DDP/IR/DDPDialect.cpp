@@ -75,7 +75,7 @@ void DDPDialect::initialize() {
       WaitOp, ScaleOp, CastOp, ProjectOp, BackprojectOp, ProjectResidualOp,
       BackprojectResidualOp, OrthogonalizeOp, ReconstructOp,
       ReconstructResidualOp, RandomNormalOp, InspectOp, StateLoadOp,
-      StateStoreOp, AddResidualOp, UpdateResidualOp, AllGatherOp>();
+      StateStoreOp, AddResidualOp, UpdateResidualOp, AllGatherOp, TopKOp>();
   // The lowering registers it (registerConvertDDPToLLVMInterface).
   declarePromisedInterface<ConvertToLLVMPatternInterface, DDPDialect>();
 }

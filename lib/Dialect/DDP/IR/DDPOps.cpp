@@ -10,6 +10,8 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/Support/MathExtras.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::ddp;
 
@@ -616,6 +618,49 @@ LogicalResult StateOp::verify() {
                           "tensor of "
                        << computeElementTypeNames(getContext()) << ", got "
                        << type;
+}
+
+//===----------------------------------------------------------------------===//
+// TopKOp
+//===----------------------------------------------------------------------===//
+
+/// ddp.top_k and its buffer form: a 1-D input, k values of its type and k
+/// indices that can address it, 1 <= k <= its size.
+static LogicalResult verifyTopK(Operation *op, ShapedType input,
+                                ShapedType values, ShapedType indices) {
+  if (input.getRank() != 1 || values.getRank() != 1 || indices.getRank() != 1)
+    return op->emitOpError()
+           << "selects from a 1-D input into 1-D values and indices";
+  if (values.getElementType() != input.getElementType())
+    return op->emitOpError() << "values of " << values.getElementType()
+                             << " but an input of " << input.getElementType();
+  if (!indices.getElementType().isSignlessInteger(32) &&
+      !indices.getElementType().isSignlessInteger(64))
+    return op->emitOpError()
+           << "indices must be i32 or i64, got " << indices.getElementType();
+  int64_t n = input.getDimSize(0), k = values.getDimSize(0);
+  if (indices.getDimSize(0) != k)
+    return op->emitOpError()
+           << k << " values but " << indices.getDimSize(0) << " indices";
+  if (k < 1 || k > n)
+    return op->emitOpError()
+           << "k = " << k << " must be between 1 and the input's " << n
+           << " elements";
+  if (indices.getElementType().isSignlessInteger(32) &&
+      n - 1 > std::numeric_limits<int32_t>::max())
+    return op->emitOpError()
+           << "i32 indices cannot address " << n << " elements: use i64";
+  return success();
+}
+
+LogicalResult TopKOp::verify() {
+  return verifyTopK(*this, getInput().getType(), getValues().getType(),
+                    getIndices().getType());
+}
+
+LogicalResult BufferTopKOp::verify() {
+  return verifyTopK(*this, getInput().getType(), getValues().getType(),
+                    getIndices().getType());
 }
 
 LogicalResult ReportNonFiniteOp::verify() {

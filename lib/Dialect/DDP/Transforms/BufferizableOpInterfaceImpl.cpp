@@ -315,7 +315,7 @@ struct WaitModel : NonAliasingModel<WaitModel, WaitOp, /*Reads=*/false,
 };
 
 //===----------------------------------------------------------------------===//
-// Fresh outputs: cast, projections, reconstruct, random_normal
+// Fresh outputs: cast, projections, reconstruct, random_normal, top_k
 //===----------------------------------------------------------------------===//
 
 /// The analysis side of ops that read their tensor operands and write
@@ -398,6 +398,14 @@ struct RandomNormalModel : FreshResultModel<RandomNormalModel, RandomNormalOp> {
                      ArrayRef<Value> outputs) {
     BufferRandomNormalOp::create(b, op.getLoc(), op.getStep(), op.getSeedAttr(),
                                  op.getStreamAttr(), outputs.front());
+  }
+};
+
+struct TopKModel : FreshResultModel<TopKModel, TopKOp> {
+  static void create(RewriterBase &b, TopKOp op, ArrayRef<Value> inputs,
+                     ArrayRef<Value> outputs) {
+    BufferTopKOp::create(b, op.getLoc(), inputs.front(), outputs[0],
+                         outputs[1]);
   }
 };
 
@@ -614,6 +622,7 @@ void mlir::ddp::registerBufferizableOpInterfaceExternalModels(
     ReconstructOp::attachInterface<ReconstructModel>(*context);
     ReconstructResidualOp::attachInterface<ReconstructResidualModel>(*context);
     RandomNormalOp::attachInterface<RandomNormalModel>(*context);
+    TopKOp::attachInterface<TopKModel>(*context);
     InspectOp::attachInterface<InspectModel>(*context);
     AllGatherOp::attachInterface<AllGatherModel>(*context);
     StateLoadOp::attachInterface<StateLoadModel>(*context);

@@ -43,6 +43,13 @@ func.func @buffers(%g: memref<64x32xf32>, %e: memref<64x32xf32>,
   return
 }
 
+// CHECK-LABEL: func @buffer_top_k
+func.func @buffer_top_k(%m: memref<2112xf32>, %v: memref<21xf32>, %i: memref<21xi32>) {
+  // CHECK: ddp.buffer.top_k %{{.*}} into %{{.*}}, %{{.*}} : memref<2112xf32> into memref<21xf32>, memref<21xi32>
+  ddp.buffer.top_k %m into %v, %i : memref<2112xf32> into memref<21xf32>, memref<21xi32>
+  return
+}
+
 // CHECK-LABEL: func @buffer_inspect
 func.func @buffer_inspect(%q: memref<32x2xf32>) -> (i1, i1) {
   // CHECK: %{{.*}}, %{{.*}} = ddp.buffer.inspect %{{.*}} : memref<32x2xf32>

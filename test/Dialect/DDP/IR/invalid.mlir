@@ -484,3 +484,67 @@ func.func @misspelled(%g: tensor<4xf32> {ddp.nmae = "w"}) {
 func.func @no_ranks() attributes {ddp.world_size = 0 : i64} {
   return
 }
+
+// -----
+
+func.func @top_k_matrix(%m: tensor<4x8xf32>) {
+  // expected-error @+1 {{'ddp.top_k' op selects from a 1-D input into 1-D values and indices}}
+  %v, %i = ddp.top_k %m : tensor<4x8xf32> -> tensor<3xf32>, tensor<3xi32>
+  return
+}
+
+// -----
+
+func.func @top_k_value_type(%m: tensor<32xf32>) {
+  // expected-error @+1 {{'ddp.top_k' op values of 'f16' but an input of 'f32'}}
+  %v, %i = ddp.top_k %m : tensor<32xf32> -> tensor<3xf16>, tensor<3xi32>
+  return
+}
+
+// -----
+
+func.func @top_k_index_type(%m: tensor<32xf32>) {
+  // expected-error @+1 {{'ddp.top_k' op result #1 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %v, %i = ddp.top_k %m : tensor<32xf32> -> tensor<3xf32>, tensor<3xi8>
+  return
+}
+
+// -----
+
+func.func @top_k_sizes_differ(%m: tensor<32xf32>) {
+  // expected-error @+1 {{'ddp.top_k' op 3 values but 4 indices}}
+  %v, %i = ddp.top_k %m : tensor<32xf32> -> tensor<3xf32>, tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @top_k_too_many(%m: tensor<32xf32>) {
+  // expected-error @+1 {{'ddp.top_k' op k = 33 must be between 1 and the input's 32 elements}}
+  %v, %i = ddp.top_k %m : tensor<32xf32> -> tensor<33xf32>, tensor<33xi32>
+  return
+}
+
+// -----
+
+func.func @top_k_none(%m: tensor<32xf32>) {
+  // expected-error @+1 {{'ddp.top_k' op k = 0 must be between 1 and the input's 32 elements}}
+  %v, %i = ddp.top_k %m : tensor<32xf32> -> tensor<0xf32>, tensor<0xi32>
+  return
+}
+
+// -----
+
+func.func @top_k_narrow_indices(%m: tensor<3000000000xf32>) {
+  // expected-error @+1 {{'ddp.top_k' op i32 indices cannot address 3000000000 elements: use i64}}
+  %v, %i = ddp.top_k %m : tensor<3000000000xf32> -> tensor<3xf32>, tensor<3xi32>
+  return
+}
+
+// -----
+
+func.func @buffer_top_k_sizes_differ(%m: memref<32xf32>, %v: memref<3xf32>, %i: memref<2xi64>) {
+  // expected-error @+1 {{'ddp.buffer.top_k' op 3 values but 2 indices}}
+  ddp.buffer.top_k %m into %v, %i : memref<32xf32> into memref<3xf32>, memref<2xi64>
+  return
+}

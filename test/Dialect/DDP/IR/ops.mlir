@@ -107,6 +107,17 @@ func.func @inspect(%q: tensor<32x2xbf16>) -> (i1, i1) {
   return %finite, %nonzero : i1, i1
 }
 
+// CHECK-LABEL: func @top_k
+func.func @top_k(%m: tensor<2112xf32>, %h: tensor<64xbf16>)
+    -> (tensor<21xf32>, tensor<21xi32>, tensor<64xbf16>, tensor<64xi64>) {
+  // CHECK: %{{.*}}, %{{.*}} = ddp.top_k %{{.*}} : tensor<2112xf32> -> tensor<21xf32>, tensor<21xi32>
+  %values, %indices = ddp.top_k %m : tensor<2112xf32> -> tensor<21xf32>, tensor<21xi32>
+  // Every element, with wide indices.
+  // CHECK: ddp.top_k %{{.*}} : tensor<64xbf16> -> tensor<64xbf16>, tensor<64xi64>
+  %all, %order = ddp.top_k %h : tensor<64xbf16> -> tensor<64xbf16>, tensor<64xi64>
+  return %values, %indices, %all, %order : tensor<21xf32>, tensor<21xi32>, tensor<64xbf16>, tensor<64xi64>
+}
+
 // Compression schemes: the flat bucket, gathers of any runtime type, the
 // world size.
 // CHECK-LABEL: func @buckets

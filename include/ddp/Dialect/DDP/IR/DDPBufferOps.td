@@ -221,6 +221,18 @@ def DDP_BufferRandomNormalOp : DDP_BufferOp<"random_normal"> {
   }];
 }
 
+def DDP_BufferTopKOp : DDP_BufferOp<"top_k"> {
+  let summary = "ddp.top_k into buffers";
+  let arguments = (ins Arg<DDP_CommBuffer, "", [MemRead]>:$input,
+                       Arg<DDP_CommBuffer, "", [MemWrite]>:$values,
+                       Arg<DDP_GatherBuffer, "", [MemWrite]>:$indices);
+  let assemblyFormat = [{
+    $input `into` $values `,` $indices attr-dict
+    `:` type($input) `into` type($values) `,` type($indices)
+  }];
+  let hasVerifier = 1;
+}
+
 def DDP_BufferInspectOp : DDP_BufferOp<"inspect"> {
   let summary = "ddp.inspect of a buffer";
   let arguments = (ins Arg<DDP_CommBuffer, "", [MemRead]>:$input);

@@ -11,6 +11,7 @@
 //   * local compression steps: scale, cast, and PowerSGD's add_residual,
 //     project, orthogonalize, backproject, reconstruct, update_residual, plus
 //     the fused forms the runtime runs as single kernels;
+//   * sparsification: top_k;
 //   * persistent state: state, state_load, state_store, random_normal.
 // Every compute op is variadic: one op over N tensors is one multi-tensor
 // kernel launch. Tensor i of every operand group belongs together.
@@ -457,6 +458,34 @@ def DDP_ReconstructResidualOp : DDP_Op<"reconstruct_residual",
       return getResults().drop_front(getPs().size());
     }
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// Sparsification
+//===----------------------------------------------------------------------===//
+
+def DDP_TopKOp : DDP_Op<"top_k", [Pure]> {
+  let summary = "the k elements largest in magnitude and their positions";
+  let description = [{
+    Selects the `k` elements of the 1-D `input` largest in magnitude, `k`
+    being the size of both results: `values` holds them, `indices` their
+    positions (`i32`, or `i64` for an input too large for `i32`), largest
+    first, equal magnitudes in index order. The order is total and the same
+    on every backend (`ddprt_top_k`): `-0` equals `+0`, and NaN is larger
+    than any number, so a non-finite element is selected, not hidden.
+    Top-k sparsification (`insert-topk`) sends what it selects.
+
+    ```mlir
+    %values, %indices = ddp.top_k %m : tensor<2112xf32> -> tensor<21xf32>, tensor<21xi32>
+    ```
+  }];
+  let arguments = (ins StaticShapeTensorOf<[DDP_ComputeElement]>:$input);
+  let results = (outs StaticShapeTensorOf<[DDP_ComputeElement]>:$values,
+                      StaticShapeTensorOf<[I32, I64]>:$indices);
+  let assemblyFormat = [{
+    $input attr-dict `:` type($input) `->` type($values) `,` type($indices)
+  }];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

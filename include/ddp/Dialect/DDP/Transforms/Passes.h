@@ -33,6 +33,10 @@ using PowerSGDRankSelector =
 std::unique_ptr<Pass> createInsertPowerSGD(const InsertPowerSGDOptions &options,
                                            PowerSGDRankSelector selector);
 
+/// The elements insert-topk sends of a bucket of `numElements`:
+/// max(1, floor(numElements * ratio)), at most all of them.
+int64_t topKCount(int64_t numElements, double ratio);
+
 #define GEN_PASS_REGISTRATION
 #include "ddp/Dialect/DDP/Transforms/Passes.h.inc"
 
