@@ -8,7 +8,8 @@
 # what ddp-opt's PowerSGD does to ResNet-18's gradient traffic (one line),
 # then trains a 64-128-10 MLP on scikit-learn's digits on 4 MPI ranks once
 # per way of averaging the gradients (exact, fp16, PowerSGD rank 1/2/4 with
-# and without error feedback; examples/train/train.sh), checks every run
+# and without error feedback, quantization, a sign hook, top-k;
+# examples/train/train.sh), checks every run
 # against a numpy simulation, and prints the table of test accuracy,
 # elements and bytes sent per step, and time per step. The loss curves go
 # to build/train/loss.png. About a minute after the build on two cores.

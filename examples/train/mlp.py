@@ -55,6 +55,9 @@ CONFIGS = {
     # A user's own hook, written in MLIR (examples/hooks/sign_ef_hook.mlir,
     # ddp-opt --ddp-apply-hook): error-feedback scaled sign.
     "sign-ef": dict(method="sign-ef"),
+    # Top-k sparsification with error feedback (ddp-opt --insert-topk):
+    # each rank sends its bucket's largest 1% and their indices.
+    "topk": dict(method="topk", ratio=0.01),
 }
 
 # PowerSGD's warm-up: plain averaged allreduces before this step

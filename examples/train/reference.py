@@ -298,6 +298,45 @@ class SignEF:
         return unflatten(total / f32(len(grads)), grads[0])
 
 
+class TopK:
+    """ddp-opt --insert-topk: each rank adds its residual to its flat
+    bucket (m = g + e), sends the k = max(1, floor(N * ratio)) elements of
+    m largest in magnitude (ties in index order) and their indices (i32),
+    and keeps the rest as its residual; the ranks' values are added into
+    zeros in rank order at their indices and divided by W."""
+
+    def __init__(self, ratio):
+        self.ratio = ratio
+        self.errors = None
+
+    def count(self, shapes):
+        n = sum(int(np.prod(s)) for s in shapes)
+        return max(1, min(n, int(np.floor(n * self.ratio))))
+
+    def elements_sent(self, shapes):
+        return 2 * self.count(shapes)
+
+    def bytes_sent(self, shapes):
+        return 8 * self.count(shapes)
+
+    def reduce(self, grads):
+        f32 = np.float32
+        flats = [flat_bucket(g) for g in grads]
+        n = flats[0].size
+        k = max(1, min(n, int(np.floor(n * self.ratio))))
+        if self.errors is None:
+            self.errors = [np.zeros_like(x) for x in flats]
+        total = np.zeros_like(flats[0])
+        for r, x in enumerate(flats):
+            m = x + self.errors[r]
+            chosen = np.argsort(-np.abs(m), kind="stable")[:k]
+            rest = m.copy()
+            rest[chosen] = 0
+            self.errors[r] = rest
+            total[chosen] += m[chosen]
+        return unflatten(total / f32(len(grads)), grads[0])
+
+
 def make_reducer(config, seed, initial_q="runtime"):
     """The gradient averaging of a configuration in mlp.CONFIGS."""
     spec = mlp.CONFIGS[config]
@@ -309,6 +348,8 @@ def make_reducer(config, seed, initial_q="runtime"):
         return Quantization(spec["channel_size"])
     if spec["method"] == "sign-ef":
         return SignEF()
+    if spec["method"] == "topk":
+        return TopK(spec["ratio"])
     return PowerSGD(spec["rank"], spec["error_feedback"], mlp.POWERSGD_START_ITER, seed, initial_q)
 
 

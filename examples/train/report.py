@@ -137,6 +137,8 @@ def line_style(name):
                     linewidth=1.3)
     if name == "sign-ef":
         return dict(color="tab:orange", linewidth=1.3)
+    if name == "topk":
+        return dict(color="tab:brown", linewidth=1.3)
     match = re.match(r"powersgd-r(\d+)(-noef)?$", name)
     if not match:
         return {}

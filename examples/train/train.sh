@@ -9,7 +9,7 @@
 #   bash examples/train/train.sh [--dry-run] [CONFIG...]
 #
 # CONFIG: exact fp16 powersgd-r{1,2,4} powersgd-r{1,2,4}-noef quant-pertensor
-# quant-perchannel sign-ef auto (default: all twelve). auto is ddp-plan's
+# quant-perchannel sign-ef topk auto (default: all thirteen). auto is ddp-plan's
 # choice among exact, fp16 and PowerSGD rank 1/2/4 for this machine, from a
 # profile ddprt-calibrate measures first on the same ranks (loopback MPI).
 # --dry-run prepares the data and compiles every step function but prints
@@ -54,7 +54,7 @@ CONFIGS=("$@")
 if ((${#CONFIGS[@]} == 0)); then
   CONFIGS=(exact fp16 powersgd-r1 powersgd-r2 powersgd-r4
            powersgd-r1-noef powersgd-r2-noef powersgd-r4-noef
-           quant-pertensor quant-perchannel sign-ef auto)
+           quant-pertensor quant-perchannel sign-ef topk auto)
 fi
 
 # compile_args CONFIG: ddp-opt's passes for a configuration, one per line.
@@ -75,6 +75,10 @@ compile_args() {
       # the PowerSGD rows' warm-up and seed.
       echo "--ddp-plan=profile=$WORK_DIR/profile.json choices=plain,fp16,powersgd start-iter=$START_ITER seed=$SEED"
       echo "--ddp-compress=narrow=none"
+      ;;
+    topk)
+      # The largest 1% of the bucket and their indices.
+      printf '%s\n' --ddp-bucketize --insert-topk=ratio=0.01 "--ddp-compress=narrow=none"
       ;;
     sign-ef)
       printf '%s\n' --ddp-bucketize \

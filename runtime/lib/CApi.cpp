@@ -298,15 +298,15 @@ ddprt_status ddprt_gemm(ddprt_context *context, ddprt_dtype dtype,
                         const void *a, int64_t lda, int64_t stride_a,
                         const void *b, int64_t ldb, int64_t stride_b,
                         float beta, void *c, int64_t ldc, int64_t stride_c) {
-  Error error = checkGemm(context, dtype, transpose_a, transpose_b, batch, m,
-                          n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc,
-                          stride_c);
+  Error error =
+      checkGemm(context, dtype, transpose_a, transpose_b, batch, m, n, k, a,
+                lda, stride_a, b, ldb, stride_b, c, ldc, stride_c);
   if (!error && batch > 0 && m > 0 && n > 0)
-    error = context->backend->gemm(
-        transpose_a != 0, transpose_b != 0, batch, m, n, k, alpha,
-        static_cast<const float *>(a), lda, stride_a,
-        static_cast<const float *>(b), ldb, stride_b, beta,
-        static_cast<float *>(c), ldc, stride_c);
+    error = context->backend->gemm(transpose_a != 0, transpose_b != 0, batch, m,
+                                   n, k, alpha, static_cast<const float *>(a),
+                                   lda, stride_a, static_cast<const float *>(b),
+                                   ldb, stride_b, beta, static_cast<float *>(c),
+                                   ldc, stride_c);
   return report(context, error);
 }
 
@@ -338,6 +338,17 @@ ddprt_status ddprt_top_k(ddprt_context *context, const ddprt_buffer *input,
     error = timed(context, DDPRT_PHASE_COMPRESSION, [&] {
       return context->backend->topK(*input, *values, *indices);
     });
+  return report(context, error);
+}
+
+ddprt_status ddprt_count_uncompressed(ddprt_context *context,
+                                      int64_t elements) {
+  Error error = checkContext(context);
+  if (!error && elements < 0)
+    error = invalid("ddprt_count_uncompressed: " + std::to_string(elements) +
+                    " elements");
+  if (!error)
+    context->counters.elements_before_compression += uint64_t(elements);
   return report(context, error);
 }
 

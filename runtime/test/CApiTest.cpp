@@ -839,13 +839,29 @@ TEST_F(CApi, AllgatherCountsWhatThisRankContributes) {
   EXPECT_EQ(counters.collectives[DDPRT_ROLE_COMPRESSED], 1u);
   EXPECT_EQ(counters.elements_sent[DDPRT_ROLE_COMPRESSED], 103u);
   EXPECT_EQ(counters.bytes_sent[DDPRT_ROLE_COMPRESSED], 112u);
-  // As other collectives: what it sends, before and after compression.
-  EXPECT_EQ(counters.elements_before_compression, 103u);
+  // What a scheme sends instead of its bucket: after compression only;
+  // the bucket counts before (ddprt_count_uncompressed).
+  EXPECT_EQ(counters.elements_before_compression, 0u);
   EXPECT_EQ(counters.elements_after_compression, 103u);
   EXPECT_GT(counters.seconds[DDPRT_PHASE_COMMUNICATION], 0.0);
   EXPECT_EQ(counters.seconds[DDPRT_PHASE_CAST], 0.0);
   EXPECT_EQ(gathered[99], 1);
   EXPECT_EQ(gatheredScales[2], 0.5f);
+}
+
+TEST_F(CApi, CountUncompressedAddsABucketBeforeCompression) {
+  ASSERT_EQ(ddprt_count_uncompressed(context, 9610), DDPRT_OK);
+  ASSERT_EQ(ddprt_count_uncompressed(context, 0), DDPRT_OK);
+  ddprt_counters counters;
+  ASSERT_EQ(ddprt_get_counters(context, &counters), DDPRT_OK);
+  EXPECT_EQ(counters.elements_before_compression, 9610u);
+  EXPECT_EQ(counters.elements_after_compression, 0u);
+  for (int role = 0; role < DDPRT_ROLE_COUNT; ++role)
+    EXPECT_EQ(counters.collectives[role], 0u) << "role " << role;
+  EXPECT_FAILS(ddprt_count_uncompressed(context, -1),
+               DDPRT_ERROR_INVALID_ARGUMENT, "-1 elements");
+  EXPECT_EQ(ddprt_count_uncompressed(nullptr, 5),
+            DDPRT_ERROR_INVALID_ARGUMENT);
 }
 
 TEST_F(CApi, CountersFollowRolesAndCompression) {

@@ -613,6 +613,15 @@ struct RandomNormalLowering : RuntimePattern<BufferRandomNormalOp> {
   }
 };
 
+struct CountUncompressedLowering : RuntimePattern<CountUncompressedOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult lower(CountUncompressedOp op, OpAdaptor,
+                      RuntimeCall &rt) const override {
+    return replaceWithCall(op, rt, "ddprt_count_uncompressed",
+                           {rt.constantI64(op.getElements())});
+  }
+};
+
 struct TopKLowering : RuntimePattern<BufferTopKOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult lower(BufferTopKOp op, OpAdaptor adaptor,
@@ -1293,10 +1302,10 @@ void mlir::ddp::populateDDPToLLVMConversionPatterns(
   patterns.add<AllReduceLowering, AllReduceStartLowering, WaitLowering,
                AllGatherLowering, WorldSizeLowering, HostBarrierLowering,
                ScaleLowering, CastLowering, CopyLowering, RandomNormalLowering,
-               TopKLowering, InspectLowering, ProjectLowering,
-               OrthogonalizeLowering, ReconstructLowering, BufferStateLowering,
-               ScalarStateLoadLowering, ScalarStateStoreLowering>(converter,
-                                                                  cache);
+               TopKLowering, CountUncompressedLowering, InspectLowering,
+               ProjectLowering, OrthogonalizeLowering, ReconstructLowering,
+               BufferStateLowering, ScalarStateLoadLowering,
+               ScalarStateStoreLowering>(converter, cache);
   patterns.add<StateLowering>(converter);
   patterns.add<ReportNonFiniteLowering>(converter, cache);
 }

@@ -475,6 +475,16 @@ void ddprt_report_nonfinite(ddprt_context *context, const char *where,
 int32_t ddprt_nonfinite_is_this_rank_only(const ddprt_context *context);
 /*===--- Counters ---------------------------------------------------------===*/
 
+/* A compression scheme's bucket of `elements` gradient elements is sent
+   this step in another form (a quantized payload, selected values and
+   their indices): adds them to ddprt_counters.elements_before_compression.
+   Compiled code calls it once per bucket and step where the scheme's
+   collectives (DDPRT_ROLE_COMPRESSED, which count as sent after compression
+   only) are issued, so that the counters compare what the bucket would
+   have sent with what it sent. */
+ddprt_status ddprt_count_uncompressed(ddprt_context *context,
+                                      int64_t elements);
+
 typedef enum ddprt_phase {
   DDPRT_PHASE_COMMUNICATION = 0, /* inside collectives (and waits) */
   DDPRT_PHASE_COMPRESSION = 1,   /* project, backproject, orthogonalize,
@@ -491,8 +501,9 @@ typedef struct ddprt_counters {
   uint64_t bytes_sent[DDPRT_ROLE_COUNT];
   /* Elements before and after compression, as PowerSGD's
      compression_stats() counts them: project adds n*m before; P and Q
-     collectives add what they send after; other collectives add what they
-     send to both. */
+     collectives add what they send after; ddprt_count_uncompressed adds a
+     scheme's bucket before and its collectives (DDPRT_ROLE_COMPRESSED) add
+     what they send after; other collectives add what they send to both. */
   uint64_t elements_before_compression;
   uint64_t elements_after_compression;
   /* Seconds spent in each phase on this rank: wall time inside the calls.

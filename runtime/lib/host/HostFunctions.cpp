@@ -49,6 +49,7 @@ std::vector<HostFunction> hostFunctions(bool synchronizeEveryCall) {
       {"ddprt_reconstruct", address(&ddprt_reconstruct)},
       {"ddprt_random_normal", address(&ddprt_random_normal)},
       {"ddprt_top_k", address(&ddprt_top_k)},
+      {"ddprt_count_uncompressed", address(&ddprt_count_uncompressed)},
       {"ddprt_state_get", address(&ddprt_state_get)},
       {"ddprt_state_data", address(&ddprt_state_data)},
       {"_mlir_memref_to_llvm_alloc", address(&hostAlloc)},

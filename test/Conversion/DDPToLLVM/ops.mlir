@@ -261,6 +261,18 @@ func.func @random_normal(%step: i64, %q: memref<32x2xf32>) {
 
 // -----
 
+// ddp.count_uncompressed: one checked call with the bucket's elements.
+// CHECK-DAG: llvm.func @ddprt_count_uncompressed(!llvm.ptr, i64) -> i32
+// CHECK-LABEL: func.func @count_uncompressed(
+// CHECK: %[[N:.*]] = llvm.mlir.constant(2112 : i64) : i64
+// CHECK: llvm.call @ddprt_count_uncompressed(%{{.*}}, %[[N]])
+func.func @count_uncompressed() {
+  ddp.count_uncompressed 2112
+  return
+}
+
+// -----
+
 // ddp.buffer.top_k: the input, the values and the indices, each one
 // ddprt_buffer {data, dtype, numel} (f32 is dtype 0, i32 dtype 6).
 // CHECK-DAG: llvm.func @ddprt_top_k(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
@@ -449,6 +461,8 @@ func.func @counter() -> i64 {
 // GENERIC-LABEL: llvm.func @cast_unscaled(
 // GENERIC-LABEL: llvm.func @copy(
 // GENERIC-LABEL: llvm.func @random_normal(
+// GENERIC-LABEL: llvm.func @count_uncompressed(
+// GENERIC: llvm.call @ddprt_count_uncompressed(
 // GENERIC-LABEL: llvm.func @top_k(
 // GENERIC: llvm.call @ddprt_top_k(
 // GENERIC-LABEL: llvm.func @project(

@@ -45,10 +45,9 @@ FlatSymbolRefAttr BucketBuilder::getState(StringRef base, Type type) {
   if (FlatSymbolRefAttr known = states.lookup(key))
     return known;
   func::FuncOp function = bucket.function;
-  std::string name =
-      (base + "." + cleanStateNamePart(function.getSymName()) + "." +
-       Twine(bucket.index))
-          .str();
+  std::string name = (base + "." + cleanStateNamePart(function.getSymName()) +
+                      "." + Twine(bucket.index))
+                         .str();
   OpBuilder builder(getContext());
   auto module = cast<ModuleOp>(symbols.getOp());
   builder.setInsertionPointToStart(module.getBody());
@@ -321,8 +320,8 @@ static void guardNonFinite(RewriterBase &rewriter, const Bucket &bucket,
             type, rewriter.getFloatAttr(type.getElementType(), 0.0)));
     Value safe = arith::SelectOp::create(rewriter, loc, flags.getFinite(),
                                          store.getValue(), zeros);
-    rewriter.modifyOpInPlace(
-        store, [&] { store.getValueMutable().assign(safe); });
+    rewriter.modifyOpInPlace(store,
+                             [&] { store.getValueMutable().assign(safe); });
     rewriter.setInsertionPointAfter(store);
     ReportNonFiniteOp::create(
         rewriter, loc, flags.getFinite(),
@@ -346,7 +345,6 @@ static void guardNonFinite(RewriterBase &rewriter, const Bucket &bucket,
                                 .str(),
                             /*this_rank_only=*/false);
 }
-
 
 LogicalResult Applier::rewrite(func::FuncOp function, AllReduceOp allreduce,
                                unsigned &nextIndex, unsigned &compressed) {
@@ -400,6 +398,7 @@ LogicalResult Applier::rewrite(func::FuncOp function, AllReduceOp allreduce,
     Location loc = allreduce.getLoc();
     Value flat = FlattenOp::create(rewriter, loc, bucket.flatType,
                                    bucket.gradients, scheme.getName());
+    CountUncompressedOp::create(rewriter, loc, bucket.getNumElements());
     InsertedOps inserted;
     BucketBuilder builder(bucket, loc, rewriter, symbols);
     builder.setListener(&inserted);

@@ -548,3 +548,11 @@ func.func @buffer_top_k_sizes_differ(%m: memref<32xf32>, %v: memref<3xf32>, %i: 
   ddp.buffer.top_k %m into %v, %i : memref<32xf32> into memref<3xf32>, memref<2xi64>
   return
 }
+
+// -----
+
+func.func @count_negative() {
+  // expected-error @+1 {{'ddp.count_uncompressed' op attribute 'elements' failed to satisfy constraint: 64-bit signless integer attribute whose value is non-negative}}
+  ddp.count_uncompressed -3
+  return
+}

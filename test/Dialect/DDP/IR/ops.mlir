@@ -107,6 +107,13 @@ func.func @inspect(%q: tensor<32x2xbf16>) -> (i1, i1) {
   return %finite, %nonzero : i1, i1
 }
 
+// CHECK-LABEL: func @count_uncompressed
+func.func @count_uncompressed() {
+  // CHECK: ddp.count_uncompressed 2112
+  ddp.count_uncompressed 2112
+  return
+}
+
 // CHECK-LABEL: func @top_k
 func.func @top_k(%m: tensor<2112xf32>, %h: tensor<64xbf16>)
     -> (tensor<21xf32>, tensor<21xi32>, tensor<64xbf16>, tensor<64xi64>) {

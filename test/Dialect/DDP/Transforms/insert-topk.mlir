@@ -19,6 +19,7 @@
 // CHECK-DAG: ddp.state @ddp.topk_error.step.1 : tensor<40xf64>
 // CHECK-LABEL: func.func @step
 // CHECK: %[[FLAT:.*]] = ddp.flatten %arg0, %arg1 scheme "topk" : tensor<2x5xf32>, tensor<5xf32> -> tensor<15xf32>
+// CHECK-NEXT: ddp.count_uncompressed 15
 // CHECK: %[[E:.*]] = ddp.state_load @ddp.topk_error.step.0 : tensor<15xf32>
 // CHECK: %[[M:.*]] = arith.addf %[[FLAT]], %[[E]] : tensor<15xf32>
 // CHECK: %[[V:.*]], %[[I:.*]] = ddp.top_k %[[M]] : tensor<15xf32> -> tensor<3xf32>, tensor<3xi32>
@@ -48,6 +49,7 @@
 // Without error feedback: no state, the bucket itself is selected from.
 // NOEF-NOT: ddp.state
 // NOEF: %[[FLAT:.*]] = ddp.flatten
+// NOEF-NEXT: ddp.count_uncompressed 15
 // NOEF-NEXT: ddp.top_k %[[FLAT]] : tensor<15xf32> -> tensor<3xf32>, tensor<3xi32>
 // NOEF-NOT: ddp.state_store
 

@@ -188,6 +188,27 @@ def DDP_FlattenOp : DDP_Op<"flatten", [Pure]> {
   let hasVerifier = 1;
 }
 
+// It writes the runtime's counters: declared, so that nothing removes it.
+def DDP_CountUncompressedOp : DDP_Op<"count_uncompressed", [
+    MemoryEffects<[MemWrite<DDP_StateResource>]>]> {
+  let summary = "count a bucket a compression scheme sends in another form";
+  let description = [{
+    Tells the runtime's counters (`ddprt_count_uncompressed`) that a bucket
+    of `elements` gradient elements is sent this step in the form a
+    compression scheme chose: what the scheme's collectives (role
+    `compressed`) send then counts as after compression, and these
+    elements as before, so that `ddp-run`'s summary says how much less the
+    scheme sent. Every compression scheme has one per bucket, where it
+    flattens the bucket.
+
+    ```mlir
+    ddp.count_uncompressed 2112
+    ```
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntNonNegative]>:$elements);
+  let assemblyFormat = "$elements attr-dict";
+}
+
 def DDP_UnflattenOp : DDP_Op<"unflatten", [Pure]> {
   let summary = "split a flat bucket back into its gradients' shapes";
   let description = [{
