@@ -6,7 +6,7 @@
 
 #include "Backend.h"
 
-#include "cpu/Kernels.h"
+#include "HostArithmetic.h"
 
 #include <vector>
 
@@ -19,8 +19,8 @@ Error Backend::inspect(const ddprt_buffer *buffers, int count, bool *finite,
     const ddprt_buffer &buffer = buffers[i];
     host.resize(size_t(buffer.numel) * ddprt_dtype_size(buffer.dtype));
     DDPRT_TRY(copyToHost(host.data(), buffer.data, host.size()));
-    cpu::inspect(ddprt_buffer{host.data(), buffer.dtype, buffer.numel},
-                 finite[i], nonzero[i]);
+    inspectHost(ddprt_buffer{host.data(), buffer.dtype, buffer.numel},
+                finite[i], nonzero[i]);
   }
   return Error::success();
 }

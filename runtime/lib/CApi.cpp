@@ -16,7 +16,9 @@
 #include "Context.h"
 #include "Counters.h"
 #include "NonFinite.h"
+#include "Options.h"
 #include "ProcessState.h"
+#include "SimulatedLink.h"
 #include "State.h"
 #include "Status.h"
 #include "Validation.h"
@@ -49,6 +51,22 @@ ddprt_status ddprt_get_version(int *version) {
 }
 
 size_t ddprt_dtype_size(ddprt_dtype dtype) { return dtypeSize(asInt(dtype)); }
+
+ddprt_status ddprt_parse_simulated_link(const char *text, double *gbps,
+                                        double *latency_us, const char **why) {
+  thread_local std::string message;
+  SimulatedLink link;
+  if (!text || !gbps || !latency_us)
+    message = "a null text or result pointer";
+  else if (parseSimulatedLink(text, link, message)) {
+    *gbps = link.gbps;
+    *latency_us = link.latencyUs;
+    return DDPRT_OK;
+  }
+  if (why)
+    *why = message.c_str();
+  return DDPRT_ERROR_INVALID_ARGUMENT;
+}
 
 const char *ddprt_status_string(ddprt_status status) {
   switch (asInt(status)) {

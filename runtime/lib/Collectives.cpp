@@ -6,8 +6,8 @@
 
 #include "Collectives.h"
 
+#include "HostArithmetic.h"
 #include "Numeric.h"
-#include "cpu/Kernels.h"
 
 #include <algorithm>
 #include <functional>
@@ -249,7 +249,7 @@ Error Collectives::sum(void *data, int64_t count, ddprt_dtype dtype,
   DDPRT_TRY(failIfBroken());
   if (size_ == 1 || count == 0) {
     if (scale != 1.0)
-      cpu::scale(scale, ddprt_buffer{data, dtype, count});
+      scaleHost(scale, ddprt_buffer{data, dtype, count});
     return Error::success();
   }
   int64_t bytes = count * int64_t(ddprt_dtype_size(dtype));
@@ -260,7 +260,7 @@ Error Collectives::sum(void *data, int64_t count, ddprt_dtype dtype,
       return ringSum(static_cast<char *>(data), count, dtype, scale);
     DDPRT_TRY(mpiSum(data, count, dtype));
     if (scale != 1.0)
-      cpu::scale(scale, ddprt_buffer{data, dtype, count});
+      scaleHost(scale, ddprt_buffer{data, dtype, count});
     return Error::success();
   });
 }
@@ -338,14 +338,14 @@ Error Collectives::ringSum(char *data, int64_t count, ddprt_dtype dtype,
                        scratch_.data(), chunkSize(recvChunk) * elementSize,
                        left, requests, checker));
     DDPRT_TRY(wait(requests));
-    cpu::accumulate(ddprt_buffer{data + chunkBegin(recvChunk) * elementSize,
-                                 dtype, chunkSize(recvChunk)},
-                    scratch_.data());
+    accumulateHost(ddprt_buffer{data + chunkBegin(recvChunk) * elementSize,
+                                dtype, chunkSize(recvChunk)},
+                   scratch_.data());
   }
   int owned = (rank_ + 1) % world;
   if (scale != 1.0)
-    cpu::scale(scale, ddprt_buffer{data + chunkBegin(owned) * elementSize,
-                                   dtype, chunkSize(owned)});
+    scaleHost(scale, ddprt_buffer{data + chunkBegin(owned) * elementSize, dtype,
+                                  chunkSize(owned)});
   // Allgather the reduced chunks.
   for (int step = 0; step < world - 1; ++step) {
     int sendChunk = (rank_ - step + 1 + world) % world;
@@ -526,7 +526,7 @@ Error Collectives::sum(void *data, int64_t count, ddprt_dtype dtype,
                        double scale) {
   DDPRT_TRY(failIfBroken());
   if (scale != 1.0)
-    cpu::scale(scale, ddprt_buffer{data, dtype, count});
+    scaleHost(scale, ddprt_buffer{data, dtype, count});
   return Error::success();
 }
 

@@ -6,6 +6,7 @@
 
 #include "Context.h"
 
+#include "Options.h"
 #include "ProcessState.h"
 #include "State.h"
 #include "Status.h"
@@ -29,6 +30,12 @@ Error initContext(ddprt_context &context, const ddprt_options *options) {
 #endif
   context.backend = createCpuBackend(*context.communicator);
   return Error::success();
+}
+
+ddprt_status report(ddprt_context *context, const Error &error) {
+  if (context)
+    context->lastError = error ? error.message : std::string();
+  return error.status;
 }
 
 void destroyContext(ddprt_context *context) {

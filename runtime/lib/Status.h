@@ -13,7 +13,6 @@
 #ifndef DDPRT_STATUS_H
 #define DDPRT_STATUS_H
 
-#include "Context.h"
 #include "Error.h"
 
 #include <exception>
@@ -21,13 +20,9 @@
 
 namespace ddprt {
 
-/// Records `error` on the context (clears it on success) and returns its
-/// status.
-inline ddprt_status report(ddprt_context *context, const Error &error) {
-  if (context)
-    context->lastError = error ? error.message : std::string();
-  return error.status;
-}
+/// Records `error` on the context, if there is one (clears it on success),
+/// and returns its status.
+ddprt_status report(ddprt_context *context, const Error &error);
 
 /// Runs a backend call; an exception (out of memory) becomes an error, so
 /// nothing escapes the C ABI.

@@ -45,20 +45,6 @@ Error invalid(const std::string &message);
 
 /// A context that exists and started.
 Error checkContext(const ddprt_context *context);
-/// Copies the fields of the caller's `given` options (null: none) that lie
-/// within its `size` into `options`, which holds the defaults; refuses a
-/// size or version this runtime does not know (ddprt.h says which).
-Error readOptions(const ddprt_options *given, ddprt_options &options);
-/// Copies the fields of `options` that lie within the caller's
-/// `given->size` into `given` (ddprt_get_options); refuses a size or
-/// version this runtime does not know, as readOptions does.
-Error writeOptions(const ddprt_options &options, ddprt_options *given);
-/// DDPRT_SIMULATED_LINK, if set and not empty, overrides the simulated
-/// link of `options`; a malformed value fails, naming the variable.
-Error readSimulatedLinkVariable(ddprt_options &options);
-/// The options of ddprt_init: timeout, backend and simulated link.
-Error checkOptions(const ddprt_options &options);
-
 Error checkAllreduce(const ddprt_context *context,
                      const ddprt_reduction &reduction, const ddprt_role &role,
                      const ddprt_buffer *buffers, int count);

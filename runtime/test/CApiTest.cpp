@@ -849,6 +849,32 @@ TEST_F(CApi, AllgatherCountsWhatThisRankContributes) {
   EXPECT_EQ(gatheredScales[2], 0.5f);
 }
 
+TEST(SimulatedLinkText, ParsedAsTheEnvironmentVariableIs) {
+  double gbps = -1.0, latency = -1.0;
+  const char *why = nullptr;
+  ASSERT_EQ(ddprt_parse_simulated_link("10,20", &gbps, &latency, &why),
+            DDPRT_OK);
+  EXPECT_EQ(gbps, 10.0);
+  EXPECT_EQ(latency, 20.0);
+  for (const char *bad :
+       {"", "10", "10,", ",20", "x,20", "0,20", "10,1e12", "-1,0", " 10,20"}) {
+    why = nullptr;
+    EXPECT_EQ(ddprt_parse_simulated_link(bad, &gbps, &latency, &why),
+              DDPRT_ERROR_INVALID_ARGUMENT)
+        << bad;
+    ASSERT_NE(why, nullptr) << bad;
+    EXPECT_NE(std::string(why).find('\'' + std::string(bad) + '\''),
+              std::string::npos)
+        << "'" << why << "' does not quote '" << bad << "'";
+  }
+  EXPECT_EQ(ddprt_parse_simulated_link(nullptr, &gbps, &latency, &why),
+            DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(why).find("null"), std::string::npos);
+  // `why` may be null.
+  EXPECT_EQ(ddprt_parse_simulated_link("abc", &gbps, &latency, nullptr),
+            DDPRT_ERROR_INVALID_ARGUMENT);
+}
+
 TEST_F(CApi, CountUncompressedAddsABucketBeforeCompression) {
   ASSERT_EQ(ddprt_count_uncompressed(context, 9610), DDPRT_OK);
   ASSERT_EQ(ddprt_count_uncompressed(context, 0), DDPRT_OK);

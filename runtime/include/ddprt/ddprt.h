@@ -120,16 +120,33 @@ typedef enum ddprt_world_scale {
   DDPRT_SCALE_WORLD_SIZE = 2
 } ddprt_world_scale;
 
-/* What a collective carries, for the counters (ddp's CommRole). */
+/* What a collective carries, for the counters: every role once, for the
+   runtime, its hosts and the compiler (the ddp dialect's CommRole, whose
+   cases RuntimeABI.cpp checks against this list at compile time).
+     X(NAME, value, name)
+   name: the dialect's keyword (#ddp<role name>) and the key of ddp-run's
+   JSON summary.
+     GRADIENT      gradients nobody has compressed yet
+     UNCOMPRESSED  what PowerSGD leaves uncompressed (biases, small layers)
+     WARMUP        the plain allreduce before PowerSGD's start iteration
+     POWERSGD_P    PowerSGD's P factors; POWERSGD_Q its Q factors
+     COMPRESSED    what any other compression scheme sends (a hook's,
+                   quantization's, top-k's) */
+#define DDPRT_FOR_EACH_ROLE(X)                                                 \
+  X(GRADIENT, 0, gradient)                                                     \
+  X(UNCOMPRESSED, 1, uncompressed)                                             \
+  X(WARMUP, 2, warmup)                                                         \
+  X(POWERSGD_P, 3, powersgd_p)                                                 \
+  X(POWERSGD_Q, 4, powersgd_q)                                                 \
+  X(COMPRESSED, 5, compressed)
+
 typedef enum ddprt_role {
-  DDPRT_ROLE_GRADIENT = 0,
-  DDPRT_ROLE_UNCOMPRESSED = 1,
-  DDPRT_ROLE_WARMUP = 2,
-  DDPRT_ROLE_POWERSGD_P = 3,
-  DDPRT_ROLE_POWERSGD_Q = 4,
-  DDPRT_ROLE_COMPRESSED = 5, /* a collective a compression scheme issues
-                                (a hook's, quantization's) */
-  DDPRT_ROLE_COUNT = 6
+#define DDPRT_ROLE_ENUMERATOR(NAME, value, name) DDPRT_ROLE_##NAME = value,
+  DDPRT_FOR_EACH_ROLE(DDPRT_ROLE_ENUMERATOR)
+#undef DDPRT_ROLE_ENUMERATOR
+#define DDPRT_ROLE_ONE(NAME, value, name) +1
+      DDPRT_ROLE_COUNT = 0 DDPRT_FOR_EACH_ROLE(DDPRT_ROLE_ONE)
+#undef DDPRT_ROLE_ONE
 } ddprt_role;
 
 /* A dense tensor: `numel` elements of `dtype` at `data`. Compiled code
@@ -203,6 +220,15 @@ static inline void ddprt_default_options(ddprt_options *options) {
   if (options)
     *options = defaults;
 }
+
+/* Reads `text` written as DDPRT_SIMULATED_LINK is, "<gbps>,<latency_us>"
+   (for example "10,20"), into *gbps and *latency_us, checked as ddprt_init
+   checks them, for hosts that take the same setting (ddp-run
+   --simulated-link). Returns DDPRT_ERROR_INVALID_ARGUMENT for a text that
+   is not one, and then, if `why` is not NULL, points *why at a message that
+   says why (valid until this thread's next call). */
+ddprt_status ddprt_parse_simulated_link(const char *text, double *gbps,
+                                        double *latency_us, const char **why);
 
 typedef struct ddprt_context ddprt_context;
 typedef struct ddprt_request ddprt_request;

@@ -14,6 +14,7 @@
 
 #include "../Backend.h"
 #include "../Communicator.h"
+#include "../HostArithmetic.h"
 #include "Kernels.h"
 
 #include <cstdlib>
@@ -52,7 +53,7 @@ Error reduce(Collectives &collectives, Bucket &bucket) {
       continue;
     bool narrow = buffer.dtype == DDPRT_F16 || buffer.dtype == DDPRT_BF16;
     if (mean && narrow)
-      cpu::scale(inverse, buffer);
+      scaleHost(inverse, buffer);
     int64_t bytes = buffer.numel * int64_t(ddprt_dtype_size(buffer.dtype));
     if (bytes < kSmallBytes) {
       small[buffer.dtype].push_back(buffer);
@@ -202,7 +203,7 @@ public:
 
   Error scale(double factor, ddprt_buffer *buffers, int count) override {
     for (int i = 0; i < count; ++i)
-      cpu::scale(factor, buffers[i]);
+      scaleHost(factor, buffers[i]);
     return Error::success();
   }
 
@@ -273,7 +274,7 @@ public:
   Error inspect(const ddprt_buffer *buffers, int count, bool *finite,
                 bool *nonzero) override {
     for (int i = 0; i < count; ++i)
-      cpu::inspect(buffers[i], finite[i], nonzero[i]);
+      inspectHost(buffers[i], finite[i], nonzero[i]);
     return Error::success();
   }
 

@@ -19,13 +19,6 @@
 
 namespace ddprt::cpu {
 
-/// buffer *= factor, rounded once in the element type.
-void scale(double factor, const ddprt_buffer &buffer);
-
-/// buffer += addend (same dtype, same size), element-wise; f16/bf16 are
-/// added in f32 and rounded once.
-void accumulate(const ddprt_buffer &buffer, const void *addend);
-
 /// output = convert(input * factor), the product formed in the wider type.
 void cast(double factor, const ddprt_buffer &input, const ddprt_buffer &output);
 
@@ -47,9 +40,6 @@ void orthogonalize(const ddprt_matrix &p, double epsilon);
 void reconstruct(const ddprt_matrix &p, const ddprt_matrix &q,
                  const ddprt_matrix *matrix, const ddprt_matrix *residual,
                  const ddprt_matrix &reconstruction);
-
-/// Whether every element of `buffer` is finite and whether any is nonzero.
-void inspect(const ddprt_buffer &buffer, bool &allFinite, bool &anyNonzero);
 
 /// Standard normal samples from Philox4x32-10 keyed by (seed, stream, step).
 void randomNormal(const ddprt_buffer &output, uint64_t seed, uint64_t stream,

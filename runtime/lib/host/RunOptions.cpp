@@ -12,8 +12,6 @@
 #include "StepBuffers.h"
 #include "StepSignature.h"
 
-#include "../SimulatedLink.h"
-
 #include "ddprt/ddprt.h"
 
 #include <algorithm>
@@ -111,12 +109,13 @@ bool parseSimulatedLinkOption(const RunOptions &options, double &gbps,
   gbps = latencyUs = 0.0;
   if (options.simulatedLink.empty())
     return true;
-  ddprt::SimulatedLink link;
-  if (!ddprt::parseSimulatedLink(options.simulatedLink, link, error))
-    return false;
-  gbps = link.gbps;
-  latencyUs = link.latencyUs;
-  return true;
+  const char *why = nullptr;
+  if (ddprt_parse_simulated_link(options.simulatedLink.c_str(), &gbps,
+                                 &latencyUs, &why) == DDPRT_OK)
+    return true;
+  error = why ? why : "not a simulated link";
+  gbps = latencyUs = 0.0;
+  return false;
 }
 
 bool parseCarries(const Job &job, const StepSignature &signature,

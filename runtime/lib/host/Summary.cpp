@@ -34,9 +34,11 @@ uint64_t sum(const uint64_t (&values)[DDPRT_ROLE_COUNT]) {
 
 /// {"gradient": N, "uncompressed": N, ...}: one value per role.
 std::string roles(const uint64_t (&values)[DDPRT_ROLE_COUNT]) {
-  const char *names[] = {"gradient",   "uncompressed", "warmup",
-                         "powersgd_p", "powersgd_q",   "compressed"};
-  static_assert(std::size(names) == DDPRT_ROLE_COUNT, "one name per role");
+  const char *names[] = {
+#define DDPRT_ROLE_NAME(NAME, value, name) #name,
+      DDPRT_FOR_EACH_ROLE(DDPRT_ROLE_NAME)
+#undef DDPRT_ROLE_NAME
+  };
   std::string text = "{";
   for (int r = 0; r < DDPRT_ROLE_COUNT; ++r)
     text += std::string(r ? ", " : "") + "\"" + names[r] +

@@ -119,20 +119,17 @@ ddprt_world_scale mlir::ddp::getRuntimeScale(std::optional<WorldScale> scale) {
   llvm_unreachable("unknown scale");
 }
 
+// The dialect's roles are the runtime's list (DDPRT_FOR_EACH_ROLE), case
+// for case: same names, same values, no more and no fewer.
+#define DDP_CHECK_ROLE(NAME, value, name)                                      \
+  static_assert(static_cast<uint32_t>(CommRole::name) == value &&              \
+                    DDPRT_ROLE_##NAME == value,                                \
+                "ddp's CommRole '" #name "' is not the runtime's");
+DDPRT_FOR_EACH_ROLE(DDP_CHECK_ROLE)
+#undef DDP_CHECK_ROLE
+static_assert(getMaxEnumValForCommRole() + 1 == DDPRT_ROLE_COUNT,
+              "ddp's CommRole has a case the runtime's roles lack");
+
 ddprt_role mlir::ddp::getRuntimeRole(CommRole role) {
-  switch (role) {
-  case CommRole::gradient:
-    return DDPRT_ROLE_GRADIENT;
-  case CommRole::uncompressed:
-    return DDPRT_ROLE_UNCOMPRESSED;
-  case CommRole::warmup:
-    return DDPRT_ROLE_WARMUP;
-  case CommRole::powersgd_p:
-    return DDPRT_ROLE_POWERSGD_P;
-  case CommRole::powersgd_q:
-    return DDPRT_ROLE_POWERSGD_Q;
-  case CommRole::compressed:
-    return DDPRT_ROLE_COMPRESSED;
-  }
-  llvm_unreachable("unknown role");
+  return static_cast<ddprt_role>(static_cast<uint32_t>(role));
 }

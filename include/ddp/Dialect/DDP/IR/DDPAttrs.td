@@ -51,7 +51,9 @@ def DDP_WorldScaleEnum : DDP_I32Enum<"WorldScale", "a world-size factor",
 def DDP_WorldScale : EnumAttr<DDP_Dialect, DDP_WorldScaleEnum, "world_scale">;
 
 // What an allreduce carries. Passes use it not to compress twice; reports and
-// runtime counters use it to attribute bytes to phases.
+// runtime counters use it to attribute bytes to phases. The cases are the
+// runtime's roles (DDPRT_FOR_EACH_ROLE in ddprt.h), names and values:
+// RuntimeABI.cpp checks them against that list when it compiles.
 def DDP_CommRoleEnum : DDP_I32Enum<"CommRole", "a role", "what a collective carries", [
   // Gradients nobody has compressed yet.
   I32EnumAttrCase<"gradient", 0>,

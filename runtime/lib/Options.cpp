@@ -1,0 +1,155 @@
+//===- Options.cpp - ddprt_options read, written and checked --------------===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+
+#include "Options.h"
+
+#include "SimulatedLink.h"
+#include "Validation.h"
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <string>
+
+namespace ddprt {
+
+namespace {
+
+/// A field of ddprt_options after `size` and `version`, in order. Fields
+/// are only ever appended.
+struct OptionsField {
+  size_t offset, size;
+};
+#define DDPRT_OPTIONS_FIELD(name)                                              \
+  OptionsField { offsetof(ddprt_options, name), sizeof(ddprt_options::name) }
+constexpr OptionsField kOptionsFields[] = {
+    DDPRT_OPTIONS_FIELD(backend),
+    DDPRT_OPTIONS_FIELD(timeout_seconds),
+    DDPRT_OPTIONS_FIELD(check_shapes),
+    DDPRT_OPTIONS_FIELD(simulated_link_gbps),
+    DDPRT_OPTIONS_FIELD(simulated_link_latency_us),
+};
+#undef DDPRT_OPTIONS_FIELD
+
+/// The first version whose ddprt_options had `size` and `version`.
+constexpr unsigned kFirstOptionsVersion = 100; // 0.1.0
+
+/// sizeof of a ddprt_options whose last field is `last`: each older layout
+/// is a prefix of this one, padded to the same alignment (that of size_t).
+constexpr size_t layoutSize(const OptionsField &last) {
+  size_t end = last.offset + last.size, align = alignof(ddprt_options);
+  return (end + align - 1) / align * align;
+}
+static_assert(layoutSize(kOptionsFields[std::size(kOptionsFields) - 1]) ==
+                  sizeof(ddprt_options),
+              "every field of ddprt_options is in kOptionsFields");
+
+std::string versionText(unsigned version) {
+  return std::to_string(version / 10000) + "." +
+         std::to_string(version / 100 % 100) + "." +
+         std::to_string(version % 100);
+}
+
+/// Refuses a `given` whose size or version this runtime does not know.
+Error checkOptionsLayout(const ddprt_options *given) {
+  const std::string fill = "fill the options with ddprt_default_options or "
+                           "DDPRT_OPTIONS_INITIALIZER before changing fields";
+  size_t size = given->size;
+  if (size > sizeof(ddprt_options))
+    return invalid("options.size is " + std::to_string(size) +
+                   " bytes, more than this runtime's ddprt_options (" +
+                   std::to_string(sizeof(ddprt_options)) +
+                   "): the caller was built with a newer ddprt.h than this "
+                   "runtime (" +
+                   versionText(DDPRT_VERSION) + ")");
+  bool knownSize = false;
+  for (const OptionsField &field : kOptionsFields)
+    knownSize |= size == layoutSize(field);
+  if (!knownSize)
+    return invalid(
+        "options.size is " + std::to_string(size) +
+        " bytes, which is no ddprt_options this runtime knows: " + fill);
+  unsigned version = given->version;
+  if (version > unsigned(DDPRT_VERSION))
+    return invalid("options.version is " + std::to_string(version) + " (" +
+                   versionText(version) + "), newer than this runtime (" +
+                   versionText(DDPRT_VERSION) +
+                   "): the caller was built with a newer ddprt.h");
+  if (version < kFirstOptionsVersion)
+    return invalid("options.version is " + std::to_string(version) +
+                   ", which is no ddprt version: " + fill);
+  return Error::success();
+}
+
+/// Copies the fields of ddprt_options that lie within `size` bytes.
+void copyOptionsFields(void *to, const void *from, size_t size) {
+  for (const OptionsField &field : kOptionsFields)
+    if (field.offset + field.size <= size)
+      std::memcpy(static_cast<char *>(to) + field.offset,
+                  static_cast<const char *>(from) + field.offset, field.size);
+}
+
+} // namespace
+
+Error readOptions(const ddprt_options *given, ddprt_options &options) {
+  ddprt_default_options(&options);
+  if (!given)
+    return Error::success();
+  DDPRT_TRY(checkOptionsLayout(given));
+  // Only the fields the caller's struct has; the others keep the defaults.
+  copyOptionsFields(&options, given, given->size);
+  return Error::success();
+}
+
+Error writeOptions(const ddprt_options &options, ddprt_options *given) {
+  if (!given)
+    return invalid("the options pointer is null");
+  DDPRT_TRY(checkOptionsLayout(given));
+  copyOptionsFields(given, &options, given->size);
+  return Error::success();
+}
+
+Error readSimulatedLinkVariable(ddprt_options &options) {
+  const char *value = std::getenv(kSimulatedLinkVariable);
+  if (!value || !*value)
+    return Error::success();
+  SimulatedLink link;
+  std::string error;
+  if (!parseSimulatedLink(value, link, error))
+    return invalid(std::string(kSimulatedLinkVariable) + "=" + value + ": " +
+                   error);
+  options.simulated_link_gbps = link.gbps;
+  options.simulated_link_latency_us = link.latencyUs;
+  return Error::success();
+}
+
+Error checkOptions(const ddprt_options &options) {
+  if (!(options.timeout_seconds >= 0.0))
+    return invalid("timeout_seconds must be >= 0");
+  if (asInt(options.backend) != DDPRT_BACKEND_CPU &&
+      asInt(options.backend) != DDPRT_BACKEND_CUDA)
+    return invalid("unknown backend " + std::to_string(asInt(options.backend)));
+#if !defined(DDPRT_HAVE_CUDA)
+  if (options.backend == DDPRT_BACKEND_CUDA)
+    return fail(DDPRT_ERROR_UNSUPPORTED,
+                "this build of the runtime has no CUDA backend");
+#endif
+  std::string error;
+  if (!checkSimulatedLink(options.simulated_link_gbps,
+                          options.simulated_link_latency_us, error))
+    return invalid(
+        "simulated_link_gbps " + std::to_string(options.simulated_link_gbps) +
+        ", simulated_link_latency_us " +
+        std::to_string(options.simulated_link_latency_us) + ": " + error);
+  if (options.backend == DDPRT_BACKEND_CUDA && options.simulated_link_gbps > 0)
+    return fail(DDPRT_ERROR_UNSUPPORTED,
+                "the simulated link models the CPU backend's MPI collectives; "
+                "the CUDA backend's run on the device (NCCL)");
+  return Error::success();
+}
+
+} // namespace ddprt
