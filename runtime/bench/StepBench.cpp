@@ -402,7 +402,7 @@ int main(int argc, char **argv) {
       if (s >= 2) // two warm-up steps
         times.push_back(slowest);
     }
-    ddprt_counters counters;
+    ddprt_counters counters = DDPRT_COUNTERS_INITIALIZER;
     ddprt_get_counters(context, &counters);
     uint64_t bytes = 0;
     for (int role = 0; role < DDPRT_ROLE_COUNT; ++role)

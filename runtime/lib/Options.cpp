@@ -54,35 +54,46 @@ std::string versionText(unsigned version) {
          std::to_string(version % 100);
 }
 
-/// Refuses a `given` whose size or version this runtime does not know.
-Error checkOptionsLayout(const ddprt_options *given) {
-  const std::string fill = "fill the options with ddprt_default_options or "
-                           "DDPRT_OPTIONS_INITIALIZER before changing fields";
-  size_t size = given->size;
-  if (size > sizeof(ddprt_options))
-    return invalid("options.size is " + std::to_string(size) +
-                   " bytes, more than this runtime's ddprt_options (" +
-                   std::to_string(sizeof(ddprt_options)) +
+} // namespace
+
+Error checkCallerStruct(const char *what, const char *type, size_t size,
+                        bool knownSize, size_t ownSize, unsigned version,
+                        unsigned firstVersion, const std::string &fill) {
+  std::string name = what;
+  if (size > ownSize)
+    return invalid(name + ".size is " + std::to_string(size) +
+                   " bytes, more than this runtime's " + type + " (" +
+                   std::to_string(ownSize) +
                    "): the caller was built with a newer ddprt.h than this "
                    "runtime (" +
                    versionText(DDPRT_VERSION) + ")");
-  bool knownSize = false;
-  for (const OptionsField &field : kOptionsFields)
-    knownSize |= size == layoutSize(field);
   if (!knownSize)
-    return invalid(
-        "options.size is " + std::to_string(size) +
-        " bytes, which is no ddprt_options this runtime knows: " + fill);
-  unsigned version = given->version;
+    return invalid(name + ".size is " + std::to_string(size) +
+                   " bytes, which is no " + type +
+                   " this runtime knows: " + fill);
   if (version > unsigned(DDPRT_VERSION))
-    return invalid("options.version is " + std::to_string(version) + " (" +
+    return invalid(name + ".version is " + std::to_string(version) + " (" +
                    versionText(version) + "), newer than this runtime (" +
                    versionText(DDPRT_VERSION) +
                    "): the caller was built with a newer ddprt.h");
-  if (version < kFirstOptionsVersion)
-    return invalid("options.version is " + std::to_string(version) +
+  if (version < firstVersion)
+    return invalid(name + ".version is " + std::to_string(version) +
                    ", which is no ddprt version: " + fill);
   return Error::success();
+}
+
+namespace {
+
+/// Refuses a `given` whose size or version this runtime does not know.
+Error checkOptionsLayout(const ddprt_options *given) {
+  bool knownSize = false;
+  for (const OptionsField &field : kOptionsFields)
+    knownSize |= given->size == layoutSize(field);
+  return checkCallerStruct("options", "ddprt_options", given->size, knownSize,
+                           sizeof(ddprt_options), given->version,
+                           kFirstOptionsVersion,
+                           "fill the options with ddprt_default_options or "
+                           "DDPRT_OPTIONS_INITIALIZER before changing fields");
 }
 
 /// Copies the fields of ddprt_options that lie within `size` bytes.

@@ -15,7 +15,19 @@
 
 #include "Error.h"
 
+#include <cstddef>
+#include <string>
+
 namespace ddprt {
+
+/// The check of a struct the caller fills with its size and version
+/// (ddprt_options, ddprt_counters): refuses a size larger than this
+/// runtime's (`ownSize`) or none it knows (`knownSize` false), and a
+/// version newer than this runtime's or older than `firstVersion`, saying
+/// how to fill it (`fill`). `what` names it in messages ("options").
+Error checkCallerStruct(const char *what, const char *type, size_t size,
+                        bool knownSize, size_t ownSize, unsigned version,
+                        unsigned firstVersion, const std::string &fill);
 
 /// Copies the fields of the caller's `given` options (null: none) that lie
 /// within its `size` into `options`, which holds the defaults; refuses a

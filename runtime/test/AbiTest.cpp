@@ -125,6 +125,44 @@ TEST(AbiOptions, VersionsItDoesNotKnowAreRefused) {
       << message;
 }
 
+TEST(AbiCounters, AStructNotFilledOrOfAnUnknownLayoutIsRefused) {
+  ddprt_options options = DDPRT_OPTIONS_INITIALIZER;
+  ddprt_context *context = nullptr;
+  ASSERT_EQ(ddprt_init(&options, &context), DDPRT_OK);
+  ddprt_counters counters = DDPRT_COUNTERS_INITIALIZER;
+  EXPECT_EQ(counters.size, sizeof(ddprt_counters));
+  EXPECT_EQ(counters.version, unsigned(DDPRT_VERSION));
+  ASSERT_EQ(ddprt_count_uncompressed(context, 7), DDPRT_OK);
+  ASSERT_EQ(ddprt_get_counters(context, &counters), DDPRT_OK);
+  EXPECT_EQ(counters.elements_before_compression, 7u);
+  // The caller's size and version stay as it filled them.
+  EXPECT_EQ(counters.size, sizeof(ddprt_counters));
+  ddprt_counters filled;
+  ddprt_default_counters(&filled);
+  EXPECT_EQ(filled.size, sizeof(ddprt_counters));
+
+  ddprt_counters zero = {}; // size 0, version 0
+  EXPECT_EQ(ddprt_get_counters(context, &zero), DDPRT_ERROR_INVALID_ARGUMENT);
+  std::string message = ddprt_last_error(context);
+  EXPECT_NE(message.find("counters.size is 0 bytes"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("DDPRT_COUNTERS_INITIALIZER"), std::string::npos)
+      << message;
+  EXPECT_EQ(zero.elements_before_compression, 0u) << "nothing written";
+  ddprt_counters larger = DDPRT_COUNTERS_INITIALIZER;
+  larger.size += 8;
+  EXPECT_EQ(ddprt_get_counters(context, &larger), DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ddprt_last_error(context)).find("newer ddprt.h"),
+            std::string::npos);
+  ddprt_counters newer = DDPRT_COUNTERS_INITIALIZER;
+  newer.version = DDPRT_VERSION + 1;
+  EXPECT_EQ(ddprt_get_counters(context, &newer), DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(
+      std::string(ddprt_last_error(context)).find("newer than this runtime"),
+      std::string::npos);
+  ddprt_finalize(context);
+}
+
 /// What callers built against a ddprt.h whose options ended earlier pass:
 /// each older layout is a prefix of today's.
 struct OptionsUpToBackend {

@@ -205,7 +205,7 @@ TEST(CApiArguments, NullContextIsRejectedEverywhere) {
   ddprt_matrix matrix{&value, DDPRT_F32, 1, 1};
   ddprt_request *request = nullptr;
   ddprt_state *state = nullptr;
-  ddprt_counters counters;
+  ddprt_counters counters = DDPRT_COUNTERS_INITIALIZER;
   const ddprt_status invalid = DDPRT_ERROR_INVALID_ARGUMENT;
   EXPECT_EQ(
       ddprt_allreduce(nullptr, DDPRT_SUM, DDPRT_ROLE_GRADIENT, &buffer, 1),
@@ -292,7 +292,7 @@ TEST_F(CApi, AllreduceArgumentChecks) {
   // Nothing ran: the buffers are untouched and nothing was counted.
   EXPECT_EQ(values[0], 1.0f);
   EXPECT_EQ(values[3], 4.0f);
-  ddprt_counters counters;
+  ddprt_counters counters = DDPRT_COUNTERS_INITIALIZER;
   ASSERT_EQ(ddprt_get_counters(context, &counters), DDPRT_OK);
   EXPECT_EQ(counters.collectives[DDPRT_ROLE_GRADIENT], 0u);
 }
@@ -341,7 +341,7 @@ TEST_F(CApi, AllgatherArgumentChecks) {
   // Nothing ran: the outputs are untouched and nothing was counted.
   for (int8_t value : out)
     EXPECT_EQ(value, 9);
-  ddprt_counters counters;
+  ddprt_counters counters = DDPRT_COUNTERS_INITIALIZER;
   ASSERT_EQ(ddprt_get_counters(context, &counters), DDPRT_OK);
   EXPECT_EQ(counters.collectives[DDPRT_ROLE_COMPRESSED], 0u);
   EXPECT_EQ(counters.elements_sent[DDPRT_ROLE_COMPRESSED], 0u);
@@ -831,7 +831,7 @@ TEST_F(CApi, AllgatherCountsWhatThisRankContributes) {
   ASSERT_EQ(ddprt_allgather(context, DDPRT_ROLE_COMPRESSED, inputs, outputs, 2),
             DDPRT_OK)
       << ddprt_last_error(context);
-  ddprt_counters counters;
+  ddprt_counters counters = DDPRT_COUNTERS_INITIALIZER;
   ASSERT_EQ(ddprt_get_counters(context, &counters), DDPRT_OK);
   for (int role = 0; role < DDPRT_ROLE_COUNT; ++role)
     if (role != DDPRT_ROLE_COMPRESSED)
@@ -878,7 +878,7 @@ TEST(SimulatedLinkText, ParsedAsTheEnvironmentVariableIs) {
 TEST_F(CApi, CountUncompressedAddsABucketBeforeCompression) {
   ASSERT_EQ(ddprt_count_uncompressed(context, 9610), DDPRT_OK);
   ASSERT_EQ(ddprt_count_uncompressed(context, 0), DDPRT_OK);
-  ddprt_counters counters;
+  ddprt_counters counters = DDPRT_COUNTERS_INITIALIZER;
   ASSERT_EQ(ddprt_get_counters(context, &counters), DDPRT_OK);
   EXPECT_EQ(counters.elements_before_compression, 9610u);
   EXPECT_EQ(counters.elements_after_compression, 0u);
@@ -891,7 +891,7 @@ TEST_F(CApi, CountUncompressedAddsABucketBeforeCompression) {
 }
 
 TEST_F(CApi, CountersFollowRolesAndCompression) {
-  ddprt_counters counters;
+  ddprt_counters counters = DDPRT_COUNTERS_INITIALIZER;
   ASSERT_EQ(ddprt_get_counters(context, &counters), DDPRT_OK);
   for (int role = 0; role < DDPRT_ROLE_COUNT; ++role) {
     EXPECT_EQ(counters.collectives[role], 0u);
@@ -1094,7 +1094,8 @@ TEST_F(CApi, ReconstructSkipsTheErrorFeedbackOfNonFiniteTensors) {
         em.push_back(e[i].matrix(n, m));
         om.push_back(out[i].matrix(n, m));
       }
-      ddprt_counters before{}, after{};
+      ddprt_counters before = DDPRT_COUNTERS_INITIALIZER,
+                     after = DDPRT_COUNTERS_INITIALIZER;
       ASSERT_EQ(ddprt_get_counters(context, &before), DDPRT_OK);
       EXPECT_FAILS(ddprt_reconstruct(context, pm.data(), qm.data(), gm.data(),
                                      em.data(), om.data(), 3),
@@ -1182,14 +1183,14 @@ TEST_F(CApi, TopKSelectsAndChecksItsArguments) {
   int32_t indices[3] = {-1, -1, -1};
   ddprt_buffer in{x, DDPRT_F32, 6}, out{values, DDPRT_F32, 3},
       at{indices, DDPRT_I32, 3};
-  ddprt_counters before{};
+  ddprt_counters before = DDPRT_COUNTERS_INITIALIZER;
   ASSERT_EQ(ddprt_get_counters(context, &before), DDPRT_OK);
   ASSERT_EQ(ddprt_top_k(context, &in, &out, &at), DDPRT_OK);
   EXPECT_EQ(std::vector<int32_t>(indices, indices + 3),
             (std::vector<int32_t>{5, 1, 3}));
   EXPECT_EQ(std::vector<float>(values, values + 3),
             (std::vector<float>{4.0f, -3.0f, 2.0f}));
-  ddprt_counters after{};
+  ddprt_counters after = DDPRT_COUNTERS_INITIALIZER;
   ASSERT_EQ(ddprt_get_counters(context, &after), DDPRT_OK);
   EXPECT_GE(after.seconds[DDPRT_PHASE_COMPRESSION],
             before.seconds[DDPRT_PHASE_COMPRESSION]);

@@ -495,7 +495,7 @@ void powerSgdStep(ddprt_context *context, int rank, ddprt_dtype dtype,
   }
   EXPECT_LE(std::sqrt(residualError / norm), tolerance) << what << ": E";
 
-  ddprt_counters counters;
+  ddprt_counters counters = DDPRT_COUNTERS_INITIALIZER;
   ASSERT_EQ(ddprt_get_counters(context, &counters), DDPRT_OK);
   EXPECT_EQ(counters.elements_before_compression, uint64_t(n * m)) << what;
   EXPECT_EQ(counters.elements_after_compression, uint64_t((n + m) * r)) << what;
@@ -607,7 +607,7 @@ TEST_F(Mpi, AllgatherOfMixedDtypesIsRankMajorOnEveryRank) {
             DDPRT_OK)
       << ddprt_last_error(context);
   gather.expectGathered("mixed");
-  ddprt_counters counters;
+  ddprt_counters counters = DDPRT_COUNTERS_INITIALIZER;
   ASSERT_EQ(ddprt_get_counters(context, &counters), DDPRT_OK);
   EXPECT_EQ(counters.collectives[DDPRT_ROLE_COMPRESSED], 1u);
   EXPECT_EQ(counters.elements_sent[DDPRT_ROLE_COMPRESSED],

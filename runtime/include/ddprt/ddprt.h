@@ -520,7 +520,13 @@ typedef enum ddprt_phase {
   DDPRT_PHASE_COUNT = 4
 } ddprt_phase;
 
+/* Versioned as ddprt_options is: the caller fills `size` and `version`
+   (DDPRT_COUNTERS_INITIALIZER or ddprt_default_counters) and
+   ddprt_get_counters writes the fields that lie within `size`, so that
+   later runtimes can append counters and still serve older callers. */
 typedef struct ddprt_counters {
+  size_t size;          /* sizeof(ddprt_counters) */
+  unsigned int version; /* DDPRT_VERSION */
   /* Per role: collectives, elements and bytes this rank contributed. */
   uint64_t collectives[DDPRT_ROLE_COUNT];
   uint64_t elements_sent[DDPRT_ROLE_COUNT];
@@ -546,6 +552,23 @@ typedef struct ddprt_counters {
   uint64_t nonfinite_skips;
 } ddprt_counters;
 
+/* Zeros, with `size` and `version` filled. */
+#define DDPRT_COUNTERS_INITIALIZER                                             \
+  { sizeof(ddprt_counters), DDPRT_VERSION }
+
+/* Fills `counters` with DDPRT_COUNTERS_INITIALIZER (inline, as
+   ddprt_default_options, so that it writes the caller's struct). */
+static inline void ddprt_default_counters(ddprt_counters *counters) {
+  const ddprt_counters initial = DDPRT_COUNTERS_INITIALIZER;
+  if (counters)
+    *counters = initial;
+}
+
+/* This rank's counters so far, into `counters`, which the caller filled
+   with ddprt_default_counters: the fields that lie within its `size`. A
+   size that is no ddprt_counters this runtime knows (0 included: a struct
+   not filled so) or a version that is none of its own or older ones is
+   refused (DDPRT_ERROR_INVALID_ARGUMENT). */
 ddprt_status ddprt_get_counters(const ddprt_context *context,
                                 ddprt_counters *counters);
 ddprt_status ddprt_reset_counters(ddprt_context *context);

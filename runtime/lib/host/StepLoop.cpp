@@ -162,7 +162,8 @@ StepRecord StepLoop::call(int64_t stepNumber) {
     int64_t done = *static_cast<const int64_t *>(counter.data);
     compressionStarts = stepNumber + (counterStateInfo->startIter - done);
   }
-  ddprt_counters before{}, after{};
+  ddprt_counters before = DDPRT_COUNTERS_INITIALIZER,
+                 after = DDPRT_COUNTERS_INITIALIZER;
   ddprt_get_counters(context, &before);
   auto start = std::chrono::steady_clock::now();
   job.beginStep(stepNumber);
@@ -278,7 +279,7 @@ int runSteps(Job &job, const StepSignature &signature, PackedFunction step,
   // After the last step: state out, checkpoint, figures.
   bool finishOk = dumpStates(job, signature, states, options);
   finishOk &= saveCheckpoint(job, options);
-  ddprt_counters total{};
+  ddprt_counters total = DDPRT_COUNTERS_INITIALIZER;
   ddprt_get_counters(job.context, &total);
   printSummary(job, signature, options, loop.totals(), total);
   finishOk &= writeSummaryJson(job, signature, options, loop.totals(), total);
