@@ -410,6 +410,16 @@ LogicalResult CastOp::verify() {
 // PowerSGD ops
 //===----------------------------------------------------------------------===//
 
+/// The verifier of an op whose result types are inferred from its operands:
+/// the inference's own checks, with its one precise message. (Without it,
+/// InferTypeOpInterface's verifier runs the same inference and adds "failed
+/// to infer returned types" after that message.)
+template <typename OpT> static LogicalResult verifyByInference(OpT op) {
+  SmallVector<Type> expected;
+  return OpT::inferReturnTypes(op->getContext(), op.getLoc(),
+                               typename OpT::Adaptor(op), expected);
+}
+
 LogicalResult AddResidualOp::inferReturnTypes(MLIRContext *,
                                               std::optional<Location>,
                                               Adaptor adaptor,
@@ -434,11 +444,7 @@ LogicalResult ProjectOp::inferReturnTypes(MLIRContext *,
                          results);
 }
 
-LogicalResult ProjectOp::verify() {
-  SmallVector<Type> expected;
-  return inferProjection(getLoc(), getOperationName(), getMatrices().getTypes(),
-                         getFactors().getTypes(), false, expected);
-}
+LogicalResult ProjectOp::verify() { return verifyByInference(*this); }
 
 LogicalResult BackprojectOp::inferReturnTypes(MLIRContext *,
                                               std::optional<Location> loc,
@@ -449,11 +455,7 @@ LogicalResult BackprojectOp::inferReturnTypes(MLIRContext *,
                          results);
 }
 
-LogicalResult BackprojectOp::verify() {
-  SmallVector<Type> expected;
-  return inferProjection(getLoc(), getOperationName(), getMatrices().getTypes(),
-                         getFactors().getTypes(), true, expected);
-}
+LogicalResult BackprojectOp::verify() { return verifyByInference(*this); }
 
 LogicalResult
 OrthogonalizeOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
@@ -481,11 +483,7 @@ LogicalResult ReconstructOp::inferReturnTypes(MLIRContext *,
                              adaptor.getQs(), results);
 }
 
-LogicalResult ReconstructOp::verify() {
-  SmallVector<Type> expected;
-  return inferReconstruction(getLoc(), getOperationName(), getPs().getTypes(),
-                             getQs().getTypes(), expected);
-}
+LogicalResult ReconstructOp::verify() { return verifyByInference(*this); }
 
 LogicalResult
 UpdateResidualOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
@@ -515,10 +513,7 @@ ProjectResidualOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                          /*transposeMatrix=*/false, results);
 }
 
-LogicalResult ProjectResidualOp::verify() {
-  SmallVector<Type> expected;
-  return inferReturnTypes(getContext(), getLoc(), Adaptor(*this), expected);
-}
+LogicalResult ProjectResidualOp::verify() { return verifyByInference(*this); }
 
 LogicalResult BackprojectResidualOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
@@ -532,8 +527,7 @@ LogicalResult BackprojectResidualOp::inferReturnTypes(
 }
 
 LogicalResult BackprojectResidualOp::verify() {
-  SmallVector<Type> expected;
-  return inferReturnTypes(getContext(), getLoc(), Adaptor(*this), expected);
+  return verifyByInference(*this);
 }
 
 LogicalResult ReconstructResidualOp::inferReturnTypes(
@@ -564,8 +558,7 @@ LogicalResult ReconstructResidualOp::inferReturnTypes(
 }
 
 LogicalResult ReconstructResidualOp::verify() {
-  SmallVector<Type> expected;
-  return inferReturnTypes(getContext(), getLoc(), Adaptor(*this), expected);
+  return verifyByInference(*this);
 }
 
 //===----------------------------------------------------------------------===//

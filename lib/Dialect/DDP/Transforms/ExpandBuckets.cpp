@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
+#include "ddp/Dialect/DDP/Transforms/Utils.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
@@ -24,42 +25,6 @@ namespace mlir::ddp {
 using namespace mlir;
 using namespace mlir::ddp;
 
-/// All dimensions of a rank-`rank` tensor in one group (none for 0-d).
-static SmallVector<ReassociationIndices> allInOne(int64_t rank) {
-  if (rank == 0)
-    return {};
-  ReassociationIndices group;
-  for (int64_t d = 0; d < rank; ++d)
-    group.push_back(d);
-  return {group};
-}
-
-/// `value` as a 1-D tensor of its elements (row-major).
-static Value toFlat(OpBuilder &b, Location loc, Value value) {
-  auto type = cast<RankedTensorType>(value.getType());
-  if (type.getRank() == 1)
-    return value;
-  auto flat =
-      RankedTensorType::get({type.getNumElements()}, type.getElementType());
-  if (type.getRank() == 0)
-    return tensor::ExpandShapeOp::create(b, loc, flat, value,
-                                         ArrayRef<ReassociationIndices>{});
-  return tensor::CollapseShapeOp::create(b, loc, flat, value,
-                                         allInOne(type.getRank()));
-}
-
-/// A 1-D tensor as `type` (the inverse of toFlat).
-static Value fromFlat(OpBuilder &b, Location loc, Value flat,
-                      RankedTensorType type) {
-  if (type.getRank() == 1)
-    return flat;
-  if (type.getRank() == 0)
-    return tensor::CollapseShapeOp::create(b, loc, type, flat,
-                                           ArrayRef<ReassociationIndices>{});
-  return tensor::ExpandShapeOp::create(b, loc, type, flat,
-                                       allInOne(type.getRank()));
-}
-
 namespace {
 struct ExpandFlatten : OpRewritePattern<FlattenOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -67,7 +32,7 @@ struct ExpandFlatten : OpRewritePattern<FlattenOp> {
                                 PatternRewriter &rewriter) const override {
     SmallVector<Value> pieces;
     for (Value input : op.getInputs())
-      pieces.push_back(toFlat(rewriter, op.getLoc(), input));
+      pieces.push_back(flattenTensor(rewriter, op.getLoc(), input));
     if (pieces.size() == 1) {
       rewriter.replaceOp(op, pieces.front());
       return success();
@@ -95,7 +60,7 @@ struct ExpandUnflatten : OpRewritePattern<UnflattenOp> {
             ArrayRef<OpFoldResult>{rewriter.getIndexAttr(offset)},
             ArrayRef<OpFoldResult>{rewriter.getIndexAttr(size)},
             ArrayRef<OpFoldResult>{rewriter.getIndexAttr(1)});
-      results.push_back(fromFlat(rewriter, loc, slice, tensor));
+      results.push_back(unflattenTensor(rewriter, loc, slice, tensor));
       offset += size;
     }
     rewriter.replaceOp(op, results);

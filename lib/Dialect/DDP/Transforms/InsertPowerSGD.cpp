@@ -91,30 +91,6 @@ static Value fromMatrix(OpBuilder &b, Location loc, Value matrix,
                                        matrixReassociation(type.getRank()));
 }
 
-static Value flatten(OpBuilder &b, Location loc, Value tensor) {
-  auto type = cast<RankedTensorType>(tensor.getType());
-  if (type.getRank() == 1)
-    return tensor;
-  ReassociationIndices all;
-  for (int64_t d = 0; d < type.getRank(); ++d)
-    all.push_back(d);
-  return tensor::CollapseShapeOp::create(
-      b, loc,
-      RankedTensorType::get({type.getNumElements()}, type.getElementType()),
-      tensor, ArrayRef<ReassociationIndices>{all});
-}
-
-static Value unflatten(OpBuilder &b, Location loc, Value flat,
-                       RankedTensorType type) {
-  if (type.getRank() == 1)
-    return flat;
-  ReassociationIndices all;
-  for (int64_t d = 0; d < type.getRank(); ++d)
-    all.push_back(d);
-  return tensor::ExpandShapeOp::create(b, loc, type, flat,
-                                       ArrayRef<ReassociationIndices>{all});
-}
-
 /// The smallest side s with s * s >= n.
 /// The smallest side with side * side >= n (n >= 0), without overflow: the
 /// double estimate is corrected by comparisons that divide instead of
@@ -171,7 +147,8 @@ static Location tensorLoc(AllReduceOp op, unsigned i) {
 }
 
 struct InsertPowerSGDPass
-    : public PassWithOptionNames<ddp::impl::InsertPowerSGDBase<InsertPowerSGDPass>> {
+    : public PassWithOptionNames<
+          ddp::impl::InsertPowerSGDBase<InsertPowerSGDPass>> {
   using Base::Base;
   InsertPowerSGDPass(const InsertPowerSGDOptions &options,
                      PowerSGDRankSelector selector)
@@ -553,7 +530,7 @@ InsertPowerSGDPass::emitBatched(OpBuilder &b, AllReduceOp op,
     SmallVector<Value> pieces;
     int64_t length = 0;
     for (unsigned i : indices) {
-      pieces.push_back(flatten(b, loc, op.getInputs()[i]));
+      pieces.push_back(flattenTensor(b, loc, op.getInputs()[i]));
       length +=
           cast<RankedTensorType>(op.getInputs()[i].getType()).getNumElements();
     }
@@ -595,8 +572,8 @@ InsertPowerSGDPass::emitBatched(OpBuilder &b, AllReduceOp op,
           ArrayRef<OpFoldResult>{b.getIndexAttr(offset)},
           ArrayRef<OpFoldResult>{b.getIndexAttr(size)},
           ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
-      results[i] =
-          scaleForKind(b, loc, op.getKind(), unflatten(b, loc, slice, type));
+      results[i] = scaleForKind(b, loc, op.getKind(),
+                                unflattenTensor(b, loc, slice, type));
       offset += size;
     }
   }

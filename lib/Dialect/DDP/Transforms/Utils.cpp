@@ -8,6 +8,7 @@
 #include "ddp/Conversion/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
@@ -118,8 +119,7 @@ mlir::ddp::findMergeableGroups(Block &block, MergeKeyFn keyOf,
         group.sealed ||
         (group.earliestUse && !op.isBeforeInBlock(group.earliestUse));
     bool overCap = bytesOf && !sizes.closeOnceReached &&
-                   !group.members.empty() &&
-                   group.bytes + bytes > capOf(group);
+                   !group.members.empty() && group.bytes + bytes > capOf(group);
     if (blockedByUse || overCap)
       close(group);
     group.members.push_back(&op);
@@ -206,8 +206,7 @@ Operation *mlir::ddp::mergeMultiTensorOps(RewriterBase &rewriter,
 /// ready together (arguments of the block) keep their order, or with
 /// `reverseTies` take the reverse order of their last argument: DDP's
 /// assumption that gradients come in reverse parameter order.
-static void orderByReadiness(Block &block, MergeKeyFn keyOf,
-                             bool reverseTies) {
+static void orderByReadiness(Block &block, MergeKeyFn keyOf, bool reverseTies) {
   // Where each op's last input from this block is defined (-1: none), then
   // (ties) minus its last argument of the block.
   DenseMap<Operation *, int64_t> position;
@@ -580,8 +579,10 @@ std::string mlir::ddp::explainOptionError(StringRef owner, StringRef message,
   size_t at = message.find("no such option ");
   if (at == StringRef::npos)
     return text;
-  StringRef key = message.drop_front(at + strlen("no such option "))
-                      .take_until([](char c) { return c == ' ' || c == '\n'; });
+  StringRef key =
+      message.drop_front(at + strlen("no such option ")).take_until([](char c) {
+        return c == ' ' || c == '\n';
+      });
   text = (owner + ": no such option '" + key + "'").str();
   StringRef nearest = nearestOption(key, known, aliases);
   if (!nearest.empty())
@@ -592,12 +593,10 @@ std::string mlir::ddp::explainOptionError(StringRef owner, StringRef message,
   return text;
 }
 
-FailureOr<std::string>
-mlir::ddp::respellOptions(StringRef owner, StringRef text,
-                          ArrayRef<std::string> known,
-                          ArrayRef<std::string> lists,
-                          ArrayRef<OptionAlias> aliases,
-                          function_ref<LogicalResult(const Twine &)> errorHandler) {
+FailureOr<std::string> mlir::ddp::respellOptions(
+    StringRef owner, StringRef text, ArrayRef<std::string> known,
+    ArrayRef<std::string> lists, ArrayRef<OptionAlias> aliases,
+    function_ref<LogicalResult(const Twine &)> errorHandler) {
   std::string out;
   llvm::StringMap<std::string> given; // our name -> as the user spelled it
   for (const OptionText &option : splitOptions(text)) {
@@ -612,11 +611,11 @@ mlir::ddp::respellOptions(StringRef owner, StringRef text,
     auto [it, inserted] = given.try_emplace(key, option.key.str());
     if (!inserted &&
         (it->second != option.key || !llvm::is_contained(lists, key))) {
-      (void)errorHandler(owner + ": option '" + key + "' is given twice" +
-                         (it->second == option.key
-                              ? std::string()
-                              : " (as '" + it->second + "' and '" +
-                                    option.key.str() + "')"));
+      (void)errorHandler(
+          owner + ": option '" + key + "' is given twice" +
+          (it->second == option.key
+               ? std::string()
+               : " (as '" + it->second + "' and '" + option.key.str() + "')"));
       return failure();
     }
     if (!out.empty())
@@ -624,4 +623,44 @@ mlir::ddp::respellOptions(StringRef owner, StringRef text,
     out += (key + option.rest).str();
   }
   return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Flat views of tensors
+//===----------------------------------------------------------------------===//
+
+/// All dimensions of a rank-`rank` tensor in one group (none for 0-d).
+static SmallVector<ReassociationIndices> allInOne(int64_t rank) {
+  if (rank == 0)
+    return {};
+  ReassociationIndices group;
+  for (int64_t d = 0; d < rank; ++d)
+    group.push_back(d);
+  return {group};
+}
+
+/// `value` as a 1-D tensor of its elements (row-major).
+Value mlir::ddp::flattenTensor(OpBuilder &b, Location loc, Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (type.getRank() == 1)
+    return value;
+  auto flat =
+      RankedTensorType::get({type.getNumElements()}, type.getElementType());
+  if (type.getRank() == 0)
+    return tensor::ExpandShapeOp::create(b, loc, flat, value,
+                                         ArrayRef<ReassociationIndices>{});
+  return tensor::CollapseShapeOp::create(b, loc, flat, value,
+                                         allInOne(type.getRank()));
+}
+
+/// A 1-D tensor as `type` (the inverse of flattenTensor).
+Value mlir::ddp::unflattenTensor(OpBuilder &b, Location loc, Value flat,
+                                 RankedTensorType type) {
+  if (type.getRank() == 1)
+    return flat;
+  if (type.getRank() == 0)
+    return tensor::CollapseShapeOp::create(b, loc, type, flat,
+                                           ArrayRef<ReassociationIndices>{});
+  return tensor::ExpandShapeOp::create(b, loc, type, flat,
+                                       allInOne(type.getRank()));
 }

@@ -9,11 +9,11 @@
 
 #include "ddp/Dialect/DDP/IR/DDP.h"
 #include "ddp/Dialect/DDP/IR/GradientNames.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <optional>
@@ -159,8 +159,7 @@ std::vector<std::string> optionNamesBeside(const llvm::cl::Option &option,
 /// A pass whose textual options accept PyTorch's names beside ours
 /// (`getOptionAliases`) and answer an unknown name with the nearest valid
 /// one: `struct MyPass : PassWithOptionNames<impl::MyPassBase<MyPass>>`.
-template <typename BaseT>
-class PassWithOptionNames : public BaseT {
+template <typename BaseT> class PassWithOptionNames : public BaseT {
 public:
   using Base = PassWithOptionNames;
   using BaseT::BaseT;
@@ -184,8 +183,8 @@ public:
     if (failed(spelled))
       return failure();
     return BaseT::initializeOptions(*spelled, [&](const Twine &message) {
-      return errorHandler(explainOptionError(
-          this->getArgument(), message.str(), known, getOptionAliases()));
+      return errorHandler(explainOptionError(this->getArgument(), message.str(),
+                                             known, getOptionAliases()));
     });
   }
 
@@ -232,6 +231,15 @@ std::string describeLocation(Location loc);
 /// Where a value comes from, for diagnostics and reports: the name of its
 /// location, or "@func:%argN" for an unnamed function argument.
 std::string describeValue(Value value);
+
+/// `value` (a statically shaped tensor) as a 1-D tensor of its elements in
+/// row-major order: a collapse_shape (an expand_shape for 0-d), or `value`
+/// itself when it is 1-D. What ddp.flatten does to each gradient.
+Value flattenTensor(OpBuilder &b, Location loc, Value value);
+
+/// A 1-D tensor as `type` (the inverse of flattenTensor).
+Value unflattenTensor(OpBuilder &b, Location loc, Value flat,
+                      RankedTensorType type);
 
 } // namespace mlir::ddp
 
