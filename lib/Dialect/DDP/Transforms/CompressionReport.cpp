@@ -4,14 +4,13 @@
 // See LICENSE for license information.
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
-// Reads the module's communication as it stands: every element that leaves
-// a rank goes through an allreduce, so the report walks the allreduces,
-// traces each operand back through the compression steps to the gradient
-// it carries, and adds up elements and bytes per gradient. The warm-up
-// branch (before PowerSGD's start iteration) is not the steady state and is
-// skipped.
+// Prints what CompressionTrace.cpp finds the module sends, per gradient or
+// scheme bucket, with totals, as text or JSON, and the plan ddp-plan left
+// in the module (its predictions per bucket and choice).
 //
 //===----------------------------------------------------------------------===//
+
+#include "CompressionTrace.h"
 
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
@@ -34,22 +33,6 @@ using namespace mlir;
 using namespace mlir::ddp;
 
 namespace {
-/// What one gradient (or one batched bucket) sends per step.
-struct Row {
-  std::tuple<unsigned, unsigned, unsigned> order;
-  std::string where;
-  SmallVector<int64_t> shape;
-  std::string dtype;
-  std::string decision = "plain";
-  bool compressed = false;
-  int64_t rank = 0;
-  int64_t numelBefore = 0, numelAfter = 0;
-  int64_t bytesBefore = 0, bytesAfter = 0;
-  std::string sentAs;
-  /// Gradients this row stands for (a batched bucket has several).
-  unsigned tensors = 1;
-};
-
 struct Totals {
   int64_t numelBefore = 0, numelAfter = 0, bytesBefore = 0, bytesAfter = 0;
   unsigned tensors = 0, compressed = 0;
@@ -59,371 +42,12 @@ struct Totals {
 };
 
 struct DDPCompressionReportPass
-    : public PassWithOptionNames<ddp::impl::DDPCompressionReportBase<DDPCompressionReportPass>> {
+    : public PassWithOptionNames<
+          ddp::impl::DDPCompressionReportBase<DDPCompressionReportPass>> {
   using Base::Base;
   void runOnOperation() override;
 };
 } // namespace
-
-static std::string typeName(Type type) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  type.print(os);
-  return text;
-}
-
-static int64_t numElements(RankedTensorType type) {
-  return type.hasStaticShape() ? type.getNumElements() : 0;
-}
-
-static int64_t numBytes(RankedTensorType type) {
-  return type.hasStaticShape() ? int64_t(tensorBytes(type)) : 0;
-}
-
-/// Follows a communicated value back through the compression steps to the
-/// gradient it carries, updating `value`. Returns the tensor.concat that
-/// batched PowerSGD built from a whole bucket if the trace ends there.
-static tensor::ConcatOp traceSource(Value &value) {
-  while (Operation *op = value.getDefiningOp()) {
-    unsigned index = cast<OpResult>(value).getResultNumber();
-    // A compression step computes tensor i from tensor i of its first
-    // operand group (the gradient, or a matrix made from it).
-    auto step = dyn_cast<MultiTensorOpInterface>(op);
-    if (step && isPure(op))
-      value = step.getOperandGroup(0)[index % step.getNumTensors()];
-    else if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op))
-      value = op->getOperand(0);
-    else if (auto concat = dyn_cast<tensor::ConcatOp>(op))
-      return concat;
-    else
-      break;
-  }
-  return nullptr;
-}
-
-static Row describeGradient(Value gradient) {
-  Row row;
-  auto type = cast<RankedTensorType>(gradient.getType());
-  row.where = describeValue(gradient);
-  row.shape.assign(type.getShape().begin(), type.getShape().end());
-  row.dtype = typeName(type.getElementType());
-  row.numelBefore = numElements(type);
-  row.bytesBefore = numBytes(type);
-  return row;
-}
-
-static Row describeBatchedBucket(tensor::ConcatOp concat, Value square) {
-  Row row;
-  row.decision = "powersgd-batched";
-  auto squareType = cast<RankedTensorType>(square.getType());
-  row.shape.assign(squareType.getShape().begin(), squareType.getShape().end());
-  row.dtype = typeName(squareType.getElementType());
-  unsigned count = 0;
-  std::string names;
-  for (Value piece : concat.getInputs()) {
-    if (piece.getDefiningOp<arith::ConstantOp>())
-      continue; // zero padding
-    Value source = piece;
-    traceSource(source);
-    auto type = cast<RankedTensorType>(source.getType());
-    row.numelBefore += numElements(type);
-    row.bytesBefore += numBytes(type);
-    names += (count++ ? "," : "") + describeValue(source);
-  }
-  row.where = "bucket of " + std::to_string(count) + " [" + names + "]";
-  row.tensors = count;
-  return row;
-}
-
-/// The matrix a powersgd P or Q was computed from, for batched buckets.
-static Value matrixOf(Value communicated) {
-  Value value = communicated;
-  while (Operation *op = value.getDefiningOp()) {
-    unsigned index = cast<OpResult>(value).getResultNumber();
-    if (isa<CastOp, ScaleOp>(op))
-      value = op->getOperand(index);
-    else if (isa<ProjectOp, BackprojectOp, ProjectResidualOp,
-                 BackprojectResidualOp>(op))
-      return op->getOperand(index);
-    else
-      break;
-  }
-  return value;
-}
-
-/// The ddp.flatten a compression scheme's collective operand was computed
-/// from (its bucket), found by a search back through the ops that compute
-/// it. The search does not go through collectives' results or
-/// ddp.unflatten (a later step's gradients may come from an earlier step's
-/// reduced bucket), and ops known to lead to no bucket are not searched
-/// again.
-class BucketFinder {
-public:
-  FlattenOp find(Value value) {
-    SmallVector<Operation *> stack{value.getDefiningOp()};
-    llvm::SmallPtrSet<Operation *, 16> seen;
-    while (!stack.empty()) {
-      Operation *op = stack.pop_back_val();
-      if (!op || noBucket.contains(op) || !seen.insert(op).second)
-        continue;
-      if (auto flatten = dyn_cast<FlattenOp>(op))
-        return flatten;
-      if (isa<AllReduceOp, AllGatherOp, WaitOp, UnflattenOp>(op))
-        continue;
-      for (Value operand : op->getOperands())
-        stack.push_back(operand.getDefiningOp());
-      // Values an op's regions use (the branches of an scf.if).
-      for (Region &region : op->getRegions())
-        region.walk([&](Operation *inner) {
-          for (Value operand : inner->getOperands())
-            stack.push_back(operand.getDefiningOp());
-        });
-    }
-    noBucket.insert(seen.begin(), seen.end());
-    return nullptr;
-  }
-
-private:
-  llvm::DenseSet<Operation *> noBucket;
-};
-
-/// Elements and bytes sent.
-struct Amount {
-  int64_t numel = 0, bytes = 0;
-};
-
-/// What one step sends through the collectives in `amounts`, from the ops
-/// of `region`: their sum, except that of ops whose regions are
-/// alternatives (scf.if, scf.index_switch: one of them runs per step) the
-/// largest counts. `ancestors` holds every op that contains one of them.
-static Amount stepAmount(Region &region,
-                         const llvm::DenseMap<Operation *, Amount> &amounts,
-                         const llvm::DenseSet<Operation *> &ancestors) {
-  Amount total;
-  for (Block &block : region)
-    for (Operation &op : block) {
-      if (auto it = amounts.find(&op); it != amounts.end()) {
-        total.numel += it->second.numel;
-        total.bytes += it->second.bytes;
-        continue;
-      }
-      if (!ancestors.contains(&op))
-        continue;
-      bool alternatives = isa<scf::IfOp, scf::IndexSwitchOp>(op);
-      Amount inner;
-      for (Region &nested : op.getRegions()) {
-        Amount part = stepAmount(nested, amounts, ancestors);
-        if (!alternatives) {
-          inner.numel += part.numel;
-          inner.bytes += part.bytes;
-        } else if (part.bytes > inner.bytes) {
-          inner = part;
-        }
-      }
-      total.numel += inner.numel;
-      total.bytes += inner.bytes;
-    }
-  return total;
-}
-
-/// A bucket a compression scheme reduces: one row for all its gradients.
-static Row describeSchemeBucket(FlattenOp flatten) {
-  Row row;
-  row.decision = flatten.getScheme().str();
-  row.compressed = true;
-  auto type = flatten.getType();
-  row.shape.assign(type.getShape().begin(), type.getShape().end());
-  row.dtype = typeName(type.getElementType());
-  row.numelBefore = numElements(type);
-  row.bytesBefore = numBytes(type);
-  // A bucket of a real model has dozens of gradients: the first and the
-  // last name it (they are distinct per bucket).
-  SmallVector<std::string> all;
-  for (Value input : flatten.getInputs()) {
-    Value source = input;
-    traceSource(source);
-    all.push_back(describeValue(source));
-  }
-  std::string names = all.size() <= 4 ? llvm::join(all, ",")
-                                      : all.front() + ",...," + all.back();
-  row.tensors = flatten.getInputs().size();
-  row.where = "bucket of " + std::to_string(row.tensors) + " [" + names + "]";
-  row.sentAs = "-";
-  return row;
-}
-
-/// Rows are listed function by function; a function's arguments first, in
-/// order, then gradients computed in its body, in order of communication.
-static std::tuple<unsigned, unsigned, unsigned>
-rowOrder(Value gradient, Operation *comm, unsigned appearance,
-         llvm::DenseMap<Operation *, unsigned> &functionIndex) {
-  auto function = comm->getParentOfType<FunctionOpInterface>();
-  unsigned fn = function
-                    ? functionIndex.try_emplace(function, functionIndex.size())
-                          .first->second
-                    : 0;
-  if (auto arg = dyn_cast_or_null<BlockArgument>(gradient))
-    if (function && arg.getOwner() == &function.getFunctionBody().front())
-      return {fn, 0, arg.getArgNumber()};
-  return {fn, 1, appearance};
-}
-
-/// One reduction of one gradient: the collective that starts it and the
-/// gradient's place in it. For a PowerSGD Q that is the P it was computed
-/// from (so that P and Q of one reduction share a row, and a value reduced
-/// several times, even in one bucket, gets a row per reduction).
-using Reduction = std::pair<Operation *, unsigned>;
-
-static Reduction reductionOf(Value input, Operation *comm, unsigned index,
-                             bool isQ) {
-  if (!isQ)
-    return {comm, index};
-  Value value = input;
-  while (Operation *op = value.getDefiningOp()) {
-    unsigned result = cast<OpResult>(value).getResultNumber();
-    if (isa<CastOp, ScaleOp, OrthogonalizeOp>(op))
-      value = op->getOperand(result);
-    else if (auto back = dyn_cast<BackprojectOp>(op))
-      value = back.getFactors()[result];
-    else if (auto back = dyn_cast<BackprojectResidualOp>(op))
-      value = back.getFactors()[result];
-    else if (isa<AllReduceOp>(op))
-      return {op, result};
-    else if (auto wait = dyn_cast<WaitOp>(op))
-      return {wait.getRequest().getDefiningOp(), result};
-    else
-      break;
-  }
-  return {comm, index};
-}
-
-/// Rows are keyed by the gradient (or batched bucket) and the reduction.
-using RowKey = std::pair<void *, Reduction>;
-
-/// Whether `op` is a bucket ddp-plan chose to send plain (its location says
-/// so; see plannedPlainLoc).
-static bool isPlannedPlain(Operation *op) {
-  StringAttr tag = plannedPlainTag(op->getContext());
-  return op->getLoc()
-      ->walk([&](Location loc) {
-        auto fused = dyn_cast<FusedLoc>(loc);
-        return fused && fused.getMetadata() == tag ? WalkResult::interrupt()
-                                                   : WalkResult::advance();
-      })
-      .wasInterrupted();
-}
-
-static void collectRows(ModuleOp module, llvm::MapVector<RowKey, Row> &rows) {
-  llvm::DenseMap<Operation *, unsigned> functionIndex;
-  BucketFinder buckets;
-  // A scheme bucket's collectives and what each sends of it.
-  llvm::MapVector<Operation *, llvm::DenseMap<Operation *, Amount>> sends;
-  module.walk([&](Operation *op) {
-    CommRole role;
-    ValueRange inputs;
-    if (auto flatten = dyn_cast<FlattenOp>(op)) {
-      // A bucket that sends nothing (noop) still has its row.
-      Reduction whole{flatten, 0};
-      auto [it, inserted] = rows.insert({{flatten, whole}, Row()});
-      if (inserted) {
-        it->second = describeSchemeBucket(flatten);
-        it->second.order = rowOrder(nullptr, op, rows.size(), functionIndex);
-      }
-      return;
-    }
-    if (auto allreduce = dyn_cast<AllReduceOp>(op)) {
-      role = allreduce.getRole();
-      inputs = allreduce.getInputs();
-    } else if (auto start = dyn_cast<AllReduceStartOp>(op)) {
-      role = start.getRole();
-      inputs = start.getInputs();
-    } else if (auto gather = dyn_cast<AllGatherOp>(op)) {
-      role = gather.getRole();
-      inputs = gather.getInputs();
-    } else {
-      return;
-    }
-    if (role == CommRole::warmup)
-      return;
-    if (role == CommRole::compressed) {
-      // A scheme's collective: what it sends counts for its bucket, once
-      // per step (after the walk: see stepAmount).
-      for (Value input : inputs) {
-        FlattenOp flatten = buckets.find(input);
-        if (!flatten)
-          continue;
-        Reduction whole{flatten, 0};
-        auto [it, inserted] = rows.insert({{flatten, whole}, Row()});
-        Row &row = it->second;
-        if (inserted) {
-          row = describeSchemeBucket(flatten);
-          row.order = rowOrder(nullptr, op, rows.size(), functionIndex);
-        }
-        auto sent = cast<RankedTensorType>(input.getType());
-        Amount &amount = sends[flatten][op];
-        amount.numel += numElements(sent);
-        amount.bytes += numBytes(sent);
-        std::string type = typeName(sent.getElementType());
-        if (row.sentAs == "-")
-          row.sentAs = type;
-        else if (!llvm::is_contained(llvm::split(row.sentAs, '+'), type))
-          row.sentAs += "+" + type;
-      }
-      return;
-    }
-    bool powersgd =
-        role == CommRole::powersgd_p || role == CommRole::powersgd_q;
-    for (auto [index, input] : llvm::enumerate(inputs)) {
-      Value source = input;
-      Row *row;
-      Reduction reduction =
-          reductionOf(input, op, index, role == CommRole::powersgd_q);
-      if (tensor::ConcatOp concat = traceSource(source)) {
-        auto [it, inserted] =
-            rows.insert({{concat.getOperation(), reduction}, Row()});
-        if (inserted) {
-          it->second = describeBatchedBucket(concat, matrixOf(input));
-          it->second.order = rowOrder(nullptr, op, rows.size(), functionIndex);
-        }
-        row = &it->second;
-      } else {
-        auto [it, inserted] =
-            rows.insert({{source.getAsOpaquePointer(), reduction}, Row()});
-        if (inserted) {
-          it->second = describeGradient(source);
-          it->second.order = rowOrder(source, op, rows.size(), functionIndex);
-        }
-        row = &it->second;
-      }
-      auto sent = cast<RankedTensorType>(input.getType());
-      row->numelAfter += numElements(sent);
-      row->bytesAfter += numBytes(sent);
-      row->sentAs = typeName(sent.getElementType());
-      if (powersgd) {
-        row->compressed = true;
-        if (row->decision != "powersgd-batched")
-          row->decision = "powersgd";
-        row->rank = sent.getDimSize(1);
-      } else if (role == CommRole::uncompressed) {
-        row->decision = isPlannedPlain(op) ? "plain (plan)" : "uncompressed";
-      }
-    }
-  });
-  for (auto &[flatten, amounts] : sends) {
-    llvm::DenseSet<Operation *> ancestors;
-    for (auto &entry : amounts)
-      for (Operation *op = entry.first->getParentOp(); op;
-           op = op->getParentOp())
-        ancestors.insert(op);
-    auto function = flatten->getParentOfType<FunctionOpInterface>();
-    if (!function)
-      continue;
-    Amount step = stepAmount(function.getFunctionBody(), amounts, ancestors);
-    Row &row = rows.find({flatten, {flatten, 0}})->second;
-    row.numelAfter += step.numel;
-    row.bytesAfter += step.bytes;
-  }
-}
 
 static double ratio(int64_t before, int64_t after) {
   if (after == 0)
@@ -642,12 +266,12 @@ static void printPlanJson(llvm::json::OStream &json, const Plan &plan) {
   });
 }
 
-static void printText(raw_ostream &os, ArrayRef<Row> rows, const Totals &totals,
-                      const std::optional<Plan> &plan) {
+static void printText(raw_ostream &os, ArrayRef<ReportRow> rows,
+                      const Totals &totals, const std::optional<Plan> &plan) {
   // Names are printed whole, the column as wide as the longest: two long
   // names cut to one prefix would read as the same tensor.
   size_t width = 28;
-  for (const Row &row : rows)
+  for (const ReportRow &row : rows)
     width = std::max(width, row.where.size());
   auto where = [&](StringRef text) {
     return (text + std::string(width - text.size(), ' ')).str();
@@ -686,12 +310,12 @@ static void printText(raw_ostream &os, ArrayRef<Row> rows, const Totals &totals,
     printPlanText(os, *plan);
 }
 
-static void printJson(raw_ostream &os, ArrayRef<Row> rows, const Totals &totals,
-                      const std::optional<Plan> &plan) {
+static void printJson(raw_ostream &os, ArrayRef<ReportRow> rows,
+                      const Totals &totals, const std::optional<Plan> &plan) {
   llvm::json::OStream json(os, /*IndentSize=*/2);
   json.object([&] {
     json.attributeArray("tensors", [&] {
-      for (const Row &row : rows)
+      for (const ReportRow &row : rows)
         json.object([&] {
           json.attribute("loc", row.where);
           json.attributeArray("shape", [&] {
@@ -742,15 +366,14 @@ static LogicalResult writeTo(ModuleOp module, StringRef path,
 
 void DDPCompressionReportPass::runOnOperation() {
   ModuleOp module = getOperation();
-  llvm::MapVector<RowKey, Row> byGradient;
-  collectRows(module, byGradient);
-  SmallVector<Row, 0> rows;
+  SmallVector<ReportRow, 0> byGradient;
+  collectReportRows(module, byGradient);
+  SmallVector<ReportRow, 0> rows;
   Totals totals;
   // Each tensor's counts fit in int64 (the ops' verifiers check it); their
   // sums may not.
   bool overflow = false;
-  for (auto &entry : byGradient) {
-    Row &row = entry.second;
+  for (ReportRow &row : byGradient) {
     overflow |= llvm::AddOverflow(totals.numelBefore, row.numelBefore,
                                   totals.numelBefore);
     overflow |=
@@ -769,12 +392,12 @@ void DDPCompressionReportPass::runOnOperation() {
            "a 64-bit count holds";
     return signalPassFailure();
   }
-  llvm::stable_sort(
-      rows, [](const Row &a, const Row &b) { return a.order < b.order; });
+  llvm::stable_sort(rows, [](const ReportRow &a, const ReportRow &b) {
+    return a.order < b.order;
+  });
   auto *ddpDialect = getContext().getLoadedDialect<DDPDialect>();
   for (auto state : module.getOps<StateOp>())
-    if (IntegerAttr start =
-            ddpDialect->getStartIterAttrHelper().getAttr(state))
+    if (IntegerAttr start = ddpDialect->getStartIterAttrHelper().getAttr(state))
       totals.warmupSteps = std::max(totals.warmupSteps, start.getInt());
   std::optional<Plan> plan = readPlan(module);
   auto text = [&](raw_ostream &os) { printText(os, rows, totals, plan); };

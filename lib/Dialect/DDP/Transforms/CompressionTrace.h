@@ -1,0 +1,47 @@
+//===- CompressionTrace.h - what each gradient sends -----------*- C++ -*-===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+// The compression report's reading of a module (private to the pass):
+// CompressionTrace.cpp finds what every gradient sends, CompressionReport.cpp
+// prints it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DDP_DIALECT_DDP_TRANSFORMS_COMPRESSIONTRACE_H
+#define DDP_DIALECT_DDP_TRANSFORMS_COMPRESSIONTRACE_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+#include <tuple>
+
+namespace mlir::ddp {
+
+/// What one gradient (or one batched bucket) sends per step.
+struct ReportRow {
+  std::tuple<unsigned, unsigned, unsigned> order;
+  std::string where;
+  SmallVector<int64_t> shape;
+  std::string dtype;
+  std::string decision = "plain";
+  bool compressed = false;
+  int64_t rank = 0;
+  int64_t numelBefore = 0, numelAfter = 0;
+  int64_t bytesBefore = 0, bytesAfter = 0;
+  std::string sentAs;
+  /// Gradients this row stands for (a batched bucket has several).
+  unsigned tensors = 1;
+};
+
+/// Every row of `module`: a gradient's, a batched PowerSGD bucket's, or a
+/// compression scheme's bucket's, once per reduction of it, with what it
+/// sends per step (the warm-up branch before PowerSGD's start iteration is
+/// not the steady state and is skipped). Rows carry their print order.
+void collectReportRows(ModuleOp module, SmallVectorImpl<ReportRow> &rows);
+
+} // namespace mlir::ddp
+
+#endif // DDP_DIALECT_DDP_TRANSFORMS_COMPRESSIONTRACE_H
