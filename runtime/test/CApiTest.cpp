@@ -833,9 +833,11 @@ TEST_F(CApi, AllgatherCountsWhatThisRankContributes) {
       << ddprt_last_error(context);
   ddprt_counters counters = DDPRT_COUNTERS_INITIALIZER;
   ASSERT_EQ(ddprt_get_counters(context, &counters), DDPRT_OK);
-  for (int role = 0; role < DDPRT_ROLE_COUNT; ++role)
-    if (role != DDPRT_ROLE_COMPRESSED)
+  for (int role = 0; role < DDPRT_ROLE_COUNT; ++role) {
+    if (role != DDPRT_ROLE_COMPRESSED) {
       EXPECT_EQ(counters.collectives[role], 0u) << "role " << role;
+    }
+  }
   EXPECT_EQ(counters.collectives[DDPRT_ROLE_COMPRESSED], 1u);
   EXPECT_EQ(counters.elements_sent[DDPRT_ROLE_COMPRESSED], 103u);
   EXPECT_EQ(counters.bytes_sent[DDPRT_ROLE_COMPRESSED], 112u);

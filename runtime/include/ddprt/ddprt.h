@@ -552,9 +552,10 @@ typedef struct ddprt_counters {
   uint64_t nonfinite_skips;
 } ddprt_counters;
 
-/* Zeros, with `size` and `version` filled. */
+/* Zeros, with `size` and `version` filled (every field written out, so
+   that -Wextra finds nothing to say in a caller's code). */
 #define DDPRT_COUNTERS_INITIALIZER                                             \
-  { sizeof(ddprt_counters), DDPRT_VERSION }
+  { sizeof(ddprt_counters), DDPRT_VERSION, {0}, {0}, {0}, 0, 0, {0.0}, 0 }
 
 /* Fills `counters` with DDPRT_COUNTERS_INITIALIZER (inline, as
    ddprt_default_options, so that it writes the caller's struct). */
