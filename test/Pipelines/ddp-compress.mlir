@@ -12,14 +12,14 @@
 // scales in bf16 (narrow=). They are then fused and scheduled like the
 // others.
 // RUN: ddp-opt %s --ddp-compress="quantize=per-tensor" | FileCheck %s --check-prefix=QUANT
-// QUANT: ddp.flatten {{.*}} scheme "quantize-per-tensor"
+// QUANT: ddp.flatten {{.*}} scheme <"quantize-per-tensor", {exchange = "fused"}>
 // QUANT: ddp.allgather
 // QUANT-NOT: ddp.allreduce
 // RUN: ddp-opt %s --ddp-compress="quantize=per-channel channel-size=64" | FileCheck %s --check-prefix=CHANNEL
-// CHANNEL: ddp.flatten {{.*}} scheme "quantize-per-channel"
+// CHANNEL: ddp.flatten {{.*}} scheme <"quantize-per-channel", {channel_size = {{[0-9]+}} : i64, exchange = "fused"}>
 // RUN: ddp-opt %s --ddp-compress="hook=allreduce_hook hook-from=%S/../../examples/hooks/allreduce_hook.mlir narrow=bf16" \
 // RUN:   | FileCheck %s --check-prefix=HOOK
-// HOOK: ddp.flatten {{.*}} scheme "hook:allreduce_hook"
+// HOOK: ddp.flatten {{.*}} scheme <"hook:allreduce_hook">
 // HOOK: ddp.allreduce_start sum {{.*}} role compressed : tensor<{{[0-9]+}}xbf16>
 // fuse=false keeps the fine-grained steps.
 // RUN: ddp-opt %s --ddp-compress="powersgd-rank=2 start-iter=0 fuse=false" | FileCheck %s --check-prefix=NOFUSE

@@ -348,9 +348,15 @@ static LogicalResult verifyBucketPieces(Operation *op, RankedTensorType flat,
   return success();
 }
 
+LogicalResult
+CompressionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                        StringRef scheme, DictionaryAttr) {
+  if (scheme.empty())
+    return emitError() << "a compression scheme needs a name";
+  return success();
+}
+
 LogicalResult FlattenOp::verify() {
-  if (getScheme().empty())
-    return emitOpError("needs the name of the scheme that reduces the bucket");
   return verifyBucketPieces(*this, getResult().getType(),
                             getInputs().getTypes(), "input");
 }

@@ -34,6 +34,10 @@ CompressionScheme::~CompressionScheme() = default;
 
 std::string CompressionScheme::whyNot(const Bucket &) const { return ""; }
 
+DictionaryAttr CompressionScheme::getOptions(MLIRContext *context) const {
+  return DictionaryAttr::get(context);
+}
+
 LogicalResult CompressionScheme::initialize(ModuleOp) { return success(); }
 
 BucketBuilder::BucketBuilder(const Bucket &bucket, Location loc,
@@ -396,8 +400,12 @@ LogicalResult Applier::rewrite(func::FuncOp function, AllReduceOp allreduce,
     }
     bucket.index = nextIndex++;
     Location loc = allreduce.getLoc();
-    Value flat = FlattenOp::create(rewriter, loc, bucket.flatType,
-                                   bucket.gradients, scheme.getName());
+    DictionaryAttr options = scheme.getOptions(context);
+    Value flat = FlattenOp::create(
+        rewriter, loc, bucket.flatType, bucket.gradients,
+        CompressionAttr::get(context, scheme.getName(),
+                             options && !options.empty() ? options
+                                                         : DictionaryAttr()));
     CountUncompressedOp::create(rewriter, loc, bucket.getNumElements());
     InsertedOps inserted;
     BucketBuilder builder(bucket, loc, rewriter, symbols);

@@ -310,6 +310,23 @@ static void printText(raw_ostream &os, ArrayRef<ReportRow> rows,
     printPlanText(os, *plan);
 }
 
+/// A scheme's option as JSON: true/false, a number or a string (another
+/// attribute as it prints).
+static llvm::json::Value optionValue(Attribute value) {
+  if (auto boolean = dyn_cast<BoolAttr>(value))
+    return boolean.getValue();
+  if (auto integer = dyn_cast<IntegerAttr>(value))
+    return integer.getValue().getSExtValue();
+  if (auto number = dyn_cast<FloatAttr>(value))
+    return number.getValueAsDouble();
+  if (auto string = dyn_cast<StringAttr>(value))
+    return string.getValue().str();
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  value.print(os);
+  return text;
+}
+
 static void printJson(raw_ostream &os, ArrayRef<ReportRow> rows,
                       const Totals &totals, const std::optional<Plan> &plan) {
   llvm::json::OStream json(os, /*IndentSize=*/2);
@@ -328,6 +345,12 @@ static void printJson(raw_ostream &os, ArrayRef<ReportRow> rows,
           json.attribute("numel_before", row.numelBefore);
           json.attribute("numel_after", row.numelAfter);
           json.attribute("decision", row.decision);
+          if (!row.options.empty())
+            json.attributeObject("options", [&] {
+              for (NamedAttribute option : row.options)
+                json.attribute(option.getName().getValue(),
+                               optionValue(option.getValue()));
+            });
           json.attribute("sent_as", row.sentAs);
           json.attribute("bytes_before", row.bytesBefore);
           json.attribute("bytes_after", row.bytesAfter);

@@ -25,6 +25,22 @@
 using namespace mlir;
 using namespace mlir::ddp;
 
+static std::string optionText(Attribute value) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (auto number = dyn_cast<FloatAttr>(value))
+    os << formatNumber(number.getValueAsDouble());
+  else if (auto integer = dyn_cast<IntegerAttr>(value))
+    os << integer.getValue();
+  else if (auto boolean = dyn_cast<BoolAttr>(value))
+    os << (boolean.getValue() ? "true" : "false");
+  else if (auto string = dyn_cast<StringAttr>(value))
+    os << string.getValue();
+  else
+    value.print(os);
+  return text;
+}
+
 static std::string typeName(Type type) {
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -189,7 +205,9 @@ static Amount stepAmount(Region &region,
 /// A bucket a compression scheme reduces: one row for all its gradients.
 static ReportRow describeSchemeBucket(FlattenOp flatten) {
   ReportRow row;
-  row.decision = flatten.getScheme().str();
+  row.decision = flatten.getScheme().getScheme().str();
+  if (DictionaryAttr options = flatten.getScheme().getOptions())
+    llvm::append_range(row.options, options.getValue());
   row.compressed = true;
   auto type = flatten.getType();
   row.shape.assign(type.getShape().begin(), type.getShape().end());

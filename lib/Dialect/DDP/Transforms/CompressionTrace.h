@@ -32,6 +32,8 @@ struct ReportRow {
   int64_t numelBefore = 0, numelAfter = 0;
   int64_t bytesBefore = 0, bytesAfter = 0;
   std::string sentAs;
+  /// A scheme's options (#ddp.compression), by name.
+  SmallVector<NamedAttribute> options;
   /// Gradients this row stands for (a batched bucket has several).
   unsigned tensors = 1;
 };

@@ -62,6 +62,16 @@ public:
     return perChannel ? "quantize-per-channel" : "quantize-per-tensor";
   }
 
+  DictionaryAttr getOptions(MLIRContext *context) const override {
+    Builder b(context);
+    SmallVector<NamedAttribute> options{b.getNamedAttr(
+        "exchange", b.getStringAttr(fused ? "fused" : "pytorch"))};
+    if (perChannel)
+      options.push_back(
+          b.getNamedAttr("channel_size", b.getI64IntegerAttr(channelSize)));
+    return b.getDictionaryAttr(options);
+  }
+
   std::string whyNot(const Bucket &bucket) const override {
     if (!bucket.getElementType().isF32())
       return "quantization takes float32 buckets, as PyTorch's hooks do";

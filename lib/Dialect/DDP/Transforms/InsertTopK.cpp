@@ -32,7 +32,6 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include <cmath>
-#include <cstdio>
 #include <limits>
 
 namespace mlir::ddp {
@@ -57,6 +56,13 @@ public:
       : ratio(ratio), errorFeedback(errorFeedback) {}
 
   StringRef getName() const override { return "topk"; }
+
+  DictionaryAttr getOptions(MLIRContext *context) const override {
+    Builder b(context);
+    return b.getDictionaryAttr(
+        {b.getNamedAttr("ratio", b.getF64FloatAttr(ratio)),
+         b.getNamedAttr("error_feedback", b.getBoolAttr(errorFeedback))});
+  }
 
   FailureOr<Value> reduce(BucketBuilder &b, Value flat) override;
 
@@ -184,10 +190,8 @@ struct InsertTopKPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (!(ratio > 0.0 && ratio <= 1.0)) {
-      char text[32];
-      std::snprintf(text, sizeof text, "%g", double(ratio));
       emitPassError(module, getArgument())
-          << "ratio=" << text
+          << "ratio=" << formatNumber(ratio)
           << " must be in (0, 1]: the fraction of each bucket's elements "
              "each rank sends";
       return signalPassFailure();

@@ -399,7 +399,7 @@ func.func @bad_role(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 func.func @flatten_mixed(%a: tensor<4xf32>, %b: tensor<4xf16>) {
   // expected-error @+1 {{'ddp.flatten' op input #1 has element type 'f16' but the bucket has 'f32'}}
-  %f = ddp.flatten %a, %b scheme "s" : tensor<4xf32>, tensor<4xf16> -> tensor<8xf32>
+  %f = ddp.flatten %a, %b scheme <"s"> : tensor<4xf32>, tensor<4xf16> -> tensor<8xf32>
   return
 }
 
@@ -407,7 +407,7 @@ func.func @flatten_mixed(%a: tensor<4xf32>, %b: tensor<4xf16>) {
 
 func.func @flatten_count(%a: tensor<4x2xf32>) {
   // expected-error @+1 {{'ddp.flatten' op the inputs hold 8 elements but the bucket 'tensor<9xf32>' holds 9}}
-  %f = ddp.flatten %a scheme "s" : tensor<4x2xf32> -> tensor<9xf32>
+  %f = ddp.flatten %a scheme <"s"> : tensor<4x2xf32> -> tensor<9xf32>
   return
 }
 
@@ -415,15 +415,15 @@ func.func @flatten_count(%a: tensor<4x2xf32>) {
 
 func.func @flatten_not_flat(%a: tensor<4x2xf32>) {
   // expected-error @+1 {{'ddp.flatten' op the bucket must be a 1-D tensor, got 'tensor<4x2xf32>'}}
-  %f = ddp.flatten %a scheme "s" : tensor<4x2xf32> -> tensor<4x2xf32>
+  %f = ddp.flatten %a scheme <"s"> : tensor<4x2xf32> -> tensor<4x2xf32>
   return
 }
 
 // -----
 
 func.func @flatten_unnamed(%a: tensor<4xf32>) {
-  // expected-error @+1 {{'ddp.flatten' op needs the name of the scheme that reduces the bucket}}
-  %f = ddp.flatten %a scheme "" : tensor<4xf32> -> tensor<4xf32>
+  // expected-error @+1 {{a compression scheme needs a name}}
+  %f = ddp.flatten %a scheme <""> : tensor<4xf32> -> tensor<4xf32>
   return
 }
 
@@ -431,7 +431,7 @@ func.func @flatten_unnamed(%a: tensor<4xf32>) {
 
 func.func @flatten_dynamic(%a: tensor<?xf32>) {
   // expected-error @+1 {{'ddp.flatten' op operand #0 must be variadic of statically shaped tensor}}
-  %f = ddp.flatten %a scheme "s" : tensor<?xf32> -> tensor<4xf32>
+  %f = ddp.flatten %a scheme <"s"> : tensor<?xf32> -> tensor<4xf32>
   return
 }
 

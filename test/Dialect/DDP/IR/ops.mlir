@@ -131,8 +131,11 @@ func.func @top_k(%m: tensor<2112xf32>, %h: tensor<64xbf16>)
 // CHECK-SAME: (%[[W:.*]]: tensor<4x3xf32>, %[[B:.*]]: tensor<3xf32>, %[[Q:.*]]: tensor<15xi8>, %[[S:.*]]: tensor<f32>)
 func.func @buckets(%w: tensor<4x3xf32>, %b: tensor<3xf32>, %q: tensor<15xi8>, %s: tensor<f32>)
     -> (tensor<4x3xf32>, tensor<3xf32>, tensor<?xf32>, tensor<?x15xi8>, index) {
-  // CHECK: %[[F:.*]] = ddp.flatten %[[W]], %[[B]] scheme "hook:h" : tensor<4x3xf32>, tensor<3xf32> -> tensor<15xf32>
-  %f = ddp.flatten %w, %b scheme "hook:h" : tensor<4x3xf32>, tensor<3xf32> -> tensor<15xf32>
+  // CHECK: %[[F:.*]] = ddp.flatten %[[W]], %[[B]] scheme <"hook:h"> : tensor<4x3xf32>, tensor<3xf32> -> tensor<15xf32>
+  %f = ddp.flatten %w, %b scheme <"hook:h"> : tensor<4x3xf32>, tensor<3xf32> -> tensor<15xf32>
+  // A scheme's options travel with its name.
+  // CHECK: ddp.flatten %[[W]] scheme <"topk", {error_feedback = true, ratio = 1.000000e-02 : f64}>
+  %t = ddp.flatten %w scheme <"topk", {error_feedback = true, ratio = 0.01 : f64}> : tensor<4x3xf32> -> tensor<12xf32>
   // CHECK: %[[G:.*]]:2 = ddp.allgather %[[S]], %[[Q]] : tensor<f32>, tensor<15xi8>
   %gs, %gq = ddp.allgather %s, %q : tensor<f32>, tensor<15xi8>
   // CHECK: ddp.allgather %[[F]] role gradient : tensor<15xf32>

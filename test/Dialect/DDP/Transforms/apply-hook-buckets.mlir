@@ -12,7 +12,7 @@ func.func private @h8(%g: tensor<8xf32>) -> tensor<8xf32> {
 // CHECK-LABEL: func.func @step
 func.func @step(%w: tensor<2x4xf32> loc("fc1.weight"), %b: tensor<4xf32> loc("fc1.bias"),
                 %v: tensor<8xf32> loc("fc2.weight")) -> (tensor<2x4xf32>, tensor<4xf32>, tensor<8xf32>) {
-  // CHECK: %[[F:.*]] = ddp.flatten %{{.*}} scheme "hook:h8" : tensor<2x4xf32> -> tensor<8xf32>
+  // CHECK: %[[F:.*]] = ddp.flatten %{{.*}} scheme <"hook:h8"> : tensor<2x4xf32> -> tensor<8xf32>
   // CHECK: %[[R:.*]] = ddp.allreduce mean %[[F]] role compressed : tensor<8xf32>
   // CHECK: ddp.unflatten %[[R]] : tensor<8xf32> -> tensor<2x4xf32>
   %w2 = ddp.allreduce mean %w : tensor<2x4xf32>

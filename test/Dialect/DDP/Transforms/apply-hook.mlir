@@ -24,7 +24,7 @@ func.func private @my_hook(%g: tensor<?xf32>) -> tensor<?xf32> {
 // CHECK-SAME: (%[[W:.*]]: tensor<4x3xf32>, %[[B:.*]]: tensor<3xf32>, %[[V:.*]]: tensor<8xf32>, %[[D:.*]]: tensor<2xf64>)
 func.func @step(%w: tensor<4x3xf32>, %b: tensor<3xf32>, %v: tensor<8xf32>, %d: tensor<2xf64>)
     -> (tensor<4x3xf32>, tensor<3xf32>, tensor<8xf32>, tensor<2xf64>) {
-  // CHECK: %[[F0:.*]] = ddp.flatten %[[W]], %[[B]] scheme "hook:my_hook" : tensor<4x3xf32>, tensor<3xf32> -> tensor<15xf32>
+  // CHECK: %[[F0:.*]] = ddp.flatten %[[W]], %[[B]] scheme <"hook:my_hook"> : tensor<4x3xf32>, tensor<3xf32> -> tensor<15xf32>
   // CHECK: %[[E0:.*]] = ddp.state_load @my.error.step.0 : tensor<15xf32>
   // CHECK: %[[M0:.*]] = arith.addf %[[F0]], %[[E0]] : tensor<15xf32>
   // CHECK: %[[H0:.*]] = ddp.cast %[[M0]] : tensor<15xf32> to tensor<15xf16>
@@ -41,14 +41,14 @@ func.func @step(%w: tensor<4x3xf32>, %b: tensor<3xf32>, %v: tensor<8xf32>, %d: t
   // CHECK: %[[U0:.*]]:2 = ddp.unflatten %[[C0]] : tensor<15xf32> -> tensor<4x3xf32>, tensor<3xf32>
   // f64 is its own bucket's element type: the hook casts it to f32 and back
   // (bf16_compress_wrapper's way).
-  // CHECK: %[[FD:.*]] = ddp.flatten %[[D]], %[[D]] scheme "hook:my_hook" : tensor<2xf64>, tensor<2xf64> -> tensor<4xf64>
+  // CHECK: %[[FD:.*]] = ddp.flatten %[[D]], %[[D]] scheme <"hook:my_hook"> : tensor<2xf64>, tensor<2xf64> -> tensor<4xf64>
   // CHECK: %[[DN:.*]] = ddp.cast %[[FD]] : tensor<4xf64> to tensor<4xf32>
   // CHECK: ddp.state_load @my.error.step.1 : tensor<4xf32>
   // CHECK: %[[DR:.*]] = ddp.cast %{{.*}} : tensor<4xf32> to tensor<4xf64>
   // CHECK: ddp.unflatten %[[DR]] : tensor<4xf64> -> tensor<2xf64>, tensor<2xf64>
   %r:4 = ddp.allreduce mean %w, %b, %d, %d : tensor<4x3xf32>, tensor<3xf32>, tensor<2xf64>, tensor<2xf64>
   // A sum is the hook's mean times the world size.
-  // CHECK: %[[FV:.*]] = ddp.flatten %[[V]] scheme "hook:my_hook"
+  // CHECK: %[[FV:.*]] = ddp.flatten %[[V]] scheme <"hook:my_hook">
   // CHECK: ddp.state_load @my.error.step.2 : tensor<8xf32>
   // CHECK: %[[SV:.*]] = ddp.scale %{{.*}} by world_size : tensor<8xf32>
   // CHECK: ddp.unflatten %[[SV]] : tensor<8xf32> -> tensor<8xf32>

@@ -9,7 +9,7 @@ func.func @expand(%w: tensor<2x3xf32>, %b: tensor<3xf32>, %s: tensor<f32>)
   // CHECK: %[[CW:.*]] = tensor.collapse_shape %[[W]] {{\[}}[0, 1]] : tensor<2x3xf32> into tensor<6xf32>
   // CHECK: %[[ES:.*]] = tensor.expand_shape %[[S]] [] output_shape [1] : tensor<f32> into tensor<1xf32>
   // CHECK: %[[F:.*]] = tensor.concat dim(0) %[[CW]], %[[B]], %[[ES]] : (tensor<6xf32>, tensor<3xf32>, tensor<1xf32>) -> tensor<10xf32>
-  %f = ddp.flatten %w, %b, %s scheme "s" : tensor<2x3xf32>, tensor<3xf32>, tensor<f32> -> tensor<10xf32>
+  %f = ddp.flatten %w, %b, %s scheme <"s"> : tensor<2x3xf32>, tensor<3xf32>, tensor<f32> -> tensor<10xf32>
   // CHECK: %[[M:.*]] = ddp.allreduce mean %[[F]]
   %m = ddp.allreduce mean %f role compressed : tensor<10xf32>
   // CHECK: %[[S0:.*]] = tensor.extract_slice %[[M]][0] [6] [1] : tensor<10xf32> to tensor<6xf32>
@@ -27,7 +27,7 @@ func.func @expand(%w: tensor<2x3xf32>, %b: tensor<3xf32>, %s: tensor<f32>)
 // CHECK-NOT: tensor.concat
 // CHECK-NOT: tensor.extract_slice
 func.func @single(%b: tensor<3xf32>) -> tensor<3xf32> {
-  %f = ddp.flatten %b scheme "s" : tensor<3xf32> -> tensor<3xf32>
+  %f = ddp.flatten %b scheme <"s"> : tensor<3xf32> -> tensor<3xf32>
   %m = ddp.allreduce mean %f role compressed : tensor<3xf32>
   %u = ddp.unflatten %m : tensor<3xf32> -> tensor<3xf32>
   return %u : tensor<3xf32>

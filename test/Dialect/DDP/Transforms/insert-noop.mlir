@@ -9,7 +9,7 @@
 // CHECK: bucket of 1 [@summed:%arg0] 4 f32 noop - - 4 0
 // CHECK: total: 3 tensors, 3 compressed; elements 16 -> 0
 // CHECK-LABEL: func.func @step
-// CHECK: %[[F:.*]] = ddp.flatten %arg0, %arg1 scheme "noop"
+// CHECK: %[[F:.*]] = ddp.flatten %arg0, %arg1 scheme <"noop">
 // CHECK: %[[U:.*]]:2 = ddp.unflatten %[[F]]
 // CHECK-NOT: ddp.allreduce
 // CHECK: return %[[U]]#0, %[[U]]#1
@@ -27,7 +27,7 @@ func.func @step(%w: tensor<2x4xf32>, %b: tensor<4xf32>) -> (tensor<2x4xf32>, ten
 // A sum allreduce: the rank's own gradient stands for the average, as in
 // every bucket scheme, so the estimate of the sum is it times the world size.
 // SUM-LABEL: func.func @summed
-// SUM: %[[F:.*]] = ddp.flatten %arg0 scheme "noop" : tensor<4xf32> -> tensor<4xf32>
+// SUM: %[[F:.*]] = ddp.flatten %arg0 scheme <"noop"> : tensor<4xf32> -> tensor<4xf32>
 // SUM: %[[S:.*]] = ddp.scale %[[F]] by world_size : tensor<4xf32>
 // SUM: %[[U:.*]] = ddp.unflatten %[[S]]
 // SUM-NOT: ddp.allreduce

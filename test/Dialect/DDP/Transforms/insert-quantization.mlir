@@ -15,7 +15,7 @@
 
 // CHECK: remark: insert-quantization leaves a bucket of 1 tensor(s) of 'f64' (@step:%arg2) as a plain allreduce: quantization takes float32 buckets, as PyTorch's hooks do
 // CHECK-LABEL: func.func @step
-// CHECK: %[[FLAT:.*]] = ddp.flatten %arg0, %arg1 scheme "quantize-per-tensor" : tensor<2x5xf32>, tensor<5xf32> -> tensor<15xf32>
+// CHECK: %[[FLAT:.*]] = ddp.flatten %arg0, %arg1 scheme <"quantize-per-tensor", {exchange = "fused"}> : tensor<2x5xf32>, tensor<5xf32> -> tensor<15xf32>
 // One channel of the whole bucket.
 // CHECK: %[[X:.*]] = tensor.expand_shape %[[FLAT]] {{\[}}[0, 1]] output_shape [1, 15] : tensor<15xf32> into tensor<1x15xf32>
 // min and max, NaN-propagating (torch.aminmax).
@@ -47,7 +47,7 @@
 // CHECK: ddp.allreduce mean %arg2 : tensor<3xf64>
 
 // 15 elements in channels of 4: 4 channels, one padding zero.
-// CHANNEL: %[[FLAT:.*]] = ddp.flatten %arg0, %arg1 scheme "quantize-per-channel"
+// CHANNEL: %[[FLAT:.*]] = ddp.flatten %arg0, %arg1 scheme <"quantize-per-channel", {channel_size = {{[0-9]+}} : i64, exchange = "fused"}>
 // CHANNEL: %[[PAD:.*]] = tensor.insert_slice %[[FLAT]] into %{{.*}}[0] [15] [1] : tensor<15xf32> into tensor<16xf32>
 // CHANNEL: tensor.expand_shape %[[PAD]] {{\[}}[0, 1]] output_shape [4, 4] : tensor<16xf32> into tensor<4x4xf32>
 // CHANNEL: ddp.allgather %{{.*}}, %{{.*}}, %{{.*}} : tensor<4xf32>, tensor<4xf32>, tensor<4x4xi8>

@@ -18,7 +18,7 @@
 // CHECK-DAG: ddp.state @ddp.topk_error.step.0 : tensor<15xf32>
 // CHECK-DAG: ddp.state @ddp.topk_error.step.1 : tensor<40xf64>
 // CHECK-LABEL: func.func @step
-// CHECK: %[[FLAT:.*]] = ddp.flatten %arg0, %arg1 scheme "topk" : tensor<2x5xf32>, tensor<5xf32> -> tensor<15xf32>
+// CHECK: %[[FLAT:.*]] = ddp.flatten %arg0, %arg1 scheme <"topk", {error_feedback = true, ratio = 2.000000e-01 : f64}> : tensor<2x5xf32>, tensor<5xf32> -> tensor<15xf32>
 // CHECK-NEXT: ddp.count_uncompressed 15
 // CHECK: %[[E:.*]] = ddp.state_load @ddp.topk_error.step.0 : tensor<15xf32>
 // CHECK: %[[M:.*]] = arith.addf %[[FLAT]], %[[E]] : tensor<15xf32>
@@ -71,3 +71,10 @@ func.func @step(%w: tensor<2x5xf32> loc("w"), %b: tensor<5xf32> loc("b"),
 // REPORT: bucket of 2 [w,b] {{ *}}15 {{ *}}f32 {{ *}}topk {{ *}}- f32+i32 {{ *}}15 {{ *}}6 {{ *}}2.50x
 // REPORT: bucket of 1 [c] {{ *}}40 {{ *}}f64 {{ *}}topk {{ *}}- f64+i32 {{ *}}40 {{ *}}16 {{ *}}2.50x
 // REPORT: total: 3 tensors, 3 compressed; elements 55 -> 22 (2.50x); bytes 380 -> 120 (3.17x)
+
+// The JSON report gives the scheme's options.
+// RUN: ddp-opt %s --insert-topk=ratio=0.2 --ddp-compression-report=json=- -o /dev/null 2>/dev/null | FileCheck %s --check-prefix=JSON
+// JSON: "decision": "topk",
+// JSON-NEXT: "options": {
+// JSON-NEXT: "error_feedback": true,
+// JSON-NEXT: "ratio": 0.20000000000000001

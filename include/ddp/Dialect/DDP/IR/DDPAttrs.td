@@ -71,4 +71,31 @@ def DDP_CommRoleEnum : DDP_I32Enum<"CommRole", "a role", "what a collective carr
 ]>;
 def DDP_CommRole : EnumAttr<DDP_Dialect, DDP_CommRoleEnum, "role">;
 
+// What a compression scheme does to a bucket, as the scheme says it: its
+// name and its options. ddp.flatten carries it, so that what reads the IR
+// (the compression report, a later pass) learns the decision from the IR,
+// not from the ops the scheme emitted.
+def DDP_CompressionAttr : AttrDef<DDP_Dialect, "Compression"> {
+  let mnemonic = "compression";
+  let summary = "a compression scheme and its options";
+  let description = [{
+    The scheme that reduces a bucket (`ddp.flatten`'s `scheme`): its name
+    (`topk`, `quantize-per-tensor`, `hook:sign_ef_hook`) and the options it
+    was applied with, which the compression report prints.
+
+    ```mlir
+    #ddp.compression<"quantize-per-channel", {channel_size = 512 : i64, exchange = "fused"}>
+    ```
+  }];
+  let parameters = (ins StringRefParameter<"the scheme's name">:$scheme,
+                        OptionalParameter<"::mlir::DictionaryAttr">:$options);
+  let assemblyFormat = "`<` $scheme (`,` $options^)? `>`";
+  let genVerifyDecl = 1;
+  let builders = [
+    AttrBuilder<(ins "::llvm::StringRef":$scheme), [{
+      return $_get($_ctxt, scheme, ::mlir::DictionaryAttr());
+    }]>
+  ];
+}
+
 #endif // DDP_DIALECT_DDP_IR_DDPATTRS_TD

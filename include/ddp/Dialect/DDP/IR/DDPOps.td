@@ -169,18 +169,19 @@ def DDP_FlattenOp : DDP_Op<"flatten", [Pure]> {
   let description = [{
     The flat view PyTorch's `GradBucket.buffer()` gives a communication
     hook: the elements of every input, in order, one after the other, in
-    a 1-D tensor. `scheme` names the compression scheme that reduces the
-    bucket (the compression report prints it); `ddp.unflatten` splits the
-    reduced bucket back into the gradients' shapes. Inputs share one element
-    type and are statically shaped.
+    a 1-D tensor. `scheme` says which compression scheme reduces the
+    bucket and with which options (`#ddp.compression`; the compression
+    report prints them); `ddp.unflatten` splits the reduced bucket back
+    into the gradients' shapes. Inputs share one element type and are
+    statically shaped.
 
     ```mlir
-    %flat = ddp.flatten %w, %b scheme "quantize-per-tensor"
+    %flat = ddp.flatten %w, %b scheme <"quantize-per-channel", {channel_size = 512 : i64, exchange = "fused"}>
         : tensor<64x32xf32>, tensor<64xf32> -> tensor<2112xf32>
     ```
   }];
   let arguments = (ins Variadic<StaticShapeTensorOf<[DDP_ComputeElement]>>:$inputs,
-                       StrAttr:$scheme);
+                       DDP_CompressionAttr:$scheme);
   let results = (outs StaticShapeTensorOf<[DDP_ComputeElement]>:$result);
   let assemblyFormat = [{
     $inputs `scheme` $scheme attr-dict `:` type($inputs) `->` type($result)

@@ -87,6 +87,10 @@ public:
   /// ("quantize-per-tensor").
   virtual StringRef getName() const = 0;
 
+  /// The options the scheme was applied with, for the IR (ddp.flatten's
+  /// #ddp.compression) and the compression report's JSON; none by default.
+  virtual DictionaryAttr getOptions(MLIRContext *context) const;
+
   /// Why `bucket` stays a plain allreduce, or "" when the scheme takes it.
   /// By default every bucket is taken.
   virtual std::string whyNot(const Bucket &bucket) const;
