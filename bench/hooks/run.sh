@@ -3,8 +3,9 @@
 # Bucket schemes side by side: ResNet-18's gradient sync (62 tensors, 11.7 M
 # f32 elements, DDP's 25 MiB buckets) on 2 ranks, time per step with plain
 # allreduce, fp16, PyTorch's per-tensor quantization hook (our default
-# one-allgather exchange and PyTorch's two-allgather one) and the user
-# guide's sign hook, on loopback and on simulated 1 and 10 Gb/s links (a
+# one-allgather exchange and PyTorch's two-allgather one), the user
+# guide's sign hook and top-k sparsification (1% of each bucket, with error
+# feedback), on loopback and on simulated 1 and 10 Gb/s links (a
 # model of a link in the runtime, not a network: ddp-run --simulated-link).
 #   bash bench/hooks/run.sh [steps]
 set -euo pipefail
@@ -35,8 +36,9 @@ declare -A PASSES=(
   [quant-fused]="--ddp-bucketize --insert-quantization --ddp-compress=narrow=none"
   [quant-pytorch]="--ddp-bucketize --insert-quantization=exchange=pytorch --ddp-compress=narrow=none"
   [sign-ef]="--ddp-bucketize --ddp-apply-hook=hook=sign_ef_hook%from=examples/hooks/sign_ef_hook.mlir --ddp-compress=narrow=none"
+  [topk]="--ddp-bucketize --insert-topk=ratio=0.01 --ddp-compress=narrow=none"
 )
-CONFIGS=(plain fp16 quant-fused quant-pytorch sign-ef)
+CONFIGS=(plain fp16 quant-fused quant-pytorch sign-ef topk)
 for config in "${CONFIGS[@]}"; do
   read -r -a args <<<"${PASSES[$config]}"
   args=("${args[@]//%/ }")

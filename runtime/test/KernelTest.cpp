@@ -1136,23 +1136,28 @@ TEST(TopK, NaNAndInfinityAreSelectedFirst) {
 
 TEST(TopK, MatchesASortOfEveryElementOnRandomData) {
   std::mt19937 rng(7);
-  for (int64_t n : {1, 2, 3, 100, 4099}) {
-    TypedArray x(DDPRT_BF16, n);
-    x.randomize(rng);
-    // bf16 has few values: many ties, which the order settles.
-    std::vector<int64_t> expected(static_cast<size_t>(n));
-    std::iota(expected.begin(), expected.end(), 0);
-    std::stable_sort(expected.begin(), expected.end(),
-                     [&](int64_t a, int64_t b) {
-                       return std::fabs(x.get(a)) > std::fabs(x.get(b));
-                     });
-    for (int64_t k : {int64_t(1), (n + 9) / 10, n}) {
-      auto [values, indices] = topK(x, k);
-      ASSERT_EQ(indices,
-                std::vector<int64_t>(expected.begin(), expected.begin() + k))
-          << "n " << n << " k " << k;
-      for (int64_t j = 0; j < k; ++j)
-        EXPECT_EQ(values[size_t(j)], x.get(indices[size_t(j)]));
+  for (ddprt_dtype dtype : kAllDtypes) {
+    for (int64_t n : {1, 2, 3, 100, 4099, 70001}) {
+      TypedArray x(dtype, n);
+      x.randomize(rng);
+      // Every fifth element from a few values: ties in every type (bf16
+      // has few values anyway), which the order settles.
+      for (int64_t i = 0; i < n; i += 5)
+        x.set(i, double(int64_t(rng() % 7) - 3) * 0.5);
+      std::vector<int64_t> expected(static_cast<size_t>(n));
+      std::iota(expected.begin(), expected.end(), 0);
+      std::stable_sort(expected.begin(), expected.end(),
+                       [&](int64_t a, int64_t b) {
+                         return std::fabs(x.get(a)) > std::fabs(x.get(b));
+                       });
+      for (int64_t k : {int64_t(1), (n + 9) / 10, n / 2 + 1, n}) {
+        auto [values, indices] = topK(x, k);
+        ASSERT_EQ(indices,
+                  std::vector<int64_t>(expected.begin(), expected.begin() + k))
+            << dtypeName(dtype) << " n " << n << " k " << k;
+        for (int64_t j = 0; j < k; ++j)
+          EXPECT_EQ(values[size_t(j)], x.get(indices[size_t(j)]));
+      }
     }
   }
 }

@@ -342,28 +342,71 @@ uint64_t magnitudeBits(Half v) { return v.bits & 0x7fffu; }
 uint64_t magnitudeBits(BFloat16 v) { return v.bits & 0x7fffu; }
 } // namespace
 
+namespace {
+/// The magnitude key of the k-th largest element of `x` (radix selection
+/// over 16-bit digits of the key, from the top: each pass reads the input
+/// once and keeps a 65536-bin histogram, so the cost is a few streaming
+/// reads, not a sort of N), and how many elements have a larger key.
+template <typename T>
+uint64_t kthLargestKey(const T *x, int64_t n, int64_t k, int keyBits,
+                       int64_t &greater) {
+  std::vector<int64_t> histogram(1 << 16);
+  uint64_t prefix = 0; // the digits found so far
+  int64_t rank = k;    // the k-th largest among those with that prefix
+  greater = 0;
+  for (int high = keyBits;;) {
+    int low = std::max(high - 16, 0); // this pass's digit: bits [low, high)
+    std::fill(histogram.begin(), histogram.end(), 0);
+    uint64_t digitMask = (uint64_t(1) << (high - low)) - 1;
+    for (int64_t i = 0; i < n; ++i) {
+      uint64_t key = magnitudeBits(x[i]);
+      if (high >= keyBits || (key >> high) == prefix)
+        ++histogram[(key >> low) & digitMask];
+    }
+    // From the largest digit down, until the k-th largest is in the bin.
+    uint64_t digit = digitMask;
+    while (histogram[digit] < rank) {
+      rank -= histogram[digit];
+      greater += histogram[digit];
+      --digit;
+    }
+    prefix = (prefix << (high - low)) | digit;
+    if (low == 0)
+      return prefix;
+    high = low;
+  }
+}
+} // namespace
+
 void topK(const ddprt_buffer &input, const ddprt_buffer &values,
           const ddprt_buffer &indices) {
   dispatchDtype(input.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *x = typed<T>(input);
     int64_t n = input.numel, k = values.numel;
+    int keyBits = int(sizeof(T) * 8 - 1); // the sign bit is cleared
+    // The threshold: every element above it is selected, and the first
+    // (k - greater) equal to it in index order.
+    int64_t greater = 0;
+    uint64_t threshold = kthLargestKey(x, n, k, keyBits, greater);
     struct Entry {
       uint64_t key;
       int64_t index;
     };
-    std::vector<Entry> entries(n);
-    for (int64_t i = 0; i < n; ++i)
-      entries[i] = {magnitudeBits(x[i]), i};
+    std::vector<Entry> entries;
+    entries.reserve(size_t(k));
+    int64_t equal = k - greater;
+    for (int64_t i = 0; i < n; ++i) {
+      uint64_t key = magnitudeBits(x[i]);
+      if (key > threshold || (key == threshold && equal-- > 0))
+        entries.push_back({key, i});
+    }
     // Largest first, equal magnitudes in index order: a strict total order,
     // so the selection and its order do not depend on the algorithm.
-    auto before = [](const Entry &a, const Entry &b) {
-      return a.key != b.key ? a.key > b.key : a.index < b.index;
-    };
-    if (k < n)
-      std::nth_element(entries.begin(), entries.begin() + k, entries.end(),
-                       before);
-    std::sort(entries.begin(), entries.begin() + k, before);
+    std::sort(entries.begin(), entries.end(),
+              [](const Entry &a, const Entry &b) {
+                return a.key != b.key ? a.key > b.key : a.index < b.index;
+              });
     T *out = typed<T>(values);
     for (int64_t j = 0; j < k; ++j)
       out[j] = x[entries[j].index];
