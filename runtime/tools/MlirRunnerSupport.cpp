@@ -10,9 +10,10 @@
 // ddprt-step-runner define. Upstream's `mlir-runner` defines neither: load
 // this library after libddprt.so,
 //
-//   mlir-runner step.llvm.mlir -e main -entry-point-result=void \
-//     -shared-libs=libmlir_runner_utils.so,libmlir_c_runner_utils.so,\
-//                  libddprt.so,libddprt-mlir-runner.so
+//   mlir-runner step.llvm.mlir -e main -entry-point-result=void
+//     -shared-libs=libmlir_runner_utils.so,libmlir_c_runner_utils.so,libddprt.so,libddprt-mlir-runner.so
+//
+// (one command line)
 //
 // and it starts a runtime context when it is loaded (the CPU backend; a
 // job of one rank, or of every rank under mpirun), makes it current, and

@@ -236,8 +236,8 @@ LogicalResult HookScheme::import(ModuleOp module) {
   // A hook library is source text; a file past 64 MiB (or /dev/zero) is
   // refused before it is read whole.
   std::string readError;
-  FailureOr<std::unique_ptr<llvm::MemoryBuffer>> buffer = readBoundedFile(
-      library, size_t(64) << 20, "hook library", readError);
+  FailureOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      readBoundedFile(library, size_t(64) << 20, "hook library", readError);
   if (failed(buffer))
     return fail() << "hook library '" << library << "': " << readError;
   llvm::SourceMgr sourceMgr;
@@ -394,16 +394,15 @@ public:
   FailureOr<Value> reduce(BucketBuilder &, Value flat) override { return flat; }
 };
 
-struct DDPApplyHookPass : public PassWithOptionNames<ddp::impl::DDPApplyHookBase<DDPApplyHookPass>> {
+struct DDPApplyHookPass : public PassWithOptionNames<
+                              ddp::impl::DDPApplyHookBase<DDPApplyHookPass>> {
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     HookScheme scheme(hook, from, getArgument());
-    FailureOr<unsigned> count = applyCompressionScheme(
-        module, scheme, BucketFilter{buckets}, getArgument());
-    if (failed(count))
+    if (failed(applyCompressionScheme(module, scheme, BucketFilter{buckets},
+                                      getArgument(), numBuckets)))
       return signalPassFailure();
-    numBuckets += *count;
     // The templates go with the hook, unless something else uses them.
     for (StringAttr name : scheme.getStates()) {
       auto state = module.lookupSymbol<StateOp>(name);
@@ -417,15 +416,15 @@ struct DDPApplyHookPass : public PassWithOptionNames<ddp::impl::DDPApplyHookBase
   }
 };
 
-struct InsertNoopPass : public PassWithOptionNames<ddp::impl::InsertNoopBase<InsertNoopPass>> {
+struct InsertNoopPass
+    : public PassWithOptionNames<ddp::impl::InsertNoopBase<InsertNoopPass>> {
   using Base::Base;
   void runOnOperation() override {
     NoopScheme scheme;
-    FailureOr<unsigned> count = applyCompressionScheme(
-        getOperation(), scheme, BucketFilter{buckets}, getArgument());
-    if (failed(count))
+    if (failed(applyCompressionScheme(getOperation(), scheme,
+                                      BucketFilter{buckets}, getArgument(),
+                                      numBuckets)))
       return signalPassFailure();
-    numBuckets += *count;
   }
 };
 } // namespace

@@ -500,3 +500,16 @@ mlir::ddp::applyCompressionScheme(ModuleOp module, CompressionScheme &scheme,
     return failure();
   return compressed;
 }
+
+LogicalResult mlir::ddp::applyCompressionScheme(ModuleOp module,
+                                                CompressionScheme &scheme,
+                                                const BucketFilter &filter,
+                                                StringRef passName,
+                                                Pass::Statistic &compressed) {
+  FailureOr<unsigned> count =
+      applyCompressionScheme(module, scheme, filter, passName);
+  if (failed(count))
+    return failure();
+  compressed += *count;
+  return success();
+}

@@ -263,7 +263,8 @@ FailureOr<Value> QuantizationScheme::reduce(BucketBuilder &b, Value flat) {
 
 namespace {
 struct InsertQuantizationPass
-    : public PassWithOptionNames<ddp::impl::InsertQuantizationBase<InsertQuantizationPass>> {
+    : public PassWithOptionNames<
+          ddp::impl::InsertQuantizationBase<InsertQuantizationPass>> {
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -285,11 +286,9 @@ struct InsertQuantizationPass
     }
     QuantizationScheme scheme(granularity == "per-channel", channelSize,
                               exchange == "fused");
-    FailureOr<unsigned> count = applyCompressionScheme(
-        module, scheme, BucketFilter{buckets}, getArgument());
-    if (failed(count))
+    if (failed(applyCompressionScheme(module, scheme, BucketFilter{buckets},
+                                      getArgument(), numBuckets)))
       return signalPassFailure();
-    numBuckets += *count;
   }
 };
 } // namespace

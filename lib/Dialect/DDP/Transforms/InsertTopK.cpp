@@ -197,11 +197,9 @@ struct InsertTopKPass
       return signalPassFailure();
     }
     TopKScheme scheme(ratio, errorFeedback);
-    FailureOr<unsigned> count = applyCompressionScheme(
-        module, scheme, BucketFilter{buckets}, getArgument());
-    if (failed(count))
+    if (failed(applyCompressionScheme(module, scheme, BucketFilter{buckets},
+                                      getArgument(), numBuckets)))
       return signalPassFailure();
-    numBuckets += *count;
   }
 };
 } // namespace

@@ -32,6 +32,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Pass/Pass.h"
 
 #include <string>
 
@@ -122,6 +123,13 @@ FailureOr<unsigned> applyCompressionScheme(ModuleOp module,
                                            CompressionScheme &scheme,
                                            const BucketFilter &filter,
                                            StringRef passName);
+
+/// The same, as a scheme's pass runs it once its options are checked: adds
+/// the buckets compressed to the pass's statistic `compressed`.
+LogicalResult applyCompressionScheme(ModuleOp module, CompressionScheme &scheme,
+                                     const BucketFilter &filter,
+                                     StringRef passName,
+                                     Pass::Statistic &compressed);
 
 } // namespace mlir::ddp
 
