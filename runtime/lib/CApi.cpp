@@ -23,7 +23,6 @@
 #include "Status.h"
 #include "Validation.h"
 
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string_view>
@@ -499,23 +498,10 @@ ddprt_status ddprt_get_counters(const ddprt_context *context,
     context->lastError = "ddprt_get_counters: the output is null";
     return DDPRT_ERROR_INVALID_ARGUMENT;
   }
-  // One layout so far (0.1.0); a later one appends fields and lists the
-  // older sizes here.
-  Error error = checkCallerStruct(
-      "counters", "ddprt_counters", counters->size,
-      counters->size == sizeof(ddprt_counters), sizeof(ddprt_counters),
-      counters->version, /*firstVersion=*/100,
-      "fill the counters with ddprt_default_counters or "
-      "DDPRT_COUNTERS_INITIALIZER first");
-  if (error) {
+  if (Error error = writeCounters(context->counters, counters)) {
     context->lastError = "ddprt_get_counters: " + error.message;
     return error.status;
   }
-  size_t size = counters->size;
-  unsigned version = counters->version;
-  std::memcpy(counters, &context->counters, size);
-  counters->size = size;
-  counters->version = version;
   return DDPRT_OK;
 }
 

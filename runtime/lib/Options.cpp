@@ -35,8 +35,9 @@ constexpr OptionsField kOptionsFields[] = {
 };
 #undef DDPRT_OPTIONS_FIELD
 
-/// The first version whose ddprt_options had `size` and `version`.
-constexpr unsigned kFirstOptionsVersion = 100; // 0.1.0
+/// The first version whose ddprt_options and ddprt_counters had `size` and
+/// `version`.
+constexpr unsigned kFirstStructVersion = 100; // 0.1.0
 
 /// sizeof of a ddprt_options whose last field is `last`: each older layout
 /// is a prefix of this one, padded to the same alignment (that of size_t).
@@ -54,11 +55,14 @@ std::string versionText(unsigned version) {
          std::to_string(version % 100);
 }
 
-} // namespace
-
+/// The check of a struct the caller fills with its size and version
+/// (ddprt_options, ddprt_counters): refuses a size larger than this
+/// runtime's (`ownSize`) or none it knows (`knownSize` false), and a
+/// version newer than this runtime's or older than the first with these
+/// fields, saying how to fill it (`fill`). `what` names it ("options").
 Error checkCallerStruct(const char *what, const char *type, size_t size,
                         bool knownSize, size_t ownSize, unsigned version,
-                        unsigned firstVersion, const std::string &fill) {
+                        const std::string &fill) {
   std::string name = what;
   if (size > ownSize)
     return invalid(name + ".size is " + std::to_string(size) +
@@ -76,13 +80,11 @@ Error checkCallerStruct(const char *what, const char *type, size_t size,
                    versionText(version) + "), newer than this runtime (" +
                    versionText(DDPRT_VERSION) +
                    "): the caller was built with a newer ddprt.h");
-  if (version < firstVersion)
+  if (version < kFirstStructVersion)
     return invalid(name + ".version is " + std::to_string(version) +
                    ", which is no ddprt version: " + fill);
   return Error::success();
 }
-
-namespace {
 
 /// Refuses a `given` whose size or version this runtime does not know.
 Error checkOptionsLayout(const ddprt_options *given) {
@@ -91,7 +93,6 @@ Error checkOptionsLayout(const ddprt_options *given) {
     knownSize |= given->size == layoutSize(field);
   return checkCallerStruct("options", "ddprt_options", given->size, knownSize,
                            sizeof(ddprt_options), given->version,
-                           kFirstOptionsVersion,
                            "fill the options with ddprt_default_options or "
                            "DDPRT_OPTIONS_INITIALIZER before changing fields");
 }
@@ -121,6 +122,24 @@ Error writeOptions(const ddprt_options &options, ddprt_options *given) {
     return invalid("the options pointer is null");
   DDPRT_TRY(checkOptionsLayout(given));
   copyOptionsFields(given, &options, given->size);
+  return Error::success();
+}
+
+Error writeCounters(const ddprt_counters &counters, ddprt_counters *given) {
+  if (!given)
+    return invalid("the counters pointer is null");
+  // One layout so far (0.1.0); a later one appends fields and lists the
+  // older sizes here.
+  DDPRT_TRY(checkCallerStruct("counters", "ddprt_counters", given->size,
+                              given->size == sizeof(ddprt_counters),
+                              sizeof(ddprt_counters), given->version,
+                              "fill the counters with ddprt_default_counters "
+                              "or DDPRT_COUNTERS_INITIALIZER first"));
+  size_t size = given->size;
+  unsigned version = given->version;
+  std::memcpy(given, &counters, size);
+  given->size = size;
+  given->version = version;
   return Error::success();
 }
 
