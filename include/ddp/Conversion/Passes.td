@@ -73,10 +73,15 @@ def ConvertDDPToLLVM : Pass<"convert-ddp-to-llvm", "::mlir::ModuleOp"> {
     It converts the signatures, calls and returns first, then each
     function's body on its own, in parallel when the context has threads
     (a step that `ddp-split-functions` cut into parts converts on every
-    core; the declarations and globals the bodies add are ordered by name,
-    so the output does not depend on the threads), and then reconciles the
-    unrealized casts in each function as `reconcile-unrealized-casts` does
-    (casts it cannot fold stay).
+    core), and then reconciles the unrealized casts in each function as
+    `reconcile-unrealized-casts` does (casts it cannot fold stay).
+
+    Either way, the runtime's function declarations and constant globals
+    (each op's description for `ddprt_check`, state names, the tables its
+    buffer arrays are copied from) are added before any body is converted,
+    in the module's order, and those nothing refers to are removed after:
+    the bodies' conversions add nothing to the module, so the output does
+    not depend on the threads.
   }];
   let options = [
     Option<"includeUpstream", "include-upstream", "bool", /*default=*/"false",

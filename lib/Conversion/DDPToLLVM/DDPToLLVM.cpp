@@ -16,53 +16,29 @@
 //===----------------------------------------------------------------------===//
 
 #include "ddp/Conversion/DDPToLLVM/DDPToLLVM.h"
-#include "ddp/Conversion/Passes.h"
 #include "ddp/Dialect/DDP/IR/DDP.h"
-#include "ddp/Dialect/DDP/IR/GradientNames.h"
 #include "ddp/Dialect/DDP/IR/RuntimeABI.h"
 
-#include "mlir/Analysis/DataLayoutAnalysis.h"
-#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
-#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
-#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/ConvertToLLVM/ToLLVMInterface.h"
-#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
-#include "mlir/Conversion/LLVMCommon/ConversionTarget.h"
 #include "mlir/Conversion/LLVMCommon/MemRefBuilder.h"
 #include "mlir/Conversion/LLVMCommon/Pattern.h"
 #include "mlir/Conversion/LLVMCommon/TypeConverter.h"
-#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
-#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
-#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
-#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
-#include "mlir/Dialect/Affine/IR/AffineOps.h"
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Func/Transforms/FuncConversions.h"
 #include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/OpenMP/OpenMPDialect.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/UB/IR/UBOps.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/Threading.h"
-#include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "mlir/Support/ThreadLocalCache.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 #include "llvm/Support/SwapByteOrder.h"
 #include "llvm/Support/xxhash.h"
 
-#include <cstddef>
+#include "ddprt/ddprt.h"
 
-namespace mlir::ddp {
-#define GEN_PASS_DEF_CONVERTDDPTOLLVM
-#include "ddp/Conversion/Passes.h.inc"
-} // namespace mlir::ddp
+#include <cstddef>
+#include <type_traits>
 
 using namespace mlir;
 using namespace mlir::ddp;
@@ -99,14 +75,272 @@ static_assert(llvm::sys::IsLittleEndianHost,
               "ddprt_buffer and ddprt_matrix tables are written as i64 words "
               "in the host's byte order, little-endian");
 
-/// Builds runtime calls for one op.
+/// The LLVM type of a parameter or result of C type `T` in the runtime's
+/// ABI: a pointer, an integer or enum of its width, or a double.
+template <typename T> Type abiType(MLIRContext *context) {
+  if constexpr (std::is_void_v<T>) {
+    return LLVM::LLVMVoidType::get(context);
+  } else if constexpr (std::is_pointer_v<T>) {
+    return LLVM::LLVMPointerType::get(context);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    static_assert(std::is_same_v<T, double>, "the ABI passes doubles only");
+    return Float64Type::get(context);
+  } else {
+    static_assert(std::is_integral_v<T> || std::is_enum_v<T>,
+                  "a runtime function takes pointers, integers, enums and "
+                  "doubles");
+    return IntegerType::get(context, 8 * sizeof(T));
+  }
+}
+
+/// The LLVM function type of the C function type `F`.
+template <typename F> struct AbiSignature;
+template <typename R, typename... Args> struct AbiSignature<R(Args...)> {
+  static LLVM::LLVMFunctionType get(MLIRContext *context) {
+    return LLVM::LLVMFunctionType::get(abiType<R>(context),
+                                       {abiType<Args>(context)...});
+  }
+};
+
+/// A function compiled code calls, with its signature derived from its
+/// prototype (no reference to the function itself: the compiler does not
+/// link the runtime).
+struct RuntimeFunction {
+  StringLiteral name;
+  LLVM::LLVMFunctionType (*type)(MLIRContext *);
+};
+
+constexpr RuntimeFunction kRuntimeFunctions[] = {
+#define DDP_RUNTIME_FUNCTION(name)                                             \
+  {#name, &AbiSignature<decltype(::name)>::get},
+    DDPRT_FOR_EACH_STEP_FUNCTION(DDP_RUNTIME_FUNCTION)
+#undef DDP_RUNTIME_FUNCTION
+    // abort(), after ddprt_fail in case the host's handler returns.
+    {"abort", &AbiSignature<void()>::get},
+};
+
+/// The signature of runtime function `name`, if it is one.
+LLVM::LLVMFunctionType runtimeFunctionType(MLIRContext *context,
+                                           StringRef name) {
+  for (const RuntimeFunction &function : kRuntimeFunctions)
+    if (function.name == name)
+      return function.type(context);
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// Constant globals
+//===----------------------------------------------------------------------===//
+
+/// A constant global: its name is `prefix` and a hash of `content`, its
+/// bytes; a global of that name with other content (a hash collision) makes
+/// the next one take a suffix.
+struct ConstantGlobal {
+  std::string base;
+  Type type;
+  Attribute value;
+
+  ConstantGlobal(StringRef prefix, StringRef content, Type type,
+                 Attribute value)
+      : base((prefix + llvm::utohexstr(llvm::xxh3_64bits(content))).str()),
+        type(type), value(value) {}
+
+  /// A NUL-terminated string.
+  static ConstantGlobal string(MLIRContext *context, StringRef text) {
+    std::string data = text.str();
+    data.push_back('\0');
+    auto type =
+        LLVM::LLVMArrayType::get(IntegerType::get(context, 8), data.size());
+    return ConstantGlobal("__ddp_str_", data, type,
+                          StringAttr::get(context, data));
+  }
+
+  /// The global holding it, or the name it would take (`*free`).
+  LLVM::GlobalOp find(function_ref<LLVM::GlobalOp(StringRef)> lookup,
+                      std::string *free = nullptr) const {
+    std::string name = base;
+    for (unsigned n = 1;; ++n) {
+      LLVM::GlobalOp global = lookup(name);
+      if (!global || global.getValueAttr() == value) {
+        if (free)
+          *free = name;
+        return global;
+      }
+      name = base + "_" + std::to_string(n);
+    }
+  }
+};
+
+/// How the runtime's calls take a memref: as a ddprt_buffer {data, dtype,
+/// numel} or a ddprt_matrix {data, dtype, rows, cols}.
+enum class Layout { Buffer, Matrix };
+
+/// Every field is one i64 word: {ptr, i32 (+4 padding), i64, ...}.
+unsigned wordsPerRecord(Layout layout) {
+  return layout == Layout::Buffer ? 3 : 4;
+}
+
+/// The fields of `type` known at compile time in `layout`: a 0 for the
+/// data pointer, the dtype, and the sizes (0 where unknown); whether a size
+/// is unknown, in `dynamic`. Null if the type has no such record (the
+/// runtime's dtypes, and static matrices, only: the verifiers admit no
+/// other).
+std::optional<SmallVector<int64_t, 4>> recordOf(Type type, Layout layout,
+                                                bool *dynamic = nullptr) {
+  auto memref = dyn_cast<MemRefType>(type);
+  if (!memref)
+    return std::nullopt;
+  std::optional<ddprt_dtype> dtype = getRuntimeDtype(memref.getElementType());
+  if (!dtype)
+    return std::nullopt;
+  SmallVector<int64_t, 4> record{0, *dtype};
+  if (layout == Layout::Matrix) {
+    if (memref.getRank() != 2 || !memref.hasStaticShape())
+      return std::nullopt;
+    record.append({memref.getDimSize(0), memref.getDimSize(1)});
+    return record;
+  }
+  bool unknown = !memref.hasStaticShape();
+  record.push_back(unknown ? 0 : memref.getNumElements());
+  if (dynamic)
+    *dynamic = unknown;
+  return record;
+}
+
+/// The table of the fields known at compile time of every memref operand
+/// of `op`, in `layout`: a call's array of buffers or matrices is copied
+/// from the slice of its operands, then gets their data pointers. Null if
+/// an operand has no record in `layout`.
+std::optional<ConstantGlobal> operandTable(Operation *op, Layout layout) {
+  SmallVector<int64_t> table;
+  for (Type type : op->getOperandTypes()) {
+    if (!isa<MemRefType>(type))
+      continue;
+    std::optional<SmallVector<int64_t, 4>> record = recordOf(type, layout);
+    if (!record)
+      return std::nullopt;
+    table.append(*record);
+  }
+  if (table.empty())
+    return std::nullopt;
+  MLIRContext *context = op->getContext();
+  auto i64 = IntegerType::get(context, 64);
+  auto tableType = RankedTensorType::get({int64_t(table.size())}, i64);
+  return ConstantGlobal("__ddp_tab_",
+                        StringRef(reinterpret_cast<const char *>(table.data()),
+                                  table.size() * sizeof(int64_t)),
+                        LLVM::LLVMArrayType::get(i64, table.size()),
+                        DenseElementsAttr::get(tableType, ArrayRef(table)));
+}
+
+/// The text ddprt_check reports for `op`: the op and where it came from.
+std::string describe(Operation *op) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  Location loc = op->getLoc();
+  StringRef name = op->getName().getStringRef();
+  os << (name.consume_front("ddp.buffer.") ? "ddp." + name.str() : name.str());
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    os << " at " << file.getFilename().getValue() << ":" << file.getLine()
+       << ":" << file.getColumn();
+  else if (auto fused = loc->findInstanceOf<FileLineColLoc>())
+    os << " at " << fused.getFilename().getValue() << ":" << fused.getLine()
+       << ":" << fused.getColumn();
+  // The gradients' names (a fused op carries one per tensor, in order), so
+  // that a runtime message about "tensor #i" can be read.
+  SmallVector<StringRef> names;
+  loc->walk([&](Location inner) {
+    if (auto named = dyn_cast<NameLoc>(inner))
+      names.push_back(named.getName().getValue());
+    return WalkResult::advance();
+  });
+  if (!names.empty()) {
+    os << " (";
+    llvm::interleaveComma(names, os);
+    os << ")";
+  }
+  return text;
+}
+
+/// Whether the runtime-call patterns (with the assert lowering) convert
+/// `op`.
+bool callsRuntime(Operation *op) {
+  return isa<cf::AssertOp>(op) || isa<DDPDialect>(op->getDialect());
+}
+
+/// The constant globals the runtime calls that replace `op` may refer to:
+/// its description, the state it names, its message, and its operands'
+/// tables in either layout. Every op has at least its description.
+void constantsOf(Operation *op, std::vector<ConstantGlobal> &constants) {
+  MLIRContext *context = op->getContext();
+  constants.push_back(ConstantGlobal::string(context, describe(op)));
+  for (StringRef name : {"state", "msg", "message"}) {
+    std::optional<Attribute> attribute = op->getInherentAttr(name);
+    if (!attribute)
+      continue;
+    if (auto text = dyn_cast_or_null<StringAttr>(*attribute))
+      constants.push_back(ConstantGlobal::string(context, text.getValue()));
+    else if (auto symbol = dyn_cast_or_null<FlatSymbolRefAttr>(*attribute))
+      constants.push_back(ConstantGlobal::string(context, symbol.getValue()));
+  }
+  for (Layout layout : {Layout::Buffer, Layout::Matrix})
+    if (std::optional<ConstantGlobal> table = operandTable(op, layout))
+      constants.push_back(std::move(*table));
+}
+
+//===----------------------------------------------------------------------===//
+// What the patterns share
+//===----------------------------------------------------------------------===//
+
+/// One function's values that its runtime calls share, at the start of its
+/// entry block.
+struct FunctionValues {
+  /// The constant's type and value -> the constant.
+  llvm::DenseMap<Attribute, Value> constants;
+  /// Its ddprt_current_context() (the host sets the context before it
+  /// calls the step, and the step does not change it).
+  Value context;
+  /// (element type, count, the op's n-th array) -> a stack array. The
+  /// runtime reads the arrays a call is given during the call only, so that
+  /// every call of a function shares them: one alloca per array an op
+  /// needs, not one per call.
+  llvm::DenseMap<std::tuple<Type, int64_t, unsigned>, Value> allocas;
+};
+
+/// What the patterns of one populate call with symbol tables share: the
+/// tables, which they only read (DDPRuntimeDeclarations added every symbol
+/// the calls refer to before the conversion), and each function's values.
+/// A function is converted by one thread, so that its values are that
+/// thread's own: a thread-local map, and no lock. They are keyed by the
+/// function's body, and serve one conversion (the pattern set's life).
+struct SharedState {
+  explicit SharedState(SymbolTableCollection &symbolTables)
+      : symbolTables(symbolTables) {}
+
+  FunctionValues &function(Region *body) {
+    std::unique_ptr<FunctionValues> &entry = (*functions)[body];
+    if (!entry)
+      entry = std::make_unique<FunctionValues>();
+    return *entry;
+  }
+
+  SymbolTableCollection &symbolTables;
+  ThreadLocalCache<llvm::DenseMap<Region *, std::unique_ptr<FunctionValues>>>
+      functions;
+};
+
+/// Builds runtime calls for one op. With a SharedState, every symbol is
+/// looked up in the module's table and values are shared within the
+/// function; without, declarations and globals are looked up by a scan of
+/// the module and added through the rewriter, and every op gets its own
+/// constants and context (convert-to-llvm's use).
 class RuntimeCall {
 public:
   RuntimeCall(ConversionPatternRewriter &rewriter, Operation *op,
-              const LLVMTypeConverter &converter, DDPToLLVMCache *cache)
+              const LLVMTypeConverter &converter, SharedState *shared)
       : b(rewriter), op(op), loc(op->getLoc()), converter(converter),
         ptr(LLVM::LLVMPointerType::get(op->getContext())), i32(b.getI32Type()),
-        i64(b.getI64Type()), cache(cache) {
+        i64(b.getI64Type()), shared(shared) {
     module = op->getParentOfType<ModuleOp>();
   }
 
@@ -121,24 +355,23 @@ public:
                   [&] { return LLVM::ZeroOp::create(b, loc, ptr); });
   }
 
-  /// An llvm.mlir.constant: with a cache, one per function and value, at
-  /// the start of the function's entry block.
+  /// An llvm.mlir.constant: shared, one per function and value, at the
+  /// start of the function's entry block.
   Value constant(Type type, TypedAttr value) {
     return cached(value, [&] {
       return LLVM::ConstantOp::create(b, loc, type, value).getResult();
     });
   }
 
-  /// ddprt_current_context(): with a cache, one call per function, at its
-  /// entry (the host sets the context before it calls the step, and the
-  /// step does not change it); else one per op.
+  /// ddprt_current_context(): shared, one call per function at its entry;
+  /// else one per op.
   Value context() {
     if (contextValue)
       return contextValue;
-    if (!cache)
+    if (!shared)
       return contextValue = call("ddprt_current_context", {}, ptr);
     Region *body = functionBody();
-    Value &slot = cache->function(body).context;
+    Value &slot = shared->function(body).context;
     if (!slot) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&body->front());
@@ -147,18 +380,13 @@ public:
     return contextValue = slot;
   }
 
-  /// Calls `name` and returns its result (null for void).
+  /// Calls `name` and returns its result (null for void, or when the
+  /// function cannot be declared, which has been reported).
   Value call(StringRef name, ValueRange args, Type result = {}) {
-    SmallVector<Type> types(args.getTypes());
-    FailureOr<LLVM::LLVMFuncOp> function;
-    atModule([&](OpBuilder &builder) {
-      function = LLVM::lookupOrCreateFn(builder, module, name, types, result,
-                                        /*isVarArg=*/false,
-                                        /*isReserved=*/false, symbolTables());
-    });
-    if (failed(function))
+    LLVM::LLVMFuncOp function = declaration(name, args, result);
+    if (!function)
       return {};
-    auto called = LLVM::CallOp::create(b, loc, *function, args);
+    auto called = LLVM::CallOp::create(b, loc, function, args);
     return result ? called.getResult() : Value();
   }
 
@@ -168,67 +396,30 @@ public:
     SmallVector<Value> all{context()};
     all.append(args.begin(), args.end());
     Value status = call(name, all, i32);
-    if (!status)
-      return op->emitOpError()
-             << "cannot declare the runtime function '" << name << "'";
-    call("ddprt_check", {context(), status, string(describe())},
+    Value where = string(describe(op));
+    if (!status || !where)
+      return failure();
+    call("ddprt_check", {context(), status, where},
          LLVM::LLVMVoidType::get(op->getContext()));
     return success();
   }
 
   /// A pointer to a NUL-terminated constant string, one global per text.
   Value string(StringRef text) {
-    std::string data = text.str();
-    data.push_back('\0');
-    auto type = LLVM::LLVMArrayType::get(b.getI8Type(), data.size());
-    return global("__ddp_str_", data, type, b.getStringAttr(data));
-  }
-
-  /// The address of an internal constant global holding `value`, whose
-  /// bytes are `content`: one global per content (named `prefix` + a hash of
-  /// the bytes; a global of that name with other content, a hash collision,
-  /// gets a suffix).
-  Value global(StringRef prefix, StringRef content, Type type,
-               Attribute value) {
-    std::string base =
-        (prefix + llvm::utohexstr(llvm::xxh3_64bits(content))).str();
-    LLVM::GlobalOp global;
-    atModule([&](OpBuilder &builder) {
-      SymbolTableCollection *tables = symbolTables();
-      auto lookup = [&](StringRef name) {
-        return tables
-                   ? tables->getSymbolTable(module).lookup<LLVM::GlobalOp>(name)
-                   : module.lookupSymbol<LLVM::GlobalOp>(name);
-      };
-      std::string name = base;
-      global = lookup(name);
-      for (unsigned n = 1; global && global.getValueAttr() != value; ++n) {
-        name = base + "_" + std::to_string(n);
-        global = lookup(name);
-      }
-      if (global)
-        return;
-      OpBuilder::InsertionGuard guard(builder);
-      builder.setInsertionPointToStart(module.getBody());
-      global = LLVM::GlobalOp::create(builder, loc, type, /*isConstant=*/true,
-                                      LLVM::Linkage::Internal, name, value);
-      if (tables)
-        tables->getSymbolTable(module).insert(global);
-    });
-    return LLVM::AddressOfOp::create(b, loc, global);
+    return global(ConstantGlobal::string(op->getContext(), text));
   }
 
   /// An alloca of `count` elements of `type` at the start of the function,
-  /// so that calls in loops do not grow the stack. With a cache, the n-th
-  /// array of an op is shared with the n-th array of the same type and size
-  /// of every other op of the function: the runtime reads what it is passed
-  /// during the call only (docs/runtime.md), and each op fills its arrays
-  /// right before its call.
+  /// so that calls in loops do not grow the stack. Shared, the n-th array
+  /// of an op is the n-th array of the same type and size of every other op
+  /// of the function: the runtime reads what it is passed during the call
+  /// only (docs/runtime.md), and each op fills its arrays right before its
+  /// call.
   Value entryAlloca(Type type, int64_t count) {
     unsigned ordinal = numAllocas++;
     Value *slot = nullptr;
-    if (cache) {
-      slot = &cache->function(functionBody()).allocas[{type, count, ordinal}];
+    if (shared) {
+      slot = &shared->function(functionBody()).allocas[{type, count, ordinal}];
       if (*slot)
         return *slot;
     }
@@ -245,13 +436,6 @@ public:
   /// The element pointer (aligned base plus offset) of a converted memref.
   Value dataPointer(Value descriptor, MemRefType type) {
     return MemRefDescriptor(descriptor).bufferPtr(b, loc, converter, type);
-  }
-
-  /// The number of elements of a memref, if its shape is static.
-  static std::optional<int64_t> staticNumElements(MemRefType type) {
-    if (!type.hasStaticShape())
-      return std::nullopt;
-    return type.getNumElements();
   }
 
   Value numElements(Value descriptor, MemRefType type) {
@@ -271,66 +455,21 @@ public:
                    : constant;
   }
 
-  /// A stack array of ddprt_buffer {data, dtype, numel} for `values`.
-  Value buffers(ValueRange converted, TypeRange memrefs) {
-    auto structType =
-        LLVM::LLVMStructType::getLiteral(op->getContext(), {ptr, i32, i64});
-    return packArray(
-        structType, converted, memrefs,
-        [&](MemRefType t) {
-          std::optional<int64_t> numel = staticNumElements(t);
-          return SmallVector<std::optional<int64_t>>{numel};
-        },
-        [&](Value d, MemRefType t) {
-          return SmallVector<Value>{numElements(d, t)};
-        });
+  /// A stack array of ddprt_buffer {data, dtype, numel} for the operands
+  /// `original` of the op, converted to `converted`.
+  Value buffers(ValueRange converted, OperandRange original) {
+    return packArray(Layout::Buffer, converted, original);
+  }
+  Value buffers(ValueRange converted, OpOperand &original) {
+    return buffers(converted, operandRange(original));
   }
 
   /// A stack array of ddprt_matrix {data, dtype, rows, cols}, or a null
   /// pointer for an empty group. The verifiers admit static matrices only.
-  Value matrices(ValueRange converted, TypeRange memrefs) {
+  Value matrices(ValueRange converted, OperandRange original) {
     if (converted.empty())
       return nullPointer();
-    auto structType = LLVM::LLVMStructType::getLiteral(op->getContext(),
-                                                       {ptr, i32, i64, i64});
-    return packArray(
-        structType, converted, memrefs,
-        [&](MemRefType t) {
-          return SmallVector<std::optional<int64_t>>{t.getDimSize(0),
-                                                     t.getDimSize(1)};
-        },
-        [&](Value, MemRefType t) -> SmallVector<Value> {
-          llvm_unreachable("a matrix has a static shape");
-        });
-  }
-
-  /// The text ddprt_check reports: the op and where it came from.
-  std::string describe() {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    StringRef name = op->getName().getStringRef();
-    os << (name.consume_front("ddp.buffer.") ? "ddp." + name.str()
-                                             : name.str());
-    if (auto file = dyn_cast<FileLineColLoc>(loc))
-      os << " at " << file.getFilename().getValue() << ":" << file.getLine()
-         << ":" << file.getColumn();
-    else if (auto fused = loc->findInstanceOf<FileLineColLoc>())
-      os << " at " << fused.getFilename().getValue() << ":" << fused.getLine()
-         << ":" << fused.getColumn();
-    // The gradients' names (a fused op carries one per tensor, in order), so
-    // that a runtime message about "tensor #i" can be read.
-    SmallVector<StringRef> names;
-    loc->walk([&](Location inner) {
-      if (auto named = dyn_cast<NameLoc>(inner))
-        names.push_back(named.getName().getValue());
-      return WalkResult::advance();
-    });
-    if (!names.empty()) {
-      os << " (";
-      llvm::interleaveComma(names, os);
-      os << ")";
-    }
-    return text;
+    return packArray(Layout::Matrix, converted, original);
   }
 
   ConversionPatternRewriter &b;
@@ -340,33 +479,82 @@ public:
   Type ptr, i32, i64;
 
 private:
+  static OperandRange operandRange(OpOperand &operand) {
+    return operand.getOwner()->getOperands().slice(operand.getOperandNumber(),
+                                                   1);
+  }
+
   Region *functionBody() {
     return &op->getParentOfType<FunctionOpInterface>().getFunctionBody();
   }
 
-  SymbolTableCollection *symbolTables() {
-    return cache ? &cache->symbolTables : nullptr;
+  /// The declaration of `name`: a runtime function with its prototype's
+  /// signature, anything else with the arguments' types.
+  LLVM::LLVMFuncOp declaration(StringRef name, ValueRange args, Type result) {
+    if (shared) {
+      if (auto function = shared->symbolTables.lookupSymbolIn<LLVM::LLVMFuncOp>(
+              module, b.getStringAttr(name)))
+        return function;
+      op->emitOpError() << "found no declaration of '" << name
+                        << "': declare the runtime's symbols before the "
+                           "conversion (DDPRuntimeDeclarations)";
+      return {};
+    }
+    SmallVector<Type> params(args.getTypes());
+    if (LLVM::LLVMFunctionType type =
+            runtimeFunctionType(op->getContext(), name)) {
+      params.assign(type.getParams().begin(), type.getParams().end());
+      result = type.getReturnType();
+    }
+    FailureOr<LLVM::LLVMFuncOp> function =
+        LLVM::lookupOrCreateFn(b, module, name, params, result);
+    if (failed(function)) {
+      op->emitOpError() << "cannot declare the runtime function '" << name
+                        << "'";
+      return {};
+    }
+    return *function;
   }
 
-  /// Runs `add`, which looks up or adds declarations and globals of the
-  /// module, with the builder to add them with. With a cache, under its
-  /// mutex and with a builder outside the rewriter: the functions of the
-  /// module may be converted in parallel, each by a rewriter of its own.
-  void atModule(function_ref<void(OpBuilder &)> add) {
-    if (!cache)
-      return add(b);
-    std::lock_guard<std::mutex> lock(cache->mutex);
-    OpBuilder builder(op->getContext());
-    add(builder);
+  /// The address of constant global `constant`: looked up (shared), or
+  /// added through the rewriter at the start of the module.
+  Value global(const ConstantGlobal &constant) {
+    LLVM::GlobalOp global;
+    if (shared) {
+      SymbolTable &table = shared->symbolTables.getSymbolTable(module);
+      global = constant.find(
+          [&](StringRef name) { return table.lookup<LLVM::GlobalOp>(name); });
+      if (!global) {
+        op->emitOpError() << "found no constant '" << constant.base
+                          << "': declare the runtime's symbols before the "
+                             "conversion (DDPRuntimeDeclarations)";
+        return {};
+      }
+    } else {
+      std::string name;
+      global = constant.find(
+          [&](StringRef name) {
+            return module.lookupSymbol<LLVM::GlobalOp>(name);
+          },
+          &name);
+      if (!global) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(module.getBody());
+        global = LLVM::GlobalOp::create(
+            b, loc, constant.type,
+            /*isConstant=*/true, LLVM::Linkage::Internal, name, constant.value);
+      }
+    }
+    return LLVM::AddressOfOp::create(b, loc, global);
   }
 
   /// `build()` at the start of the function's entry block, once per
-  /// function and `key` with a cache; where the op is without.
+  /// function and `key` when shared; where the op is, without.
   Value cached(Attribute key, function_ref<Value()> build) {
-    if (!cache)
+    if (!shared)
       return build();
     Region *body = functionBody();
-    DDPToLLVMCache::Function &function = cache->function(body);
+    FunctionValues &function = shared->function(body);
     if (Value known = function.constants.lookup(key))
       return known;
     OpBuilder::InsertionGuard guard(b);
@@ -377,76 +565,84 @@ private:
     return value;
   }
 
-  /// A stack array of `structType` ({ptr, i32, i64...}) for `converted`:
-  /// the fields known at compile time (dtype, and the sizes `known` gives)
-  /// are copied from a constant table, then each element's data pointer
-  /// (and each size `known` leaves unknown, from `dynamic`) is stored: three
-  /// ops per tensor rather than a struct built field by field. The element
-  /// types were checked by RuntimePattern.
-  Value
-  packArray(LLVM::LLVMStructType structType, ValueRange converted,
-            TypeRange memrefs,
-            function_ref<SmallVector<std::optional<int64_t>>(MemRefType)> known,
-            function_ref<SmallVector<Value>(Value, MemRefType)> dynamic) {
-    // Every field is one i64 word: {ptr, i32 (+4 padding), i64, ...}.
+  /// A stack array of records in `layout` for `converted`: the fields
+  /// known at compile time (dtype, static sizes) are copied from the op's
+  /// table (operandTable), then each element's data pointer (and its
+  /// dynamic size) is stored: three ops per tensor rather than a struct
+  /// built field by field. The element types were checked by
+  /// RuntimePattern.
+  Value packArray(Layout layout, ValueRange converted, OperandRange original) {
+    unsigned words = wordsPerRecord(layout);
+    SmallVector<Type, 4> fields{ptr, i32, i64};
+    if (layout == Layout::Matrix)
+      fields.push_back(i64);
+    auto structType =
+        LLVM::LLVMStructType::getLiteral(op->getContext(), fields);
     Value array = entryAlloca(structType, converted.size());
-    SmallVector<int64_t> table;
-    SmallVector<bool> anyDynamic;
-    for (Type type : memrefs) {
-      auto memref = cast<MemRefType>(type);
-      table.push_back(0);
-      table.push_back(*getRuntimeDtype(memref.getElementType()));
-      bool unknown = false;
-      for (std::optional<int64_t> size : known(memref)) {
-        table.push_back(size.value_or(0));
-        unknown |= !size;
+    if (converted.empty())
+      return array;
+    Value &table = tables[layout == Layout::Matrix];
+    if (!table) {
+      std::optional<ConstantGlobal> constant = operandTable(op, layout);
+      if (!constant) {
+        op->emitOpError("has an operand the runtime cannot take");
+        return {};
       }
-      anyDynamic.push_back(unknown);
+      table = global(*constant);
     }
-    auto tableType = RankedTensorType::get({int64_t(table.size())}, i64);
-    Value source =
-        global("__ddp_tab_",
-               StringRef(reinterpret_cast<const char *>(table.data()),
-                         table.size() * sizeof(int64_t)),
-               LLVM::LLVMArrayType::get(i64, table.size()),
-               DenseElementsAttr::get(tableType, ArrayRef(table)));
-    LLVM::MemcpyOp::create(b, loc, array, source,
-                           constantI64(table.size() * sizeof(int64_t)),
-                           /*isVolatile=*/false);
-    for (auto [i, pair] : llvm::enumerate(llvm::zip(converted, memrefs))) {
-      auto [descriptor, type] = pair;
-      auto memref = cast<MemRefType>(type);
+    Value source = table;
+    if (!source)
+      return {};
+    // The records of `original` start after those of the memref operands
+    // before it.
+    unsigned first = 0;
+    for (Value operand : op->getOperands().take_front(
+             original.empty() ? 0 : original.getBeginOperandIndex()))
+      first += isa<MemRefType>(operand.getType());
+    if (first)
+      source =
+          LLVM::GEPOp::create(b, loc, ptr, i64, source,
+                              ArrayRef<LLVM::GEPArg>{int32_t(first * words)});
+    LLVM::MemcpyOp::create(
+        b, loc, array, source,
+        constantI64(converted.size() * words * sizeof(int64_t)),
+        /*isVolatile=*/false);
+    for (auto [i, pair] : llvm::enumerate(llvm::zip(converted, original))) {
+      auto [descriptor, value] = pair;
+      auto memref = cast<MemRefType>(value.getType());
       auto field = [&](int32_t f) {
         return LLVM::GEPOp::create(b, loc, ptr, structType, array,
                                    ArrayRef<LLVM::GEPArg>{int32_t(i), f});
       };
       LLVM::StoreOp::create(b, loc, dataPointer(descriptor, memref), field(0));
-      if (!anyDynamic[i])
-        continue;
-      for (auto [f, size] : llvm::enumerate(dynamic(descriptor, memref)))
-        LLVM::StoreOp::create(b, loc, size, field(int32_t(f) + 2));
+      bool dynamic = false;
+      recordOf(memref, layout, &dynamic);
+      if (dynamic) {
+        Value numel = numElements(descriptor, memref);
+        LLVM::StoreOp::create(b, loc, numel, field(2));
+      }
     }
     return array;
   }
 
   ModuleOp module;
   Value contextValue;
+  /// The address of the op's table of buffers and of matrices.
+  Value tables[2];
   /// The stack arrays this op asked for so far.
   unsigned numAllocas = 0;
-  DDPToLLVMCache *cache;
+  SharedState *shared;
 };
 
 /// Lowers an op to runtime calls. Before any IR is built it checks that the
 /// runtime has every buffer's element type.
-/// With a DDPToLLVMCache, the patterns share lookups and per-function values
-/// (see DDPToLLVM.h): a lookup by name in the module is a scan of its body,
-/// and a large step has thousands of runtime calls.
 template <typename OpTy>
 struct RuntimePattern : public ConvertOpToLLVMPattern<OpTy> {
   using OpAdaptor = typename OpTy::Adaptor;
 
-  RuntimePattern(const LLVMTypeConverter &converter, DDPToLLVMCache *cache)
-      : ConvertOpToLLVMPattern<OpTy>(converter), cache(cache) {}
+  RuntimePattern(const LLVMTypeConverter &converter,
+                 std::shared_ptr<SharedState> shared)
+      : ConvertOpToLLVMPattern<OpTy>(converter), shared(std::move(shared)) {}
 
   virtual LogicalResult lower(OpTy op, OpAdaptor adaptor,
                               RuntimeCall &rt) const = 0;
@@ -464,20 +660,20 @@ struct RuntimePattern : public ConvertOpToLLVMPattern<OpTy> {
                << "the runtime has no element type " << memref.getElementType()
                << " (it takes " << computeElementTypeNames(op->getContext())
                << ")";
-    RuntimeCall rt(rewriter, op, *this->getTypeConverter(), cache);
+    RuntimeCall rt(rewriter, op, *this->getTypeConverter(), shared.get());
     return lower(op, adaptor, rt);
   }
 
   /// The op becomes one checked call of `name` and nothing else.
   LogicalResult replaceWithCall(OpTy op, RuntimeCall &rt, StringRef name,
                                 ArrayRef<Value> args) const {
-    if (failed(rt.checkedCall(name, args)))
+    if (llvm::is_contained(args, Value()) || failed(rt.checkedCall(name, args)))
       return failure();
     rt.b.eraseOp(op);
     return success();
   }
 
-  DDPToLLVMCache *cache;
+  std::shared_ptr<SharedState> shared;
 };
 
 //===----------------------------------------------------------------------===//
@@ -488,12 +684,11 @@ struct AllReduceLowering : RuntimePattern<BufferAllReduceOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult lower(BufferAllReduceOp op, OpAdaptor adaptor,
                       RuntimeCall &rt) const override {
-    return replaceWithCall(
-        op, rt, "ddprt_allreduce",
-        {rt.constantI32(getRuntimeReduction(op.getKind())),
-         rt.constantI32(getRuntimeRole(op.getRole())),
-         rt.buffers(adaptor.getBuffers(), op.getBuffers().getTypes()),
-         rt.constantI32(op.getNumTensors())});
+    return replaceWithCall(op, rt, "ddprt_allreduce",
+                           {rt.constantI32(getRuntimeReduction(op.getKind())),
+                            rt.constantI32(getRuntimeRole(op.getRole())),
+                            rt.buffers(adaptor.getBuffers(), op.getBuffers()),
+                            rt.constantI32(op.getNumTensors())});
   }
 };
 
@@ -501,8 +696,7 @@ struct AllReduceStartLowering : RuntimePattern<BufferAllReduceStartOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult lower(BufferAllReduceStartOp op, OpAdaptor adaptor,
                       RuntimeCall &rt) const override {
-    Value buffers =
-        rt.buffers(adaptor.getBuffers(), op.getBuffers().getTypes());
+    Value buffers = rt.buffers(adaptor.getBuffers(), op.getBuffers());
     Value slot = rt.entryAlloca(rt.ptr, 1);
     LLVM::StoreOp::create(rt.b, rt.loc, rt.nullPointer(), slot);
     if (failed(rt.checkedCall(
@@ -536,12 +730,11 @@ struct AllGatherLowering : RuntimePattern<BufferAllGatherOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult lower(BufferAllGatherOp op, OpAdaptor adaptor,
                       RuntimeCall &rt) const override {
-    return replaceWithCall(
-        op, rt, "ddprt_allgather",
-        {rt.constantI32(getRuntimeRole(op.getRole())),
-         rt.buffers(adaptor.getInputs(), op.getInputs().getTypes()),
-         rt.buffers(adaptor.getOutputs(), op.getOutputs().getTypes()),
-         rt.constantI32(op.getNumTensors())});
+    return replaceWithCall(op, rt, "ddprt_allgather",
+                           {rt.constantI32(getRuntimeRole(op.getRole())),
+                            rt.buffers(adaptor.getInputs(), op.getInputs()),
+                            rt.buffers(adaptor.getOutputs(), op.getOutputs()),
+                            rt.constantI32(op.getNumTensors())});
   }
 };
 
@@ -568,11 +761,10 @@ struct ScaleLowering : RuntimePattern<BufferScaleOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult lower(BufferScaleOp op, OpAdaptor adaptor,
                       RuntimeCall &rt) const override {
-    return replaceWithCall(
-        op, rt, "ddprt_scale",
-        {rt.constantI32(getRuntimeScale(op.getFactor())),
-         rt.buffers(adaptor.getBuffers(), op.getBuffers().getTypes()),
-         rt.constantI32(op.getNumTensors())});
+    return replaceWithCall(op, rt, "ddprt_scale",
+                           {rt.constantI32(getRuntimeScale(op.getFactor())),
+                            rt.buffers(adaptor.getBuffers(), op.getBuffers()),
+                            rt.constantI32(op.getNumTensors())});
   }
 };
 
@@ -580,12 +772,11 @@ struct CastLowering : RuntimePattern<BufferCastOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult lower(BufferCastOp op, OpAdaptor adaptor,
                       RuntimeCall &rt) const override {
-    return replaceWithCall(
-        op, rt, "ddprt_cast",
-        {rt.constantI32(getRuntimeScale(op.getFactor())),
-         rt.buffers(adaptor.getInputs(), op.getInputs().getTypes()),
-         rt.buffers(adaptor.getOutputs(), op.getOutputs().getTypes()),
-         rt.constantI32(op.getNumTensors())});
+    return replaceWithCall(op, rt, "ddprt_cast",
+                           {rt.constantI32(getRuntimeScale(op.getFactor())),
+                            rt.buffers(adaptor.getInputs(), op.getInputs()),
+                            rt.buffers(adaptor.getOutputs(), op.getOutputs()),
+                            rt.constantI32(op.getNumTensors())});
   }
 };
 
@@ -595,8 +786,8 @@ struct CopyLowering : RuntimePattern<BufferCopyOp> {
                       RuntimeCall &rt) const override {
     return replaceWithCall(
         op, rt, "ddprt_copy",
-        {rt.buffers(adaptor.getSources(), op.getSources().getTypes()),
-         rt.buffers(adaptor.getDestinations(), op.getDestinations().getTypes()),
+        {rt.buffers(adaptor.getSources(), op.getSources()),
+         rt.buffers(adaptor.getDestinations(), op.getDestinations()),
          rt.constantI32(op.getNumTensors())});
   }
 };
@@ -605,11 +796,11 @@ struct RandomNormalLowering : RuntimePattern<BufferRandomNormalOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult lower(BufferRandomNormalOp op, OpAdaptor adaptor,
                       RuntimeCall &rt) const override {
-    return replaceWithCall(op, rt, "ddprt_random_normal",
-                           {rt.buffers(ValueRange(adaptor.getOutput()),
-                                       TypeRange(op.getOutput().getType())),
-                            rt.constantI64(op.getSeed()),
-                            rt.constantI64(op.getStream()), adaptor.getStep()});
+    return replaceWithCall(
+        op, rt, "ddprt_random_normal",
+        {rt.buffers(adaptor.getOutput(), op.getOutputMutable()),
+         rt.constantI64(op.getSeed()), rt.constantI64(op.getStream()),
+         adaptor.getStep()});
   }
 };
 
@@ -626,13 +817,11 @@ struct TopKLowering : RuntimePattern<BufferTopKOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult lower(BufferTopKOp op, OpAdaptor adaptor,
                       RuntimeCall &rt) const override {
-    auto one = [&](Value converted, Value buffer) {
-      return rt.buffers(ValueRange(converted), TypeRange(buffer.getType()));
-    };
-    return replaceWithCall(op, rt, "ddprt_top_k",
-                           {one(adaptor.getInput(), op.getInput()),
-                            one(adaptor.getValues(), op.getValues()),
-                            one(adaptor.getIndices(), op.getIndices())});
+    return replaceWithCall(
+        op, rt, "ddprt_top_k",
+        {rt.buffers(adaptor.getInput(), op.getInputMutable()),
+         rt.buffers(adaptor.getValues(), op.getValuesMutable()),
+         rt.buffers(adaptor.getIndices(), op.getIndicesMutable())});
   }
 };
 
@@ -646,10 +835,10 @@ struct ProjectLowering : RuntimePattern<BufferProjectOp> {
                       RuntimeCall &rt) const override {
     return replaceWithCall(
         op, rt, op.getTransposed() ? "ddprt_backproject" : "ddprt_project",
-        {rt.matrices(adaptor.getMatrices(), op.getMatrices().getTypes()),
-         rt.matrices(adaptor.getResiduals(), op.getResiduals().getTypes()),
-         rt.matrices(adaptor.getFactors(), op.getFactors().getTypes()),
-         rt.matrices(adaptor.getOutputs(), op.getOutputs().getTypes()),
+        {rt.matrices(adaptor.getMatrices(), op.getMatrices()),
+         rt.matrices(adaptor.getResiduals(), op.getResiduals()),
+         rt.matrices(adaptor.getFactors(), op.getFactors()),
+         rt.matrices(adaptor.getOutputs(), op.getOutputs()),
          rt.constantI32(op.getNumTensors())});
   }
 };
@@ -660,7 +849,7 @@ struct OrthogonalizeLowering : RuntimePattern<BufferOrthogonalizeOp> {
                       RuntimeCall &rt) const override {
     return replaceWithCall(
         op, rt, "ddprt_orthogonalize",
-        {rt.matrices(adaptor.getBuffers(), op.getBuffers().getTypes()),
+        {rt.matrices(adaptor.getBuffers(), op.getBuffers()),
          rt.constantI32(op.getNumTensors()),
          rt.constant(rt.b.getF64Type(), op.getEpsilonAttr())});
   }
@@ -672,11 +861,11 @@ struct ReconstructLowering : RuntimePattern<BufferReconstructOp> {
                       RuntimeCall &rt) const override {
     return replaceWithCall(
         op, rt, "ddprt_reconstruct",
-        {rt.matrices(adaptor.getPs(), op.getPs().getTypes()),
-         rt.matrices(adaptor.getQs(), op.getQs().getTypes()),
-         rt.matrices(adaptor.getMatrices(), op.getMatrices().getTypes()),
-         rt.matrices(adaptor.getResiduals(), op.getResiduals().getTypes()),
-         rt.matrices(adaptor.getOutputs(), op.getOutputs().getTypes()),
+        {rt.matrices(adaptor.getPs(), op.getPs()),
+         rt.matrices(adaptor.getQs(), op.getQs()),
+         rt.matrices(adaptor.getMatrices(), op.getMatrices()),
+         rt.matrices(adaptor.getResiduals(), op.getResiduals()),
+         rt.matrices(adaptor.getOutputs(), op.getOutputs()),
          rt.constantI32(op.getNumTensors())});
   }
 };
@@ -761,10 +950,10 @@ struct InspectLowering : RuntimePattern<BufferInspectOp> {
     // Written by the call; "finite, nonzero" if a failed call leaves them.
     LLVM::StoreOp::create(rt.b, rt.loc, rt.constantI32(1), flags);
     LLVM::StoreOp::create(rt.b, rt.loc, rt.constantI32(1), nonzero);
-    if (failed(rt.checkedCall(
-            "ddprt_inspect",
-            {rt.buffers(adaptor.getInput(), op.getInput().getType()),
-             rt.constantI32(1), flags, nonzero})))
+    Value buffer = rt.buffers(adaptor.getInput(), op.getInputMutable());
+    if (!buffer ||
+        failed(rt.checkedCall("ddprt_inspect",
+                              {buffer, rt.constantI32(1), flags, nonzero})))
       return failure();
     SmallVector<Value> results;
     for (Value slot : {flags, nonzero}) {
@@ -808,18 +997,20 @@ void branchOnCheck(ConversionPatternRewriter &rewriter, Operation *op,
 /// if the host's handler returns. Preferred over upstream's lowering (puts
 /// and abort: a crash, with LLVM's stack dump in a host that installed it).
 struct AssertLowering : ConvertOpToLLVMPattern<cf::AssertOp> {
-  AssertLowering(const LLVMTypeConverter &converter, DDPToLLVMCache *cache)
-      : ConvertOpToLLVMPattern(converter, /*benefit=*/2), cache(cache) {}
+  AssertLowering(const LLVMTypeConverter &converter,
+                 std::shared_ptr<SharedState> shared)
+      : ConvertOpToLLVMPattern(converter, /*benefit=*/2),
+        shared(std::move(shared)) {}
 
   LogicalResult
   matchAndRewrite(cf::AssertOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     CheckBlocks blocks = splitForCheck(rewriter);
-    RuntimeCall rt(rewriter, op, *getTypeConverter(), cache);
+    RuntimeCall rt(rewriter, op, *getTypeConverter(), shared.get());
     Type voidType = LLVM::LLVMVoidType::get(op->getContext());
     Value context = rt.context();
     rt.call("ddprt_fail",
-            {context, rt.string(rt.describe()), rt.string(op.getMsg())},
+            {context, rt.string(describe(op)), rt.string(op.getMsg())},
             voidType);
     rt.call("abort", {}, voidType);
     LLVM::UnreachableOp::create(rewriter, op.getLoc());
@@ -827,7 +1018,7 @@ struct AssertLowering : ConvertOpToLLVMPattern<cf::AssertOp> {
     return success();
   }
 
-  DDPToLLVMCache *cache;
+  std::shared_ptr<SharedState> shared;
 };
 
 /// ddp.report_nonfinite: when the flag is false,
@@ -836,17 +1027,17 @@ struct AssertLowering : ConvertOpToLLVMPattern<cf::AssertOp> {
 /// returns.
 struct ReportNonFiniteLowering : ConvertOpToLLVMPattern<ReportNonFiniteOp> {
   ReportNonFiniteLowering(const LLVMTypeConverter &converter,
-                          DDPToLLVMCache *cache)
-      : ConvertOpToLLVMPattern(converter), cache(cache) {}
+                          std::shared_ptr<SharedState> shared)
+      : ConvertOpToLLVMPattern(converter), shared(std::move(shared)) {}
 
   LogicalResult
   matchAndRewrite(ReportNonFiniteOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     CheckBlocks blocks = splitForCheck(rewriter);
-    RuntimeCall rt(rewriter, op, *getTypeConverter(), cache);
+    RuntimeCall rt(rewriter, op, *getTypeConverter(), shared.get());
     Type voidType = LLVM::LLVMVoidType::get(op->getContext());
     rt.call("ddprt_report_nonfinite",
-            {rt.context(), rt.string(rt.describe()), rt.string(op.getMessage()),
+            {rt.context(), rt.string(describe(op)), rt.string(op.getMessage()),
              rt.constantI32(op.getThisRankOnly() ? 1 : 0)},
             voidType);
     LLVM::BrOp::create(rewriter, op.getLoc(), blocks.continuation);
@@ -854,7 +1045,7 @@ struct ReportNonFiniteLowering : ConvertOpToLLVMPattern<ReportNonFiniteOp> {
     return success();
   }
 
-  DDPToLLVMCache *cache;
+  std::shared_ptr<SharedState> shared;
 };
 
 /// ddp.state declarations disappear: the runtime creates a state on first
@@ -866,410 +1057,6 @@ struct StateLowering : ConvertOpToLLVMPattern<StateOp> {
                   ConversionPatternRewriter &rewriter) const override {
     rewriter.eraseOp(op);
     return success();
-  }
-};
-
-struct ConvertDDPToLLVM
-    : public ddp::impl::ConvertDDPToLLVMBase<ConvertDDPToLLVM> {
-  using Base::Base;
-
-  void runOnOperation() override {
-    // Hosts read the gradients' names before the lowering; the LLVM dialect
-    // has no use for them.
-    stripGradientNames(getOperation());
-    if (includeUpstream)
-      return runWithUpstream();
-    MLIRContext *context = &getContext();
-    LLVMTypeConverter converter(context);
-    LLVMConversionTarget target(*context);
-    target.addIllegalDialect<DDPDialect>();
-    DDPToLLVMCache cache;
-    RewritePatternSet patterns(context);
-    populateDDPToLLVMConversionPatterns(converter, patterns, &cache);
-    // A request may cross a call (ddp-split-functions cuts between a start
-    // and its wait): signatures, calls and returns carry it as the pointer
-    // it becomes; every other type stays for the conversions after this one.
-    TypeConverter requests;
-    requests.addConversion([](Type type) { return type; });
-    requests.addConversion([](RequestType type) -> Type {
-      return LLVM::LLVMPointerType::get(type.getContext());
-    });
-    populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
-                                                                   requests);
-    populateCallOpTypeConversionPattern(patterns, requests);
-    populateReturnOpTypeConversionPattern(patterns, requests);
-    target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp op) {
-      return requests.isSignatureLegal(op.getFunctionType());
-    });
-    target.addDynamicallyLegalOp<func::CallOp, func::ReturnOp>(
-        [&](Operation *op) { return requests.isLegal(op); });
-    if (failed(applyPartialConversion(getOperation(), target,
-                                      std::move(patterns))))
-      signalPassFailure();
-  }
-
-  /// ddp, cf, memref and func in one conversion, with the options
-  /// finalize-memref-to-llvm{use-generic-functions} and convert-func-to-llvm
-  /// would use, in three steps: the signatures, calls and returns, and
-  /// everything outside the bodies of the module's functions (ddp.state,
-  /// memref.global), in one conversion of the module that leaves the ops in
-  /// those bodies as they are; then every body on its own, in parallel with
-  /// the context's threads (each is one part of the step); then the
-  /// unrealized casts left between them, per function again.
-  void runWithUpstream() {
-    ModuleOp module = getOperation();
-    MLIRContext *context = &getContext();
-    const auto &layout = getAnalysis<DataLayoutAnalysis>();
-    LowerToLLVMOptions options(context, layout.getAtOrAbove(module));
-    options.useGenericFunctions = true;
-    // Every buffer the module allocates has its allocated pointer equal to
-    // its aligned one (one call, and what bare pointers need, below).
-    options.allocLowering = LowerToLLVMOptions::AllocLowering::AlignedAlloc;
-    LLVMTypeConverter converter(context, options, &layout);
-    markBarePointerFunctions(module, converter);
-    DDPToLLVMCache cache;
-    // Without rollback: the patterns only build IR and replace the op they
-    // match, and the conversion keeps less state per op.
-    ConversionConfig config;
-    config.allowPatternRollback = false;
-
-    // Upstream's memref patterns look the allocation functions up in this
-    // table (see step 2).
-    SymbolTableCollection upstreamCollection;
-    LockedSymbolTableCollection upstreamTables(upstreamCollection);
-
-    // The runtime calls, cf (cf.assert reports through the runtime,
-    // AssertLowering, not upstream's puts and abort) and memref.
-    auto bodyPatterns = [&] {
-      RewritePatternSet patterns(context);
-      populateDDPToLLVMConversionPatterns(converter, patterns, &cache);
-      cf::populateControlFlowToLLVMConversionPatterns(converter, patterns);
-      patterns.add<AssertLowering>(converter, &cache);
-      populateFinalizeMemRefToLLVMConversionPatterns(converter, patterns,
-                                                     &upstreamTables);
-      // What lower-affine, convert-scf-to-cf and convert-{math,arith,ub}-
-      // to-llvm would do, in the same walk: five passes fewer over the
-      // step, each of which verified it again.
-      populateAffineToStdConversionPatterns(patterns);
-      populateSCFToControlFlowConversionPatterns(patterns);
-      populateMathToLLVMConversionPatterns(converter, patterns);
-      arith::populateArithToLLVMConversionPatterns(converter, patterns);
-      ub::populateUBToLLVMConversionPatterns(converter, patterns);
-      return patterns;
-    };
-
-    // The signatures of plain functions first, in linear time.
-    for (auto function :
-         llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
-      convertSignature(function, converter);
-
-    // 1. Signatures, calls, returns, and what is outside the bodies step 2
-    // converts (module-level ddp.state and memref.global): the ops in those
-    // bodies are legal here.
-    {
-      // (A body is a func.func's, or the llvm.func's it moved into.)
-      auto inBody = [module](Operation *op) {
-        auto function = op->getParentOfType<FunctionOpInterface>();
-        return function && function->getParentOp() == module;
-      };
-      LLVMConversionTarget target(*context);
-      target.addIllegalDialect<func::FuncDialect>();
-      target.addDynamicallyLegalDialect<
-          DDPDialect, cf::ControlFlowDialect, memref::MemRefDialect,
-          affine::AffineDialect, scf::SCFDialect, math::MathDialect,
-          arith::ArithDialect, ub::UBDialect>(inBody);
-      for (ConvertToLLVMPatternInterface *other : otherDialects())
-        target.addLegalDialect(other->getDialect()->getNamespace());
-      RewritePatternSet patterns = bodyPatterns();
-      populateFuncToLLVMConversionPatterns(converter, patterns,
-                                           &cache.symbolTables);
-      if (failed(applyPartialConversion(module, target, std::move(patterns),
-                                        config)))
-        return signalPassFailure();
-    }
-
-    // 2. The bodies. One converted in parallel must not declare the
-    // allocation functions, so they are declared first (for the bodies that
-    // allocate and free), and a body with a memref op that could declare
-    // something else is converted alone, after the others.
-    SmallVector<LLVM::LLVMFuncOp> parallelBodies, serialBodies;
-    bool allocates = false, frees = false;
-    for (auto function : module.getOps<LLVM::LLVMFuncOp>()) {
-      if (function.isExternal())
-        continue;
-      bool alone = false;
-      function.walk([&](Operation *nested) {
-        if (isa<memref::AllocOp>(nested))
-          allocates = true;
-        else if (isa<memref::DeallocOp>(nested))
-          frees = true;
-        else if (isa_and_nonnull<memref::MemRefDialect>(nested->getDialect()) &&
-                 !declaresNothing(nested))
-          alone = true;
-      });
-      (alone ? serialBodies : parallelBodies).push_back(function);
-    }
-    OpBuilder builder(context);
-    if (allocates &&
-        failed(LLVM::lookupOrCreateGenericAlignedAllocFn(
-            builder, module, converter.getIndexType(), &upstreamTables)))
-      return signalPassFailure();
-    if (frees && failed(LLVM::lookupOrCreateGenericFreeFn(builder, module,
-                                                          &upstreamTables)))
-      return signalPassFailure();
-    {
-      LLVMConversionTarget target(*context);
-      target.addIllegalDialect<DDPDialect, cf::ControlFlowDialect,
-                               memref::MemRefDialect, affine::AffineDialect,
-                               scf::SCFDialect, math::MathDialect,
-                               arith::ArithDialect, ub::UBDialect>();
-      RewritePatternSet patterns = bodyPatterns();
-      // Any other dialect in the bodies (omp, from convert-scf-to-openmp)
-      // converts as convert-to-llvm would convert it: through its
-      // ConvertToLLVMPatternInterface, patterns and legality.
-      for (ConvertToLLVMPatternInterface *other : otherDialects())
-        other->populateConvertToLLVMConversionPatterns(target, converter,
-                                                       patterns);
-      FrozenRewritePatternSet frozen(std::move(patterns));
-      auto convert = [&](LLVM::LLVMFuncOp function) {
-        return applyPartialConversion(function, target, frozen, config);
-      };
-      SmallVector<Region *> bodies;
-      for (LLVM::LLVMFuncOp function : parallelBodies)
-        bodies.push_back(&function.getBody());
-      llvm::SmallPtrSet<Operation *, 16> before;
-      for (Operation &op : *module.getBody())
-        before.insert(&op);
-      cache.prepare(bodies);
-      LogicalResult done =
-          failableParallelForEach(context, parallelBodies, convert);
-      cache.reset();
-      if (failed(done))
-        return signalPassFailure();
-      for (LLVM::LLVMFuncOp function : serialBodies)
-        if (failed(convert(function)))
-          return signalPassFailure();
-      // The declarations and globals the bodies added, in the order of
-      // their names rather than the threads': the output does not depend
-      // on the schedule.
-      // (The names are looked up once, not in every comparison.)
-      SmallVector<std::pair<StringRef, Operation *>> added;
-      for (Operation &op : *module.getBody())
-        if (!before.contains(&op))
-          added.push_back({SymbolTable::getSymbolName(&op).getValue(), &op});
-      llvm::sort(added, llvm::less_first());
-      Block *top = module.getBody();
-      for (auto &[name, op] : llvm::reverse(added))
-        op->moveBefore(top, top->begin());
-    }
-
-    // 3. What reconcile-unrealized-casts does, here rather than as a pass
-    // of its own: one walk and one verification of the lowered step fewer.
-    // Casts that do not reconcile stay, as they would with the pass.
-    SmallVector<LLVM::LLVMFuncOp> functions(module.getOps<LLVM::LLVMFuncOp>());
-    parallelForEach(context, functions, [](LLVM::LLVMFuncOp function) {
-      SmallVector<UnrealizedConversionCastOp> casts;
-      function.walk(
-          [&](UnrealizedConversionCastOp cast) { casts.push_back(cast); });
-      reconcileUnrealizedCasts(casts);
-    });
-  }
-
-  /// The dialects beyond those runWithUpstream lists whose ops may be in a
-  /// step's bodies, with their ConvertToLLVMPatternInterface: omp (the
-  /// parallel loops), if loaded. (Not every dialect with the interface:
-  /// some declare functions as they convert, which the bodies converted in
-  /// parallel must not.)
-  SmallVector<ConvertToLLVMPatternInterface *> otherDialects() {
-    SmallVector<ConvertToLLVMPatternInterface *> others;
-    if (Dialect *omp = getContext().getLoadedDialect<omp::OpenMPDialect>())
-      if (auto *iface =
-              omp->getRegisteredInterface<ConvertToLLVMPatternInterface>())
-        others.push_back(iface);
-    return others;
-  }
-
-  /// Converts `function` into an llvm.func as convert-func-to-llvm would
-  /// (the same signature: a memref argument becomes its descriptor's
-  /// fields), unless it has something convert-func-to-llvm treats specially
-  /// (argument or result attributes, C wrappers, varargs, linkage, readnone,
-  /// the bare-pointer convention), which is left to it. Each argument is
-  /// rebuilt at the top of the body (a descriptor packed from its fields)
-  /// and cast back to its type for the ops still to convert. Upstream's
-  /// signature conversion orders the entry block again for every argument
-  /// it replaces: quadratic in a step's gradients (1.9 of the pass's 19 s
-  /// at 40k). This is linear.
-  static void convertSignature(func::FuncOp function,
-                               const LLVMTypeConverter &converter) {
-    if (function.isExternal() || function.getAllArgAttrs() ||
-        function.getAllResultAttrs() || function->hasAttr("llvm.bareptr") ||
-        function->hasAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName()) ||
-        function->hasAttr("func.varargs") || function->hasAttr("llvm.linkage"))
-      return;
-    TypeConverter::SignatureConversion signature(function.getNumArguments());
-    auto type = dyn_cast_or_null<LLVM::LLVMFunctionType>(
-        converter.convertFunctionSignature(function.getFunctionType(),
-                                           /*isVariadic=*/false,
-                                           /*useBarePtrCallConv=*/false,
-                                           signature));
-    if (!type || function->hasAttr(LLVM::LLVMDialect::getReadnoneAttrName()) ||
-        llvm::any_of(
-            llvm::enumerate(function.getArgumentTypes()), [&](auto argument) {
-              return signature.getInputMapping(argument.index())->size != 1 &&
-                     !isa<MemRefType>(argument.value());
-            }))
-      return; // upstream converts it, or reports why not
-    SmallVector<NamedAttribute> attributes(function->getDiscardableAttrs());
-    OpBuilder builder(function);
-    auto lowered = LLVM::LLVMFuncOp::create(
-        builder, function.getLoc(), function.getName(), type,
-        LLVM::Linkage::External, /*dsoLocal=*/false, LLVM::CConv::C,
-        /*comdat=*/nullptr, attributes);
-    cast<FunctionOpInterface>(lowered.getOperation())
-        .setVisibility(function.getVisibility());
-    lowered.getBody().takeBody(function.getBody());
-    function.erase();
-
-    Block &entry = lowered.getBody().front();
-    unsigned numOriginal = entry.getNumArguments();
-    builder.setInsertionPointToStart(&entry);
-    for (unsigned i = 0; i < numOriginal; ++i) {
-      BlockArgument original = entry.getArgument(i);
-      auto mapping = signature.getInputMapping(i);
-      Location loc = original.getLoc();
-      SmallVector<Value> fields;
-      for (Type fieldType :
-           signature.getConvertedTypes().slice(mapping->inputNo, mapping->size))
-        fields.push_back(entry.addArgument(fieldType, loc));
-      auto memref = dyn_cast<MemRefType>(original.getType());
-      Value converted = memref ? MemRefDescriptor::pack(builder, loc, converter,
-                                                        memref, fields)
-                               : fields.front();
-      if (converted.getType() != original.getType())
-        converted = UnrealizedConversionCastOp::create(
-                        builder, loc, original.getType(), converted)
-                        .getResult(0);
-      original.replaceAllUsesWith(converted);
-    }
-    entry.eraseArguments(0, numOriginal);
-  }
-
-  /// Gives upstream's bare-pointer calling convention (`llvm.bareptr`: one
-  /// pointer per memref instead of a descriptor of 3 + 2 * rank values) to
-  /// the private functions it is safe for: ddp-split-functions' parts, whose
-  /// boundaries otherwise carry thousands of descriptors that are built,
-  /// passed and taken apart again. The callee rebuilds a descriptor with
-  /// allocated = aligned = the pointer, and returns its results' allocated
-  /// pointers; so a function qualifies if it is a part (`ddp.part`: it
-  /// frees only buffers it allocated, with allocated = aligned),
-  /// every use of it is a func.call, its memrefs have static shapes and
-  /// layouts, and every memref it returns is a buffer it allocated or a
-  /// state buffer, not a view of an argument or a global.
-  static void markBarePointerFunctions(ModuleOp module,
-                                       const LLVMTypeConverter &converter) {
-    // Functions referenced other than as a callee keep the descriptors.
-    llvm::DenseSet<StringAttr> escaping;
-    if (auto uses = SymbolTable::getSymbolUses(&module.getBodyRegion()))
-      for (const SymbolTable::SymbolUse &use : *uses) {
-        auto call = dyn_cast<func::CallOp>(use.getUser());
-        if (!call || call.getCalleeAttr() != use.getSymbolRef())
-          escaping.insert(use.getSymbolRef().getRootReference());
-      }
-    auto bareType = [&](Type type) {
-      auto memref = dyn_cast<MemRefType>(type);
-      if (!memref)
-        return !isa<BaseMemRefType>(type);
-      return memref.hasStaticShape() && converter.canConvertToBarePtr(memref);
-    };
-    auto *ddp = module.getContext()->getLoadedDialect<DDPDialect>();
-    if (!ddp)
-      return; // no ddp.part either
-    auto part = ddp->getPartAttrHelper();
-    for (auto function : module.getOps<func::FuncOp>()) {
-      if (!part.isAttrPresent(function) || !function.isPrivate() ||
-          function.isExternal() ||
-          escaping.contains(function.getSymNameAttr()) ||
-          !llvm::all_of(function.getArgumentTypes(), bareType) ||
-          !llvm::all_of(function.getResultTypes(), bareType))
-        continue;
-      bool owned = true;
-      function.walk([&](func::ReturnOp ret) {
-        for (Value result : ret.getOperands())
-          if (isa<MemRefType>(result.getType()) && !isOwnBuffer(result))
-            owned = false;
-      });
-      if (owned)
-        function->setAttr("llvm.bareptr", UnitAttr::get(module.getContext()));
-    }
-  }
-
-  /// Whether `value` is, through views, branches and scf.ifs, always a
-  /// buffer that its function allocated or a runtime state buffer.
-  static bool isOwnBuffer(Value value) {
-    SmallVector<Value> worklist{value};
-    llvm::DenseSet<Value> seen;
-    while (!worklist.empty()) {
-      Value current = worklist.pop_back_val();
-      if (!seen.insert(current).second)
-        continue;
-      if (auto argument = dyn_cast<BlockArgument>(current)) {
-        Block *block = argument.getOwner();
-        if (block->isEntryBlock())
-          return false;
-        for (auto it = block->pred_begin(); it != block->pred_end(); ++it) {
-          auto branch = dyn_cast<BranchOpInterface>((*it)->getTerminator());
-          if (!branch)
-            return false;
-          Value incoming = branch.getSuccessorOperands(
-              it.getSuccessorIndex())[argument.getArgNumber()];
-          if (!incoming)
-            return false;
-          worklist.push_back(incoming);
-        }
-        continue;
-      }
-      Operation *def = current.getDefiningOp();
-      if (isa<memref::AllocOp, BufferStateOp>(def))
-        continue;
-      // What either branch yields (the scf is lowered in this pass).
-      if (auto ifOp = dyn_cast<scf::IfOp>(def)) {
-        unsigned index = cast<OpResult>(current).getResultNumber();
-        worklist.push_back(ifOp.thenYield().getOperand(index));
-        worklist.push_back(ifOp.elseYield().getOperand(index));
-        continue;
-      }
-      if (auto view = dyn_cast<ViewLikeOpInterface>(def);
-          view && view.getViewDest() == current &&
-          !isa<memref::GetGlobalOp>(def)) {
-        worklist.push_back(view.getViewSource());
-        continue;
-      }
-      return false;
-    }
-    return true;
-  }
-
-  /// Whether upstream's lowering of memref op `op` adds nothing to the
-  /// module but the allocation functions declared before the bodies are
-  /// converted (a memref.copy between non-contiguous memrefs calls
-  /// memrefCopy, which it declares).
-  static bool declaresNothing(Operation *op) {
-    if (auto copy = dyn_cast<memref::CopyOp>(op)) {
-      auto contiguous = [](Type type) {
-        auto memref = dyn_cast<MemRefType>(type);
-        return memref && memref.getLayout().isIdentity();
-      };
-      return contiguous(copy.getSource().getType()) &&
-             contiguous(copy.getTarget().getType());
-    }
-    return isa<
-        memref::AllocOp, memref::AllocaOp, memref::DeallocOp, memref::LoadOp,
-        memref::StoreOp, memref::CastOp, memref::ReinterpretCastOp,
-        memref::ExtractAlignedPointerAsIndexOp,
-        memref::ExtractStridedMetadataOp, memref::GetGlobalOp, memref::DimOp,
-        memref::AssumeAlignmentOp, memref::ViewOp, memref::CollapseShapeOp,
-        memref::ExpandShapeOp, memref::AtomicRMWOp, memref::MemorySpaceCastOp,
-        memref::AllocaScopeOp, memref::AllocaScopeReturnOp>(op);
   }
 };
 
@@ -1297,17 +1084,126 @@ void mlir::ddp::populateDDPToLLVMTypeConversions(LLVMTypeConverter &converter) {
 
 void mlir::ddp::populateDDPToLLVMConversionPatterns(
     LLVMTypeConverter &converter, RewritePatternSet &patterns,
-    DDPToLLVMCache *cache) {
+    SymbolTableCollection *symbolTables) {
   populateDDPToLLVMTypeConversions(converter);
+  std::shared_ptr<SharedState> shared;
+  if (symbolTables)
+    shared = std::make_shared<SharedState>(*symbolTables);
   patterns.add<AllReduceLowering, AllReduceStartLowering, WaitLowering,
                AllGatherLowering, WorldSizeLowering, HostBarrierLowering,
                ScaleLowering, CastLowering, CopyLowering, RandomNormalLowering,
                TopKLowering, CountUncompressedLowering, InspectLowering,
                ProjectLowering, OrthogonalizeLowering, ReconstructLowering,
                BufferStateLowering, ScalarStateLoadLowering,
-               ScalarStateStoreLowering>(converter, cache);
+               ScalarStateStoreLowering, ReportNonFiniteLowering>(converter,
+                                                                  shared);
   patterns.add<StateLowering>(converter);
-  patterns.add<ReportNonFiniteLowering>(converter, cache);
+}
+
+void mlir::ddp::populateDDPAssertToLLVMConversionPatterns(
+    LLVMTypeConverter &converter, RewritePatternSet &patterns,
+    SymbolTableCollection *symbolTables) {
+  std::shared_ptr<SharedState> shared;
+  if (symbolTables)
+    shared = std::make_shared<SharedState>(*symbolTables);
+  patterns.add<AssertLowering>(converter, shared);
+}
+
+FailureOr<DDPRuntimeDeclarations>
+DDPRuntimeDeclarations::declare(ModuleOp module,
+                                SymbolTableCollection &symbolTables) {
+  DDPRuntimeDeclarations declarations(module, symbolTables);
+  MLIRContext *context = module.getContext();
+  SymbolTable &table = symbolTables.getSymbolTable(module);
+  // In the order they are added, at the top of the module.
+  OpBuilder builder(context);
+  builder.setInsertionPointToStart(module.getBody());
+  auto add = [&](Operation *symbol) {
+    table.insert(symbol);
+    builder.setInsertionPointAfter(symbol);
+    declarations.added.push_back(symbol);
+  };
+  auto addGlobal = [&](const ConstantGlobal &constant) {
+    std::string name;
+    if (constant.find(
+            [&](StringRef name) { return table.lookup<LLVM::GlobalOp>(name); },
+            &name))
+      return;
+    add(LLVM::GlobalOp::create(builder, module.getLoc(), constant.type,
+                               /*isConstant=*/true, LLVM::Linkage::Internal,
+                               name, constant.value));
+  };
+
+  // What each top-level op's runtime calls refer to, found on the
+  // context's threads (a description per op, and its tables), then added in
+  // the module's order.
+  SmallVector<Operation *> roots;
+  for (Operation &op : *module.getBody())
+    roots.push_back(&op);
+  std::vector<std::vector<ConstantGlobal>> constants(roots.size());
+  parallelFor(context, 0, roots.size(), [&](size_t i) {
+    roots[i]->walk([&](Operation *op) {
+      if (callsRuntime(op))
+        constantsOf(op, constants[i]);
+    });
+  });
+  if (llvm::all_of(constants, [](const auto &list) { return list.empty(); }))
+    return declarations;
+
+  // The functions first, then the constants.
+  for (const RuntimeFunction &runtime : kRuntimeFunctions) {
+    LLVM::LLVMFunctionType type = runtime.type(context);
+    if (Operation *existing = table.lookup(runtime.name)) {
+      auto function = dyn_cast<LLVM::LLVMFuncOp>(existing);
+      if (function && function.getFunctionType() == type)
+        continue;
+      return existing->emitError()
+             << "'" << runtime.name
+             << "' is a function of the runtime, which compiled code calls "
+                "as "
+             << type;
+    }
+    add(LLVM::LLVMFuncOp::create(builder, module.getLoc(), runtime.name, type));
+  }
+  // Each value once (the attributes are uniqued), whichever op needs it.
+  llvm::DenseSet<Attribute> values;
+  for (const std::vector<ConstantGlobal> &list : constants)
+    for (const ConstantGlobal &constant : list)
+      if (values.insert(constant.value).second)
+        addGlobal(constant);
+  return declarations;
+}
+
+void DDPRuntimeDeclarations::eraseUnused() {
+  // What the module's functions refer to, each function's walk on a thread
+  // of its own; and what other top-level ops do (a global's initializer).
+  SmallVector<Operation *> functions, others;
+  for (Operation &op : *module.getBody())
+    (isa<FunctionOpInterface>(op) ? functions : others).push_back(&op);
+  std::vector<SmallVector<StringAttr>> referenced(functions.size() + 1);
+  auto collect = [](Operation *root, SmallVector<StringAttr> &names) {
+    root->walk([&](Operation *op) {
+      if (auto call = dyn_cast<LLVM::CallOp>(op)) {
+        if (FlatSymbolRefAttr callee = call.getCalleeAttr())
+          names.push_back(callee.getAttr());
+      } else if (auto address = dyn_cast<LLVM::AddressOfOp>(op)) {
+        names.push_back(address.getGlobalNameAttr().getAttr());
+      }
+    });
+  };
+  parallelFor(module.getContext(), 0, functions.size(),
+              [&](size_t i) { collect(functions[i], referenced[i]); });
+  for (Operation *op : others)
+    collect(op, referenced.back());
+  llvm::DenseSet<StringAttr> used;
+  for (const SmallVector<StringAttr> &names : referenced)
+    used.insert(names.begin(), names.end());
+
+  SymbolTable &table = symbolTables->getSymbolTable(module);
+  for (Operation *symbol : added)
+    if (!used.contains(SymbolTable::getSymbolName(symbol)))
+      table.erase(symbol);
+  added.clear();
 }
 
 void mlir::ddp::registerConvertDDPToLLVMInterface(DialectRegistry &registry) {

@@ -499,6 +499,37 @@ void ddprt_report_nonfinite(ddprt_context *context, const char *where,
    rank's own (ddprt_report_nonfinite's this_rank_only), so that a host
    that says once what every rank saw still says what one rank saw. */
 int32_t ddprt_nonfinite_is_this_rank_only(const ddprt_context *context);
+/* Every function that code lowered from the ddp dialect calls, as
+     X(name)
+   The compiler declares each with the LLVM signature of its prototype in
+   this header (convert-ddp-to-llvm derives it at compile time), and a host
+   that runs compiled steps binds each by name (ddp-run's JIT and the slots
+   of a step library): one list, so that an entry point the lowering uses
+   cannot be missing from the host, nor declared with another signature. */
+#define DDPRT_FOR_EACH_STEP_FUNCTION(X)                                        \
+  X(ddprt_current_context)                                                     \
+  X(ddprt_check)                                                               \
+  X(ddprt_fail)                                                                \
+  X(ddprt_report_nonfinite)                                                    \
+  X(ddprt_world_size)                                                          \
+  X(ddprt_host_barrier)                                                        \
+  X(ddprt_allreduce)                                                           \
+  X(ddprt_allreduce_start)                                                     \
+  X(ddprt_wait)                                                                \
+  X(ddprt_allgather)                                                           \
+  X(ddprt_scale)                                                               \
+  X(ddprt_cast)                                                                \
+  X(ddprt_copy)                                                                \
+  X(ddprt_inspect)                                                             \
+  X(ddprt_random_normal)                                                       \
+  X(ddprt_top_k)                                                               \
+  X(ddprt_project)                                                             \
+  X(ddprt_backproject)                                                         \
+  X(ddprt_orthogonalize)                                                       \
+  X(ddprt_reconstruct)                                                         \
+  X(ddprt_state_get)                                                           \
+  X(ddprt_state_data)                                                          \
+  X(ddprt_count_uncompressed)
 /*===--- Counters ---------------------------------------------------------===*/
 
 /* A compression scheme's bucket of `elements` gradient elements is sent

@@ -11,6 +11,8 @@
 
 #include "ddprt/ddprt.h"
 
+#include <string_view>
+
 namespace stephost {
 
 namespace {
@@ -30,29 +32,12 @@ template <typename F> void *address(F *function) {
 } // namespace
 
 std::vector<HostFunction> hostFunctions(bool synchronizeEveryCall) {
-  return {
-      {"ddprt_current_context", address(&ddprt_current_context)},
-      {"ddprt_check", synchronizeEveryCall ? address(&synchronizeAndCheck)
-                                           : address(&ddprt_check)},
-      {"ddprt_fail", address(&ddprt_fail)},
-      {"ddprt_report_nonfinite", address(&ddprt_report_nonfinite)},
-      {"ddprt_host_barrier", address(&ddprt_host_barrier)},
-      {"ddprt_allreduce", address(&ddprt_allreduce)},
-      {"ddprt_allreduce_start", address(&ddprt_allreduce_start)},
-      {"ddprt_wait", address(&ddprt_wait)},
-      {"ddprt_scale", address(&ddprt_scale)},
-      {"ddprt_cast", address(&ddprt_cast)},
-      {"ddprt_copy", address(&ddprt_copy)},
-      {"ddprt_project", address(&ddprt_project)},
-      {"ddprt_backproject", address(&ddprt_backproject)},
-      {"ddprt_orthogonalize", address(&ddprt_orthogonalize)},
-      {"ddprt_reconstruct", address(&ddprt_reconstruct)},
-      {"ddprt_random_normal", address(&ddprt_random_normal)},
-      {"ddprt_top_k", address(&ddprt_top_k)},
-      {"ddprt_count_uncompressed", address(&ddprt_count_uncompressed)},
-      {"ddprt_state_get", address(&ddprt_state_get)},
-      {"ddprt_state_data", address(&ddprt_state_data)},
-      {"_mlir_memref_to_llvm_alloc", address(&hostAlloc)},
+  std::vector<HostFunction> functions = {
+  // The runtime's entry points, as the lowering declares them.
+#define DDPRT_HOST_FUNCTION(name) {#name, address(&name)},
+      DDPRT_FOR_EACH_STEP_FUNCTION(DDPRT_HOST_FUNCTION)
+#undef DDPRT_HOST_FUNCTION
+          {"_mlir_memref_to_llvm_alloc", address(&hostAlloc)},
       {"_mlir_memref_to_llvm_aligned_alloc", address(&hostAlignedAlloc)},
       {"_mlir_memref_to_llvm_free", address(&hostFree)},
       // memref.copy of strided views.
@@ -60,6 +45,11 @@ std::vector<HostFunction> hostFunctions(bool synchronizeEveryCall) {
       // The step's f32 contractions.
       {"ddprt_step_matmul_f32", address(&hostMatmulF32)},
   };
+  if (synchronizeEveryCall)
+    for (HostFunction &function : functions)
+      if (std::string_view(function.name) == "ddprt_check")
+        function.address = address(&synchronizeAndCheck);
+  return functions;
 }
 
 bool isHostFunction(std::string_view name) {

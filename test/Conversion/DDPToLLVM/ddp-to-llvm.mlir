@@ -15,11 +15,10 @@ ddp.state @q : tensor<32x2xf32>
 // CHECK-DAG: llvm.func @ddprt_state_get(!llvm.ptr, !llvm.ptr, i32, i64, !llvm.ptr) -> i32
 // CHECK-DAG: llvm.mlir.global internal constant @{{.*}}("ddp.allreduce at {{.*}}ddp-to-llvm.mlir:{{[0-9]+}}:3\00")
 // CHECK-DAG: llvm.mlir.global internal constant @{{.*}}("q\00")
-// CHECK-NOT: ddp.state
-
-// Two buffers in one stack array: {data, dtype f32 = 0, numel} from a
-// constant table.
+// Two buffers in one stack array: {data, dtype f32 = 0, numel} from the
+// op's constant table.
 // CHECK-DAG: llvm.mlir.global internal constant @[[TABLE:__ddp_tab_[0-9A-F]+]](dense<[0, 0, 2048, 0, 0, 32]> : tensor<6xi64>)
+// CHECK-NOT: {{^ *}}ddp.state
 
 // The context is read once, at the function's entry, for every call.
 // CHECK-LABEL: func.func @calls

@@ -15,88 +15,16 @@
 #ifndef DDP_CONVERSION_DDPTOLLVM_DDPTOLLVM_H
 #define DDP_CONVERSION_DDPTOLLVM_DDPTOLLVM_H
 
-#include "mlir/IR/SymbolTable.h"
-#include "mlir/IR/Value.h"
-
-#include "llvm/ADT/ArrayRef.h"
-#include "llvm/ADT/DenseMap.h"
-
-#include <memory>
-#include <mutex>
-#include <tuple>
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LLVM.h"
 
 namespace mlir {
 class DialectRegistry;
 class LLVMTypeConverter;
 class RewritePatternSet;
+class SymbolTableCollection;
 
 namespace ddp {
-
-/// What the patterns of one conversion share, so that a step with thousands
-/// of runtime calls does not grow by an op per constant and a lookup per
-/// name: a symbol table of the module (runtime functions and strings are
-/// looked up in it rather than by a scan of the module's body), and, per
-/// function, one ddprt_current_context() call and one copy of each constant,
-/// built at the start of the function's entry block, and the stack arrays the
-/// calls pass (see `Function::allocas`). It holds values of the IR being
-/// converted: it must outlive that conversion and serve only it (keyed by
-/// function bodies, which a conversion with pattern rollback, the default,
-/// frees only when it ends).
-///
-/// The functions of a module may be converted in parallel with one cache:
-/// `prepare` each body first. What the patterns add to the module (runtime
-/// function declarations, constant globals) is guarded by `mutex`.
-struct DDPToLLVMCache {
-  /// One function's entries, touched only by the conversion of its body.
-  struct Function {
-    /// The constant's type and value -> the constant.
-    llvm::DenseMap<Attribute, Value> constants;
-    /// Its ddprt_current_context().
-    Value context;
-    /// (element type, count, the op's n-th array) -> a stack array at the
-    /// function's entry. The runtime reads the arrays a call is given during
-    /// the call only, so that every call of a function shares them: one
-    /// alloca per array an op needs, not one per call.
-    llvm::DenseMap<std::tuple<Type, int64_t, unsigned>, Value> allocas;
-  };
-
-  /// The entries of the function whose body is `body`, created on first
-  /// use. A prepared body's are found without a lock.
-  Function &function(Region *body) {
-    if (prepared)
-      if (auto found = functions.find(body); found != functions.end())
-        return *found->second;
-    std::lock_guard<std::mutex> lock(mutex);
-    // Once prepared, `functions` is read without a lock: others go aside.
-    std::unique_ptr<Function> &entry = (prepared ? others : functions)[body];
-    if (!entry)
-      entry = std::make_unique<Function>();
-    return *entry;
-  }
-
-  /// Creates the entries of `bodies`, so that their conversions may run in
-  /// parallel and find them without a lock; `reset` undoes it.
-  void prepare(llvm::ArrayRef<Region *> bodies) {
-    for (Region *body : bodies)
-      functions[body] = std::make_unique<Function>();
-    prepared = true;
-  }
-  /// Forgets every function (their bodies may move or be freed).
-  void reset() {
-    functions.clear();
-    others.clear();
-    prepared = false;
-  }
-
-  SymbolTableCollection symbolTables;
-  /// Guards the module, `symbolTables`, `others` and, before `prepare`,
-  /// `functions`.
-  std::mutex mutex;
-
-private:
-  llvm::DenseMap<Region *, std::unique_ptr<Function>> functions, others;
-  bool prepared = false;
-};
 
 /// !ddp.request<...> becomes an opaque pointer (a ddprt_request *).
 void populateDDPToLLVMTypeConversions(LLVMTypeConverter &converter);
@@ -104,16 +32,65 @@ void populateDDPToLLVMTypeConversions(LLVMTypeConverter &converter);
 /// The patterns that turn every ddp.buffer op, ddp.state_load/state_store of
 /// the i64 step counter and ddp.state into runtime calls (one call per op,
 /// for its whole bucket). Tensor-typed ddp ops must be bufferized first.
-/// Also adds the type conversions above. With `cache` (see DDPToLLVMCache),
-/// lookups and per-function values are shared among the patterns; without,
-/// every op gets its own constants and context call and lookups search the
-/// module (what convert-to-llvm, which reuses its patterns, gets).
-void populateDDPToLLVMConversionPatterns(LLVMTypeConverter &converter,
-                                         RewritePatternSet &patterns,
-                                         DDPToLLVMCache *cache = nullptr);
+/// Also adds the type conversions above.
+///
+/// Without `symbolTables`, the patterns look up and add the runtime's
+/// declarations and constants through the rewriter, by a scan of the module,
+/// and every op gets its own constants and ddprt_current_context() call
+/// (what convert-to-llvm, which reuses these patterns, gets). With
+/// `symbolTables`, DDPRuntimeDeclarations::declare must have run on the
+/// module with the same tables: the patterns then only look symbols up and
+/// add nothing outside the function they convert, so that the functions of
+/// a module may be converted in parallel, each by its own rewriter; and the
+/// calls of one function share one context call, one copy of each constant
+/// and the stack arrays they pass, at the function's entry. The patterns'
+/// per-function values serve one conversion: populate a pattern set for
+/// each.
+void populateDDPToLLVMConversionPatterns(
+    LLVMTypeConverter &converter, RewritePatternSet &patterns,
+    SymbolTableCollection *symbolTables = nullptr);
+
+/// cf.assert as a report through the runtime: on failure,
+/// ddprt_fail(context, "cf.assert at <location>", message), so that a host
+/// reports it as it reports a failed runtime call and stops the job; abort()
+/// if the host's handler returns. It takes precedence over upstream's
+/// lowering (puts and abort: a crash). For compiled steps, whose host links
+/// the runtime; `symbolTables` as above.
+void populateDDPAssertToLLVMConversionPatterns(
+    LLVMTypeConverter &converter, RewritePatternSet &patterns,
+    SymbolTableCollection *symbolTables = nullptr);
+
+/// The symbols the runtime calls of a module refer to, declared before its
+/// functions are converted: every runtime function compiled code calls
+/// (DDPRT_FOR_EACH_STEP_FUNCTION, with the signatures of their prototypes)
+/// and the constant globals of the ops that call the runtime (their
+/// descriptions for ddprt_check, state names, messages, and the tables of
+/// the fields of their operands' ddprt_buffer and ddprt_matrix records).
+/// It declares what the calls may refer to, a little more than they do:
+/// `eraseUnused`, after the conversion, removes what it added that nothing
+/// refers to.
+class DDPRuntimeDeclarations {
+public:
+  /// Declares them in `module`, through `symbolTables`. Fails, with an
+  /// error, if the module already has a runtime function of another type.
+  static FailureOr<DDPRuntimeDeclarations>
+  declare(ModuleOp module, SymbolTableCollection &symbolTables);
+
+  /// Erases the declarations and globals `declare` added that no
+  /// llvm.call or llvm.mlir.addressof refers to.
+  void eraseUnused();
+
+private:
+  DDPRuntimeDeclarations(ModuleOp module, SymbolTableCollection &symbolTables)
+      : module(module), symbolTables(&symbolTables) {}
+
+  ModuleOp module;
+  SymbolTableCollection *symbolTables;
+  SmallVector<Operation *> added;
+};
 
 /// Registers the ddp dialect's ConvertToLLVMPatternInterface (the patterns
-/// above), which the dialect promises.
+/// above, without symbol tables), which the dialect promises.
 void registerConvertDDPToLLVMInterface(DialectRegistry &registry);
 
 } // namespace ddp
