@@ -24,6 +24,13 @@
 # (the pipeline ddp-run's JIT uses), wall time and peak RSS from
 # /usr/bin/time, with the growth against the previous size. LOWER_TIMEOUT
 # (seconds, default 600) stops a size that runs longer and ends the section.
+#
+# Upstream alone (UPSTREAM_SIZES, default "1000 2000 4000"; empty skips
+# it): the same lowering with ddp-lower-to-llvm{scale-workarounds=false},
+# i.e. without bufferize-entry-signatures, split-functions,
+# split-deallocations and merge-ifs, against the lowering with them at
+# each size. When upstream's passes alone grow linearly, the workarounds
+# can go (include/ddp/Transforms/Passes.td).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -176,4 +183,38 @@ if [ -n "$lower_sizes" ]; then
     prev_n="$n" prev_t="$t" prev_m="$m"
   done
   echo "linear growth: time and RSS ratios equal the tensor ratio"
+fi
+
+upstream_sizes="${UPSTREAM_SIZES-1000 2000 4000}"
+if [ -n "$upstream_sizes" ]; then
+  echo
+  echo "== upstream alone: --ddp-lower-to-llvm=scale-workarounds=false against the default (one run each, timeout $lower_timeout s)"
+  echo "| tensors | with workarounds s | upstream alone s | upstream / with | upstream growth vs previous |"
+  echo "|--------:|-------------------:|-----------------:|----------------:|----------------------------:|"
+  prev_n="" prev_u=""
+  for n in $upstream_sizes; do
+    f="$tmp/allreduce_$n.mlir"
+    # shellcheck disable=SC2086
+    [ -f "$f" ] || "$python" "$here/gen_allreduce_model.py" --tensors "$n" $gen_args -o "$f"
+    times=()
+    for workarounds in true false; do
+      log="$tmp/upstream_${n}_$workarounds.time"
+      if ! timeout "$lower_timeout" /usr/bin/time -o "$log" -f '%e %M' "$ddp_opt" \
+          --insert-powersgd=rank=2 --ddp-lower-to-llvm="scale-workarounds=$workarounds" \
+          "$f" -o /dev/null; then
+        times+=("")
+        break
+      fi
+      times+=("$(tail -1 "$log" | cut -d' ' -f1)")
+    done
+    w="${times[0]}" u="${times[1]:-}"
+    if [ -z "$u" ]; then
+      echo "| $n | ${w:-failed} | > $lower_timeout (stopped or failed) | | |"
+      break
+    fi
+    ug="-"
+    [ -n "$prev_n" ] && ug="$(div "$u" "$prev_u") (x$(div "$n" "$prev_n") tensors)"
+    echo "| $n | $w | $u | $(div "$u" "$w") | $ug |"
+    prev_n="$n" prev_u="$u"
+  done
 fi

@@ -8,6 +8,7 @@
 
 #include "ddp/Conversion/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
+#include "ddp/Transforms/Passes.h"
 
 #include "mlir/Conversion/BufferizationToMemRef/BufferizationToMemRef.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
@@ -102,6 +103,7 @@ LoweringOptions LoweringPipelineOptions::get() const {
   options.contractions = contractions;
   options.sumOrder = sumOrder;
   options.parallelLoops = parallelLoops;
+  options.scaleWorkarounds = scaleWorkarounds;
   return options;
 }
 
@@ -147,7 +149,8 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm,
   // The entry points' signatures as One-Shot would make them, without its
   // comparison of every result with every argument (quadratic in a step's
   // gradients).
-  pm.addPass(createDDPBufferizeEntrySignatures());
+  if (options.scaleWorkarounds)
+    pm.addPass(createBufferizeEntrySignatures());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =
@@ -176,10 +179,12 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm,
   // thousands of gradients is cut into parts here, which they handle in
   // parallel. (After the canonicalizer: a bucket's versioned results are
   // then the step's arguments again, which a part need not return.)
-  pm.addPass(createDDPSplitFunctions());
+  if (options.scaleWorkarounds)
+    pm.addPass(createSplitFunctions());
   pm.addNestedPass<func::FuncOp>(
       bufferization::createOwnershipBasedBufferDeallocationPass());
-  pm.addNestedPass<func::FuncOp>(createDDPSplitDeallocations());
+  if (options.scaleWorkarounds)
+    pm.addNestedPass<func::FuncOp>(createSplitDeallocations());
   pm.addNestedPass<func::FuncOp>(createCanonicalizerPass(folding));
   pm.addNestedPass<func::FuncOp>(
       bufferization::createBufferDeallocationSimplificationPass());
@@ -188,7 +193,8 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm,
   // CSE has made the buckets' `step < start-iter` one value: thousands of
   // adjacent scf.ifs on it, which the canonicalizer would merge and
   // propagate in quadratic time.
-  pm.addNestedPass<func::FuncOp>(createDDPMergeIfs());
+  if (options.scaleWorkarounds)
+    pm.addNestedPass<func::FuncOp>(createMergeIfs());
   pm.addNestedPass<func::FuncOp>(createCanonicalizerPass(folding));
   pm.addPass(createDDPDonateArguments());
   pm.addPass(createConvertBufferizationToMemRefPass());

@@ -11,6 +11,7 @@
 #include "ddp/Dialect/DDP/IR/DDP.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 #include "ddp/Pipelines/Pipelines.h"
+#include "ddp/Transforms/Passes.h"
 
 #include "ddp/Dialect/DDP/Transforms/BufferizableOpInterfaceImpl.h"
 
@@ -103,6 +104,7 @@ void mlir::ddp::registerAllDialects(DialectRegistry &registry) {
 
 void mlir::ddp::registerAllPasses() {
   registerDDPPasses();
+  registerScaleTransformsPasses();
   registerDDPConversionPasses();
   registerPipelines();
   registerTransformsPasses();

@@ -1,7 +1,7 @@
 // RUN: ddp-opt %s --insert-powersgd="rank=2" --ddp-lower-to-llvm \
 // RUN:   | FileCheck %s --implicit-check-not=dealloc_helper
 // RUN: ddp-opt %s --insert-powersgd="rank=2" --ddp-lower-to-llvm \
-// RUN:   --mlir-print-ir-after=ddp-split-deallocations -o /dev/null 2>&1 \
+// RUN:   --mlir-print-ir-after=split-deallocations -o /dev/null 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=SPLIT
 
 // Every gradient stays in its argument's buffer in the warm-up branch and
@@ -14,9 +14,9 @@
 
 // The step returns a clone of each argument; its end has one dealloc for
 // the arguments (never freed here) and one per clone, each retaining only
-// that clone (ddp-split-deallocations), not one dealloc of every buffer
+// that clone (split-deallocations), not one dealloc of every buffer
 // retaining every result.
-// SPLIT: IR Dump After DDPSplitDeallocations
+// SPLIT: IR Dump After SplitDeallocations
 // SPLIT: bufferization.dealloc ({{[^)]*}}) if (%false{{[^,]*}}, %false{{[^,]*}}, %false{{[^,]*}}, %false{{[^,]*}}){{$}}
 // SPLIT-NEXT: = bufferization.dealloc ({{[^,]*}}) if ({{[^,]*}}) retain ({{[^,]*}} : memref<64x32xf32>)
 // SPLIT-NEXT: = bufferization.dealloc ({{[^,]*}}) if ({{[^,]*}}) retain ({{[^,]*}} : memref<32xf32>)

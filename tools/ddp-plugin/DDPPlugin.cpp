@@ -22,6 +22,7 @@
 #include "ddp/Dialect/DDP/Transforms/BufferizableOpInterfaceImpl.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 #include "ddp/Pipelines/Pipelines.h"
+#include "ddp/Transforms/Passes.h"
 
 #include "mlir/Tools/Plugins/DialectPlugin.h"
 #include "mlir/Tools/Plugins/PassPlugin.h"
@@ -46,6 +47,7 @@ mlirGetDialectPluginInfo() {
 extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo mlirGetPassPluginInfo() {
   return {MLIR_PLUGIN_API_VERSION, "DDPPasses", LLVM_VERSION_STRING, []() {
             ddp::registerDDPPasses();
+            ddp::registerScaleTransformsPasses();
             ddp::registerDDPConversionPasses();
             ddp::registerPipelines();
           }};

@@ -203,6 +203,13 @@ static cl::opt<bool> parallelLoops(
              "--parallel-loops=false keeps them on one. Unless given, a "
              "rank with one thread compiles plain loops"),
     cl::cat(category));
+static cl::opt<bool> scaleWorkarounds(
+    "scale-workarounds", cl::init(true), cl::Hidden,
+    cl::desc("For measuring upstream: --scale-workarounds=false lowers the "
+             "step with upstream's passes alone "
+             "(ddp-lower-to-llvm{scale-workarounds}), the same program, "
+             "slower to compile when the step is large"),
+    cl::cat(category));
 static cl::opt<bool> quiet("quiet", cl::desc("Print only the summary"),
                            cl::cat(category));
 static cl::opt<unsigned> logEvery(
@@ -297,6 +304,7 @@ mlir::ddp::LoweringOptions loweringOptions() {
   options.contractions = contractions;
   options.sumOrder = sumOrder;
   options.parallelLoops = parallelLoops;
+  options.scaleWorkarounds = scaleWorkarounds;
   return options;
 }
 

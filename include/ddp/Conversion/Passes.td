@@ -65,14 +65,14 @@ def ConvertDDPToLLVM : Pass<"convert-ddp-to-llvm", "::mlir::ModuleOp"> {
     `convert-func-to-llvm` does, with the module's data layout): one walk
     over a large step instead of nine, each followed by a verification of
     the whole module. Views must be expanded before
-    (`expand-strided-metadata`). The parts of a step (`ddp.part`, from
-    `ddp-split-functions`) that are only called, with static memrefs, and
+    (`expand-strided-metadata`). The parts of a step (`split_functions.part`, from
+    `split-functions`) that are only called, with static memrefs, and
     return only buffers they allocate pass one pointer per memref
     (`llvm.bareptr`). Plain
     functions' signatures are converted in time linear in their arguments.
     It converts the signatures, calls and returns first, then each
     function's body on its own, in parallel when the context has threads
-    (a step that `ddp-split-functions` cut into parts converts on every
+    (a step that `split-functions` cut into parts converts on every
     core), and then reconciles the unrealized casts in each function as
     `reconcile-unrealized-casts` does (casts it cannot fold stay).
 

@@ -170,6 +170,11 @@ struct LoweringOptions {
   /// ddp-parallelize-loops and convert-scf-to-openmp: large loop nests on
   /// several threads (OpenMP).
   bool parallelLoops = true;
+  /// bufferize-entry-signatures, split-functions, split-deallocations and
+  /// merge-ifs: what keeps the lowering linear in a step's size where
+  /// upstream's passes are not. Without them the lowering is upstream's
+  /// alone, the same program, slower on large steps.
+  bool scaleWorkarounds = true;
 };
 
 /// Options of ddp-lower-to-llvm.
@@ -208,6 +213,14 @@ struct LoweringPipelineOptions
                      "(ddp-parallelize-loops, then OpenMP; the host sets "
                      "how many)"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> scaleWorkarounds{
+      *this, "scale-workarounds",
+      llvm::cl::desc("Keep the lowering linear in a step's size where "
+                     "upstream's passes are not (bufferize-entry-signatures, "
+                     "split-functions, split-deallocations, merge-ifs); "
+                     "without, the same program from upstream's passes "
+                     "alone, slower on large steps"),
+      llvm::cl::init(true)};
 
   /// The options as buildLoweringPipeline takes them.
   LoweringOptions get() const;
@@ -218,13 +231,13 @@ struct LoweringPipelineOptions
 /// convert-shard-to-ddp{complete=true}, ddp-fuse-kernels, ddp-expand-buckets,
 /// ddp-branch-tensor-selects, element-wise ops to linalg,
 /// ddp-fuse-elementwise, ddp-tile-and-fuse, ddp-insert-runtime-checks (if
-/// runtime-checks), ddp-check-lowerable (every tensor op has a bufferization model in
-/// the context: mlir::ddp::registerAllDialects), ddp-bufferize-entry-signatures
-/// and One-Shot Bufferize (function boundaries with identity layouts),
-/// ddp-split-functions, buffer deallocation, ddp-matmuls-to-runtime (if
-/// contractions=blas), ddp-reassociate-sums (if sum-order=vectorized),
-/// ddp-parallelize-loops (if parallel-loops), linalg to loops,
-/// ddp-expand-integer-division and ddp-insert-host-barriers per function
+/// runtime-checks), ddp-check-lowerable (every tensor op has a bufferization
+/// model in the context: mlir::ddp::registerAllDialects),
+/// bufferize-entry-signatures and One-Shot Bufferize (function boundaries with
+/// identity layouts), split-functions, buffer deallocation,
+/// ddp-matmuls-to-runtime (if contractions=blas), ddp-reassociate-sums (if
+/// sum-order=vectorized), ddp-parallelize-loops (if parallel-loops), linalg to
+/// loops, ddp-expand-integer-division and ddp-insert-host-barriers per function
 /// (in parallel over a large step's parts), convert-scf-to-openmp (if
 /// parallel-loops), then one conversion of the runtime calls, affine, scf,
 /// cf, arith, math, ub, memref, func and omp

@@ -18,6 +18,7 @@
 #include "ddp/Conversion/Passes.h"
 #include "ddp/Dialect/DDP/IR/DDP.h"
 #include "ddp/Dialect/DDP/IR/GradientNames.h"
+#include "ddp/Transforms/Passes.h"
 
 #include "mlir/Analysis/DataLayoutAnalysis.h"
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
@@ -81,7 +82,7 @@ struct ConvertDDPToLLVM
       return signalPassFailure();
     RewritePatternSet patterns(context);
     populateDDPToLLVMConversionPatterns(converter, patterns, &symbolTables);
-    // A request may cross a call (ddp-split-functions cuts between a start
+    // A request may cross a call (split-functions cuts between a start
     // and its wait): signatures, calls and returns carry it as the pointer
     // it becomes; every other type stays for the conversions after this one.
     TypeConverter requests;
@@ -341,11 +342,12 @@ struct ConvertDDPToLLVM
 
   /// Gives upstream's bare-pointer calling convention (`llvm.bareptr`: one
   /// pointer per memref instead of a descriptor of 3 + 2 * rank values) to
-  /// the private functions it is safe for: ddp-split-functions' parts, whose
+  /// the private functions it is safe for: split-functions' parts, whose
   /// boundaries otherwise carry thousands of descriptors that are built,
   /// passed and taken apart again. The callee rebuilds a descriptor with
   /// allocated = aligned = the pointer, and returns its results' allocated
-  /// pointers; so a function qualifies if it is a part (`ddp.part`: it
+  /// pointers; so a function qualifies if it is a part
+  /// (`split_functions.part`: it
   /// frees only buffers it allocated, with allocated = aligned),
   /// every use of it is a func.call, its memrefs have static shapes and
   /// layouts, and every memref it returns is a buffer it allocated or a
@@ -366,12 +368,8 @@ struct ConvertDDPToLLVM
         return !isa<BaseMemRefType>(type);
       return memref.hasStaticShape() && converter.canConvertToBarePtr(memref);
     };
-    auto *ddp = module.getContext()->getLoadedDialect<DDPDialect>();
-    if (!ddp)
-      return; // no ddp.part either
-    auto part = ddp->getPartAttrHelper();
     for (auto function : module.getOps<func::FuncOp>()) {
-      if (!part.isAttrPresent(function) || !function.isPrivate() ||
+      if (!isSplitPart(function) || !function.isPrivate() ||
           function.isExternal() ||
           escaping.contains(function.getSymNameAttr()) ||
           !llvm::all_of(function.getArgumentTypes(), bareType) ||

@@ -6,10 +6,10 @@
 // one with argument attributes). A private function that is only called,
 // with static memrefs, and returns only buffers it allocates (aligned, so
 // allocated = aligned), passes one pointer per memref (llvm.bareptr): the
-// parts ddp-split-functions cuts a step into. One that returns a view of
+// parts split-functions cuts a step into. One that returns a view of
 // its argument, or whose symbol is used other than by a call, keeps the
-// descriptors, as does a private function that is not a part (`ddp.part`,
-// set by ddp-split-functions: a part frees only buffers the step
+// descriptors, as does a private function that is not a part (`split_functions.part`,
+// set by split-functions: a part frees only buffers the step
 // allocated, whose allocated pointer is the aligned one).
 
 // Only the aligned allocation function is declared.
@@ -31,10 +31,10 @@ func.func @entry(%g: memref<4xf32>, %i: index) -> memref<4xf32> {
 }
 
 // CHECK-LABEL: llvm.func @entry.part0(
-// CHECK-SAME: %[[G:.*]]: !llvm.ptr) -> !llvm.ptr attributes {ddp.part, llvm.bareptr, sym_visibility = "private"}
+// CHECK-SAME: %[[G:.*]]: !llvm.ptr) -> !llvm.ptr attributes {llvm.bareptr, split_functions.part, sym_visibility = "private"}
 // CHECK: %[[NEW:.*]] = llvm.call @_mlir_memref_to_llvm_aligned_alloc(
 // CHECK: llvm.return %[[NEW]] : !llvm.ptr
-func.func private @entry.part0(%g: memref<4xf32>) -> memref<4xf32> attributes {ddp.part} {
+func.func private @entry.part0(%g: memref<4xf32>) -> memref<4xf32> attributes {split_functions.part} {
   %new = memref.alloc() {alignment = 64 : i64} : memref<4xf32>
   memref.copy %g, %new : memref<4xf32> to memref<4xf32>
   return %new : memref<4xf32>
@@ -44,7 +44,7 @@ func.func private @entry.part0(%g: memref<4xf32>) -> memref<4xf32> attributes {d
 // CHECK-SAME: %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64)
 // CHECK-SAME: -> !llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)>
 // CHECK-NOT: llvm.bareptr
-func.func private @keeps_view(%g: memref<4xf32>) -> memref<2x2xf32> attributes {ddp.part} {
+func.func private @keeps_view(%g: memref<4xf32>) -> memref<2x2xf32> attributes {split_functions.part} {
   %v = memref.reinterpret_cast %g to offset: [0], sizes: [2, 2], strides: [2, 1] : memref<4xf32> to memref<2x2xf32>
   return %v : memref<2x2xf32>
 }
@@ -52,7 +52,7 @@ func.func private @keeps_view(%g: memref<4xf32>) -> memref<2x2xf32> attributes {
 // CHECK-LABEL: llvm.func @escapes(
 // CHECK-SAME: %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64)
 // CHECK-NOT: llvm.bareptr
-func.func private @escapes(%g: memref<4xf32>) attributes {ddp.part} {
+func.func private @escapes(%g: memref<4xf32>) attributes {split_functions.part} {
   return
 }
 
@@ -66,8 +66,8 @@ func.func @with_attributes(%g: memref<4xf32>, %i: i64 {llvm.noundef}) {
 // A buffer chosen by an scf.if (lowered in the same conversion) between two
 // it allocates still qualifies.
 // CHECK-LABEL: llvm.func @chooses(
-// CHECK-SAME: %{{.*}}: i1) -> !llvm.ptr attributes {ddp.part, llvm.bareptr, sym_visibility = "private"}
-func.func private @chooses(%c: i1) -> memref<4xf32> attributes {ddp.part} {
+// CHECK-SAME: %{{.*}}: i1) -> !llvm.ptr attributes {llvm.bareptr, split_functions.part, sym_visibility = "private"}
+func.func private @chooses(%c: i1) -> memref<4xf32> attributes {split_functions.part} {
   %r = scf.if %c -> memref<4xf32> {
     %a = memref.alloc() : memref<4xf32>
     scf.yield %a : memref<4xf32>

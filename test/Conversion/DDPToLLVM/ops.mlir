@@ -95,7 +95,7 @@ func.func @allreduce_start_wait(%a: memref<8xf64>, %b: memref<?xf32>) {
 
 // -----
 
-// A request that crosses a call (ddp-split-functions cuts between a start
+// A request that crosses a call (split-functions cuts between a start
 // and its wait) is passed as the pointer it becomes; the memrefs stay for
 // func-to-llvm.
 // CHECK-LABEL: func.func private @waits(

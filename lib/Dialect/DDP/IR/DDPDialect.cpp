@@ -83,8 +83,7 @@ void DDPDialect::initialize() {
 LogicalResult DDPDialect::verifyOperationAttribute(Operation *op,
                                                    NamedAttribute attribute) {
   StringAttr name = attribute.getName();
-  if (name == getDonateArgumentsAttrHelper().getName() ||
-      name == getPartAttrHelper().getName()) {
+  if (name == getDonateArgumentsAttrHelper().getName()) {
     if (!isa<UnitAttr>(attribute.getValue()) || !isa<FunctionOpInterface>(op))
       return op->emitError()
              << "'" << name.getValue() << "' is a unit attribute of functions";

@@ -25,22 +25,6 @@
 using namespace mlir;
 using namespace mlir::ddp;
 
-static std::string optionText(Attribute value) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  if (auto number = dyn_cast<FloatAttr>(value))
-    os << formatNumber(number.getValueAsDouble());
-  else if (auto integer = dyn_cast<IntegerAttr>(value))
-    os << integer.getValue();
-  else if (auto boolean = dyn_cast<BoolAttr>(value))
-    os << (boolean.getValue() ? "true" : "false");
-  else if (auto string = dyn_cast<StringAttr>(value))
-    os << string.getValue();
-  else
-    value.print(os);
-  return text;
-}
-
 static std::string typeName(Type type) {
   std::string text;
   llvm::raw_string_ostream os(text);

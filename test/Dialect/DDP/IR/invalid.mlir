@@ -364,16 +364,6 @@ ddp.state @not_a_function : i64 {ddp.donate_arguments}
 
 // -----
 
-// expected-error @+1 {{'ddp.part' is a unit attribute of functions}}
-ddp.state @not_a_function : i64 {ddp.part}
-
-// -----
-
-// expected-error @+1 {{'ddp.part' is a unit attribute of functions}}
-func.func private @valued() attributes {ddp.part = 1 : i64}
-
-// -----
-
 // expected-error @+1 {{'ddp.start_iter' is an i64 attribute of a 'ddp.state'}}
 ddp.state @wrong_type : i64 {ddp.start_iter = 1.0 : f32}
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
-"""Write a step of N layers, large enough that ddp-split-functions cuts it.
+"""Write a step of N layers, large enough that split-functions cuts it.
 
     gen_layers.py DIR [--layers N] [--ranks R]
 

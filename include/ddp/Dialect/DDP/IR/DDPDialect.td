@@ -38,13 +38,6 @@ def DDP_Dialect : Dialect {
     // (ddp-donate-arguments then returns them without copies; ddp-run sets
     // it on the step it calls).
     "::mlir::UnitAttr":$donate_arguments,
-    // On a func.func: a part ddp-split-functions cut out of a step before
-    // buffer deallocation. It frees only buffers it allocates (deallocation
-    // gives a callee none of its arguments), so convert-ddp-to-llvm may
-    // pass its memrefs as bare pointers, and each buffer it returns is one
-    // it allocated, no two the same (ddp-split-deallocations frees each on
-    // its own in the caller).
-    "::mlir::UnitAttr":$part,
     // On PowerSGD's step-counter ddp.state: the i64 start-iter of the
     // insertion pass (informational, for hosts: ddp-run reports the warm-up
     // with it).

@@ -24,7 +24,7 @@ bool isFunctionArgument(Value value);
 
 /// Whether tensor `value` is a function argument's: the argument itself
 /// (a tensor signature, which One-Shot rewrites) or the to_tensor of a memref
-/// argument (a signature ddp-bufferize-entry-signatures rewrote).
+/// argument (a signature bufferize-entry-signatures rewrote).
 bool isFunctionArgumentTensor(Value value);
 
 /// Whether ddp.allreduce_start may reduce `input`'s own buffer: the buffer is

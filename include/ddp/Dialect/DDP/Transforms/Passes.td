@@ -461,34 +461,6 @@ def DDPScheduleOverlap : Pass<"ddp-schedule-overlap", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::ddp::DDPDialect", "::mlir::scf::SCFDialect"];
 }
 
-def DDPBufferizeEntrySignatures
-    : Pass<"ddp-bufferize-entry-signatures", "::mlir::ModuleOp"> {
-  let summary = "Give the functions nothing calls a memref signature, "
-                "before One-Shot Bufferize";
-  let description = [{
-    Runs in `ddp-lower-to-llvm` right before One-Shot Bufferize. One-Shot's
-    function-boundary analysis compares every returned tensor with every
-    tensor argument of a function, twice: for a step of 10,000 gradients
-    that is 10^8 queries (4 seconds), for 100,000 gradients 10^10. This pass
-    does what One-Shot would do to the signature of each function with a
-    body that no symbol use in the module names (an entry point the host
-    calls), so that nothing is left to compare: a ranked tensor argument
-    becomes a memref of the identity layout (what `ddp-lower-to-llvm`
-    asks One-Shot for, so the compiled function's ABI is unchanged) and is
-    read through `bufferization.to_tensor restrict writable` (not
-    `writable` if the argument has `bufferization.writable = false`); a
-    ranked tensor result is returned through `bufferization.to_buffer`.
-    One-Shot then bufferizes the body as before, in place on the arguments
-    where it did before. Called functions, declarations and functions with
-    unranked or encoded tensors keep their signatures for One-Shot.
-  }];
-  let statistics = [
-    Statistic<"numFunctions", "num-functions", "Signatures rewritten">
-  ];
-  let dependentDialects = ["::mlir::bufferization::BufferizationDialect",
-                           "::mlir::memref::MemRefDialect"];
-}
-
 def DDPDonateArguments : Pass<"ddp-donate-arguments", "::mlir::ModuleOp"> {
   let summary = "Return argument buffers without copying them, where the caller donates them";
   let description = [{
@@ -532,49 +504,6 @@ def DDPInsertHostBarriers
     Statistic<"numBarriers", "num-barriers", "Host barriers inserted">
   ];
   let dependentDialects = ["::mlir::ddp::DDPDialect"];
-}
-
-def DDPSplitFunctions : Pass<"ddp-split-functions", "::mlir::ModuleOp"> {
-  let summary = "Outline runs of a large function's top-level ops into calls";
-  let description = [{
-    Runs on buffers, after One-Shot Bufferize and before ownership-based
-    deallocation (`ddp-lower-to-llvm` runs it there). A step with thousands
-    of gradients is one function of one block with a few ops per tensor;
-    deallocation and several upstream conversions after it cost the square
-    of a function's size (ownership-based deallocation compares the buffers
-    live at every bucket; scf-to-cf splits the block after every top-level
-    `scf.if`, moving the rest of the block each time), and a pass manager
-    runs them on one thread per function. This pass cuts the body of a
-    single-block `func.func` with more than `max-ops` nested ops into
-    consecutive runs of about `max-ops` ops, and moves each run into a
-    private function `@<name>.part<k>` called in its place: values used
-    across a cut become arguments and results. Invariants (constants, and
-    pure ops of the function's arguments and other invariants,
-    such as views of the arguments and `ddp.buffer.state`) move to the top
-    of the function and are rebuilt in each part that uses them. The blocks
-    of the function's top-level `scf.if` ops (a step that
-    `ddp-schedule-overlap` versioned on PowerSGD's warm-up) are cut the same
-    way first, their values from outside becoming arguments.
-
-    Program order and every buffer are unchanged, and deallocation needs no
-    copy: it hands the caller every buffer a callee returns and gives the
-    callee none of its arguments, so a part returns only buffers it
-    allocates (which its caller then frees). A cut is only made where no
-    stack allocation, no value of a type other than memref, index, integer,
-    float or `!ddp.request` (a started allreduce, passed as a pointer), and
-    no other buffer (an `scf.if` result, a view) is live across it; ops from
-    the definition of such a buffer that the function returns on stay in
-    the function. Each part is marked `ddp.part` and is not cut again.
-  }];
-  let options = [
-    Option<"maxOps", "max-ops", "unsigned", "1000",
-           "Largest function body (nested ops) left as it is (default: 1000)">
-  ];
-  let statistics = [
-    Statistic<"numParts", "num-parts", "Functions outlined">
-  ];
-  let dependentDialects = ["::mlir::func::FuncDialect",
-                           "::mlir::ddp::DDPDialect"];
 }
 
 def DDPCheckLowerable : Pass<"ddp-check-lowerable", "::mlir::ModuleOp"> {
@@ -639,34 +568,6 @@ def DDPInsertRuntimeChecks
   let statistics = [
     Statistic<"numChecked", "num-checked", "ops given run-time checks">
   ];
-}
-
-def DDPSplitDeallocations
-    : Pass<"ddp-split-deallocations", "::mlir::func::FuncOp"> {
-  let summary = "Split bufferization.dealloc ops by the allocation each "
-                "operand comes from";
-  let description = [{
-    Runs right after `ownership-based-buffer-deallocation`. A step returns
-    one buffer per gradient, so the dealloc at its end lists thousands of
-    buffers and retains thousands of results; upstream's canonicalization
-    and `buffer-deallocation-simplification` revisit that op at every change
-    and compare every buffer with every retained value, and what they cannot
-    prove becomes a run-time pair check on every step: all quadratic in the
-    number of gradients. This pass first folds the `scf.if`s on constant
-    conditions that the deallocation pass leaves (each would change the big
-    op again), then follows every operand of a dealloc back through views to
-    the op that allocated it (or to the function's arguments, which may
-    alias each other), and splits the op into one dealloc per allocation, as
-    the op's documentation allows when the aliasing memrefs are known
-    statically; a retained value whose allocation no listed buffer shares
-    gets the updated condition `false`. A dealloc with an operand of unknown
-    origin is left as it is.
-  }];
-  let statistics = [
-    Statistic<"numSplit", "num-split", "Dealloc ops split">,
-    Statistic<"numFolded", "num-folded", "scf.if ops on a constant folded">
-  ];
-  let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
 def DDPBranchTensorSelects
@@ -905,26 +806,6 @@ def DDPExpandIntegerDivision
     and `+0.0` is `-0.0`.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
-}
-
-def DDPMergeIfs : Pass<"ddp-merge-ifs", "::mlir::func::FuncOp"> {
-  let summary = "Merge runs of adjacent scf.if ops on the same condition";
-  let description = [{
-    A step guards every bucket with its own `scf.if` on the same condition
-    (PowerSGD's `step < start-iter`, once CSE has made the buckets'
-    comparisons one value). Upstream's canonicalization merges such ifs two
-    at a time, moving the grown body at every merge, and its condition
-    propagation walks every use of the shared condition for every if: both
-    quadratic in the number of buckets (30 s at 40k gradients). This pass
-    merges each run of adjacent result-less `scf.if` ops whose condition is
-    the same value into the first of them, moving every op once: the then
-    regions' ops in order into one then region, the else regions' into one
-    else region. Runs inside nested regions are merged too. Ifs with results
-    are left to the canonicalizer.
-  }];
-  let statistics = [
-    Statistic<"numMerged", "num-merged", "scf.if ops merged into another">
-  ];
 }
 
 def DDPCompressionReport : Pass<"ddp-compression-report", "::mlir::ModuleOp"> {

@@ -1,4 +1,4 @@
-// RUN: ddp-opt %s -split-input-file --ddp-split-deallocations | FileCheck %s
+// RUN: ddp-opt %s -split-input-file --split-deallocations | FileCheck %s
 
 // The end of a step after ownership-based deallocation: the arguments are
 // listed with ownership false, the clones returned for them with true, a
@@ -77,7 +77,7 @@ func.func @unknown_origin(%arg0: memref<4xf32>, %n: index) -> i1 {
 
 // -----
 
-// The step after ddp-split-functions: each buffer a part returns is one it
+// The step after split-functions: each buffer a part returns is one it
 // allocated, distinct from the others, so each gets its own dealloc. The
 // results of a call of any other function may alias each other: their
 // dealloc stays as it is.
@@ -97,7 +97,7 @@ func.func @parts(%arg0: memref<4xf32>) -> i1 {
   // CHECK-NEXT: return %[[NO]]
   return %u : i1
 }
-func.func private @parts.part0(%arg0: memref<4xf32>) -> (memref<4xf32>, memref<4xf32>) attributes {ddp.part} {
+func.func private @parts.part0(%arg0: memref<4xf32>) -> (memref<4xf32>, memref<4xf32>) attributes {split_functions.part} {
   %a = memref.alloc() : memref<4xf32>
   %b = memref.alloc() : memref<4xf32>
   return %a, %b : memref<4xf32>, memref<4xf32>

@@ -14,7 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ddp/Dialect/DDP/Transforms/Passes.h"
+#include "ddp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -28,8 +28,8 @@
 #include "llvm/ADT/MapVector.h"
 
 namespace mlir::ddp {
-#define GEN_PASS_DEF_DDPSPLITDEALLOCATIONS
-#include "ddp/Dialect/DDP/Transforms/Passes.h.inc"
+#define GEN_PASS_DEF_SPLITDEALLOCATIONS
+#include "ddp/Transforms/Passes.h.inc"
 } // namespace mlir::ddp
 
 using namespace mlir;
@@ -98,7 +98,7 @@ public:
 
 private:
   /// Whether `op` calls a part of the step: each buffer it returns is one
-  /// it allocated, none shared with another result (ddp-split-functions).
+  /// it allocated, none shared with another result (split-functions).
   bool isPartResult(Operation *op) {
     auto call = dyn_cast<func::CallOp>(op);
     if (!call)
@@ -108,9 +108,7 @@ private:
     if (inserted) {
       auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
           call, call.getCalleeAttr());
-      auto *dialect = op->getContext()->getLoadedDialect<DDPDialect>();
-      known->second = callee && dialect &&
-                      dialect->getPartAttrHelper().isAttrPresent(callee);
+      known->second = callee && isSplitPart(callee);
     }
     return known->second;
   }
@@ -121,7 +119,7 @@ private:
 };
 
 struct SplitDeallocations
-    : public ddp::impl::DDPSplitDeallocationsBase<SplitDeallocations> {
+    : public ddp::impl::SplitDeallocationsBase<SplitDeallocations> {
   void runOnOperation() override {
     func::FuncOp function = getOperation();
     if (function.isExternal())

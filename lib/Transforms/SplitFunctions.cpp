@@ -16,14 +16,15 @@
 // The cut comes before deallocation, whose function-boundary contract is
 // that a callee owns none of its arguments and hands its caller every
 // result. A part therefore only returns buffers it allocates (the caller
-// frees them); a view of the function's arguments or of a ddp.state that a
-// later part uses is rebuilt there, as constants are; a cut is not made
-// where any other buffer is live across it. Nothing is copied.
+// frees them); a view of the function's arguments (or another pure op of
+// invariants) that a later part uses is rebuilt there, as constants are; a cut
+// is not made where any other buffer is live across it. Nothing is copied.
 //
 //===----------------------------------------------------------------------===//
 
-#include "ddp/Dialect/DDP/Transforms/Passes.h"
-#include "ddp/Dialect/DDP/Transforms/Utils.h"
+#include "ddp/Transforms/Passes.h"
+
+#include "mlir/Conversion/ConvertToLLVM/ToLLVMInterface.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -33,8 +34,8 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir::ddp {
-#define GEN_PASS_DEF_DDPSPLITFUNCTIONS
-#include "ddp/Dialect/DDP/Transforms/Passes.h.inc"
+#define GEN_PASS_DEF_SPLITFUNCTIONS
+#include "ddp/Transforms/Passes.h.inc"
 } // namespace mlir::ddp
 
 using namespace mlir;
@@ -42,13 +43,16 @@ using namespace mlir::ddp;
 
 namespace {
 
-/// Whether a value may be passed to an outlined function: types that
-/// func-to-llvm converts, requests of started allreduces (that
-/// convert-ddp-to-llvm passes as pointers), and no stack allocation (it
-/// would not outlive the call).
+/// Whether a value may be passed to an outlined function: builtin types
+/// that func-to-llvm converts, types whose dialect lowers them to LLVM
+/// itself (a ConvertToLLVMPatternInterface: a started collective's request
+/// becomes a pointer), and no stack allocation (it would not outlive the
+/// call).
 bool canPass(Value value) {
-  if (!isa<MemRefType, IndexType, IntegerType, FloatType, RequestType>(
-          value.getType()))
+  Type type = value.getType();
+  if (!isa<MemRefType, IndexType, IntegerType, FloatType>(type) &&
+      !type.getDialect()
+           .getRegisteredInterface<ConvertToLLVMPatternInterface>())
     return false;
   return !value.getDefiningOp<memref::AllocaOp>();
 }
@@ -79,23 +83,16 @@ bool isConstant(Value value) {
   return def && def->getNumOperands() == 0 && matchPattern(value, m_Constant());
 }
 
-struct SplitFunctions
-    : public PassWithOptionNames<ddp::impl::DDPSplitFunctionsBase<SplitFunctions>> {
+struct SplitFunctions : public ddp::impl::SplitFunctionsBase<SplitFunctions> {
   using Base::Base;
-
-  /// `ddp.part`, which every part gets.
-  auto partAttr() {
-    return getContext().getLoadedDialect<DDPDialect>()->getPartAttrHelper();
-  }
 
   void runOnOperation() override {
     SymbolTable symbols(getOperation());
-    auto isPart = partAttr();
     for (auto function :
          llvm::make_early_inc_range(getOperation().getOps<func::FuncOp>())) {
       // A part is as large as it was cut to be.
       if (function.isExternal() || !function.getBody().hasOneBlock() ||
-          isPart.isAttrPresent(function) ||
+          isSplitPart(function) ||
           !llvm::all_of(function.getArguments(), canPass))
         continue;
       // The branches of a top-level scf.if first (ddp-schedule-overlap
@@ -134,7 +131,7 @@ struct SplitFunctions
     // Invariants stay in the function, first (once it is cut), and are
     // rebuilt in each part that uses them: constants, and pure ops (no side
     // effect, speculatable) of invariants and of values from outside (views
-    // of the arguments, ddp.state buffers).
+    // of the arguments).
     llvm::SmallPtrSet<Operation *, 32> invariants;
     SmallVector<Operation *> invariantOps;
     for (Operation &op : body) {
@@ -277,7 +274,7 @@ struct SplitFunctions
         builder.getFunctionType(ValueRange(inputs).getTypes(),
                                 ValueRange(outputs).getTypes()));
     part.setPrivate();
-    partAttr().setAttr(part, UnitAttr::get(function.getContext()));
+    part->setAttr(kSplitPartAttrName, UnitAttr::get(function.getContext()));
     symbols.insert(part);
     Block *entry = part.addEntryBlock();
 

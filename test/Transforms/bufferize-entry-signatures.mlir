@@ -1,5 +1,5 @@
-// RUN: ddp-opt %s -split-input-file --ddp-bufferize-entry-signatures | FileCheck %s
-// RUN: ddp-opt %s -split-input-file --ddp-bufferize-entry-signatures \
+// RUN: ddp-opt %s -split-input-file --bufferize-entry-signatures | FileCheck %s
+// RUN: ddp-opt %s -split-input-file --bufferize-entry-signatures \
 // RUN:   --one-shot-bufferize="bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map" \
 // RUN:   --buffer-deallocation-pipeline --ddp-donate-arguments \
 // RUN:   | FileCheck %s --check-prefix=BUF

@@ -1,4 +1,4 @@
-// RUN: ddp-opt %s --ddp-split-functions=max-ops=4 | FileCheck %s
+// RUN: ddp-opt %s --split-functions=max-ops=4 | FileCheck %s
 
 // A function over max-ops nested ops becomes calls of private parts, in
 // program order. Values used across a cut are arguments and results;
@@ -17,7 +17,7 @@
 
 // Each part is marked: it frees only buffers the step allocated.
 // CHECK-LABEL: func.func private @step.part0(
-// CHECK-SAME:    attributes {ddp.part}
+// CHECK-SAME:    attributes {split_functions.part}
 // CHECK:         arith.constant 0 : index
 // CHECK-NEXT:    memref.load
 // CHECK-NEXT:    arith.addf
@@ -120,7 +120,7 @@ func.func @ownership(%a: memref<4xf32>, %b: memref<4xf32>, %flag: i1) -> memref<
 // CHECK-LABEL: func.func private @cut(
 // CHECK-NOT:     call
 // CHECK:         return
-func.func private @cut(%a: memref<4xf32>) attributes {ddp.part} {
+func.func private @cut(%a: memref<4xf32>) attributes {split_functions.part} {
   %c0 = arith.constant 0 : index
   %x = memref.load %a[%c0] : memref<4xf32>
   memref.store %x, %a[%c0] : memref<4xf32>

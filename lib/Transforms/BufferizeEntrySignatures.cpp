@@ -15,7 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ddp/Dialect/DDP/Transforms/Passes.h"
+#include "ddp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -25,8 +25,8 @@
 #include "llvm/ADT/StringSet.h"
 
 namespace mlir::ddp {
-#define GEN_PASS_DEF_DDPBUFFERIZEENTRYSIGNATURES
-#include "ddp/Dialect/DDP/Transforms/Passes.h.inc"
+#define GEN_PASS_DEF_BUFFERIZEENTRYSIGNATURES
+#include "ddp/Transforms/Passes.h.inc"
 } // namespace mlir::ddp
 
 using namespace mlir;
@@ -48,8 +48,7 @@ MemRefType boundaryType(Type type) {
 }
 
 struct BufferizeEntrySignatures
-    : public ddp::impl::DDPBufferizeEntrySignaturesBase<
-          BufferizeEntrySignatures> {
+    : public ddp::impl::BufferizeEntrySignaturesBase<BufferizeEntrySignatures> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     // Every name a symbol use in the module refers to, gathered in one walk

@@ -11,14 +11,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ddp/Dialect/DDP/Transforms/Passes.h"
+#include "ddp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 namespace mlir::ddp {
-#define GEN_PASS_DEF_DDPMERGEIFS
-#include "ddp/Dialect/DDP/Transforms/Passes.h.inc"
+#define GEN_PASS_DEF_MERGEIFS
+#include "ddp/Transforms/Passes.h.inc"
 } // namespace mlir::ddp
 
 using namespace mlir;
@@ -34,7 +34,7 @@ void appendBody(Block &from, Block &into) {
                               from.getTerminator()->getIterator());
 }
 
-struct MergeIfs : public ddp::impl::DDPMergeIfsBase<MergeIfs> {
+struct MergeIfs : public ddp::impl::MergeIfsBase<MergeIfs> {
   void runOnOperation() override {
     unsigned merged = 0;
     SmallVector<Block *> worklist;

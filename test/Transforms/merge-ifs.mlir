@@ -1,4 +1,4 @@
-// RUN: ddp-opt %s -split-input-file --ddp-merge-ifs | FileCheck %s
+// RUN: ddp-opt %s -split-input-file --merge-ifs | FileCheck %s
 
 // One scf.if per bucket on the same condition: one if, the then regions'
 // ops in their order in its then region, the else regions' in its else
