@@ -151,9 +151,7 @@ public:
   }
 
   /// A pointer to a NUL-terminated constant string, one global per text.
-  Value string(StringRef text) {
-    return global(ConstantGlobal::string(op->getContext(), text));
-  }
+  Value string(StringRef text) { return global(ConstantGlobal::string(text)); }
 
   /// An alloca of `count` elements of `type` at the start of the function,
   /// so that calls in loops do not grow the stack. Shared, the n-th array
@@ -287,8 +285,8 @@ private:
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(module.getBody());
         global = LLVM::GlobalOp::create(
-            b, loc, constant.type,
-            /*isConstant=*/true, LLVM::Linkage::Internal, name, constant.value);
+            b, loc, constant.type(op->getContext()), /*isConstant=*/true,
+            LLVM::Linkage::Internal, name, constant.value(op->getContext()));
       }
     }
     return LLVM::AddressOfOp::create(b, loc, global);

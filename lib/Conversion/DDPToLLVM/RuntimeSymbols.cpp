@@ -24,6 +24,7 @@
 #include "ddprt/ddprt.h"
 
 #include <cstddef>
+#include <cstring>
 #include <type_traits>
 
 using namespace mlir;
@@ -171,14 +172,49 @@ std::optional<ConstantGlobal> operandTable(Operation *op, Layout layout) {
   }
   if (table.empty())
     return std::nullopt;
-  MLIRContext *context = op->getContext();
-  auto i64 = IntegerType::get(context, 64);
-  auto tableType = RankedTensorType::get({int64_t(table.size())}, i64);
-  return ConstantGlobal("__ddp_tab_",
-                        StringRef(reinterpret_cast<const char *>(table.data()),
-                                  table.size() * sizeof(int64_t)),
-                        LLVM::LLVMArrayType::get(i64, table.size()),
-                        DenseElementsAttr::get(tableType, ArrayRef(table)));
+  return ConstantGlobal(
+      "__ddp_tab_",
+      std::string(reinterpret_cast<const char *>(table.data()),
+                  table.size() * sizeof(int64_t)),
+      ConstantGlobal::Kind::Table);
+}
+
+Type ConstantGlobal::type(MLIRContext *context) const {
+  if (kind == Kind::String)
+    return LLVM::LLVMArrayType::get(IntegerType::get(context, 8),
+                                    content.size());
+  return LLVM::LLVMArrayType::get(IntegerType::get(context, 64),
+                                  content.size() / sizeof(int64_t));
+}
+
+Attribute ConstantGlobal::value(MLIRContext *context) const {
+  if (kind == Kind::String)
+    return StringAttr::get(context, content);
+  ArrayRef<int64_t> words(reinterpret_cast<const int64_t *>(content.data()),
+                          content.size() / sizeof(int64_t));
+  auto tensor = RankedTensorType::get({int64_t(words.size())},
+                                      IntegerType::get(context, 64));
+  return DenseElementsAttr::get(tensor, words);
+}
+
+bool ConstantGlobal::isHeldBy(LLVM::GlobalOp global) const {
+  Attribute held = global.getValueAttr();
+  if (kind == Kind::String) {
+    auto text = dyn_cast_or_null<StringAttr>(held);
+    return text && text.getValue() == content;
+  }
+  auto table = dyn_cast_or_null<DenseIntElementsAttr>(held);
+  if (!table || table.getNumElements() * sizeof(int64_t) != content.size())
+    return false;
+  const char *word = content.data();
+  for (const APInt &value : table.getValues<APInt>()) {
+    int64_t expected;
+    std::memcpy(&expected, word, sizeof(expected));
+    if (value.getSExtValue() != expected)
+      return false;
+    word += sizeof(expected);
+  }
+  return true;
 }
 
 /// The text ddprt_check reports for `op`: the op and where it came from.
@@ -224,16 +260,15 @@ bool callsRuntime(Operation *op) {
 /// its description, the state it names, its message, and its operands'
 /// tables in either layout. Every op has at least its description.
 void constantsOf(Operation *op, std::vector<ConstantGlobal> &constants) {
-  MLIRContext *context = op->getContext();
-  constants.push_back(ConstantGlobal::string(context, describe(op)));
+  constants.push_back(ConstantGlobal::string(describe(op)));
   for (StringRef name : {"state", "msg", "message"}) {
     std::optional<Attribute> attribute = op->getInherentAttr(name);
     if (!attribute)
       continue;
     if (auto text = dyn_cast_or_null<StringAttr>(*attribute))
-      constants.push_back(ConstantGlobal::string(context, text.getValue()));
+      constants.push_back(ConstantGlobal::string(text.getValue()));
     else if (auto symbol = dyn_cast_or_null<FlatSymbolRefAttr>(*attribute))
-      constants.push_back(ConstantGlobal::string(context, symbol.getValue()));
+      constants.push_back(ConstantGlobal::string(symbol.getValue()));
   }
   for (Layout layout : {Layout::Buffer, Layout::Matrix})
     if (std::optional<ConstantGlobal> table = operandTable(op, layout))
@@ -262,9 +297,9 @@ DDPRuntimeDeclarations::declare(ModuleOp module,
             [&](StringRef name) { return table.lookup<LLVM::GlobalOp>(name); },
             &name))
       return;
-    add(LLVM::GlobalOp::create(builder, module.getLoc(), constant.type,
+    add(LLVM::GlobalOp::create(builder, module.getLoc(), constant.type(context),
                                /*isConstant=*/true, LLVM::Linkage::Internal,
-                               name, constant.value));
+                               name, constant.value(context)));
   };
 
   // What each top-level op's runtime calls refer to, found on the
@@ -298,11 +333,11 @@ DDPRuntimeDeclarations::declare(ModuleOp module,
     }
     add(LLVM::LLVMFuncOp::create(builder, module.getLoc(), runtime.name, type));
   }
-  // Each value once (the attributes are uniqued), whichever op needs it.
-  llvm::DenseSet<Attribute> values;
+  // Each content once, whichever op needs it.
+  llvm::DenseSet<std::pair<unsigned, StringRef>> seen;
   for (const std::vector<ConstantGlobal> &list : constants)
     for (const ConstantGlobal &constant : list)
-      if (values.insert(constant.value).second)
+      if (seen.insert({unsigned(constant.kind), constant.content}).second)
         addGlobal(constant);
   return declarations;
 }

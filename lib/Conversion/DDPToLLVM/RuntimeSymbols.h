@@ -31,24 +31,32 @@ namespace mlir::ddp::lowering {
 /// bytes; a global of that name with other content (a hash collision) makes
 /// the next one take a suffix.
 struct ConstantGlobal {
-  std::string base;
-  Type type;
-  Attribute value;
+  enum class Kind { String, Table };
 
-  ConstantGlobal(StringRef prefix, StringRef content, Type type,
-                 Attribute value)
-      : base((prefix + llvm::utohexstr(llvm::xxh3_64bits(content))).str()),
-        type(type), value(value) {}
+  /// The bytes: a NUL-terminated string, or a table's i64 words.
+  std::string content;
+  Kind kind;
+  /// `prefix` and the hash of `content`.
+  std::string base;
+
+  ConstantGlobal(StringRef prefix, std::string content, Kind kind)
+      : content(std::move(content)), kind(kind),
+        base((prefix + llvm::utohexstr(llvm::xxh3_64bits(this->content)))
+                 .str()) {}
 
   /// A NUL-terminated string.
-  static ConstantGlobal string(MLIRContext *context, StringRef text) {
+  static ConstantGlobal string(StringRef text) {
     std::string data = text.str();
     data.push_back('\0');
-    auto type =
-        LLVM::LLVMArrayType::get(IntegerType::get(context, 8), data.size());
-    return ConstantGlobal("__ddp_str_", data, type,
-                          StringAttr::get(context, data));
+    return ConstantGlobal("__ddp_str_", std::move(data), Kind::String);
   }
+
+  /// The global's type and value (built only to declare it: a lookup
+  /// compares the bytes).
+  Type type(MLIRContext *context) const;
+  Attribute value(MLIRContext *context) const;
+  /// Whether `global` holds these bytes.
+  bool isHeldBy(LLVM::GlobalOp global) const;
 
   /// The global holding it, or the name it would take (`*free`).
   LLVM::GlobalOp find(function_ref<LLVM::GlobalOp(StringRef)> lookup,
@@ -56,7 +64,7 @@ struct ConstantGlobal {
     std::string name = base;
     for (unsigned n = 1;; ++n) {
       LLVM::GlobalOp global = lookup(name);
-      if (!global || global.getValueAttr() == value) {
+      if (!global || isHeldBy(global)) {
         if (free)
           *free = name;
         return global;
