@@ -13,13 +13,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaKernels.h"
+#include "KernelSupport.cuh"
 
 #include <cub/device/device_radix_sort.cuh>
 
 namespace ddprt::cuda {
 
+using namespace detail;
+
 namespace {
-constexpr int kThreads = 256;
 
 /// The storage bits of each dtype and the mask that clears the sign.
 template <int Bytes> struct BitsOf;
@@ -36,10 +38,8 @@ template <> struct BitsOf<8> {
   static constexpr Type kMagnitude = 0x7fffffffffffffffull;
 };
 
-int gridFor(int64_t n) {
-  int64_t blocks = (n + kThreads - 1) / kThreads;
-  return int(blocks < 65535 ? blocks : 65535);
-}
+/// The grid for a loop over `n` elements (the kernels stride by the grid).
+unsigned gridOver(int64_t n) { return gridFor(ceilDiv(n, kThreads)); }
 
 template <typename Bits, typename Position>
 __global__ void magnitudeKeys(const Bits *x, int64_t n, Bits *keys,
@@ -95,9 +95,10 @@ cudaError_t topKWith(const ddprt_buffer &input, const ddprt_buffer &values,
       return error;
   }
   const Bits *x = static_cast<const Bits *>(input.data);
-  magnitudeKeys<<<gridFor(n), kThreads, 0, stream>>>(x, n, keys[0],
-                                                     positions[0]);
-  if (cudaError_t error = cudaGetLastError())
+  beginLaunches();
+  magnitudeKeys<<<gridOver(n), kThreads, 0, stream>>>(x, n, keys[0],
+                                                      positions[0]);
+  if (cudaError_t error = launchError())
     return error;
   // The sign bit is clear: sort the bits below it.
   int endBit = int(sizeof(Bits) * 8 - 1);
@@ -114,13 +115,14 @@ cudaError_t topKWith(const ddprt_buffer &input, const ddprt_buffer &values,
           endBit, stream))
     return error;
   Bits *out = static_cast<Bits *>(values.data);
+  beginLaunches();
   if (indices.dtype == DDPRT_I32)
-    gatherTop<<<gridFor(k), kThreads, 0, stream>>>(
+    gatherTop<<<gridOver(k), kThreads, 0, stream>>>(
         x, positions[1], k, out, static_cast<int32_t *>(indices.data));
   else
-    gatherTop<<<gridFor(k), kThreads, 0, stream>>>(
+    gatherTop<<<gridOver(k), kThreads, 0, stream>>>(
         x, positions[1], k, out, static_cast<int64_t *>(indices.data));
-  return cudaGetLastError();
+  return launchError();
 }
 
 template <typename Bits>
