@@ -153,26 +153,18 @@ static std::optional<Plan> readPlan(ModuleOp module) {
         }
     plan.rows.push_back(std::move(row));
   }
-  // Plain first, then as the planner lists them (a dictionary sorts its
-  // keys): fp16, bf16, powersgd by rank, powersgd+fp16 by rank.
-  auto orderOf = [](StringRef name) {
-    if (name == "plain")
-      return std::make_pair(0, 0);
-    if (name == "fp16")
-      return std::make_pair(1, 0);
-    if (name == "bf16")
-      return std::make_pair(2, 0);
-    // powersgd-r<rank>, then powersgd-r<rank>+fp16.
-    auto [rank, rest] =
-        name.drop_front(StringRef("powersgd-r").size()).split('+');
-    int value = 0;
-    rank.getAsInteger(10, value);
-    return std::make_pair(rest.empty() ? 3 : 4, value);
-  };
-  llvm::stable_sort(plan.columns,
-                    [&](const std::string &a, const std::string &b) {
-                      return orderOf(a) < orderOf(b);
-                    });
+  // In the order the planner weighed the choices (a dictionary sorts its
+  // keys); a plan without that order keeps the dictionaries'.
+  if (auto choices = attr.getAs<ArrayAttr>("choices")) {
+    SmallVector<std::string> ordered;
+    for (auto name : choices.getAsValueRange<StringAttr>())
+      if (llvm::is_contained(plan.columns, name.str()))
+        ordered.push_back(name.str());
+    for (const std::string &column : plan.columns)
+      if (!llvm::is_contained(ordered, column))
+        ordered.push_back(column);
+    plan.columns = std::move(ordered);
+  }
   return plan;
 }
 

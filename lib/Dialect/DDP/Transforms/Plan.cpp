@@ -25,8 +25,10 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Regex.h"
@@ -359,18 +361,24 @@ void DDPPlanPass::runOnOperation() {
 
   Builder b(context);
   SmallVector<Attribute> entries;
+  // Every choice a bucket was predicted under, in the order the planner
+  // weighs them (the report's columns).
+  llvm::SetVector<StringRef> choices;
   llvm::DenseMap<Operation *, unsigned> powersgdRanks, powersgdFP16Ranks;
   SmallVector<Operation *> toFP16, toBF16;
   auto record = [&](AllReduceOp op, const Decision &decision) {
     SmallVector<NamedAttribute> predicted;
     // The profile's bounds keep predictions far below this; saturated all
     // the same rather than converted out of range.
-    for (auto &[choice, cost] : decision.costs)
-      predicted.push_back(b.getNamedAttr(
-          choice.name(),
+    for (auto &[choice, cost] : decision.costs) {
+      StringAttr name = b.getStringAttr(choice.name());
+      choices.insert(name.getValue());
+      predicted.push_back(NamedAttribute(
+          name,
           b.getI64IntegerAttr(cost.seconds * 1e9 < 9e18
                                   ? int64_t(std::llround(cost.seconds * 1e9))
                                   : INT64_MAX)));
+    }
     SmallVector<std::string> names;
     int64_t elements = 0;
     for (Value input : op.getInputs()) {
@@ -495,6 +503,7 @@ void DDPPlanPass::runOnOperation() {
       b.getDictionaryAttr({
           b.getNamedAttr("profile", b.getStringAttr(machine.getDescription())),
           b.getNamedAttr("world", b.getI64IntegerAttr(worldSize)),
+          b.getNamedAttr("choices", b.getStrArrayAttr(choices.getArrayRef())),
           b.getNamedAttr("buckets", b.getArrayAttr(entries)),
       }));
 }

@@ -36,6 +36,8 @@ func.func @step(%w: tensor<1024x1024xf32> loc("fc.weight"),
 // SLOW: module attributes {ddp.plan = {buckets = [{choice = "powersgd-r1", elements = 1049600 : i64, function = "step"
 // SLOW-SAME: predicted_ns = {bf16 = 17344088 : i64, fp16 = 17344088 : i64, plain = 33637200 : i64, "powersgd-r1" = 6190536 : i64, "powersgd-r2" = 8281072 : i64, "powersgd-r4" = 12462144 : i64}
 // SLOW-SAME: reason = "5.43x faster than plain (6.19 ms vs 33.64 ms); next powersgd-r2 8.28 ms", tensors = 2 : i64, where = "fc.bias,fc.weight"}]
+// The choices in the order the planner weighs them (the report's columns).
+// SLOW-SAME: choices = ["plain", "fp16", "bf16", "powersgd-r1", "powersgd-r2", "powersgd-r4"]
 // SLOW-SAME: profile = "{{.*}}plan-1gbps.json (hand, cuda, 2 ranks; allreduce f32 50.0 us + 1.000 Gb/s)", world = 2 : i64}}
 // SLOW: ddp.state @ddp.q.fc.weight : tensor<1024x1xf32>
 // SLOW: ddp.allreduce_start  mean %arg1 role  uncompressed
