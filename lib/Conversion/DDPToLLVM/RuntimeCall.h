@@ -359,9 +359,8 @@ private:
                                    ArrayRef<LLVM::GEPArg>{int32_t(i), f});
       };
       LLVM::StoreOp::create(b, loc, dataPointer(descriptor, memref), field(0));
-      bool dynamic = false;
-      recordOf(memref, layout, &dynamic);
-      if (dynamic) {
+      // A buffer's numel the table could not hold (matrices are static).
+      if (layout == Layout::Buffer && !memref.hasStaticShape()) {
         Value numel = numElements(descriptor, memref);
         LLVM::StoreOp::create(b, loc, numel, field(2));
       }

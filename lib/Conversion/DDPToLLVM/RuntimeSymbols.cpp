@@ -107,35 +107,12 @@ constexpr RuntimeFunction kRuntimeFunctions[] = {
     {"abort", &AbiSignature<void()>::get},
 };
 
-} // namespace
-
-namespace mlir::ddp::lowering {
-
-/// The signature of runtime function `name`, if it is one.
-LLVM::LLVMFunctionType runtimeFunctionType(MLIRContext *context,
-                                           StringRef name) {
-  for (const RuntimeFunction &function : kRuntimeFunctions)
-    if (function.name == name)
-      return function.type(context);
-  return {};
-}
-
-//===----------------------------------------------------------------------===//
-// Constant globals
-//===----------------------------------------------------------------------===//
-
-/// Every field is one i64 word: {ptr, i32 (+4 padding), i64, ...}.
-unsigned wordsPerRecord(Layout layout) {
-  return layout == Layout::Buffer ? 3 : 4;
-}
-
 /// The fields of `type` known at compile time in `layout`: a 0 for the
-/// data pointer, the dtype, and the sizes (0 where unknown); whether a size
-/// is unknown, in `dynamic`. Null if the type has no such record (the
+/// data pointer, the dtype, and the sizes (0 where unknown, for the call to
+/// store). Null if the type has no such record (the
 /// runtime's dtypes, and static matrices, only: the verifiers admit no
 /// other).
-std::optional<SmallVector<int64_t, 4>> recordOf(Type type, Layout layout,
-                                                bool *dynamic) {
+std::optional<SmallVector<int64_t, 4>> recordOf(Type type, Layout layout) {
   auto memref = dyn_cast<MemRefType>(type);
   if (!memref)
     return std::nullopt;
@@ -149,17 +126,30 @@ std::optional<SmallVector<int64_t, 4>> recordOf(Type type, Layout layout,
     record.append({memref.getDimSize(0), memref.getDimSize(1)});
     return record;
   }
-  bool unknown = !memref.hasStaticShape();
-  record.push_back(unknown ? 0 : memref.getNumElements());
-  if (dynamic)
-    *dynamic = unknown;
+  record.push_back(memref.hasStaticShape() ? memref.getNumElements() : 0);
   return record;
 }
 
-/// The table of the fields known at compile time of every memref operand
-/// of `op`, in `layout`: a call's array of buffers or matrices is copied
-/// from the slice of its operands, then gets their data pointers. Null if
-/// an operand has no record in `layout`.
+} // namespace
+
+namespace mlir::ddp::lowering {
+
+LLVM::LLVMFunctionType runtimeFunctionType(MLIRContext *context,
+                                           StringRef name) {
+  for (const RuntimeFunction &function : kRuntimeFunctions)
+    if (function.name == name)
+      return function.type(context);
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// Constant globals
+//===----------------------------------------------------------------------===//
+
+unsigned wordsPerRecord(Layout layout) {
+  return layout == Layout::Buffer ? 3 : 4;
+}
+
 std::optional<ConstantGlobal> operandTable(Operation *op, Layout layout) {
   SmallVector<int64_t> table;
   for (Type type : op->getOperandTypes()) {
@@ -217,7 +207,6 @@ bool ConstantGlobal::isHeldBy(LLVM::GlobalOp global) const {
   return true;
 }
 
-/// The text ddprt_check reports for `op`: the op and where it came from.
 std::string describe(Operation *op) {
   std::string text;
   llvm::raw_string_ostream os(text);

@@ -81,14 +81,6 @@ enum class Layout { Buffer, Matrix };
 /// Every field is one i64 word: {ptr, i32 (+4 padding), i64, ...}.
 unsigned wordsPerRecord(Layout layout);
 
-/// The fields of `type` known at compile time in `layout`: a 0 for the
-/// data pointer, the dtype, and the sizes (0 where unknown); whether a size
-/// is unknown, in `dynamic`. Null if the type has no such record (the
-/// runtime's dtypes, and static matrices, only: the verifiers admit no
-/// other).
-std::optional<SmallVector<int64_t, 4>> recordOf(Type type, Layout layout,
-                                                bool *dynamic = nullptr);
-
 /// The table of the fields known at compile time of every memref operand
 /// of `op`, in `layout`: a call's array of buffers or matrices is copied
 /// from the slice of its operands, then gets their data pointers. Null if
