@@ -16,16 +16,6 @@
 #include "mlir/Pass/Pass.h"
 
 namespace mlir {
-namespace bufferization {
-class BufferizationDialect;
-} // namespace bufferization
-namespace memref {
-class MemRefDialect;
-} // namespace memref
-namespace arith {
-class ArithDialect;
-} // namespace arith
-
 namespace ddp {
 
 #define GEN_PASS_DECL
