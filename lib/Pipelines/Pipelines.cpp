@@ -7,6 +7,7 @@
 #include "ddp/Pipelines/Pipelines.h"
 
 #include "ddp/Conversion/Passes.h"
+#include "ddp/Dialect/DDP/Transforms/PowerSGD.h"
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
 #include "ddp/Transforms/Passes.h"
 
@@ -35,12 +36,9 @@ using namespace mlir::ddp;
 template <typename PassOptions>
 static void copyPowerSGDOptions(const CompressionPipelineOptions &from,
                                 PassOptions &to) {
-  to.minCompressionRate = from.minCompressionRate;
-  to.startIter = from.startIter;
-  to.errorFeedback = from.errorFeedback;
-  to.warmStart = from.warmStart;
-  to.orthogonalizationEpsilon = from.orthogonalizationEpsilon;
-  to.seed = from.seed;
+#define COPY_OPTION(name) to.name = from.name;
+  DDP_POWERSGD_SHARED_OPTIONS(COPY_OPTION)
+#undef COPY_OPTION
   // Bucketed by the pipeline (cap-mb 0 there leaves every allreduce its
   // own bucket).
   to.bucketCapMb = 0.0;

@@ -6,9 +6,10 @@
 //
 // ddp-plan: for each gradient bucket, the predicted time of every allowed
 // way of sending it (CostModel.h), the fastest taken, and the bucket
-// rewritten by the pass that makes that choice, restricted to it: plain
-// buckets are marked uncompressed, fp16/bf16 ones go through the narrowing
-// patterns, PowerSGD ones through insert-powersgd with a per-bucket rank.
+// rewritten the way that choice sends it, and nothing else: plain buckets
+// are marked uncompressed, fp16/bf16 ones go through the narrowing
+// patterns, PowerSGD ones through PowerSGDRewriter at their own rank (and
+// their collectives through the narrowing patterns for "+fp16").
 // The predictions and reasons stay in the module's `ddp.plan` attribute for
 // the compression report.
 //
@@ -16,18 +17,14 @@
 
 #include "ddp/Dialect/DDP/Transforms/CostModel.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
+#include "ddp/Dialect/DDP/Transforms/PowerSGD.h"
 #include "ddp/Dialect/DDP/Transforms/Transforms.h"
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
-#include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
-#include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
@@ -344,9 +341,7 @@ void DDPPlanPass::runOnOperation() {
   int64_t worldSize = world > 0 ? int64_t(world) : machine.getWorldSize();
 
   // Buckets, as insert-powersgd makes them.
-  OpPassManager prepare(ModuleOp::getOperationName());
-  addBucketingPasses(prepare, bucketCapMb);
-  if (failed(runPipeline(prepare, module)))
+  if (failed(formGradientBuckets(module, bucketCapMb)))
     return signalPassFailure();
 
   SmallVector<AllReduceOp> buckets;
@@ -364,7 +359,7 @@ void DDPPlanPass::runOnOperation() {
   // Every choice a bucket was predicted under, in the order the planner
   // weighs them (the report's columns).
   llvm::SetVector<StringRef> choices;
-  llvm::DenseMap<Operation *, unsigned> powersgdRanks, powersgdFP16Ranks;
+  SmallVector<std::pair<AllReduceOp, PlanChoice>> toPowerSGD;
   SmallVector<Operation *> toFP16, toBF16;
   auto record = [&](AllReduceOp op, const Decision &decision) {
     SmallVector<NamedAttribute> predicted;
@@ -435,9 +430,7 @@ void DDPPlanPass::runOnOperation() {
       break;
     case PlanChoice::Kind::powersgd:
     case PlanChoice::Kind::powersgdFP16:
-      (decision.choice.kind == PlanChoice::Kind::powersgd
-           ? powersgdRanks
-           : powersgdFP16Ranks)[op] = decision.choice.rank;
+      toPowerSGD.push_back({op, decision.choice});
       ++numPowerSGD;
       break;
     }
@@ -446,57 +439,19 @@ void DDPPlanPass::runOnOperation() {
   // The rewrites, each restricted to its buckets.
   narrowOps(toFP16, Float16Type::get(context), getArgument());
   narrowOps(toBF16, BFloat16Type::get(context), getArgument());
-  // PowerSGD: the fp16 buckets first, so that the collectives that run
-  // makes are theirs alone and can be sent narrow; then the others.
+  // PowerSGD, each bucket at its rank; the collectives of a "+fp16"
+  // bucket are sent narrow, as insert-fp16-compression would send them.
   InsertPowerSGDOptions options;
-  options.minCompressionRate = minCompressionRate;
-  options.startIter = startIter;
-  options.errorFeedback = errorFeedback;
-  options.warmStart = warmStart;
-  options.orthogonalizationEpsilon = orthogonalizationEpsilon;
-  options.seed = seed;
-  options.bucketCapMb = 0.0; // bucketed above
-  auto runPowerSGD =
-      [&](const llvm::DenseMap<Operation *, unsigned> &ranks) -> LogicalResult {
-    if (ranks.empty())
-      return success();
-    OpPassManager compress(ModuleOp::getOperationName());
-    compress.addPass(createInsertPowerSGD(
-        options, [&](AllReduceOp op) -> std::optional<unsigned> {
-          auto it = ranks.find(op);
-          if (it == ranks.end())
-            return std::nullopt;
-          return it->second;
-        }));
-    return runPipeline(compress, module);
-  };
-  // Collectives that exist before are marked (not remembered by address:
-  // the rewrite frees ops and makes new ones).
-  StringRef seen = "__ddp_plan_seen";
-  auto isCollective = [](Operation *op) {
-    return isa<AllReduceOp, WaitOp>(op);
-  };
-  if (!powersgdFP16Ranks.empty())
-    module.walk([&](Operation *op) {
-      if (isCollective(op))
-        op->setAttr(seen, UnitAttr::get(context));
-    });
-  if (failed(runPowerSGD(powersgdFP16Ranks)))
-    return signalPassFailure();
-  if (!powersgdFP16Ranks.empty()) {
-    // The allreduces (and the waits of the started ones) PowerSGD made for
-    // those buckets, narrowed as insert-fp16-compression would.
-    SmallVector<Operation *> made;
-    module.walk([&](Operation *op) {
-      if (!isCollective(op))
-        return;
-      if (!op->removeAttr(seen))
-        made.push_back(op);
-    });
-    narrowOps(made, Float16Type::get(context), getArgument());
+#define COPY_OPTION(name) options.name = name;
+  DDP_POWERSGD_SHARED_OPTIONS(COPY_OPTION)
+#undef COPY_OPTION
+  PowerSGDRewriter powersgd(module, options, getArgument());
+  IRRewriter rewriter(context);
+  for (auto [op, choice] : toPowerSGD) {
+    PowerSGDRewrite made = powersgd.rewrite(rewriter, op, choice.rank);
+    if (choice.kind == PlanChoice::Kind::powersgdFP16)
+      narrowOps(made.collectives, Float16Type::get(context), getArgument());
   }
-  if (failed(runPowerSGD(powersgdRanks)))
-    return signalPassFailure();
 
   context->getLoadedDialect<DDPDialect>()->getPlanAttrHelper().setAttr(
       module,

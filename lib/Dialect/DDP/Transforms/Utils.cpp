@@ -5,7 +5,8 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
-#include "ddp/Conversion/Passes.h"
+#include "ddp/Conversion/ShardToDDP/ShardToDDP.h"
+#include "ddp/Dialect/DDP/IR/GradientNames.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -452,11 +453,18 @@ mlir::ddp::checkPowerSGDOptions(unsigned rank, double rate, int64_t startIter,
   return success();
 }
 
-void mlir::ddp::addBucketingPasses(OpPassManager &pm, double bucketCapMb) {
-  pm.addPass(createConvertShardToDDP());
-  if (bucketCapMb > 0.0)
-    pm.addNestedPass<func::FuncOp>(
-        createDDPBucketize(DDPBucketizeOptions{bucketCapMb}));
+LogicalResult mlir::ddp::formGradientBuckets(ModuleOp module,
+                                             double bucketCapMb) {
+  recordGradientNames(module);
+  if (failed(convertShardAllReduces(module)))
+    return failure();
+  if (bucketCapMb <= 0.0)
+    return success();
+  BucketPolicy policy;
+  policy.capBytes = uint64_t(bucketCapMb * 1024.0 * 1024.0);
+  for (auto function : module.getOps<func::FuncOp>())
+    bucketizeAllReduces(function, policy);
+  return success();
 }
 
 ArrayRef<OptionAlias> mlir::ddp::powerSGDOptionAliases() {
@@ -663,4 +671,26 @@ Value mlir::ddp::unflattenTensor(OpBuilder &b, Location loc, Value flat,
                                            ArrayRef<ReassociationIndices>{});
   return tensor::ExpandShapeOp::create(b, loc, type, flat,
                                        allInOne(type.getRank()));
+}
+
+RankedTensorType mlir::ddp::matrixViewType(RankedTensorType type) {
+  int64_t rows = type.getDimSize(0);
+  int64_t cols = rows == 0 ? 0 : type.getNumElements() / rows;
+  return RankedTensorType::get({rows, cols}, type.getElementType());
+}
+
+Value mlir::ddp::reshapeMatrixView(OpBuilder &b, Location loc, Value value,
+                                   RankedTensorType type) {
+  auto from = cast<RankedTensorType>(value.getType());
+  if (from.getRank() == type.getRank())
+    return value;
+  // Over the side with more dimensions: dims 1.. fold into the columns; a
+  // 1-D tensor gains a unit column.
+  int64_t rank = std::max(from.getRank(), type.getRank());
+  SmallVector<ReassociationIndices> reassociation{{0, 1}};
+  if (rank > 2)
+    reassociation = {{0}, llvm::to_vector(llvm::seq<int64_t>(1, rank))};
+  if (type.getRank() > from.getRank())
+    return tensor::ExpandShapeOp::create(b, loc, type, value, reassociation);
+  return tensor::CollapseShapeOp::create(b, loc, type, value, reassociation);
 }

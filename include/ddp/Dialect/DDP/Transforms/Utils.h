@@ -111,10 +111,14 @@ LogicalResult checkPowerSGDOptions(unsigned rank, double minCompressionRate,
                                    double bucketCapMb,
                                    function_ref<void(const Twine &)> fail);
 
-/// What turns a module as users write it into ddp.allreduce buckets:
-/// convert-shard-to-ddp, then ddp-bucketize with `bucketCapMb` (none if it
-/// is 0). insert-powersgd and ddp-plan run it first, as a dynamic pipeline.
-void addBucketingPasses(OpPassManager &pm, double bucketCapMb);
+/// Turns a module as users write it into the gradient buckets insert-powersgd
+/// and ddp-plan rewrite: records the gradients' names, converts whole-grid
+/// shard.all_reduces into ddp.allreduce (as convert-shard-to-ddp), then
+/// merges each function's gradient allreduces into buckets of at most
+/// `bucketCapMb` MiB by DDP's rule (as ddp-bucketize with its defaults;
+/// nothing is merged if it is 0). Fails with an error where a shard op
+/// cannot be converted.
+LogicalResult formGradientBuckets(ModuleOp module, double bucketCapMb);
 
 /// PyTorch's name of an option (`matrix-approximation-rank`) and ours
 /// (`rank`): both are accepted.
@@ -240,6 +244,16 @@ Value flattenTensor(OpBuilder &b, Location loc, Value value);
 /// A 1-D tensor as `type` (the inverse of flattenTensor).
 Value unflattenTensor(OpBuilder &b, Location loc, Value flat,
                       RankedTensorType type);
+
+/// PyTorch's view of a gradient (rank >= 1) as a matrix, PowerSGD's:
+/// shape[0] x prod(shape[1:]).
+RankedTensorType matrixViewType(RankedTensorType type);
+
+/// `value` reshaped to `type`, where one of the two is a gradient's type and
+/// the other its matrixViewType: a collapse_shape or an expand_shape, or
+/// `value` itself when the gradient is 2-D.
+Value reshapeMatrixView(OpBuilder &b, Location loc, Value value,
+                        RankedTensorType type);
 
 } // namespace mlir::ddp
 

@@ -1,0 +1,88 @@
+//===- PowerSGD.h - PowerSGD's rewrite of one gradient bucket ---*- C++ -*-===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+// PyTorch's powerSGD_hook as a rewrite of one gradient ddp.allreduce at a
+// time, through a rewriter, for whoever decides which buckets to compress:
+// insert-powersgd takes every bucket at one rank, ddp-plan the buckets its
+// cost model chose, each at its own rank. The sequence it emits is in
+// PowerSGD.cpp's header and docs/ir-design.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DDP_DIALECT_DDP_TRANSFORMS_POWERSGD_H
+#define DDP_DIALECT_DDP_TRANSFORMS_POWERSGD_H
+
+#include "ddp/Dialect/DDP/Transforms/Passes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/PatternMatch.h"
+
+#include <memory>
+
+namespace mlir::ddp {
+
+/// The options of PowerSGD's rewrite that insert-powersgd, ddp-plan and the
+/// ddp-compress pipeline all have, under the same member names: whoever
+/// hands them on copies them with `X(name)` = `to.name = from.name;`.
+#define DDP_POWERSGD_SHARED_OPTIONS(X)                                         \
+  X(minCompressionRate)                                                        \
+  X(startIter)                                                                 \
+  X(errorFeedback)                                                             \
+  X(warmStart)                                                                 \
+  X(orthogonalizationEpsilon)                                                  \
+  X(seed)
+
+/// What rewriting one bucket made.
+struct PowerSGDRewrite {
+  /// Every collective the rewrite created, in the order it created them:
+  /// the P and Q allreduces, the start and the wait of the uncompressed
+  /// tensors' allreduce, the warm-up branch's plain allreduce, and the
+  /// allreduce of tensors no matrix view fits (each with a remark). A
+  /// caller that sends the bucket narrow (ddp-plan's "+fp16") narrows
+  /// these and nothing else.
+  SmallVector<Operation *> collectives;
+  /// Tensors compressed and sent as they are (the per-tensor rule).
+  unsigned compressed = 0, uncompressed = 0;
+  /// Tensors PowerSGD cannot take (dynamic, not float, no elements, 0-d),
+  /// split off into a plain allreduce.
+  unsigned skipped = 0;
+  /// Elements before and after compression (layerwise: of each tensor;
+  /// batched: of each bucket's square matrix).
+  int64_t numelBefore = 0, numelAfter = 0;
+};
+
+/// Rewrites gradient buckets of one module with PowerSGD. Holds what the
+/// rewrites of one module share: the step counter of each function, the
+/// numbering of states and random streams, the gradients' names seen. The
+/// module is not changed before the first rewrite.
+class PowerSGDRewriter {
+public:
+  /// `options` as insert-powersgd's (checked already; `rank` and
+  /// `bucketCapMb` are not used: each rewrite names its rank, and buckets
+  /// are the caller's). `passName` starts remarks and warnings.
+  PowerSGDRewriter(ModuleOp module, const InsertPowerSGDOptions &options,
+                   StringRef passName);
+  ~PowerSGDRewriter();
+
+  /// Fails, with an error at `bucket`, if batched mode's square matrix for
+  /// it would have more elements than a 64-bit size holds. Check every
+  /// bucket before rewriting any, so that a refused module is unchanged.
+  LogicalResult checkBatchable(AllReduceOp bucket) const;
+
+  /// Replaces `bucket` (a ddp.allreduce with role `gradient` inside a
+  /// function) by PowerSGD at `rank` (>= 1). A bucket with nothing worth
+  /// compressing keeps its allreduce, with role `uncompressed`.
+  PowerSGDRewrite rewrite(RewriterBase &rewriter, AllReduceOp bucket,
+                          unsigned rank);
+
+private:
+  class Impl;
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace mlir::ddp
+
+#endif // DDP_DIALECT_DDP_TRANSFORMS_POWERSGD_H
