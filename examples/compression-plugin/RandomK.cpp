@@ -78,6 +78,40 @@ public:
 
   FailureOr<Value> reduce(ddp::BucketBuilder &b, Value flat) override;
 
+  /// The cost hook that makes random-k one of ddp-plan's choices: one
+  /// allreduce of k values per float32 bucket and about four elementwise
+  /// passes over it (m = g + e, the gather of m[I], the mean and the
+  /// error); what it leaves plain (other element types, a bucket too small
+  /// to sparsify) is one plain allreduce.
+  FailureOr<ddp::PlanCost> predict(const ddp::MachineProfile &profile,
+                                   const ddp::BucketShape &bucket,
+                                   int64_t world,
+                                   std::string &why) const override {
+    ddp::PlanCost cost;
+    int64_t n = 0;
+    for (RankedTensorType type : bucket.tensors) {
+      if (type.getElementType().isF32()) {
+        n += type.getNumElements();
+        continue;
+      }
+      double bytes = double(type.getNumElements()) *
+                     double(type.getElementTypeBitWidth()) / 8.0;
+      cost.linkSeconds +=
+          profile.allreduceSeconds(type.getElementType(), bytes, world);
+      cost.bytes += bytes;
+    }
+    int64_t k = n > 0 ? chosenCount(ratio, n) : 0;
+    cost.compressesNothing = k == n;
+    Type f32 = Float32Type::get(bucket.tensors.front().getContext());
+    cost.linkSeconds += profile.allreduceSeconds(f32, double(k) * 4.0, world);
+    cost.bytes += double(k) * 4.0;
+    if (!cost.compressesNothing)
+      cost.computeSeconds =
+          profile.elementwiseSeconds("scale_f32", 4.0 * double(n));
+    cost.seconds = cost.linkSeconds + cost.computeSeconds;
+    return cost;
+  }
+
 private:
   double ratio;
   uint64_t seed;
@@ -202,14 +236,19 @@ struct InsertRandomKPass
                     tensor::TensorDialect>();
   }
 
+  /// Fails, with an error, where the ratio is not in (0, 1].
+  LogicalResult checkRatio(ModuleOp module) {
+    if (ratio > 0.0 && ratio <= 1.0)
+      return success();
+    return emitError(module.getLoc())
+           << getArgument() << ": ratio must be in (0, 1], got "
+           << formatNumber(ratio);
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (!(ratio > 0.0 && ratio <= 1.0)) {
-      emitError(module.getLoc())
-          << getArgument() << ": ratio must be in (0, 1], got "
-          << formatNumber(ratio);
+    if (failed(checkRatio(module)))
       return signalPassFailure();
-    }
     RandomKScheme scheme(ratio, seed);
     FailureOr<unsigned> count = ddp::applyCompressionScheme(
         module, scheme, ddp::BucketFilter{buckets}, getArgument());
@@ -234,10 +273,29 @@ struct InsertRandomKPass
   Statistic numBuckets{this, "num-buckets", "Buckets sent as random-k"};
 };
 
+/// ddp-plan's `random-k{ratio=0.25 seed=5}`: the scheme from the pass's
+/// own options.
+FailureOr<std::unique_ptr<ddp::CompressionScheme>>
+makeRandomKScheme(ModuleOp module, StringRef options) {
+  InsertRandomKPass pass;
+  if (failed(pass.initializeOptions(options,
+                                    [&](const Twine &message) {
+                                      return emitError(module.getLoc())
+                                             << "random-k: " << message;
+                                    })) ||
+      failed(pass.checkRatio(module)))
+    return failure();
+  return std::unique_ptr<ddp::CompressionScheme>(
+      std::make_unique<RandomKScheme>(pass.ratio, pass.seed));
+}
+
 } // namespace
 
-/// What ddp-opt --load-pass-plugin calls: registers the pass.
+/// What ddp-opt --load-pass-plugin calls: registers the pass, and the
+/// scheme as one of ddp-plan's choices.
 extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo mlirGetPassPluginInfo() {
-  return {MLIR_PLUGIN_API_VERSION, "DDPRandomK", LLVM_VERSION_STRING,
-          []() { PassRegistration<InsertRandomKPass>(); }};
+  return {MLIR_PLUGIN_API_VERSION, "DDPRandomK", LLVM_VERSION_STRING, []() {
+            PassRegistration<InsertRandomKPass>();
+            ddp::registerPlannableScheme("random-k", makeRandomKScheme);
+          }};
 }

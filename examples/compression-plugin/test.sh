@@ -4,7 +4,7 @@
 # docs/user-guide.md shows ("A compression scheme in C++ (a pass plugin)":
 # its CMake block as written, with RandomK.cpp) against that prefix only, and
 # uses it as the guide does: ddp-opt --load-pass-plugin compresses step.mlir
-# (the report's rows, the IR), lowers it, upstream mlir-opt runs it after the
+# (the report's rows, the IR), ddp-plan chooses it by its cost hook, lowers it, upstream mlir-opt runs it after the
 # installed DDPPlugin.so, and ddp-run runs the compressed module on 2 MPI
 # ranks for 3 steps, checked against a NumPy model of random-k (check.py);
 # bad options and a missing plugin fail with a message. Part of
@@ -69,6 +69,12 @@ $FILECHECK --check-prefix=IR "$HERE/expected.txt" < "$WORK/step.rk.mlir"
 pass
 "${opt[@]}" --insert-random-k=ratio=0.25 --ddp-lower-to-llvm "$HERE/step.mlir" 2>/dev/null |
   $FILECHECK --check-prefix=LOWER "$HERE/expected.txt"
+pass
+# ddp-plan weighs the plugin's scheme by its cost hook, beside plain.
+"${opt[@]}" --ddp-plan="profile=test/Dialect/DDP/Transforms/Inputs/plan-1gbps.json \
+choices=plain,random-k{ratio=0.25} tolerance=0 bucket-cap-mb=0" \
+  --ddp-compression-report "$HERE/step.mlir" -o /dev/null 2>"$WORK/plan.txt"
+$FILECHECK --check-prefix=PLAN "$HERE/expected.txt" < "$WORK/plan.txt"
 pass
 # Upstream mlir-opt, the ddp code coming from the installed DDPPlugin.so.
 /usr/lib/llvm-22/bin/mlir-opt --load-dialect-plugin="$PREFIX/lib/DDPPlugin.so" \

@@ -462,8 +462,18 @@ std::vector<KernelResult> measureKernels(const Options &options) {
                                          &wide, 1),
                              "ddprt_scale");
                      })});
-  ddprt_free(context, wide.data);
-  ddprt_free(context, narrow.data);
+  // Top-k selection (insert-topk) of 1% of the working set, i32 indices:
+  // ddp-plan's cost of the top-k scheme's kernel.
+  int64_t k = std::max<int64_t>(1, n / 100);
+  ddprt_buffer values{randomBuffer(DDPRT_F32, k, 8), DDPRT_F32, k};
+  ddprt_buffer indices{nullptr, DDPRT_I32, k};
+  check(ddprt_alloc(context, size_t(k) * 4, &indices.data), "ddprt_alloc");
+  results.push_back({"top_k_f32", {}, 1, n, timeCall(options.reps, [&] {
+                       check(ddprt_top_k(context, &wide, &values, &indices),
+                             "ddprt_top_k");
+                     })});
+  for (void *data : {wide.data, narrow.data, values.data, indices.data})
+    ddprt_free(context, data);
   return results;
 }
 

@@ -15,6 +15,7 @@
 #include "ddp/Dialect/DDP/Transforms/BucketCompression.h"
 
 #include "ddp/Conversion/ShardToDDP/ShardToDDP.h"
+#include "ddp/Dialect/DDP/Transforms/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
 
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
@@ -26,6 +27,9 @@
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/Regex.h"
+
+#include <map>
+#include <mutex>
 
 using namespace mlir;
 using namespace mlir::ddp;
@@ -39,6 +43,50 @@ DictionaryAttr CompressionScheme::getOptions(MLIRContext *context) const {
 }
 
 LogicalResult CompressionScheme::initialize(ModuleOp) { return success(); }
+
+FailureOr<PlanCost> CompressionScheme::predict(const MachineProfile &,
+                                               const BucketShape &, int64_t,
+                                               std::string &why) const {
+  why = "the scheme has no cost model (CompressionScheme::predict)";
+  return failure();
+}
+
+namespace {
+/// The plannable schemes by name, the built-in ones first.
+struct SchemeRegistry {
+  SchemeRegistry() { factories["topk"] = makeTopKScheme; }
+  std::mutex mutex;
+  std::map<std::string, SchemeFactory> factories;
+};
+SchemeRegistry &schemeRegistry() {
+  static SchemeRegistry registry;
+  return registry;
+}
+} // namespace
+
+void mlir::ddp::registerPlannableScheme(StringRef name, SchemeFactory factory) {
+  SchemeRegistry &registry = schemeRegistry();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  registry.factories[name.str()] = std::move(factory);
+}
+
+std::optional<SchemeFactory> mlir::ddp::lookupPlannableScheme(StringRef name) {
+  SchemeRegistry &registry = schemeRegistry();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  auto it = registry.factories.find(name.str());
+  if (it == registry.factories.end())
+    return std::nullopt;
+  return it->second;
+}
+
+std::vector<std::string> mlir::ddp::getPlannableSchemeNames() {
+  SchemeRegistry &registry = schemeRegistry();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  std::vector<std::string> names;
+  for (const auto &entry : registry.factories)
+    names.push_back(entry.first);
+  return names;
+}
 
 BucketBuilder::BucketBuilder(const Bucket &bucket, Location loc,
                              OpBuilder &builder, SymbolTable &symbols)
@@ -237,6 +285,8 @@ public:
         patterns(refinementPatterns(module.getContext())) {}
 
   LogicalResult run(const BucketFilter &filter, unsigned &compressed);
+  /// Rewrites `allreduces` only, in order.
+  LogicalResult run(ArrayRef<AllReduceOp> allreduces, unsigned &compressed);
 
 private:
   LogicalResult rewrite(func::FuncOp function, AllReduceOp allreduce,
@@ -288,6 +338,21 @@ LogicalResult Applier::run(const BucketFilter &filter, unsigned &compressed) {
     emitWarning(module.getLoc())
         << passName << ": buckets='" << filter.pattern
         << "' matches no gradient's name: no bucket was changed";
+  return success();
+}
+
+LogicalResult Applier::run(ArrayRef<AllReduceOp> allreduces,
+                           unsigned &compressed) {
+  llvm::DenseMap<Operation *, unsigned> nextIndex;
+  for (AllReduceOp allreduce : allreduces) {
+    auto function = allreduce->getParentOfType<func::FuncOp>();
+    if (!function)
+      return allreduce.emitError()
+             << passName << ": the scheme '" << scheme.getName()
+             << "' takes buckets inside a func.func only";
+    if (failed(rewrite(function, allreduce, nextIndex[function], compressed)))
+      return failure();
+  }
   return success();
 }
 
@@ -512,4 +577,21 @@ LogicalResult mlir::ddp::applyCompressionScheme(ModuleOp module,
     return failure();
   compressed += *count;
   return success();
+}
+
+FailureOr<unsigned>
+mlir::ddp::applyCompressionScheme(ArrayRef<AllReduceOp> allreduces,
+                                  CompressionScheme &scheme,
+                                  StringRef passName) {
+  if (allreduces.empty())
+    return 0u;
+  auto module = allreduces.front()->getParentOfType<ModuleOp>();
+  recordGradientNames(module);
+  if (failed(scheme.initialize(module)))
+    return failure();
+  Applier applier(module, scheme, passName);
+  unsigned compressed = 0;
+  if (failed(applier.run(allreduces, compressed)))
+    return failure();
+  return compressed;
 }

@@ -206,7 +206,8 @@ FailureOr<MachineProfile> MachineProfile::load(StringRef path,
     }
     profile.collectives[name] = std::move(cost);
   }
-  // Written by ddprt-calibrate, not used for planning: still a number.
+  // Written by ddprt-calibrate (bytes are bytes: any element type's
+  // allgather), optional: only schemes that gather need it.
   if (const llvm::json::Value *gather = collectives->get("allgather_i8")) {
     const llvm::json::Object *entry = gather->getAsObject();
     if (!entry) {
@@ -216,6 +217,9 @@ FailureOr<MachineProfile> MachineProfile::load(StringRef path,
     double latencyUs, gbps;
     if (!reader.link(*entry, "collectives.allgather_i8", latencyUs, gbps))
       return failure();
+    profile.allgather = CollectiveCost();
+    profile.allgather->latencySeconds = latencyUs * 1e-6;
+    profile.allgather->bytesPerSecond = gbps * 1e9 / 8.0;
   }
 
   // The kernels: from the profile or from a second one (a --hand profile
@@ -356,6 +360,26 @@ double MachineProfile::allreduceSeconds(Type element, double bytes,
                   t * (std::log(upper->second) - std::log(lower->second)));
 }
 
+std::optional<double> MachineProfile::allgatherSeconds(double bytes,
+                                                       int64_t world) const {
+  if (!allgather)
+    return std::nullopt;
+  if (bytes <= 0.0 || world <= 1)
+    return 0.0;
+  // The ring: each rank receives the other W - 1 ranks' bytes.
+  return allgather->latencySeconds +
+         double(world - 1) * bytes / allgather->bytesPerSecond;
+}
+
+std::optional<double>
+MachineProfile::measuredElementwiseSeconds(StringRef kernel,
+                                           double elements) const {
+  auto it = kernels.find(kernel);
+  if (it == kernels.end() || it->second.empty())
+    return std::nullopt;
+  return elementwiseSeconds(kernel, elements);
+}
+
 double MachineProfile::bucketAllreduceSeconds(Type element,
                                               ArrayRef<double> bytes,
                                               int64_t world) const {
@@ -459,6 +483,8 @@ std::string PlanChoice::name() const {
     return "powersgd-r" + std::to_string(rank);
   case Kind::powersgdFP16:
     return "powersgd-r" + std::to_string(rank) + "+fp16";
+  case Kind::scheme:
+    return spelling;
   }
   llvm_unreachable("a PlanChoice kind");
 }
@@ -520,6 +546,9 @@ PlanCost mlir::ddp::predictBucket(const MachineProfile &profile,
   case PlanChoice::Kind::powersgd:
   case PlanChoice::Kind::powersgdFP16:
     break;
+  case PlanChoice::Kind::scheme:
+    llvm_unreachable("a scheme predicts its own cost (predictBucket's "
+                     "callers ask it)");
   }
 
   // insert-powersgd, layerwise: PyTorch's per-tensor rule on the matrix

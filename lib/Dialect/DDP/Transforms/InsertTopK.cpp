@@ -8,17 +8,20 @@
 // its residual memory) as a CompressionScheme. Per flat bucket of N
 // elements, with k = max(1, floor(N * ratio)):
 //
-//   m          = g + e                      (e: this rank's error, zeros at
-//   first) v, i       = top_k(m)                   (largest |m| first, ties by
-//   index) e          = m, zeros at i              (m minus what this rank
-//   sent) V, I       = allgather(v, i)            (one collective, values and
-//   indices) sum        = zeros; sum[I[r, j]] += V[r, j] for r in rank order, j
-//   in order mean       = sum / W
+// clang-format off
+//   m    = g + e               e: this rank's error, zeros at first
+//   v, i = top_k(m)            largest |m| first, ties by index
+//   e    = m, zeros at i       m minus what this rank sent
+//   V, I = allgather(v, i)     one collective, values and indices
+//   sum  = zeros; sum[I[r, j]] += V[r, j], r in rank order, j in order
+//   mean = sum / W
+// clang-format on
 //
 // The indices travel as i32 where N fits (half the bytes of PyTorch's
 // int64), so each rank sends k values and k indices instead of N values.
 // Without error feedback (error-feedback=false), e stays zero and what is
-// not selected is dropped.
+// not selected is dropped. Its cost hook makes it one of ddp-plan's
+// choices (`topk`, `topk{ratio=0.001}`).
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +33,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/MapVector.h"
 
 #include <cmath>
 #include <limits>
@@ -65,6 +69,10 @@ public:
   }
 
   FailureOr<Value> reduce(BucketBuilder &b, Value flat) override;
+
+  FailureOr<PlanCost> predict(const MachineProfile &profile,
+                              const BucketShape &bucket, int64_t world,
+                              std::string &why) const override;
 
 private:
   double ratio;
@@ -183,23 +191,97 @@ FailureOr<Value> TopKScheme::reduce(BucketBuilder &b, Value flat) {
   return mean.getResult(0);
 }
 
+FailureOr<PlanCost> TopKScheme::predict(const MachineProfile &profile,
+                                        const BucketShape &bucket,
+                                        int64_t world, std::string &why) const {
+  // One flat bucket per element type, as applyCompressionScheme makes them.
+  llvm::MapVector<Type, int64_t> sizes;
+  for (RankedTensorType type : bucket.tensors)
+    sizes[type.getElementType()] += type.getNumElements();
+  PlanCost cost;
+  for (auto [element, n] : sizes) {
+    int64_t k = topKCount(n, ratio);
+    double indexBytes = n - 1 <= std::numeric_limits<int32_t>::max() ? 4 : 8;
+    double sent =
+        double(k) * (double(element.getIntOrFloatBitWidth()) / 8 + indexBytes);
+    std::optional<double> link = profile.allgatherSeconds(sent, world);
+    if (!link) {
+      why = "the profile has no allgather_i8 (ddprt-calibrate measures it "
+            "with the link)";
+      return failure();
+    }
+    std::optional<double> select =
+        profile.measuredElementwiseSeconds("top_k_f32", double(n));
+    if (!select) {
+      why = "the profile has no top_k_f32 kernel time (ddprt-calibrate "
+            "measures it; --kernels-only on the machine that computes)";
+      return failure();
+    }
+    // The compiled code around the selection, at the rate of an elementwise
+    // pass (a lower bound: the scatter's accesses are random): the zeros
+    // and the division by W over the bucket, the scatter of W k values,
+    // and with error feedback m = g + e and the new residual.
+    double passes = 2.0 * double(n) + double(world) * double(k) +
+                    (errorFeedback ? 2.0 * double(n) + double(k) : 0.0);
+    double compute = *select + profile.elementwiseSeconds("scale_f32", passes);
+    cost.linkSeconds += *link;
+    cost.computeSeconds += compute;
+    cost.seconds += *link + compute;
+    cost.bytes += sent;
+  }
+  return cost;
+}
+
+/// The fraction's check, in the pass and in makeTopKScheme.
+static LogicalResult checkRatio(ModuleOp module, StringRef passName,
+                                double ratio) {
+  if (ratio > 0.0 && ratio <= 1.0)
+    return success();
+  return emitPassError(module, passName)
+         << "ratio=" << formatNumber(ratio)
+         << " must be in (0, 1]: the fraction of each bucket's elements "
+            "each rank sends";
+}
+
 namespace {
 struct InsertTopKPass
     : public PassWithOptionNames<ddp::impl::InsertTopKBase<InsertTopKPass>> {
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (!(ratio > 0.0 && ratio <= 1.0)) {
-      emitPassError(module, getArgument())
-          << "ratio=" << formatNumber(ratio)
-          << " must be in (0, 1]: the fraction of each bucket's elements "
-             "each rank sends";
+    if (failed(checkRatio(module, getArgument(), ratio)))
       return signalPassFailure();
-    }
     TopKScheme scheme(ratio, errorFeedback);
     if (failed(applyCompressionScheme(module, scheme, BucketFilter{buckets},
                                       getArgument(), numBuckets)))
       return signalPassFailure();
   }
+
+  /// The scheme these options make (ddp-plan's way in); errors start with
+  /// `what`.
+  FailureOr<std::unique_ptr<CompressionScheme>> makeScheme(ModuleOp module,
+                                                           StringRef what) {
+    if (!buckets.empty()) {
+      emitPassError(module, what)
+          << "buckets= does not apply to a choice of ddp-plan (use its "
+             "never= option)";
+      return failure();
+    }
+    if (failed(checkRatio(module, what, ratio)))
+      return failure();
+    return std::unique_ptr<CompressionScheme>(
+        std::make_unique<TopKScheme>(ratio, errorFeedback));
+  }
 };
 } // namespace
+
+FailureOr<std::unique_ptr<CompressionScheme>>
+mlir::ddp::makeTopKScheme(ModuleOp module, StringRef options) {
+  std::string what = ("ddp-plan: choices: 'topk{" + options + "}'").str();
+  InsertTopKPass pass;
+  if (failed(pass.initializeOptions(options, [&](const Twine &message) {
+        return emitError(module.getLoc()) << what << ": " << message;
+      })))
+    return failure();
+  return pass.makeScheme(module, what);
+}

@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ddp/Dialect/DDP/Transforms/BucketCompression.h"
 #include "ddp/Dialect/DDP/Transforms/CostModel.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/PowerSGD.h"
@@ -25,6 +26,7 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
@@ -68,8 +70,12 @@ private:
   /// is left to plan (null if nothing is).
   std::pair<AllReduceOp, AllReduceOp> splitOffNever(AllReduceOp op,
                                                     const llvm::Regex &regex);
-  Decision decide(const MachineProfile &profile, AllReduceOp op,
-                  ArrayRef<PlanChoice> allowed, int64_t worldSize);
+  /// A choice of a registered scheme, `name` or `name{options}`; nothing
+  /// after an error.
+  std::optional<PlanChoice> parseSchemeChoice(StringRef text);
+  /// Fails, with an error, where a scheme cannot predict its cost.
+  FailureOr<Decision> decide(const MachineProfile &profile, AllReduceOp op,
+                             ArrayRef<PlanChoice> allowed, int64_t worldSize);
 };
 } // namespace
 
@@ -99,6 +105,40 @@ static std::string formatSeconds(double seconds) {
   if (seconds >= 1e-3)
     return llvm::formatv("{0:F2} ms", seconds * 1e3).str();
   return llvm::formatv("{0:F1} us", seconds * 1e6).str();
+}
+
+std::optional<PlanChoice> DDPPlanPass::parseSchemeChoice(StringRef text) {
+  ModuleOp module = getOperation();
+  StringRef name = text, options;
+  if (size_t brace = text.find('{'); brace != StringRef::npos) {
+    if (!text.ends_with("}")) {
+      emitPassError(module, getArgument())
+          << "choices: '" << text
+          << "': a scheme's options go in braces at the end, as "
+             "topk{ratio=0.001}";
+      return std::nullopt;
+    }
+    name = text.take_front(brace);
+    options = text.drop_front(brace + 1).drop_back();
+  }
+  std::optional<SchemeFactory> factory = lookupPlannableScheme(name);
+  if (!factory) {
+    emitPassError(module, getArgument())
+        << "choices: '" << text
+        << "' is not one of plain, fp16, bf16, powersgd, powersgd+fp16 "
+           "or a scheme with a cost model ("
+        << llvm::join(getPlannableSchemeNames(), ", ") << ")";
+    return std::nullopt;
+  }
+  FailureOr<std::unique_ptr<CompressionScheme>> scheme =
+      (*factory)(module, options);
+  if (failed(scheme))
+    return std::nullopt;
+  PlanChoice choice;
+  choice.kind = PlanChoice::Kind::scheme;
+  choice.scheme = std::move(*scheme);
+  choice.spelling = text.str();
+  return choice;
 }
 
 bool DDPPlanPass::parseOptions(SmallVectorImpl<PlanChoice> &allowed) {
@@ -145,17 +185,18 @@ bool DDPPlanPass::parseOptions(SmallVectorImpl<PlanChoice> &allowed) {
                                 [](unsigned r) { return std::to_string(r); }),
                 ","),
             unsigned(minRank)));
+    } else if (std::optional<PlanChoice> scheme = parseSchemeChoice(name)) {
+      allowed.push_back(std::move(*scheme));
     } else {
-      return fail("choices: '" + name +
-                  "' is not one of plain, fp16, bf16, powersgd, "
-                  "powersgd+fp16");
+      return false;
     }
   }
   // Duplicates (choices=plain,plain) would print twice.
   SmallVector<PlanChoice> unique;
   for (const PlanChoice &c : allowed)
     if (llvm::none_of(unique, [&](const PlanChoice &u) {
-          return u.kind == c.kind && u.rank == c.rank;
+          return u.kind == c.kind && u.rank == c.rank &&
+                 u.spelling == c.spelling;
         }))
       unique.push_back(c);
   allowed.assign(unique.begin(), unique.end());
@@ -218,8 +259,10 @@ DDPPlanPass::splitOffNever(AllReduceOp op, const llvm::Regex &regex) {
   return {plain, rest};
 }
 
-Decision DDPPlanPass::decide(const MachineProfile &profile, AllReduceOp op,
-                             ArrayRef<PlanChoice> allowed, int64_t worldSize) {
+FailureOr<Decision> DDPPlanPass::decide(const MachineProfile &profile,
+                                        AllReduceOp op,
+                                        ArrayRef<PlanChoice> allowed,
+                                        int64_t worldSize) {
   Decision decision;
   BucketShape shape;
   for (Type type : op.getInputs().getTypes()) {
@@ -231,10 +274,21 @@ Decision DDPPlanPass::decide(const MachineProfile &profile, AllReduceOp op,
     }
     shape.tensors.push_back(tensor);
   }
-  for (const PlanChoice &choice : allowed)
-    decision.costs.push_back(
-        {choice,
-         predictBucket(profile, shape, choice, worldSize, minCompressionRate)});
+  for (const PlanChoice &choice : allowed) {
+    if (choice.kind != PlanChoice::Kind::scheme) {
+      decision.costs.push_back(
+          {choice, predictBucket(profile, shape, choice, worldSize,
+                                 minCompressionRate)});
+      continue;
+    }
+    std::string why;
+    FailureOr<PlanCost> cost =
+        choice.scheme->predict(profile, shape, worldSize, why);
+    if (failed(cost))
+      return op.emitError() << getArgument() << ": cannot weigh '"
+                            << choice.name() << "' for this bucket: " << why;
+    decision.costs.push_back({choice, *cost});
+  }
   // The fastest; a choice that compresses nothing is plain in effect and
   // only taken where plain is not allowed.
   const std::pair<PlanChoice, PlanCost> *best = nullptr, *plain = nullptr;
@@ -360,6 +414,7 @@ void DDPPlanPass::runOnOperation() {
   // weighs them (the report's columns).
   llvm::SetVector<StringRef> choices;
   SmallVector<std::pair<AllReduceOp, PlanChoice>> toPowerSGD;
+  llvm::MapVector<CompressionScheme *, SmallVector<AllReduceOp>> toScheme;
   SmallVector<Operation *> toFP16, toBF16;
   auto record = [&](AllReduceOp op, const Decision &decision) {
     SmallVector<NamedAttribute> predicted;
@@ -414,7 +469,10 @@ void DDPPlanPass::runOnOperation() {
       if (!op)
         continue;
     }
-    Decision decision = decide(machine, op, allowed, worldSize);
+    FailureOr<Decision> decided = decide(machine, op, allowed, worldSize);
+    if (failed(decided))
+      return signalPassFailure();
+    Decision &decision = *decided;
     record(op, decision);
     switch (decision.choice.kind) {
     case PlanChoice::Kind::plain:
@@ -433,12 +491,19 @@ void DDPPlanPass::runOnOperation() {
       toPowerSGD.push_back({op, decision.choice});
       ++numPowerSGD;
       break;
+    case PlanChoice::Kind::scheme:
+      toScheme[decision.choice.scheme.get()].push_back(op);
+      ++numScheme;
+      break;
     }
   }
 
   // The rewrites, each restricted to its buckets.
   narrowOps(toFP16, Float16Type::get(context), getArgument());
   narrowOps(toBF16, BFloat16Type::get(context), getArgument());
+  for (auto &[scheme, ops] : toScheme)
+    if (failed(applyCompressionScheme(ops, *scheme, getArgument())))
+      return signalPassFailure();
   // PowerSGD, each bucket at its rank; the collectives of a "+fp16"
   // bucket are sent narrow, as insert-fp16-compression would send them.
   InsertPowerSGDOptions options;

@@ -27,6 +27,7 @@
 #define DDP_DIALECT_DDP_TRANSFORMS_BUCKETCOMPRESSION_H
 
 #include "ddp/Dialect/DDP/IR/DDP.h"
+#include "ddp/Dialect/DDP/Transforms/CostModel.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -34,7 +35,11 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/Pass.h"
 
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace mlir::ddp {
 
@@ -106,7 +111,43 @@ public:
   /// Called once per module before the first bucket (declare what the
   /// scheme shares, check options); may fail with an error emitted.
   virtual LogicalResult initialize(ModuleOp module);
+
+  /// The cost hook: the time sending `bucket` this way is predicted to take
+  /// among `world` ranks of `profile`'s machine (link and compute, and the
+  /// bytes each rank sends), which lets ddp-plan weigh the scheme against
+  /// the others. Fails, saying why in `why`, where the scheme has no model
+  /// (the default) or the profile lacks a measurement the model needs.
+  virtual FailureOr<PlanCost> predict(const MachineProfile &profile,
+                                      const BucketShape &bucket, int64_t world,
+                                      std::string &why) const;
 };
+
+/// Makes a scheme from options spelled as its pass's ("ratio=0.01
+/// error-feedback=false"; "" for the defaults). Emits an error at `module`
+/// and fails where they are not valid.
+using SchemeFactory =
+    std::function<FailureOr<std::unique_ptr<CompressionScheme>>(
+        ModuleOp module, StringRef options)>;
+
+/// Lets ddp-plan choose a scheme with a cost hook: `choices=<name>` or
+/// `choices=<name>{<options>}`. The built-in `topk` is registered already;
+/// a plugin registers its own when it is loaded. A name registered again
+/// replaces the earlier factory.
+void registerPlannableScheme(StringRef name, SchemeFactory factory);
+
+/// The factory registered as `name`, if any.
+std::optional<SchemeFactory> lookupPlannableScheme(StringRef name);
+
+/// The names registered, sorted.
+std::vector<std::string> getPlannableSchemeNames();
+
+/// Rewrites the given gradient ddp.allreduce ops of one module (each inside
+/// a func.func), in order, with `scheme`, as applyCompressionScheme does
+/// for a whole module: the way ddp-plan applies a scheme to the buckets it
+/// chose it for. Returns the number of buckets compressed.
+FailureOr<unsigned> applyCompressionScheme(ArrayRef<AllReduceOp> allreduces,
+                                           CompressionScheme &scheme,
+                                           StringRef passName);
 
 /// Which buckets a scheme takes: those with a gradient whose name matches
 /// `pattern` (an extended regular expression, searched anywhere in the

@@ -19,6 +19,8 @@
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <memory>
+#include <optional>
 #include <string>
 
 namespace mlir::ddp {
@@ -72,23 +74,38 @@ public:
   double kernelSeconds(StringRef kernel, int64_t n, int64_t m, int64_t r) const;
   /// An elementwise kernel ("cast_f32_f16", "scale_f32") over `elements`.
   double elementwiseSeconds(StringRef kernel, double elements) const;
+  /// The same, or nothing if the profile did not measure `kernel` (one a
+  /// newer ddprt-calibrate measures, "top_k_f32").
+  std::optional<double> measuredElementwiseSeconds(StringRef kernel,
+                                                   double elements) const;
+  /// An allgather of `bytes` from each of `world` ranks (the fit of
+  /// collectives.allgather_i8), or nothing if the profile has none.
+  std::optional<double> allgatherSeconds(double bytes, int64_t world) const;
 
 private:
   int64_t worldSize = 0;
   std::string backend;
   std::string description;
   llvm::StringMap<CollectiveCost> collectives;
+  std::optional<CollectiveCost> allgather;
   llvm::StringMap<SmallVector<KernelCost>> kernels;
 };
 
-/// The ways of sending a bucket ddp-plan chooses among.
+class CompressionScheme;
+
+/// The ways of sending a bucket ddp-plan chooses among: the built-in ones,
+/// and any CompressionScheme with a cost hook (`scheme`).
 struct PlanChoice {
-  enum class Kind { plain, fp16, bf16, powersgd, powersgdFP16 };
+  enum class Kind { plain, fp16, bf16, powersgd, powersgdFP16, scheme };
   Kind kind = Kind::plain;
   unsigned rank = 0; // powersgd and powersgdFP16 only
+  /// scheme only: the scheme, and the choice as the user spelled it
+  /// ("topk", "topk{ratio=0.001}").
+  std::shared_ptr<CompressionScheme> scheme;
+  std::string spelling;
   /// "plain", "fp16", "bf16", "powersgd-r<rank>", "powersgd-r<rank>+fp16"
   /// (PowerSGD whose collectives travel in fp16, as --insert-powersgd
-  /// --insert-fp16-compression).
+  /// --insert-fp16-compression), or a scheme's spelling.
   std::string name() const;
   bool isPowerSGD() const {
     return kind == Kind::powersgd || kind == Kind::powersgdFP16;
@@ -113,7 +130,8 @@ struct PlanCost {
   bool compressesNothing = false;
 };
 
-/// Predicts `choice` for `bucket` among `world` ranks. PowerSGD follows
+/// Predicts a built-in `choice` (not a scheme: CompressionScheme::predict)
+/// for `bucket` among `world` ranks. PowerSGD follows
 /// insert-powersgd's layerwise rule (`minCompressionRate`) and its order:
 /// the uncompressed tensors' allreduce is started first and overlaps the
 /// projection; P's and Q's allreduces and the kernels between them follow

@@ -23,6 +23,13 @@ enum class PowerSGDMode { layerwise, batched };
 /// max(1, floor(numElements * ratio)), at most all of them.
 int64_t topKCount(int64_t numElements, double ratio);
 
+class CompressionScheme;
+/// insert-topk's scheme from options spelled as the pass's ("ratio=0.001");
+/// emits an error at `module` and fails where they are not valid. ddp-plan's
+/// `topk` choice (registerPlannableScheme).
+FailureOr<std::unique_ptr<CompressionScheme>> makeTopKScheme(ModuleOp module,
+                                                             StringRef options);
+
 #define GEN_PASS_REGISTRATION
 #include "ddp/Dialect/DDP/Transforms/Passes.h.inc"
 

@@ -167,15 +167,18 @@ def DDPPlan : Pass<"ddp-plan", "::mlir::ModuleOp"> {
     cluster you are not on), and rewrites the bucket with the fastest, as
     the fixed passes would: plain (role `uncompressed`), fp16 or bf16
     (insert-fp16/bf16-compression on that bucket), PowerSGD at a rank
-    (insert-powersgd on that bucket), or PowerSGD whose collectives travel
-    in fp16 (both). What it predicted and why it chose
+    (insert-powersgd on that bucket), PowerSGD whose collectives travel
+    in fp16 (both), or a compression scheme with a cost model, given by
+    name with its pass's options (`topk`, `topk{ratio=0.001}`: insert-topk
+    on that bucket; a plugin's scheme once the plugin registers it). What
+    it predicted and why it chose
     is kept in the module attribute `ddp.plan`, which
     `ddp-compression-report` prints as a table. The model (collective
     latency and bandwidth, kernel times scaled by work; the exchange alone,
     without overlap with the backward pass) is in docs/cost-model.md.
 
     What the user allows: `choices` (a subset of plain, fp16, bf16,
-    powersgd, powersgd+fp16), PowerSGD `ranks` and a floor `min-rank`, `never` (a regular
+    powersgd, powersgd+fp16, plus any scheme with a cost model), PowerSGD `ranks` and a floor `min-rank`, `never` (a regular
     expression: gradients whose names match are split off and sent plain).
     A choice within `tolerance` of plain is not taken (compression that does
     not pay clearly is not worth its error).
@@ -191,7 +194,8 @@ def DDPPlan : Pass<"ddp-plan", "::mlir::ModuleOp"> {
            "Ranks to plan for (default: the profile's world_size)">,
     ListOption<"choices", "choices", "std::string",
                "What a bucket may become: plain, fp16, bf16, powersgd, "
-               "powersgd+fp16 (default: all)">,
+               "powersgd+fp16 (default: these five), and schemes with a "
+               "cost model by name and options: topk, topk{ratio=0.001}">,
     ListOption<"ranks", "ranks", "unsigned",
                "PowerSGD ranks to consider (default: 1,2,4)">,
     Option<"minRank", "min-rank", "unsigned", "1",
@@ -224,7 +228,9 @@ def DDPPlan : Pass<"ddp-plan", "::mlir::ModuleOp"> {
   let statistics = [
     Statistic<"numPlain", "num-plain", "Buckets sent plain">,
     Statistic<"numNarrow", "num-narrow", "Buckets sent as fp16 or bf16">,
-    Statistic<"numPowerSGD", "num-powersgd", "Buckets compressed by PowerSGD">
+    Statistic<"numPowerSGD", "num-powersgd", "Buckets compressed by PowerSGD">,
+    Statistic<"numScheme", "num-scheme",
+              "Buckets compressed by a scheme with a cost model (topk)">
   ];
   let dependentDialects = [
     "::mlir::ddp::DDPDialect", "::mlir::arith::ArithDialect",
