@@ -54,7 +54,10 @@ FailureOr<PlanCost> CompressionScheme::predict(const MachineProfile &,
 namespace {
 /// The plannable schemes by name, the built-in ones first.
 struct SchemeRegistry {
-  SchemeRegistry() { factories["topk"] = makeTopKScheme; }
+  SchemeRegistry() {
+    factories["topk"] = makeTopKScheme;
+    factories["quantize"] = makeQuantizationScheme;
+  }
   std::mutex mutex;
   std::map<std::string, SchemeFactory> factories;
 };

@@ -1,5 +1,4 @@
-//===- InsertQuantization.cpp - PyTorch's quantization hooks
-//---------------===//
+//===- InsertQuantization.cpp - PyTorch's quantization hooks -------------===//
 //
 // Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
 // See LICENSE for license information.
@@ -26,7 +25,9 @@
 //           scale_r[c] * (float(q_r[c, k]) - zero_point_r[c]))[:N] / W
 //
 // PyTorch gathers the scales first and the payload after (two collectives
-// in a row); exchange=fused gathers them together, in one.
+// in a row); exchange=fused gathers them together, in one. Its cost hook
+// makes it one of ddp-plan's choices (`quantize`,
+// `quantize{granularity=per-channel}`).
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,6 +87,10 @@ public:
   }
 
   FailureOr<Value> reduce(BucketBuilder &b, Value flat) override;
+
+  FailureOr<PlanCost> predict(const MachineProfile &profile,
+                              const BucketShape &bucket, int64_t world,
+                              std::string &why) const override;
 
 private:
   bool perChannel;
@@ -261,6 +266,52 @@ FailureOr<Value> QuantizationScheme::reduce(BucketBuilder &b, Value flat) {
   return result;
 }
 
+FailureOr<PlanCost> QuantizationScheme::predict(const MachineProfile &profile,
+                                                const BucketShape &bucket,
+                                                int64_t world,
+                                                std::string &why) const {
+  PlanCost cost;
+  int64_t n = 0;
+  for (RankedTensorType type : bucket.tensors) {
+    if (type.getElementType().isF32()) {
+      n += type.getNumElements();
+      continue;
+    }
+    // Left a plain allreduce (whyNot).
+    double bytes = double(tensorBytes(type));
+    cost.linkSeconds +=
+        profile.allreduceSeconds(type.getElementType(), bytes, world);
+    cost.bytes += bytes;
+  }
+  cost.compressesNothing = n == 0;
+  if (n > 0) {
+    // C channels of K elements, K = n per tensor; a byte per element and a
+    // scale and zero point (f32) per channel, gathered from every rank.
+    double channels = perChannel ? double(n / channelSize + 1) : 1.0;
+    double padded = perChannel ? channels * double(channelSize) : double(n);
+    double header = channels * 8.0;
+    std::optional<double> link =
+        fused ? profile.allgatherSeconds(header + padded, world)
+              : profile.allgatherSeconds(header, world);
+    if (!link) {
+      why = "the profile has no allgather_i8 (ddprt-calibrate measures it "
+            "with the link)";
+      return failure();
+    }
+    if (!fused)
+      *link += *profile.allgatherSeconds(padded, world);
+    cost.linkSeconds += *link;
+    cost.bytes += header + padded;
+    // Compiled code only, at the rate of an elementwise pass: the min and
+    // max, the quantization, the dequantized sum over W payloads and the
+    // division by W.
+    cost.computeSeconds = profile.elementwiseSeconds(
+        "scale_f32", 2.0 * double(n) + double(world + 1) * padded);
+  }
+  cost.seconds = cost.linkSeconds + cost.computeSeconds;
+  return cost;
+}
+
 namespace {
 struct InsertQuantizationPass
     : public PassWithOptionNames<
@@ -268,27 +319,57 @@ struct InsertQuantizationPass
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (granularity != "per-tensor" && granularity != "per-channel") {
-      emitPassError(module, getArgument())
-          << "granularity='" << granularity
-          << "' is not one of per-tensor, per-channel";
-      return signalPassFailure();
-    }
-    if (exchange != "fused" && exchange != "pytorch") {
-      emitPassError(module, getArgument())
-          << "exchange='" << exchange << "' is not one of fused, pytorch";
-      return signalPassFailure();
-    }
-    if (channelSize <= 0) {
-      emitPassError(module, getArgument())
-          << "channel-size=" << int64_t(channelSize) << " must be positive";
-      return signalPassFailure();
-    }
-    QuantizationScheme scheme(granularity == "per-channel", channelSize,
-                              exchange == "fused");
-    if (failed(applyCompressionScheme(module, scheme, BucketFilter{buckets},
+    FailureOr<std::unique_ptr<CompressionScheme>> scheme =
+        makeScheme(module, getArgument());
+    if (failed(scheme) ||
+        failed(applyCompressionScheme(module, **scheme, BucketFilter{buckets},
                                       getArgument(), numBuckets)))
       return signalPassFailure();
   }
+
+  /// The scheme these options make, after checking them; errors start with
+  /// `what`.
+  FailureOr<std::unique_ptr<CompressionScheme>> makeScheme(ModuleOp module,
+                                                           StringRef what) {
+    if (granularity != "per-tensor" && granularity != "per-channel") {
+      emitPassError(module, what) << "granularity='" << granularity
+                                  << "' is not one of per-tensor, per-channel";
+      return failure();
+    }
+    if (exchange != "fused" && exchange != "pytorch") {
+      emitPassError(module, what)
+          << "exchange='" << exchange << "' is not one of fused, pytorch";
+      return failure();
+    }
+    if (channelSize <= 0) {
+      emitPassError(module, what)
+          << "channel-size=" << int64_t(channelSize) << " must be positive";
+      return failure();
+    }
+    return std::unique_ptr<CompressionScheme>(
+        std::make_unique<QuantizationScheme>(granularity == "per-channel",
+                                             channelSize, exchange == "fused"));
+  }
+
+  /// ddp-plan's way in: the options, and no bucket filter.
+  FailureOr<std::unique_ptr<CompressionScheme>>
+  makePlannedScheme(ModuleOp module, StringRef options) {
+    std::string what = ("ddp-plan: choices: 'quantize{" + options + "}'").str();
+    if (failed(initializeOptions(options, [&](const Twine &message) {
+          return emitError(module.getLoc()) << what << ": " << message;
+        })))
+      return failure();
+    if (!buckets.empty()) {
+      emitPassError(module, what) << "buckets= does not apply to a choice of "
+                                     "ddp-plan (use its never= option)";
+      return failure();
+    }
+    return makeScheme(module, what);
+  }
 };
 } // namespace
+
+FailureOr<std::unique_ptr<CompressionScheme>>
+mlir::ddp::makeQuantizationScheme(ModuleOp module, StringRef options) {
+  return InsertQuantizationPass().makePlannedScheme(module, options);
+}

@@ -1,6 +1,6 @@
 // ddp-plan weighs any compression scheme with a cost hook
-// (CompressionScheme::predict) beside its built-in choices: top-k, given
-// by name with insert-topk's options. Inputs/plan-1gbps.json and
+// (CompressionScheme::predict) beside its built-in choices: top-k and
+// quantization, given by name with their passes' options. Inputs/plan-1gbps.json and
 // plan-400gbps.json have the kernel time it needs (top_k_f32) and the
 // link's allgather (allgather_i8).
 // RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,fp16,powersgd,topk,topk{ratio=0.001}" \
@@ -12,12 +12,20 @@
 // RUN:   | sed -e 's/^module attributes {ddp.plan = .*} {$/module {/' > %t.planned
 // RUN: ddp-opt %s --ddp-bucketize --insert-topk=ratio=0.01 > %t.fixed
 // RUN: diff %t.planned %t.fixed
+// PyTorch's quantization hooks (insert-quantization's options): one byte
+// per element and a scale per channel cross the link.
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,quantize" | FileCheck %s --check-prefix=QUANTIZE
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=quantize{granularity=per-channel}" \
+// RUN:   | sed -e 's/^module attributes {ddp.plan = .*} {$/module {/' > %t.planned-q
+// RUN: ddp-opt %s --ddp-bucketize --insert-quantization=granularity=per-channel > %t.fixed-q
+// RUN: diff %t.planned-q %t.fixed-q
 // Wrong choices and profiles that lack what the model needs are errors
 // that say so.
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,topk{ratio=2}" 2>&1 | FileCheck %s --check-prefix=RATIO
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,topk{bogus=1}" 2>&1 | FileCheck %s --check-prefix=OPTION
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=topk{buckets=fc}" 2>&1 | FileCheck %s --check-prefix=BUCKETS
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,topk{ratio=0.1" 2>&1 | FileCheck %s --check-prefix=BRACE
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,quantize{granularity=per-row}" 2>&1 | FileCheck %s --check-prefix=GRANULARITY
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,randomk" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-10gbps.json choices=plain,topk" 2>&1 | FileCheck %s --check-prefix=NOKERNEL
 // RUN: sed -e 's/"allgather_i8"/"allgather_unused"/' %S/Inputs/plan-1gbps.json > %t.nogather.json
@@ -49,10 +57,17 @@ func.func @step(%w: tensor<1024x1024xf32> loc("fc.weight"),
 // FAST-SAME: reason = "plain 89.0 us is fastest: topk would take 2.02 ms (6.7 us on the link, 2.01 ms computing)"
 // FAST-NOT: ddp.top_k
 
+// QUANTIZE: choice = "quantize"
+// QUANTIZE-SAME: quantize = 9698085 : i64
+// QUANTIZE-SAME: reason = "3.47x faster than plain (9.70 ms vs 33.64 ms); next plain 33.64 ms"
+// QUANTIZE: ddp.flatten %arg1, %arg0 scheme <"quantize-per-tensor", {exchange = "fused"}>
+// QUANTIZE: ddp.allgather %{{.*}}, %{{.*}}, %{{.*}} : tensor<1xf32>, tensor<1xf32>, tensor<1x1049600xi8>
+
+// GRANULARITY: error: ddp-plan: choices: 'quantize{granularity=per-row}': granularity='per-row' is not one of per-tensor, per-channel
 // RATIO: error: ddp-plan: choices: 'topk{ratio=2}': ratio=2 must be in (0, 1]
 // OPTION: error: ddp-plan: choices: 'topk{bogus=1}': insert-topk: no such option 'bogus'; the options are buckets, error-feedback, ratio
 // BUCKETS: error: ddp-plan: choices: 'topk{buckets=fc}': buckets= does not apply to a choice of ddp-plan (use its never= option)
 // BRACE: error: ddp-plan: choices: 'topk{ratio=0.1': a scheme's options go in braces at the end, as topk{ratio=0.001}
-// UNKNOWN: error: ddp-plan: choices: 'randomk' is not one of plain, fp16, bf16, powersgd, powersgd+fp16 or a scheme with a cost model (topk)
+// UNKNOWN: error: ddp-plan: choices: 'randomk' is not one of plain, fp16, bf16, powersgd, powersgd+fp16 or a scheme with a cost model (quantize, topk)
 // NOKERNEL: error: ddp-plan: cannot weigh 'topk' for this bucket: the profile has no top_k_f32 kernel time (ddprt-calibrate measures it; --kernels-only on the machine that computes)
 // NOGATHER: error: ddp-plan: cannot weigh 'topk' for this bucket: the profile has no allgather_i8 (ddprt-calibrate measures it with the link)

@@ -130,9 +130,9 @@ using SchemeFactory =
         ModuleOp module, StringRef options)>;
 
 /// Lets ddp-plan choose a scheme with a cost hook: `choices=<name>` or
-/// `choices=<name>{<options>}`. The built-in `topk` is registered already;
-/// a plugin registers its own when it is loaded. A name registered again
-/// replaces the earlier factory.
+/// `choices=<name>{<options>}`. The built-in `topk` and `quantize` are
+/// registered; a plugin registers its own when it is loaded. A name registered
+/// again replaces the earlier factory.
 void registerPlannableScheme(StringRef name, SchemeFactory factory);
 
 /// The factory registered as `name`, if any.

@@ -29,6 +29,10 @@ class CompressionScheme;
 /// `topk` choice (registerPlannableScheme).
 FailureOr<std::unique_ptr<CompressionScheme>> makeTopKScheme(ModuleOp module,
                                                              StringRef options);
+/// insert-quantization's scheme likewise (ddp-plan's `quantize` choice:
+/// "granularity=per-channel channel-size=512 exchange=fused").
+FailureOr<std::unique_ptr<CompressionScheme>>
+makeQuantizationScheme(ModuleOp module, StringRef options);
 
 #define GEN_PASS_REGISTRATION
 #include "ddp/Dialect/DDP/Transforms/Passes.h.inc"

@@ -170,7 +170,8 @@ def DDPPlan : Pass<"ddp-plan", "::mlir::ModuleOp"> {
     (insert-powersgd on that bucket), PowerSGD whose collectives travel
     in fp16 (both), or a compression scheme with a cost model, given by
     name with its pass's options (`topk`, `topk{ratio=0.001}`: insert-topk
-    on that bucket; a plugin's scheme once the plugin registers it). What
+    on that bucket; `quantize`, `quantize{granularity=per-channel}`:
+    insert-quantization; a plugin's scheme once the plugin registers it). What
     it predicted and why it chose
     is kept in the module attribute `ddp.plan`, which
     `ddp-compression-report` prints as a table. The model (collective
@@ -195,7 +196,8 @@ def DDPPlan : Pass<"ddp-plan", "::mlir::ModuleOp"> {
     ListOption<"choices", "choices", "std::string",
                "What a bucket may become: plain, fp16, bf16, powersgd, "
                "powersgd+fp16 (default: these five), and schemes with a "
-               "cost model by name and options: topk, topk{ratio=0.001}">,
+               "cost model by name and options: topk, topk{ratio=0.001}, "
+               "quantize, quantize{granularity=per-channel}">,
     ListOption<"ranks", "ranks", "unsigned",
                "PowerSGD ranks to consider (default: 1,2,4)">,
     Option<"minRank", "min-rank", "unsigned", "1",
@@ -230,7 +232,8 @@ def DDPPlan : Pass<"ddp-plan", "::mlir::ModuleOp"> {
     Statistic<"numNarrow", "num-narrow", "Buckets sent as fp16 or bf16">,
     Statistic<"numPowerSGD", "num-powersgd", "Buckets compressed by PowerSGD">,
     Statistic<"numScheme", "num-scheme",
-              "Buckets compressed by a scheme with a cost model (topk)">
+              "Buckets compressed by a scheme with a cost model (topk, "
+              "quantize)">
   ];
   let dependentDialects = [
     "::mlir::ddp::DDPDialect", "::mlir::arith::ArithDialect",
