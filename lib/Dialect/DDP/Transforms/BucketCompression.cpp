@@ -549,6 +549,22 @@ LogicalResult Applier::rewrite(func::FuncOp function, AllReduceOp allreduce,
   return success();
 }
 
+/// What every application does around `run`: the gradients' names, the
+/// scheme's initialize (it may take functions out of the module: a hook),
+/// then the buckets.
+static FailureOr<unsigned>
+applyWith(ModuleOp module, CompressionScheme &scheme, StringRef passName,
+          function_ref<LogicalResult(Applier &, unsigned &)> run) {
+  recordGradientNames(module);
+  if (failed(scheme.initialize(module)))
+    return failure();
+  Applier applier(module, scheme, passName);
+  unsigned compressed = 0;
+  if (failed(run(applier, compressed)))
+    return failure();
+  return compressed;
+}
+
 FailureOr<unsigned>
 mlir::ddp::applyCompressionScheme(ModuleOp module, CompressionScheme &scheme,
                                   const BucketFilter &filter,
@@ -558,15 +574,10 @@ mlir::ddp::applyCompressionScheme(ModuleOp module, CompressionScheme &scheme,
     return emitPassError(module, passName)
            << "buckets='" << filter.pattern
            << "' is not a valid regular expression: " << error;
-  recordGradientNames(module);
-  // Then the scheme: it may take functions out of the module (a hook).
-  if (failed(scheme.initialize(module)))
-    return failure();
-  Applier applier(module, scheme, passName);
-  unsigned compressed = 0;
-  if (failed(applier.run(filter, compressed)))
-    return failure();
-  return compressed;
+  return applyWith(module, scheme, passName,
+                   [&](Applier &applier, unsigned &compressed) {
+                     return applier.run(filter, compressed);
+                   });
 }
 
 LogicalResult mlir::ddp::applyCompressionScheme(ModuleOp module,
@@ -588,13 +599,8 @@ mlir::ddp::applyCompressionScheme(ArrayRef<AllReduceOp> allreduces,
                                   StringRef passName) {
   if (allreduces.empty())
     return 0u;
-  auto module = allreduces.front()->getParentOfType<ModuleOp>();
-  recordGradientNames(module);
-  if (failed(scheme.initialize(module)))
-    return failure();
-  Applier applier(module, scheme, passName);
-  unsigned compressed = 0;
-  if (failed(applier.run(allreduces, compressed)))
-    return failure();
-  return compressed;
+  return applyWith(allreduces.front()->getParentOfType<ModuleOp>(), scheme,
+                   passName, [&](Applier &applier, unsigned &compressed) {
+                     return applier.run(allreduces, compressed);
+                   });
 }
