@@ -79,8 +79,8 @@ void mlir::ddp::buildCompressionPipeline(
   if (options.quantize != QuantizeMode::none) {
     InsertQuantizationOptions quantization;
     quantization.granularity = options.quantize == QuantizeMode::perTensor
-                                   ? "per-tensor"
-                                   : "per-channel";
+                                   ? QuantizationGranularity::perTensor
+                                   : QuantizationGranularity::perChannel;
     quantization.channelSize = options.channelSize;
     pm.addPass(createInsertQuantization(quantization));
   }

@@ -32,20 +32,14 @@ struct DDPBucketizePass : public PassWithOptionNames<ddp::impl::DDPBucketizeBase
             << formatNumber(kMaxBucketMb) << "], got " << formatNumber(value);
         return signalPassFailure();
       }
-    if (mode != "ddp" && mode != "ddp-param-order" && mode != "strict") {
-      emitPassError(getOperation(), getArgument())
-          << "mode must be ddp, ddp-param-order or strict, got '" << mode
-          << "'";
-      return signalPassFailure();
-    }
     recordGradientNames(getOperation());
     BucketPolicy policy;
     policy.capBytes = uint64_t(capMb * 1024.0 * 1024.0);
     // cap-mb=0 keeps every allreduce a bucket of its own, the first too.
     policy.firstCapBytes =
         capMb == 0.0 ? 0 : uint64_t(firstBucketMb * 1024.0 * 1024.0);
-    policy.reverseTies = mode == "ddp";
-    policy.closeOnceReached = mode != "strict";
+    policy.reverseTies = mode == BucketingMode::ddp;
+    policy.closeOnceReached = mode != BucketingMode::strict;
     uint64_t bucketed = 0;
     numBuckets += bucketizeAllReduces(getOperation(), policy);
     getOperation().walk([&](AllReduceOp op) {

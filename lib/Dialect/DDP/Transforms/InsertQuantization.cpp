@@ -331,24 +331,15 @@ struct InsertQuantizationPass
   /// `what`.
   FailureOr<std::unique_ptr<CompressionScheme>> makeScheme(ModuleOp module,
                                                            StringRef what) {
-    if (granularity != "per-tensor" && granularity != "per-channel") {
-      emitPassError(module, what) << "granularity='" << granularity
-                                  << "' is not one of per-tensor, per-channel";
-      return failure();
-    }
-    if (exchange != "fused" && exchange != "pytorch") {
-      emitPassError(module, what)
-          << "exchange='" << exchange << "' is not one of fused, pytorch";
-      return failure();
-    }
     if (channelSize <= 0) {
       emitPassError(module, what)
           << "channel-size=" << int64_t(channelSize) << " must be positive";
       return failure();
     }
     return std::unique_ptr<CompressionScheme>(
-        std::make_unique<QuantizationScheme>(granularity == "per-channel",
-                                             channelSize, exchange == "fused"));
+        std::make_unique<QuantizationScheme>(
+            granularity == QuantizationGranularity::perChannel, channelSize,
+            exchange == QuantizationExchange::fused));
   }
 
   /// ddp-plan's way in: the options, and no bucket filter.

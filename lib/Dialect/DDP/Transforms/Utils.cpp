@@ -580,9 +580,12 @@ std::string mlir::ddp::explainOptionError(StringRef owner, StringRef message,
                                           ArrayRef<OptionAlias> aliases) {
   message = message.trim();
   message.consume_front("<Pass-Options-Parser>: ");
-  // llvm::cl says what is wrong with a value itself, on stderr.
+  // llvm::cl says what is wrong with a value itself, on stderr: which
+  // option, and the value it could not take.
   if (message.empty())
-    return (owner + ": an option's value is invalid").str();
+    return (owner + ": an option's value is invalid (the line above says "
+                    "which; --help lists the values each option takes)")
+        .str();
   std::string text = (owner + ": " + message).str();
   size_t at = message.find("no such option ");
   if (at == StringRef::npos)

@@ -14,7 +14,8 @@
 // The first bucket has its own cap: one 64x32 tensor, then 25 MiB.
 // RUN: ddp-opt %s --ddp-bucketize="first-bucket-mb=0.005" | FileCheck %s --check-prefix=FIRST
 // RUN: not ddp-opt %s --ddp-bucketize="mode=fast" 2>&1 | FileCheck %s --check-prefix=BAD-MODE
-// BAD-MODE: error: ddp-bucketize: mode must be ddp, ddp-param-order or strict, got 'fast'
+// BAD-MODE: for the --mode option: Cannot find option named 'fast'!
+// BAD-MODE: error: ddp-bucketize: an option's value is invalid (the line above says which; --help lists the values each option takes)
 // RUN: not ddp-opt %s --ddp-bucketize="first-bucket-mb=-1" 2>&1 | FileCheck %s --check-prefix=BAD-FIRST
 // BAD-FIRST: error: ddp-bucketize: first-bucket-mb must be a number of MiB in [0, 1.07374e+09], got -1
 // RUN: not ddp-opt %s --ddp-bucketize="first-bucket-mb=1e300" 2>&1 | FileCheck %s --check-prefix=HUGE-FIRST

@@ -9,8 +9,10 @@
 // RUN: not ddp-opt %s --insert-quantization="granularity=per-row" 2>&1 | FileCheck %s --check-prefix=BAD-GRANULARITY
 // RUN: not ddp-opt %s --insert-quantization="exchange=both" 2>&1 | FileCheck %s --check-prefix=BAD-EXCHANGE
 // RUN: not ddp-opt %s --insert-quantization="granularity=per-channel channel-size=0" 2>&1 | FileCheck %s --check-prefix=BAD-SIZE
-// BAD-GRANULARITY: error: insert-quantization: granularity='per-row' is not one of per-tensor, per-channel
-// BAD-EXCHANGE: error: insert-quantization: exchange='both' is not one of fused, pytorch
+// BAD-GRANULARITY: for the --granularity option: Cannot find option named 'per-row'!
+// BAD-GRANULARITY: error: insert-quantization: an option's value is invalid
+// BAD-EXCHANGE: for the --exchange option: Cannot find option named 'both'!
+// BAD-EXCHANGE: error: insert-quantization: an option's value is invalid
 // BAD-SIZE: error: insert-quantization: channel-size=0 must be positive
 
 // CHECK: remark: insert-quantization leaves a bucket of 1 tensor(s) of 'f64' (@step:%arg2) as a plain allreduce: quantization takes float32 buckets, as PyTorch's hooks do

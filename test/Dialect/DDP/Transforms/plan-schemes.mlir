@@ -63,7 +63,8 @@ func.func @step(%w: tensor<1024x1024xf32> loc("fc.weight"),
 // QUANTIZE: ddp.flatten %arg1, %arg0 scheme <"quantize-per-tensor", {exchange = "fused"}>
 // QUANTIZE: ddp.allgather %{{.*}}, %{{.*}}, %{{.*}} : tensor<1xf32>, tensor<1xf32>, tensor<1x1049600xi8>
 
-// GRANULARITY: error: ddp-plan: choices: 'quantize{granularity=per-row}': granularity='per-row' is not one of per-tensor, per-channel
+// GRANULARITY: for the --granularity option: Cannot find option named 'per-row'!
+// GRANULARITY: error: ddp-plan: choices: 'quantize{granularity=per-row}': insert-quantization: an option's value is invalid
 // RATIO: error: ddp-plan: choices: 'topk{ratio=2}': ratio=2 must be in (0, 1]
 // OPTION: error: ddp-plan: choices: 'topk{bogus=1}': insert-topk: no such option 'bogus'; the options are buckets, error-feedback, ratio
 // BUCKETS: error: ddp-plan: choices: 'topk{buckets=fc}': buckets= does not apply to a choice of ddp-plan (use its never= option)

@@ -16,6 +16,22 @@ namespace mlir::ddp {
 /// How insert-powersgd compresses a bucket.
 enum class PowerSGDMode { layerwise, batched };
 
+/// Which rule ddp-bucketize assigns gradients to buckets by.
+enum class BucketingMode {
+  ddp,           // PyTorch DDP's: reverse parameter order, closed once reached
+  ddpParamOrder, // DDP's with find_unused_parameters=True: parameter order
+  strict         // no bucket over its cap, program order
+};
+
+/// What insert-quantization finds a scale and zero point for.
+enum class QuantizationGranularity { perTensor, perChannel };
+
+/// How insert-quantization's ranks exchange scales and payloads.
+enum class QuantizationExchange {
+  fused,  // one allgather of both
+  pytorch // the scales, then the payloads, as PyTorch's hooks
+};
+
 #define GEN_PASS_DECL
 #include "ddp/Dialect/DDP/Transforms/Passes.h.inc"
 

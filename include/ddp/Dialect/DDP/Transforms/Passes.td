@@ -52,10 +52,19 @@ def DDPBucketize : Pass<"ddp-bucketize", "::mlir::func::FuncOp"> {
     Option<"firstBucketMb", "first-bucket-mb", "double", "1.0",
            "Size of the first bucket, in MiB (DDP's "
            "_DEFAULT_FIRST_BUCKET_BYTES; 0: cap-mb; default: 1)">,
-    Option<"mode", "mode", "std::string", "\"ddp\"",
+    Option<"mode", "mode", "::mlir::ddp::BucketingMode",
+           "::mlir::ddp::BucketingMode::ddp",
            "ddp: PyTorch DDP's assignment; ddp-param-order: DDP's with "
            "find_unused_parameters=True (parameter order); strict: no bucket "
-           "over its cap, program order (default: ddp)">
+           "over its cap, program order (default: ddp)", [{::llvm::cl::values(
+             clEnumValN(::mlir::ddp::BucketingMode::ddp, "ddp",
+                        "PyTorch DDP's assignment"),
+             clEnumValN(::mlir::ddp::BucketingMode::ddpParamOrder,
+                        "ddp-param-order",
+                        "DDP's with find_unused_parameters=True (parameter "
+                        "order)"),
+             clEnumValN(::mlir::ddp::BucketingMode::strict, "strict",
+                        "no bucket over its cap, program order"))}]>
   ];
   let statistics = [
     Statistic<"numBuckets", "num-buckets", "Buckets formed">,
@@ -302,14 +311,27 @@ def InsertQuantization : Pass<"insert-quantization", "::mlir::ModuleOp"> {
     Float32 buckets only; others stay plain allreduces with a remark.
   }];
   let options = [
-    Option<"granularity", "granularity", "std::string", "\"per-tensor\"",
+    Option<"granularity", "granularity",
+           "::mlir::ddp::QuantizationGranularity",
+           "::mlir::ddp::QuantizationGranularity::perTensor",
            "per-tensor (quantization_pertensor_hook) or per-channel "
-           "(quantization_perchannel_hook) (default: per-tensor)">,
+           "(quantization_perchannel_hook) (default: per-tensor)", [{::llvm::cl::values(
+             clEnumValN(::mlir::ddp::QuantizationGranularity::perTensor,
+                        "per-tensor", "the bucket (quantization_pertensor_hook)"),
+             clEnumValN(::mlir::ddp::QuantizationGranularity::perChannel,
+                        "per-channel",
+                        "each channel of channel-size elements "
+                        "(quantization_perchannel_hook)"))}]>,
     Option<"channelSize", "channel-size", "int64_t", "512",
            "Elements per channel for per-channel (bucket_size; default: 512)">,
-    Option<"exchange", "exchange", "std::string", "\"fused\"",
+    Option<"exchange", "exchange", "::mlir::ddp::QuantizationExchange",
+           "::mlir::ddp::QuantizationExchange::fused",
            "fused: scales and payload in one allgather; pytorch: two "
-           "allgathers, as PyTorch (default: fused)">,
+           "allgathers, as PyTorch (default: fused)", [{::llvm::cl::values(
+             clEnumValN(::mlir::ddp::QuantizationExchange::fused, "fused",
+                        "scales and payload in one allgather"),
+             clEnumValN(::mlir::ddp::QuantizationExchange::pytorch, "pytorch",
+                        "two allgathers, as PyTorch"))}]>,
     Option<"buckets", "buckets", "std::string", "\"\"",
            "Only buckets with a gradient whose name matches this regular "
            "expression (default: every bucket)">
