@@ -35,6 +35,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../lib/SimulatedLink.h"
+#include "JsonText.h"
 #include "Launch.h"
 #include "LineFit.h"
 #include "ddprt/ddprt.h"
@@ -578,70 +579,57 @@ Verdict judge(const Profile &profile) {
 }
 
 void writeProfile(std::FILE *file, const Profile &profile) {
-  std::fprintf(file, "{\n  \"version\": 1,\n  \"mode\": \"%s\",\n",
-               profile.mode.c_str());
-  std::fprintf(file, "  \"backend\": %s,\n  \"world_size\": %d,\n",
-               profile.backend.empty()
-                   ? "null"
-                   : ("\"" + profile.backend + "\"").c_str(),
-               profile.world);
+  using stephost::OrderedJson;
+  using stephost::significant;
+  OrderedJson json = {{"version", 1}, {"mode", profile.mode}};
+  json["backend"] = nullptr;
+  if (!profile.backend.empty())
+    json["backend"] = profile.backend;
+  json["world_size"] = profile.world;
+  json["simulated_link"] = nullptr;
   if (profile.linkGbps > 0)
-    std::fprintf(file,
-                 "  \"simulated_link\": {\"gbps\": %.9g, \"latency_us\": "
-                 "%.9g},\n",
-                 profile.linkGbps, profile.linkLatencyUs);
-  else
-    std::fprintf(file, "  \"simulated_link\": null,\n");
-  std::fprintf(file, "  \"kernel_working_set_bytes\": %lld,\n",
-               (long long)profile.workingSet);
-  std::fprintf(file, "  \"date\": \"%s\",\n  \"collectives\": {",
-               utcNow().c_str());
-  const char *separator = "";
+    json["simulated_link"] = {
+        {"gbps", significant(profile.linkGbps, 9)},
+        {"latency_us", significant(profile.linkLatencyUs, 9)}};
+  json["kernel_working_set_bytes"] = profile.workingSet;
+  json["date"] = utcNow();
+  OrderedJson &collectives = json["collectives"] = OrderedJson::object();
   for (const CollectiveResult &c : profile.collectives) {
-    std::fprintf(file,
-                 "%s\n    \"%s\": {\"latency_us\": %.9g, \"gbps\": %.9g, "
-                 "\"ring_factor\": %.9g, \"max_relative_residual\": %.4g, "
-                 "\"constrained_fit\": %s, \"points\": [",
-                 separator, c.name.c_str(), c.fit.latency * 1e6, c.linkGbps(),
-                 c.factor, c.fit.worstResidual,
-                 c.fit.constrained ? "true" : "false");
-    for (size_t i = 0; i < c.points.size(); ++i)
-      std::fprintf(file, "%s[%.0f, %.9g]", i ? ", " : "", c.points[i].first,
-                   c.points[i].second);
-    std::fprintf(file, "]}");
-    separator = ",";
+    OrderedJson points = OrderedJson::array();
+    for (const auto &[bytes, seconds] : c.points)
+      points.push_back({int64_t(bytes), significant(seconds, 9)});
+    collectives[c.name] = {
+        {"latency_us", significant(c.fit.latency * 1e6, 9)},
+        {"gbps", significant(c.linkGbps(), 9)},
+        {"ring_factor", significant(c.factor, 9)},
+        {"max_relative_residual", significant(c.fit.worstResidual, 4)},
+        {"constrained_fit", c.fit.constrained},
+        {"points", std::move(points)}};
   }
-  std::fprintf(file, "%s},\n  \"kernels\": {", *separator ? "\n  " : "");
-  separator = "";
-  for (size_t i = 0; i < profile.kernels.size();) {
-    const std::string &name = profile.kernels[i].name;
-    std::fprintf(file, "%s\n    \"%s\": [", separator, name.c_str());
-    for (const char *item = "";
-         i < profile.kernels.size() && profile.kernels[i].name == name;
-         ++i, item = ", ") {
-      const KernelResult &k = profile.kernels[i];
-      std::fprintf(file, "%s{", item);
-      if (k.shape.n)
-        std::fprintf(file,
-                     "\"n\": %lld, \"m\": %lld, \"r\": %lld, \"count\": %lld, ",
-                     (long long)k.shape.n, (long long)k.shape.m,
-                     (long long)k.shape.r, (long long)k.count);
-      std::fprintf(file,
-                   "\"elements\": %lld, \"seconds\": %.6g, "
-                   "\"elements_per_second\": %.6g}",
-                   (long long)k.elements, k.seconds, k.elements / k.seconds);
+  // One line per measurement, grouped by kernel (groupKernels).
+  OrderedJson &kernels = json["kernels"] = OrderedJson::object();
+  for (const KernelResult &k : profile.kernels) {
+    OrderedJson entry = OrderedJson::object();
+    if (k.shape.n) {
+      entry["n"] = k.shape.n;
+      entry["m"] = k.shape.m;
+      entry["r"] = k.shape.r;
+      entry["count"] = k.count;
     }
-    std::fprintf(file, "]");
-    separator = ",";
+    entry["elements"] = k.elements;
+    entry["seconds"] = significant(k.seconds, 6);
+    entry["elements_per_second"] = significant(k.elements / k.seconds, 6);
+    OrderedJson &list = kernels[k.name];
+    if (list.is_null())
+      list = OrderedJson::array();
+    list.push_back(std::move(entry));
   }
-  std::fprintf(file, "%s},\n", *separator ? "\n  " : "");
-  // The verdict's text holds no quote or backslash.
   const Verdict &v = profile.verdict;
-  std::fprintf(file,
-               "  \"verdict\": {\"usable\": %s, \"worst_relative_error\": "
-               "%.4g, \"where\": \"%s\", \"text\": \"%s\"}\n}\n",
-               v.usable ? "true" : "false", v.worstError, v.where().c_str(),
-               v.text.c_str());
+  json["verdict"] = {{"usable", v.usable},
+                     {"worst_relative_error", significant(v.worstError, 4)},
+                     {"where", v.where()},
+                     {"text", v.text}};
+  std::fputs(stephost::jsonText(json, /*objectDepth=*/2).c_str(), file);
 }
 
 /// Sorts kernel results by name so that writeProfile groups them.

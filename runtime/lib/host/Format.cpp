@@ -35,22 +35,6 @@ std::string fixed(double value, int decimals) {
   return text;
 }
 
-std::string jsonString(const std::string &text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    if (uint8_t(c) < 0x20) {
-      char escape[8];
-      std::snprintf(escape, sizeof(escape), "\\u%04x", unsigned(c));
-      out += escape;
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
-
 std::string printableText(const std::string &text) {
   std::string out;
   for (unsigned char c : text) {

@@ -19,9 +19,6 @@ std::string listNames(const std::vector<std::string> &names, size_t limit = 8);
 std::string withThousands(uint64_t value);
 /// `value` with `decimals` digits after the point ("%.*f").
 std::string fixed(double value, int decimals);
-/// `text` as a JSON string: quotes and backslashes escaped, control
-/// characters as \u00XX, every other byte as it is.
-std::string jsonString(const std::string &text);
 /// `text` with control characters (NUL included) as \xHH, for messages.
 std::string printableText(const std::string &text);
 

@@ -4,14 +4,15 @@
 // See LICENSE for license information.
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
-// step.json is read with nlohmann-json; it is written by hand, one tensor
-// per line, as the tests and people read it.
+// step.json is read and written with nlohmann-json, one tensor per line
+// (jsonText), as the tests and people read it.
 //
 //===----------------------------------------------------------------------===//
 
 #include "StepSignature.h"
 
 #include "Format.h"
+#include "JsonText.h"
 #include "Npy.h"
 
 #include <nlohmann/json.hpp>
@@ -105,55 +106,39 @@ std::string resultName(const StepSignature &signature, size_t index) {
 // Writing step.json
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-std::string shapeJson(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
-} // namespace
-
 bool writeStepJson(const std::string &path, const StepSignature &signature,
                    std::string &error) {
-  std::string text =
-      "{\n  \"format\": 1,\n  \"entry\": " + jsonString(signature.entry) +
-      ",\n  \"library\": " + jsonString(signature.library) + ",\n";
-  auto tensors = [&](const char *key, const std::vector<TensorSpec> &list,
-                     const std::vector<std::string> *names) {
-    text += std::string("  \"") + key + "\": [";
+  OrderedJson json = {{"format", 1},
+                      {"entry", signature.entry},
+                      {"library", signature.library}};
+  auto tensors = [](const std::vector<TensorSpec> &list,
+                    const std::vector<std::string> &names) {
+    OrderedJson array = OrderedJson::array();
     for (size_t i = 0; i < list.size(); ++i) {
-      text += std::string(i ? ",\n    " : "\n    ") + "{";
-      if (names && i < names->size() && !(*names)[i].empty())
-        text += "\"name\": " + jsonString((*names)[i]) + ", ";
-      text += "\"dtype\": " + jsonString(list[i].dtype) +
-              ", \"shape\": " + shapeJson(list[i].shape) + "}";
+      OrderedJson tensor = OrderedJson::object();
+      if (i < names.size() && !names[i].empty())
+        tensor["name"] = names[i];
+      tensor["dtype"] = list[i].dtype;
+      tensor["shape"] = list[i].shape;
+      array.push_back(std::move(tensor));
     }
-    text += list.empty() ? "],\n" : "\n  ],\n";
+    return array;
   };
-  tensors("arguments", signature.arguments, &signature.argumentNames);
-  tensors("results", signature.results, &signature.resultNames);
-  text += "  \"states\": [";
-  for (size_t i = 0; i < signature.states.size(); ++i) {
-    const StateSpec &state = signature.states[i];
-    text += std::string(i ? ",\n    " : "\n    ") +
-            "{\"name\": " + jsonString(state.name) +
-            ", \"dtype\": " + jsonString(state.type.dtype) +
-            ", \"shape\": " + shapeJson(state.type.shape) +
-            (state.startIter >= 0
-                 ? ", \"start_iter\": " + std::to_string(state.startIter)
-                 : std::string()) +
-            "}";
+  json["arguments"] = tensors(signature.arguments, signature.argumentNames);
+  json["results"] = tensors(signature.results, signature.resultNames);
+  OrderedJson &states = json["states"] = OrderedJson::array();
+  for (const StateSpec &state : signature.states) {
+    OrderedJson entry = {{"name", state.name},
+                         {"dtype", state.type.dtype},
+                         {"shape", state.type.shape}};
+    if (state.startIter >= 0)
+      entry["start_iter"] = state.startIter;
+    states.push_back(std::move(entry));
   }
-  text += signature.states.empty() ? "],\n" : "\n  ],\n";
   if (signature.worldSize > 0)
-    text += "  \"world_size\": " + std::to_string(signature.worldSize) + ",\n";
-  text += "  \"host_functions\": [";
-  for (size_t i = 0; i < signature.hostFunctions.size(); ++i)
-    text += (i ? ", " : "") + jsonString(signature.hostFunctions[i]);
-  text += "]\n}\n";
+    json["world_size"] = signature.worldSize;
+  json["host_functions"] = signature.hostFunctions;
+  std::string text = jsonText(json);
 
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;

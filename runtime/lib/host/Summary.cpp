@@ -4,14 +4,15 @@
 // See LICENSE for license information.
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
-// The summary JSON is written by hand, one step of the series per line, as
-// the tests and people read it.
+// The summary JSON is written with nlohmann-json, one step of the series
+// per line (jsonText), as the tests and people read it.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Summary.h"
 
 #include "Format.h"
+#include "JsonText.h"
 #include "Npy.h"
 
 #include <algorithm>
@@ -19,7 +20,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 namespace stephost {
 
@@ -33,17 +33,16 @@ uint64_t sum(const uint64_t (&values)[DDPRT_ROLE_COUNT]) {
 }
 
 /// {"gradient": N, "uncompressed": N, ...}: one value per role.
-std::string roles(const uint64_t (&values)[DDPRT_ROLE_COUNT]) {
-  const char *names[] = {
+OrderedJson roles(const uint64_t (&values)[DDPRT_ROLE_COUNT]) {
+  static const char *const names[] = {
 #define DDPRT_ROLE_NAME(NAME, value, name) #name,
       DDPRT_FOR_EACH_ROLE(DDPRT_ROLE_NAME)
 #undef DDPRT_ROLE_NAME
   };
-  std::string text = "{";
+  OrderedJson json = OrderedJson::object();
   for (int r = 0; r < DDPRT_ROLE_COUNT; ++r)
-    text += std::string(r ? ", " : "") + "\"" + names[r] +
-            "\": " + std::to_string(values[r]);
-  return text + "}";
+    json[names[r]] = values[r];
+  return json;
 }
 
 struct StepTimes {
@@ -200,62 +199,55 @@ bool writeSummaryJson(const Job &job, const StepSignature &signature,
   StepTimes times = stepTimes(totals.stepSeconds);
   // Mean milliseconds per step inside the runtime's calls, by phase.
   double perStep = options.steps ? 1e3 / options.steps : 0.0;
-  std::ostringstream out;
-  out << "{\n  \"rank\": " << job.rank
-      << ",\n  \"world_size\": " << job.worldSize << ",\n  \"backend\": \""
-      << job.backendName << "\",\n  \"steps\": " << options.steps;
+  OrderedJson json = {{"rank", job.rank},
+                      {"world_size", job.worldSize},
+                      {"backend", job.backendName},
+                      {"steps", options.steps}};
   // Every figure obtained over a simulated link says so.
-  out << ",\n  \"simulated_link\": ";
+  json["simulated_link"] = nullptr;
   if (job.simulatedLinkGbps > 0)
-    out << "{\"gbps\": " << job.simulatedLinkGbps
-        << ", \"latency_us\": " << job.simulatedLinkLatencyUs << "}";
-  else
-    out << "null";
-  out << ",\n  \"arguments\": [";
+    json["simulated_link"] = {{"gbps", job.simulatedLinkGbps},
+                              {"latency_us", job.simulatedLinkLatencyUs}};
+  OrderedJson &arguments = json["arguments"] = OrderedJson::array();
   for (size_t a = 0; a < signature.arguments.size(); ++a)
-    out << (a ? ", " : "") << jsonString(argumentName(signature, a));
-  out << "]"
-      << ",\n  \"ms_per_step\": " << fixed(times.median * 1e3, 6)
-      << ",\n  \"ms_per_step_mean\": " << fixed(times.mean * 1e3, 6)
-      << ",\n  \"elements_sent_per_step\": " << totals.lastStepElements
-      << ",\n  \"bytes_sent_per_step\": " << totals.lastStepBytes
-      << ",\n  \"elements_sent_total\": " << totals.totalElements
-      << ",\n  \"elements_before_compression\": "
-      << total.elements_before_compression
-      << ",\n  \"elements_after_compression\": "
-      << total.elements_after_compression
-      << ",\n  \"bytes_ratio\": " << fixed(bytesRatio(signature, total), 6)
-      << ",\n  \"collectives\": " << roles(total.collectives)
-      << ",\n  \"elements_sent\": " << roles(total.elements_sent)
-      << ",\n  \"bytes_sent\": " << roles(total.bytes_sent)
-      << ",\n  \"nonfinite_skips\": " << total.nonfinite_skips
-      << ",\n  \"warmup_steps\": " << totals.warmupSteps
-      << ",\n  \"powersgd_steps\": " << totals.powersgdSteps
-      << ",\n  \"ms_in_runtime_per_step\": {\"communication\": "
-      << fixed(total.seconds[DDPRT_PHASE_COMMUNICATION] * perStep, 6)
-      << ", \"compression\": "
-      << fixed(total.seconds[DDPRT_PHASE_COMPRESSION] * perStep, 6)
-      << ", \"decompression\": "
-      << fixed(total.seconds[DDPRT_PHASE_DECOMPRESSION] * perStep, 6)
-      << ", \"cast\": " << fixed(total.seconds[DDPRT_PHASE_CAST] * perStep, 6)
-      << "},\n  \"series\": [";
+    arguments.push_back(argumentName(signature, a));
+  json["ms_per_step"] = roundTo(times.median * 1e3, 6);
+  json["ms_per_step_mean"] = roundTo(times.mean * 1e3, 6);
+  json["elements_sent_per_step"] = totals.lastStepElements;
+  json["bytes_sent_per_step"] = totals.lastStepBytes;
+  json["elements_sent_total"] = totals.totalElements;
+  json["elements_before_compression"] = total.elements_before_compression;
+  json["elements_after_compression"] = total.elements_after_compression;
+  json["bytes_ratio"] = roundTo(bytesRatio(signature, total), 6);
+  json["collectives"] = roles(total.collectives);
+  json["elements_sent"] = roles(total.elements_sent);
+  json["bytes_sent"] = roles(total.bytes_sent);
+  json["nonfinite_skips"] = total.nonfinite_skips;
+  json["warmup_steps"] = totals.warmupSteps;
+  json["powersgd_steps"] = totals.powersgdSteps;
+  auto perStepMs = [&](ddprt_phase phase) {
+    return roundTo(total.seconds[phase] * perStep, 6);
+  };
+  json["ms_in_runtime_per_step"] = {
+      {"communication", perStepMs(DDPRT_PHASE_COMMUNICATION)},
+      {"compression", perStepMs(DDPRT_PHASE_COMPRESSION)},
+      {"decompression", perStepMs(DDPRT_PHASE_DECOMPRESSION)},
+      {"cast", perStepMs(DDPRT_PHASE_CAST)}};
   // One object per step: its number, time (the slowest rank's), what
   // this rank sent (in all and by role) and its phase.
-  for (size_t k = 0; k < totals.series.size(); ++k) {
-    const StepRecord &record = totals.series[k];
-    out << (k ? ",\n    " : "\n    ") << "{\"step\": " << record.step
-        << ", \"ms\": " << fixed(record.seconds * 1e3, 6)
-        << ", \"elements_sent\": " << record.elements
-        << ", \"bytes_sent\": " << record.bytes << ", \"phase\": \""
-        << record.phase()
-        << "\", \"elements_by_role\": " << roles(record.elementsByRole) << "}";
-  }
-  out << (totals.series.empty() ? "]\n}\n" : "\n  ]\n}\n");
+  OrderedJson &series = json["series"] = OrderedJson::array();
+  for (const StepRecord &record : totals.series)
+    series.push_back({{"step", record.step},
+                      {"ms", roundTo(record.seconds * 1e3, 6)},
+                      {"elements_sent", record.elements},
+                      {"bytes_sent", record.bytes},
+                      {"phase", record.phase()},
+                      {"elements_by_role", roles(record.elementsByRole)}});
   // If the directory cannot be made, opening the file says why.
   (void)npy::createDirectories(npy::parentPath(path), error);
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   if (file)
-    file << out.str();
+    file << jsonText(json);
   file.close();
   if (!file) {
     job.error() << "cannot write '" << path << "': " << std::strerror(errno)
