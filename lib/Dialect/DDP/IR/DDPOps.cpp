@@ -3,8 +3,17 @@
 // Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
 // See LICENSE for license information.
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+// The collectives, buckets, casts, state and top-k: their verifiers, type
+// inference and custom assembly, and the op classes' definitions
+// (DDPOps.cpp.inc). PowerSGD's matrix ops verify in PowerSGDOps.cpp, the
+// other buffer forms in BufferOps.cpp; what they share is OpVerification.h.
+//
+//===----------------------------------------------------------------------===//
 
 #include "ddp/Dialect/DDP/IR/DDP.h"
+
+#include "OpVerification.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -14,6 +23,7 @@
 
 using namespace mlir;
 using namespace mlir::ddp;
+using namespace mlir::ddp::detail;
 
 //===----------------------------------------------------------------------===//
 // custom<PairedTypes>: two operand groups of the same types (a matrix and
@@ -40,8 +50,9 @@ static void printPairedTypes(OpAsmPrinter &printer, Operation *,
 //===----------------------------------------------------------------------===//
 
 /// Checks that two operand groups of a multi-tensor op pair up one to one.
-static LogicalResult verifySameCount(Operation *op, size_t lhs, size_t rhs,
-                                     StringRef lhsName, StringRef rhsName) {
+LogicalResult mlir::ddp::detail::verifySameCount(Operation *op, size_t lhs,
+                                                 size_t rhs, StringRef lhsName,
+                                                 StringRef rhsName) {
   if (lhs == rhs)
     return success();
   return op->emitOpError() << "has " << lhs << " " << lhsName << " but " << rhs
@@ -49,147 +60,33 @@ static LogicalResult verifySameCount(Operation *op, size_t lhs, size_t rhs,
                            << "; each tensor needs one of each";
 }
 
-static LogicalResult verifyNonEmpty(Operation *op, size_t count) {
+LogicalResult mlir::ddp::detail::verifyNonEmpty(Operation *op, size_t count) {
   if (count > 0)
     return success();
   return op->emitOpError("needs at least one tensor");
 }
 
-static LogicalResult verifyTypesEqual(Operation *op, TypeRange lhs,
-                                      TypeRange rhs, StringRef lhsName,
-                                      StringRef rhsName) {
-  if (failed(verifySameCount(op, lhs.size(), rhs.size(), lhsName, rhsName)))
+LogicalResult mlir::ddp::detail::verifyPairs(
+    Operation *op, TypeRange inputs, TypeRange outputs, StringRef outputsName,
+    function_ref<LogicalResult(size_t, ShapedType, ShapedType)> check) {
+  if (failed(verifyNonEmpty(op, inputs.size())) ||
+      failed(verifySameCount(op, inputs.size(), outputs.size(), "inputs",
+                             outputsName)))
     return failure();
-  for (auto [i, types] : llvm::enumerate(llvm::zip(lhs, rhs)))
-    if (std::get<0>(types) != std::get<1>(types))
-      return op->emitOpError()
-             << rhsName << " #" << i << " has type " << std::get<1>(types)
-             << " but must have the type of " << lhsName << " #" << i << ", "
-             << std::get<0>(types);
+  for (auto [i, from, to] : llvm::enumerate(inputs, outputs))
+    if (failed(check(i, cast<ShapedType>(from), cast<ShapedType>(to))))
+      return failure();
   return success();
 }
 
-//===----------------------------------------------------------------------===//
-// Matrix shape inference for the PowerSGD ops
-//===----------------------------------------------------------------------===//
-
-namespace {
-/// One tensor of a multi-tensor PowerSGD op, as a 2-D float matrix.
-struct Matrix {
-  int64_t rows, cols;
-  Type elementType;
-};
-} // namespace
-
-static Matrix asMatrix(Type type) {
-  auto tensor = cast<RankedTensorType>(type);
-  return {tensor.getDimSize(0), tensor.getDimSize(1), tensor.getElementType()};
-}
-
-static RankedTensorType matrixType(int64_t rows, int64_t cols, Type element) {
-  return RankedTensorType::get({rows, cols}, element);
-}
-
-/// The operand groups of the PowerSGD ops are only guaranteed to be 2-D
-/// static float tensors after the ODS constraints ran; inference also runs
-/// while parsing, before them, so it checks what it relies on.
-static LogicalResult checkMatrices(std::optional<Location> loc,
-                                   StringRef opName, TypeRange types) {
-  for (Type type : types) {
-    auto tensor = dyn_cast<RankedTensorType>(type);
-    if (!tensor || tensor.getRank() != 2 || !tensor.hasStaticShape() ||
-        !isComputeElementType(tensor.getElementType()))
-      return emitOptionalError(
-          loc, "'", opName, "' op expects statically shaped 2-D tensors of ",
-          computeElementTypeNames(type.getContext()), ", got ", type);
-  }
-  return success();
-}
-
-static LogicalResult checkPairs(std::optional<Location> loc, StringRef opName,
-                                TypeRange lhs, TypeRange rhs, StringRef lhsName,
-                                StringRef rhsName) {
-  if (failed(checkMatrices(loc, opName, lhs)) ||
-      failed(checkMatrices(loc, opName, rhs)))
-    return failure();
-  if (lhs.empty())
-    return emitOptionalError(loc, "'", opName,
-                             "' op needs at least one tensor");
-  if (lhs.size() != rhs.size())
-    return emitOptionalError(loc, "'", opName, "' op has ", lhs.size(), " ",
-                             lhsName, " but ", rhs.size(), " ", rhsName,
-                             "; each tensor needs one of each");
-  return success();
-}
-
-static LogicalResult checkElementTypes(std::optional<Location> loc,
-                                       StringRef opName, unsigned index,
-                                       Matrix a, Matrix b) {
-  if (a.elementType == b.elementType)
+LogicalResult mlir::ddp::detail::verifyCastKeepsShape(Operation *op,
+                                                      StringRef noun, size_t i,
+                                                      ShapedType from,
+                                                      ShapedType to) {
+  if (from.getShape() == to.getShape())
     return success();
-  return emitOptionalError(loc, "'", opName, "' op tensor #", index,
-                           " mixes element types ", a.elementType, " and ",
-                           b.elementType);
-}
-
-/// P_i = M_i Q_i (transposeMatrix = false) or Q_i = M_i^T P_i (true).
-static LogicalResult inferProjection(std::optional<Location> loc,
-                                     StringRef opName, TypeRange matrices,
-                                     TypeRange factors, bool transposeMatrix,
-                                     SmallVectorImpl<Type> &results) {
-  if (failed(checkPairs(loc, opName, matrices, factors, "matrices", "factors")))
-    return failure();
-  for (auto [i, pair] : llvm::enumerate(llvm::zip(matrices, factors))) {
-    Matrix m = asMatrix(std::get<0>(pair));
-    Matrix f = asMatrix(std::get<1>(pair));
-    if (failed(checkElementTypes(loc, opName, i, m, f)))
-      return failure();
-    int64_t inner = transposeMatrix ? m.rows : m.cols;
-    int64_t outer = transposeMatrix ? m.cols : m.rows;
-    if (f.rows != inner)
-      return emitOptionalError(loc, "'", opName, "' op tensor #", i,
-                               ": factor has ", f.rows, " rows but the matrix",
-                               transposeMatrix ? " (transposed)" : "", " has ",
-                               inner, " columns");
-    results.push_back(matrixType(outer, f.cols, m.elementType));
-  }
-  return success();
-}
-
-/// Checks that the residuals have the matrices' types.
-static LogicalResult checkResiduals(std::optional<Location> loc,
-                                    StringRef opName, TypeRange matrices,
-                                    TypeRange residuals) {
-  if (failed(checkPairs(loc, opName, matrices, residuals, "matrices",
-                        "residuals")))
-    return failure();
-  for (auto [i, pair] : llvm::enumerate(llvm::zip(matrices, residuals)))
-    if (std::get<0>(pair) != std::get<1>(pair))
-      return emitOptionalError(loc, "'", opName, "' op residual #", i,
-                               " has type ", std::get<1>(pair),
-                               " but its matrix has type ", std::get<0>(pair));
-  return success();
-}
-
-/// M_hat_i = P_i Q_i^T.
-static LogicalResult inferReconstruction(std::optional<Location> loc,
-                                         StringRef opName, TypeRange ps,
-                                         TypeRange qs,
-                                         SmallVectorImpl<Type> &results) {
-  if (failed(checkPairs(loc, opName, ps, qs, "P factors", "Q factors")))
-    return failure();
-  for (auto [i, pair] : llvm::enumerate(llvm::zip(ps, qs))) {
-    Matrix p = asMatrix(std::get<0>(pair));
-    Matrix q = asMatrix(std::get<1>(pair));
-    if (failed(checkElementTypes(loc, opName, i, p, q)))
-      return failure();
-    if (p.cols != q.cols)
-      return emitOptionalError(loc, "'", opName, "' op tensor #", i,
-                               ": P has rank ", p.cols, " but Q has rank ",
-                               q.cols);
-    results.push_back(matrixType(p.rows, q.rows, p.elementType));
-  }
-  return success();
+  return op->emitOpError() << noun << " #" << i << " has type " << to
+                           << " but a cast keeps the shape of " << from;
 }
 
 //===----------------------------------------------------------------------===//
@@ -225,7 +122,8 @@ static LogicalResult verifyCountable(Operation *op, TypeRange types) {
 
 /// The element types are the runtime's float types (ODS), so both
 /// reductions apply to every input.
-static LogicalResult verifyAllReduceInputs(Operation *op, TypeRange inputs) {
+LogicalResult mlir::ddp::detail::verifyAllReduceInputs(Operation *op,
+                                                       TypeRange inputs) {
   if (failed(verifyNonEmpty(op, inputs.size())) ||
       failed(verifyCountable(op, inputs)))
     return failure();
@@ -397,174 +295,13 @@ LogicalResult ScaleOp::verify() {
 LogicalResult CastOp::verify() {
   if (failed(verifyNonEmpty(*this, getInputs().size())) ||
       failed(verifyCountable(*this, getInputs().getTypes())) ||
-      failed(verifyCountable(*this, getResultTypes())) ||
-      failed(verifySameCount(*this, getInputs().size(), getNumResults(),
-                             "inputs", "results")))
+      failed(verifyCountable(*this, getResultTypes())))
     return failure();
-  for (auto [i, types] : llvm::enumerate(
-           llvm::zip(getInputs().getTypes(), getResults().getTypes()))) {
-    auto from = cast<RankedTensorType>(std::get<0>(types));
-    auto to = cast<RankedTensorType>(std::get<1>(types));
-    if (from.getShape() != to.getShape())
-      return emitOpError() << "result #" << i << " has type " << to
-                           << " but a cast keeps the shape of " << from;
-  }
-  return success();
-}
-
-//===----------------------------------------------------------------------===//
-// PowerSGD ops
-//===----------------------------------------------------------------------===//
-
-/// The verifier of an op whose result types are inferred from its operands:
-/// the inference's own checks, with its one precise message. (Without it,
-/// InferTypeOpInterface's verifier runs the same inference and adds "failed
-/// to infer returned types" after that message.)
-template <typename OpT> static LogicalResult verifyByInference(OpT op) {
-  SmallVector<Type> expected;
-  return OpT::inferReturnTypes(op->getContext(), op.getLoc(),
-                               typename OpT::Adaptor(op), expected);
-}
-
-LogicalResult AddResidualOp::inferReturnTypes(MLIRContext *,
-                                              std::optional<Location>,
-                                              Adaptor adaptor,
-                                              SmallVectorImpl<Type> &results) {
-  llvm::append_range(results, adaptor.getInputs().getTypes());
-  return success();
-}
-
-LogicalResult AddResidualOp::verify() {
-  if (failed(verifyNonEmpty(*this, getInputs().size())))
-    return failure();
-  return verifyTypesEqual(*this, getInputs().getTypes(),
-                          getResiduals().getTypes(), "input", "residual");
-}
-
-LogicalResult ProjectOp::inferReturnTypes(MLIRContext *,
-                                          std::optional<Location> loc,
-                                          Adaptor adaptor,
-                                          SmallVectorImpl<Type> &results) {
-  return inferProjection(loc, getOperationName(), adaptor.getMatrices(),
-                         adaptor.getFactors(), /*transposeMatrix=*/false,
-                         results);
-}
-
-LogicalResult ProjectOp::verify() { return verifyByInference(*this); }
-
-LogicalResult BackprojectOp::inferReturnTypes(MLIRContext *,
-                                              std::optional<Location> loc,
-                                              Adaptor adaptor,
-                                              SmallVectorImpl<Type> &results) {
-  return inferProjection(loc, getOperationName(), adaptor.getMatrices(),
-                         adaptor.getFactors(), /*transposeMatrix=*/true,
-                         results);
-}
-
-LogicalResult BackprojectOp::verify() { return verifyByInference(*this); }
-
-LogicalResult
-OrthogonalizeOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
-                                  Adaptor adaptor,
-                                  SmallVectorImpl<Type> &results) {
-  llvm::append_range(results, adaptor.getInputs().getTypes());
-  return success();
-}
-
-LogicalResult OrthogonalizeOp::verify() {
-  if (failed(verifyNonEmpty(*this, getInputs().size())))
-    return failure();
-  double epsilon = getEpsilon().convertToDouble();
-  if (!(epsilon >= 0.0) || std::isinf(epsilon))
-    return emitOpError() << "epsilon must be finite and non-negative, got "
-                         << epsilon;
-  return success();
-}
-
-LogicalResult ReconstructOp::inferReturnTypes(MLIRContext *,
-                                              std::optional<Location> loc,
-                                              Adaptor adaptor,
-                                              SmallVectorImpl<Type> &results) {
-  return inferReconstruction(loc, getOperationName(), adaptor.getPs(),
-                             adaptor.getQs(), results);
-}
-
-LogicalResult ReconstructOp::verify() { return verifyByInference(*this); }
-
-LogicalResult
-UpdateResidualOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
-                                   Adaptor adaptor,
-                                   SmallVectorImpl<Type> &results) {
-  llvm::append_range(results, adaptor.getInputs().getTypes());
-  return success();
-}
-
-LogicalResult UpdateResidualOp::verify() {
-  if (failed(verifyNonEmpty(*this, getInputs().size())))
-    return failure();
-  return verifyTypesEqual(*this, getInputs().getTypes(),
-                          getReconstructions().getTypes(), "input",
-                          "reconstruction");
-}
-
-LogicalResult
-ProjectResidualOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                    Adaptor adaptor,
-                                    SmallVectorImpl<Type> &results) {
-  StringRef name = getOperationName();
-  if (failed(checkResiduals(loc, name, adaptor.getMatrices(),
-                            adaptor.getResiduals())))
-    return failure();
-  return inferProjection(loc, name, adaptor.getMatrices(), adaptor.getFactors(),
-                         /*transposeMatrix=*/false, results);
-}
-
-LogicalResult ProjectResidualOp::verify() { return verifyByInference(*this); }
-
-LogicalResult BackprojectResidualOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &results) {
-  StringRef name = getOperationName();
-  if (failed(checkResiduals(loc, name, adaptor.getMatrices(),
-                            adaptor.getResiduals())))
-    return failure();
-  return inferProjection(loc, name, adaptor.getMatrices(), adaptor.getFactors(),
-                         /*transposeMatrix=*/true, results);
-}
-
-LogicalResult BackprojectResidualOp::verify() {
-  return verifyByInference(*this);
-}
-
-LogicalResult ReconstructResidualOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &results) {
-  StringRef name = getOperationName();
-  if (failed(checkResiduals(loc, name, adaptor.getMatrices(),
-                            adaptor.getResiduals())))
-    return failure();
-  SmallVector<Type> reconstructions;
-  if (failed(inferReconstruction(loc, name, adaptor.getPs(), adaptor.getQs(),
-                                 reconstructions)))
-    return failure();
-  if (reconstructions.size() != adaptor.getMatrices().size())
-    return emitOptionalError(loc, "'", name, "' op has ",
-                             reconstructions.size(), " factor pairs but ",
-                             adaptor.getMatrices().size(), " matrices");
-  for (auto [i, pair] :
-       llvm::enumerate(llvm::zip(reconstructions, adaptor.getMatrices())))
-    if (std::get<0>(pair) != std::get<1>(pair).getType())
-      return emitOptionalError(loc, "'", name, "' op tensor #", i,
-                               ": P * Q^T has type ", std::get<0>(pair),
-                               " but the matrix has type ",
-                               std::get<1>(pair).getType());
-  results.append(reconstructions);
-  results.append(reconstructions);
-  return success();
-}
-
-LogicalResult ReconstructResidualOp::verify() {
-  return verifyByInference(*this);
+  return verifyPairs(*this, getInputs().getTypes(), getResultTypes(), "results",
+                     [&](size_t i, ShapedType from, ShapedType to) {
+                       return verifyCastKeepsShape(*this, "result", i, from,
+                                                   to);
+                     });
 }
 
 //===----------------------------------------------------------------------===//
@@ -693,196 +430,6 @@ LogicalResult
 StateStoreOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyStateUse(*this, getStateAttr(), getValue().getType(),
                         symbolTable);
-}
-
-//===----------------------------------------------------------------------===//
-// Buffer ops
-//===----------------------------------------------------------------------===//
-
-bool mlir::ddp::isContiguousBuffer(MemRefType type) {
-  if (type.getLayout().isIdentity())
-    return true;
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  if (failed(type.getStridesAndOffset(strides, offset)))
-    return false;
-  // Innermost first: each stride must be the product of the sizes inside
-  // it. A dimension of size 1 may have any stride.
-  int64_t expected = 1;
-  for (int64_t i = type.getRank() - 1; i >= 0; --i) {
-    int64_t size = type.getDimSize(i);
-    if (size == 1)
-      continue;
-    if (strides[i] != expected)
-      return false;
-    if (ShapedType::isDynamic(size))
-      return i == 0 || llvm::all_of(type.getShape().take_front(i),
-                                    [](int64_t d) { return d == 1; });
-    expected *= size;
-  }
-  return true;
-}
-
-/// The tensor type a buffer stands for, so that the buffer ops reuse the
-/// shape rules of the tensor ops.
-static SmallVector<Type> asTensorTypes(TypeRange types) {
-  SmallVector<Type> tensors;
-  for (Type type : types) {
-    auto memref = cast<MemRefType>(type);
-    tensors.push_back(
-        RankedTensorType::get(memref.getShape(), memref.getElementType()));
-  }
-  return tensors;
-}
-
-/// Checks that `outputs` have the shapes and element types of `expected`.
-static LogicalResult verifyOutputs(Operation *op, ArrayRef<Type> expected,
-                                   TypeRange outputs) {
-  if (failed(verifySameCount(op, expected.size(), outputs.size(), "tensors",
-                             "outputs")))
-    return failure();
-  for (auto [i, pair] : llvm::enumerate(llvm::zip(expected, outputs))) {
-    auto want = cast<ShapedType>(std::get<0>(pair));
-    auto got = cast<ShapedType>(std::get<1>(pair));
-    if (want.getShape() != got.getShape() ||
-        want.getElementType() != got.getElementType())
-      return op->emitOpError() << "output #" << i << " has type " << got
-                               << " but must hold a " << want;
-  }
-  return success();
-}
-
-LogicalResult BufferAllReduceOp::verify() {
-  return verifyAllReduceInputs(*this, getBuffers().getTypes());
-}
-
-LogicalResult BufferAllReduceStartOp::verify() {
-  if (failed(verifyAllReduceInputs(*this, getBuffers().getTypes())))
-    return failure();
-  ArrayRef<Type> carried = getRequest().getType().getTypes();
-  if (TypeRange(carried) != getBuffers().getTypes())
-    return emitOpError("request type must list the types of the buffers");
-  return success();
-}
-
-LogicalResult BufferScaleOp::verify() {
-  return verifyNonEmpty(*this, getBuffers().size());
-}
-
-LogicalResult BufferCastOp::verify() {
-  if (failed(verifyNonEmpty(*this, getInputs().size())) ||
-      failed(verifySameCount(*this, getInputs().size(), getOutputs().size(),
-                             "inputs", "outputs")))
-    return failure();
-  for (auto [i, types] : llvm::enumerate(
-           llvm::zip(getInputs().getTypes(), getOutputs().getTypes()))) {
-    auto from = cast<MemRefType>(std::get<0>(types));
-    auto to = cast<MemRefType>(std::get<1>(types));
-    if (from.getShape() != to.getShape())
-      return emitOpError() << "output #" << i << " has type " << to
-                           << " but a cast keeps the shape of " << from;
-  }
-  return success();
-}
-
-LogicalResult BufferAllGatherOp::verify() {
-  if (failed(verifyNonEmpty(*this, getInputs().size())) ||
-      failed(verifySameCount(*this, getInputs().size(), getOutputs().size(),
-                             "inputs", "outputs")))
-    return failure();
-  for (auto [i, types] : llvm::enumerate(
-           llvm::zip(getInputs().getTypes(), getOutputs().getTypes()))) {
-    auto from = cast<MemRefType>(std::get<0>(types));
-    auto to = cast<MemRefType>(std::get<1>(types));
-    // Rank-major: a leading dimension of ranks, then the input's shape.
-    bool matches =
-        to.getElementType() == from.getElementType() &&
-        to.getRank() == from.getRank() + 1 &&
-        llvm::all_of(llvm::seq<int64_t>(0, from.getRank()), [&](int64_t d) {
-          int64_t a = from.getDimSize(d);
-          int64_t b = to.getDimSize(d + 1);
-          return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
-        });
-    if (!matches)
-      return emitOpError() << "output #" << i << " has type " << to
-                           << " but gathering " << from
-                           << " needs a leading dimension of ranks, then its "
-                              "shape and element type";
-  }
-  return success();
-}
-
-LogicalResult BufferProjectOp::verify() {
-  StringRef name = getOperationName();
-  SmallVector<Type> matrices = asTensorTypes(getMatrices().getTypes());
-  if (!getResiduals().empty() &&
-      failed(checkResiduals(getLoc(), name, matrices,
-                            asTensorTypes(getResiduals().getTypes()))))
-    return failure();
-  SmallVector<Type> expected;
-  if (failed(inferProjection(getLoc(), name, matrices,
-                             asTensorTypes(getFactors().getTypes()),
-                             getTransposed(), expected)))
-    return failure();
-  return verifyOutputs(*this, expected, getOutputs().getTypes());
-}
-
-LogicalResult BufferOrthogonalizeOp::verify() {
-  if (failed(verifyNonEmpty(*this, getBuffers().size())))
-    return failure();
-  double epsilon = getEpsilon().convertToDouble();
-  if (!(epsilon >= 0.0) || std::isinf(epsilon))
-    return emitOpError() << "epsilon must be finite and non-negative, got "
-                         << epsilon;
-  return success();
-}
-
-LogicalResult BufferReconstructOp::verify() {
-  StringRef name = getOperationName();
-  SmallVector<Type> expected;
-  if (failed(inferReconstruction(getLoc(), name,
-                                 asTensorTypes(getPs().getTypes()),
-                                 asTensorTypes(getQs().getTypes()), expected)))
-    return failure();
-  if (failed(verifyOutputs(*this, expected, getOutputs().getTypes())))
-    return failure();
-  if (getMatrices().empty() && getResiduals().empty())
-    return success();
-  SmallVector<Type> matrices = asTensorTypes(getMatrices().getTypes());
-  if (failed(checkResiduals(getLoc(), name, matrices,
-                            asTensorTypes(getResiduals().getTypes()))))
-    return failure();
-  return verifyOutputs(*this, expected, getMatrices().getTypes());
-}
-
-LogicalResult
-BufferStateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto state =
-      symbolTable.lookupNearestSymbolFrom<StateOp>(*this, getStateAttr());
-  if (!state)
-    return emitOpError() << "'" << getState()
-                         << "' does not name a 'ddp.state'";
-  MemRefType buffer = getBuffer().getType();
-  if (!buffer.getLayout().isIdentity())
-    return emitOpError() << "a state's buffer has the identity layout, not "
-                         << buffer.getLayout();
-  Type stateType = state.getType();
-  auto tensor = dyn_cast<RankedTensorType>(stateType);
-  bool matches =
-      tensor ? buffer.getShape() == tensor.getShape() &&
-                   buffer.getElementType() == tensor.getElementType()
-             : buffer.getRank() == 0 && buffer.getElementType() == stateType;
-  if (!matches)
-    return emitOpError() << "type " << buffer << " does not hold the state '"
-                         << getState() << "' of type " << stateType;
-  return success();
-}
-
-LogicalResult BufferCopyOp::verify() {
-  if (failed(verifyNonEmpty(*this, getSources().size())))
-    return failure();
-  return verifyOutputs(*this, llvm::to_vector(getSources().getTypes()),
-                       getDestinations().getTypes());
 }
 
 //===----------------------------------------------------------------------===//
