@@ -24,10 +24,12 @@ using namespace mlir;
 using namespace mlir::ddp;
 using namespace mlir::ddp::detail;
 
+/// At least one `lhs` tensor, and each `rhs` of its `lhs`'s type.
 static LogicalResult verifyTypesEqual(Operation *op, TypeRange lhs,
                                       TypeRange rhs, StringRef lhsName,
                                       StringRef rhsName) {
-  if (failed(verifySameCount(op, lhs.size(), rhs.size(), lhsName, rhsName)))
+  if (failed(verifyNonEmpty(op, lhs.size())) ||
+      failed(verifySameCount(op, lhs.size(), rhs.size(), lhsName, rhsName)))
     return failure();
   for (auto [i, types] : llvm::enumerate(llvm::zip(lhs, rhs)))
     if (std::get<0>(types) != std::get<1>(types))
@@ -35,6 +37,13 @@ static LogicalResult verifyTypesEqual(Operation *op, TypeRange lhs,
              << rhsName << " #" << i << " has type " << std::get<1>(types)
              << " but must have the type of " << lhsName << " #" << i << ", "
              << std::get<0>(types);
+  return success();
+}
+
+/// The result types of an op whose results have its inputs' types.
+static LogicalResult inputTypes(ValueRange inputs,
+                                SmallVectorImpl<Type> &results) {
+  llvm::append_range(results, inputs.getTypes());
   return success();
 }
 
@@ -178,13 +187,10 @@ LogicalResult AddResidualOp::inferReturnTypes(MLIRContext *,
                                               std::optional<Location>,
                                               Adaptor adaptor,
                                               SmallVectorImpl<Type> &results) {
-  llvm::append_range(results, adaptor.getInputs().getTypes());
-  return success();
+  return inputTypes(adaptor.getInputs(), results);
 }
 
 LogicalResult AddResidualOp::verify() {
-  if (failed(verifyNonEmpty(*this, getInputs().size())))
-    return failure();
   return verifyTypesEqual(*this, getInputs().getTypes(),
                           getResiduals().getTypes(), "input", "residual");
 }
@@ -215,8 +221,7 @@ LogicalResult
 OrthogonalizeOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
                                   Adaptor adaptor,
                                   SmallVectorImpl<Type> &results) {
-  llvm::append_range(results, adaptor.getInputs().getTypes());
-  return success();
+  return inputTypes(adaptor.getInputs(), results);
 }
 
 LogicalResult mlir::ddp::detail::verifyOrthogonalize(Operation *op,
@@ -249,13 +254,10 @@ LogicalResult
 UpdateResidualOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
                                    Adaptor adaptor,
                                    SmallVectorImpl<Type> &results) {
-  llvm::append_range(results, adaptor.getInputs().getTypes());
-  return success();
+  return inputTypes(adaptor.getInputs(), results);
 }
 
 LogicalResult UpdateResidualOp::verify() {
-  if (failed(verifyNonEmpty(*this, getInputs().size())))
-    return failure();
   return verifyTypesEqual(*this, getInputs().getTypes(),
                           getReconstructions().getTypes(), "input",
                           "reconstruction");
