@@ -200,7 +200,7 @@ void powerSGDStep(std::vector<Bucket> &buckets) {
         qBuffers.push_back({qs[i].data, DDPRT_F32, qs[i].rows * qs[i].cols});
       }
       phase("allreduce", [&] {
-        CHECK(ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_POWERSGD_P,
+        CHECK(ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_COMPRESSED,
                               pBuffers.data(), n));
       });
       phase("orthogonalize",
@@ -210,7 +210,7 @@ void powerSGDStep(std::vector<Bucket> &buckets) {
                                 qs.data(), n));
       });
       phase("allreduce", [&] {
-        CHECK(ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_POWERSGD_Q,
+        CHECK(ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_COMPRESSED,
                               qBuffers.data(), n));
       });
       phase("reconstruct", [&] {

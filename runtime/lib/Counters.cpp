@@ -19,12 +19,9 @@ void countCollective(ddprt_counters &counters, ddprt_role role,
   counters.elements_sent[role] += elements;
   counters.bytes_sent[role] += bytes;
   counters.elements_after_compression += elements;
-  // P and Q are what PowerSGD sends instead of the gradient, and a
-  // scheme's collectives what it sends instead of its bucket: after
-  // compression only (project and ddprt_count_uncompressed counted the
-  // gradients before).
-  if (role != DDPRT_ROLE_POWERSGD_P && role != DDPRT_ROLE_POWERSGD_Q &&
-      role != DDPRT_ROLE_COMPRESSED)
+  // What a scheme sends instead of its gradients counts after compression
+  // only (project and ddprt_count_uncompressed counted them before).
+  if (role != DDPRT_ROLE_COMPRESSED)
     counters.elements_before_compression += elements;
 }
 

@@ -39,6 +39,10 @@ constexpr OptionsField kOptionsFields[] = {
 /// `version`.
 constexpr unsigned kFirstStructVersion = 100; // 0.1.0
 
+/// The first version whose ddprt_counters has this runtime's roles (before
+/// it, PowerSGD's P and Q had their own, and the arrays had six).
+constexpr unsigned kFirstCountersVersion = 200; // 0.2.0
+
 /// sizeof of a ddprt_options whose last field is `last`: each older layout
 /// is a prefix of this one, padded to the same alignment (that of size_t).
 constexpr size_t layoutSize(const OptionsField &last) {
@@ -128,13 +132,22 @@ Error writeOptions(const ddprt_options &options, ddprt_options *given) {
 Error writeCounters(const ddprt_counters &counters, ddprt_counters *given) {
   if (!given)
     return invalid("the counters pointer is null");
-  // One layout so far (0.1.0); a later one appends fields and lists the
-  // older sizes here.
+  // One layout so far (0.2.0); a later one appends fields and lists the
+  // older sizes here. 0.1.0's had other roles: its size is refused first.
+  const char *fill = "fill the counters with ddprt_default_counters or "
+                     "DDPRT_COUNTERS_INITIALIZER first";
+  if (given->version >= kFirstStructVersion &&
+      given->version < kFirstCountersVersion)
+    return invalid("counters.version is " + std::to_string(given->version) +
+                   " (" + versionText(given->version) +
+                   "): ddprt_counters before " +
+                   versionText(kFirstCountersVersion) +
+                   " counted other roles; rebuild the caller with this "
+                   "runtime's ddprt.h (" +
+                   versionText(DDPRT_VERSION) + ")");
   DDPRT_TRY(checkCallerStruct("counters", "ddprt_counters", given->size,
                               given->size == sizeof(ddprt_counters),
-                              sizeof(ddprt_counters), given->version,
-                              "fill the counters with ddprt_default_counters "
-                              "or DDPRT_COUNTERS_INITIALIZER first"));
+                              sizeof(ddprt_counters), given->version, fill));
   size_t size = given->size;
   unsigned version = given->version;
   std::memcpy(given, &counters, size);

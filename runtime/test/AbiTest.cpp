@@ -163,6 +163,40 @@ TEST(AbiCounters, AStructNotFilledOrOfAnUnknownLayoutIsRefused) {
   ddprt_finalize(context);
 }
 
+/// ddprt_counters as 0.1.0 laid it out: six roles (PowerSGD's P and Q had
+/// their own), so every array and the struct were longer.
+struct CountersOf010 {
+  size_t size;
+  unsigned int version;
+  uint64_t collectives[6], elements_sent[6], bytes_sent[6];
+  uint64_t elements_before_compression, elements_after_compression;
+  double seconds[DDPRT_PHASE_COUNT];
+  uint64_t nonfinite_skips;
+};
+
+TEST(AbiCounters, CountersOfTheRolesBefore020AreRefusedUntouched) {
+  ddprt_options options = DDPRT_OPTIONS_INITIALIZER;
+  ddprt_context *context = nullptr;
+  ASSERT_EQ(ddprt_init(&options, &context), DDPRT_OK);
+  ASSERT_EQ(ddprt_count_uncompressed(context, 7), DDPRT_OK);
+  CountersOf010 old = {};
+  old.size = sizeof(CountersOf010);
+  old.version = 100;
+  EXPECT_EQ(
+      ddprt_get_counters(context, reinterpret_cast<ddprt_counters *>(&old)),
+      DDPRT_ERROR_INVALID_ARGUMENT);
+  std::string message = ddprt_last_error(context);
+  EXPECT_NE(message.find("counters.version is 100 (0.1.0)"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("rebuild the caller"), std::string::npos) << message;
+  EXPECT_EQ(old.elements_before_compression, 0u) << "nothing written";
+  // Compiled against 0.1.0's names, a caller's P and Q are both COMPRESSED.
+  static_assert(DDPRT_ROLE_POWERSGD_P == DDPRT_ROLE_COMPRESSED &&
+                DDPRT_ROLE_POWERSGD_Q == DDPRT_ROLE_COMPRESSED);
+  static_assert(DDPRT_ROLE_COUNT == 4);
+  ddprt_finalize(context);
+}
+
 /// What callers built against a ddprt.h whose options ended earlier pass:
 /// each older layout is a prefix of today's.
 struct OptionsUpToBackend {

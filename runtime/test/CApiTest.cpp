@@ -315,7 +315,7 @@ TEST_F(CApi, AllgatherArgumentChecks) {
       ddprt_allgather(context, DDPRT_ROLE_COMPRESSED, inputs, nullptr, 1),
       invalid, "allgather output: the array of 1 is null");
   EXPECT_FAILS(ddprt_allgather(context, DDPRT_ROLE_COUNT, inputs, outputs, 1),
-               invalid, "unknown role 6");
+               invalid, "unknown role 4");
   EXPECT_FAILS(ddprt_allgather(context, ddprt_role(-1), inputs, outputs, 1),
                invalid, "unknown role -1");
   inputs[1].dtype = kUnknownDtype;
@@ -913,13 +913,13 @@ TEST_F(CApi, CountersFollowRolesAndCompression) {
   ASSERT_EQ(
       ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_GRADIENT, gradient, 2),
       DDPRT_OK);
-  // P and Q count after compression only.
+  // PowerSGD's P and Q count after compression only.
   ddprt_buffer p{f32.data(), DDPRT_F32, 5};
-  ASSERT_EQ(ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_POWERSGD_P, &p, 1),
+  ASSERT_EQ(ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_COMPRESSED, &p, 1),
             DDPRT_OK);
   ddprt_buffer q{narrow.data(), DDPRT_BF16, 4};
   ddprt_request *request = nullptr;
-  ASSERT_EQ(ddprt_allreduce_start(context, DDPRT_MEAN, DDPRT_ROLE_POWERSGD_Q,
+  ASSERT_EQ(ddprt_allreduce_start(context, DDPRT_MEAN, DDPRT_ROLE_COMPRESSED,
                                   &q, 1, &request),
             DDPRT_OK);
   ASSERT_EQ(ddprt_wait(context, request), DDPRT_OK);
@@ -953,12 +953,10 @@ TEST_F(CApi, CountersFollowRolesAndCompression) {
   EXPECT_EQ(counters.collectives[DDPRT_ROLE_GRADIENT], 1u);
   EXPECT_EQ(counters.elements_sent[DDPRT_ROLE_GRADIENT], 16u);
   EXPECT_EQ(counters.bytes_sent[DDPRT_ROLE_GRADIENT], 52u);
-  EXPECT_EQ(counters.collectives[DDPRT_ROLE_POWERSGD_P], 1u);
-  EXPECT_EQ(counters.elements_sent[DDPRT_ROLE_POWERSGD_P], 5u);
-  EXPECT_EQ(counters.bytes_sent[DDPRT_ROLE_POWERSGD_P], 20u);
-  EXPECT_EQ(counters.collectives[DDPRT_ROLE_POWERSGD_Q], 1u);
-  EXPECT_EQ(counters.elements_sent[DDPRT_ROLE_POWERSGD_Q], 4u);
-  EXPECT_EQ(counters.bytes_sent[DDPRT_ROLE_POWERSGD_Q], 8u);
+  // P (5 f32) and Q (4 bf16).
+  EXPECT_EQ(counters.collectives[DDPRT_ROLE_COMPRESSED], 2u);
+  EXPECT_EQ(counters.elements_sent[DDPRT_ROLE_COMPRESSED], 9u);
+  EXPECT_EQ(counters.bytes_sent[DDPRT_ROLE_COMPRESSED], 28u);
   EXPECT_EQ(counters.collectives[DDPRT_ROLE_UNCOMPRESSED], 1u);
   EXPECT_EQ(counters.bytes_sent[DDPRT_ROLE_UNCOMPRESSED], 28u);
   EXPECT_EQ(counters.collectives[DDPRT_ROLE_WARMUP], 1u);

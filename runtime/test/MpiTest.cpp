@@ -317,7 +317,7 @@ TEST_F(Mpi, TwoRequestsInFlightCompleteInEitherWaitOrder) {
                                     first.buffers.data(), first.count(), &a),
               DDPRT_OK)
         << ddprt_last_error(context);
-    ASSERT_EQ(ddprt_allreduce_start(context, DDPRT_MEAN, DDPRT_ROLE_POWERSGD_Q,
+    ASSERT_EQ(ddprt_allreduce_start(context, DDPRT_MEAN, DDPRT_ROLE_COMPRESSED,
                                     second.buffers.data(), second.count(), &b),
               DDPRT_OK)
         << ddprt_last_error(context);
@@ -461,13 +461,13 @@ void powerSgdStep(ddprt_context *context, int rank, ddprt_dtype dtype,
   ASSERT_EQ(ddprt_project(context, &gm, &e, &qm, &pm, 1), DDPRT_OK);
   ddprt_buffer pBuffer = p.buffer();
   ASSERT_EQ(
-      ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_POWERSGD_P, &pBuffer, 1),
+      ddprt_allreduce(context, DDPRT_SUM, DDPRT_ROLE_COMPRESSED, &pBuffer, 1),
       DDPRT_OK)
       << ddprt_last_error(context);
   ASSERT_EQ(ddprt_orthogonalize(context, &pm, 1, 0.0), DDPRT_OK);
   ASSERT_EQ(ddprt_backproject(context, &gm, &e, &pm, &qm, 1), DDPRT_OK);
   ASSERT_EQ(
-      ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_POWERSGD_Q, &qBuffer, 1),
+      ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_COMPRESSED, &qBuffer, 1),
       DDPRT_OK)
       << ddprt_last_error(context);
   // Decompress in place into G, updating the error in the same pass.
@@ -499,8 +499,7 @@ void powerSgdStep(ddprt_context *context, int rank, ddprt_dtype dtype,
   ASSERT_EQ(ddprt_get_counters(context, &counters), DDPRT_OK);
   EXPECT_EQ(counters.elements_before_compression, uint64_t(n * m)) << what;
   EXPECT_EQ(counters.elements_after_compression, uint64_t((n + m) * r)) << what;
-  EXPECT_EQ(counters.collectives[DDPRT_ROLE_POWERSGD_P], 1u) << what;
-  EXPECT_EQ(counters.collectives[DDPRT_ROLE_POWERSGD_Q], 1u) << what;
+  EXPECT_EQ(counters.collectives[DDPRT_ROLE_COMPRESSED], 2u) << what;
 }
 
 TEST_F(Mpi, PowerSgdStepReconstructsALowRankMeanOnEveryRank) {

@@ -27,7 +27,7 @@
 // CHECK-LABEL: func.func @step(
 // CHECK: ddp.allreduce_start mean %{{.*}} role uncompressed : tensor<64xf32>
 // CHECK: ddp.project_residual %{{.*}}, %{{.*}} plus
-// CHECK: %[[P:.*]] = ddp.allreduce_start sum %{{.*}}, %{{.*}} role powersgd_p : tensor<32x2xf32>, tensor<64x2xf32>
+// CHECK: %[[P:.*]] = ddp.allreduce_start sum %{{.*}}, %{{.*}} role compressed : tensor<32x2xf32>, tensor<64x2xf32>
 // CHECK: ddp.wait %[[P]]
 // CHECK: ddp.backproject_residual
 // CHECK: ddp.reconstruct_residual
@@ -41,8 +41,8 @@
 
 // NOOVERLAP-LABEL: func.func @step(
 // NOOVERLAP: ddp.allreduce_start mean %{{.*}} role uncompressed : tensor<64xf32>
-// NOOVERLAP: ddp.allreduce sum %{{.*}}, %{{.*}} role powersgd_p : tensor<32x2xf32>, tensor<64x2xf32>
-// NOOVERLAP: ddp.allreduce mean %{{.*}}, %{{.*}} role powersgd_q
+// NOOVERLAP: ddp.allreduce sum %{{.*}}, %{{.*}} role compressed : tensor<32x2xf32>, tensor<64x2xf32>
+// NOOVERLAP: ddp.allreduce mean %{{.*}}, %{{.*}} role compressed
 
 // NOFUSE-LABEL: func.func @step(
 // NOFUSE: ddp.add_residual

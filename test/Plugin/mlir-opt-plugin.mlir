@@ -11,10 +11,10 @@
 // CHECK-DAG: ddp.state @ddp.q.step.0 : tensor<32x2xf32>
 // CHECK-LABEL: func.func @step(
 // CHECK: ddp.allreduce_start mean %{{.*}} role uncompressed : tensor<64xf32>
-// CHECK: ddp.allreduce sum %{{.*}} role powersgd_p : tensor<64x2xf32>
+// CHECK: ddp.allreduce sum %{{.*}} role compressed : tensor<64x2xf32>
 // PIPE-LABEL: func.func @step(
 // PIPE: ddp.project_residual
-// PIPE: ddp.allreduce_start sum %{{.*}} role powersgd_p : tensor<64x2xf16>
+// PIPE: ddp.allreduce_start sum %{{.*}} role compressed : tensor<64x2xf16>
 // PARSE: ddp.allreduce mean %{{.*}} : tensor<64x32xf32>
 func.func @step(%w: tensor<64x32xf32>, %b: tensor<64xf32>) -> (tensor<64x32xf32>, tensor<64xf32>) {
   %0 = ddp.allreduce mean %w : tensor<64x32xf32>

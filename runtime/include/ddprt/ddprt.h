@@ -45,9 +45,9 @@
 
 /* The runtime's version, the project's (VERSION at the top of the tree; the
    runtime's CMake refuses to configure when they differ), as
-   MAJOR * 10000 + MINOR * 100 + PATCH (0.1.0 is 100). */
+   MAJOR * 10000 + MINOR * 100 + PATCH (0.2.0 is 200). */
 #define DDPRT_VERSION_MAJOR 0
-#define DDPRT_VERSION_MINOR 1
+#define DDPRT_VERSION_MINOR 2
 #define DDPRT_VERSION_PATCH 0
 #define DDPRT_VERSION                                                          \
   (DDPRT_VERSION_MAJOR * 10000 + DDPRT_VERSION_MINOR * 100 +                   \
@@ -122,23 +122,24 @@ typedef enum ddprt_world_scale {
 
 /* What a collective carries, for the counters: every role once, for the
    runtime, its hosts and the compiler (the ddp dialect's CommRole, whose
-   cases RuntimeABI.cpp checks against this list at compile time).
+   cases RuntimeABI.cpp checks against this list at compile time). The roles
+   say where a collective stands in compression, not which scheme issued
+   it: PowerSGD, top-k, quantization and hooks written in MLIR all send
+   COMPRESSED.
      X(NAME, value, name)
    name: the dialect's keyword (#ddp<role name>) and the key of ddp-run's
    JSON summary.
      GRADIENT      gradients nobody has compressed yet
-     UNCOMPRESSED  what PowerSGD leaves uncompressed (biases, small layers)
-     WARMUP        the plain allreduce before PowerSGD's start iteration
-     POWERSGD_P    PowerSGD's P factors; POWERSGD_Q its Q factors
-     COMPRESSED    what any other compression scheme sends (a hook's,
-                   quantization's, top-k's) */
+     UNCOMPRESSED  what a scheme leaves uncompressed (biases, small layers)
+     WARMUP        the plain allreduce before a scheme's start iteration
+     COMPRESSED    what a scheme sends instead of gradients (PowerSGD's P
+                   and Q factors, top-k's values and indices, a quantized
+                   payload and its scales, a hook's collectives) */
 #define DDPRT_FOR_EACH_ROLE(X)                                                 \
   X(GRADIENT, 0, gradient)                                                     \
   X(UNCOMPRESSED, 1, uncompressed)                                             \
   X(WARMUP, 2, warmup)                                                         \
-  X(POWERSGD_P, 3, powersgd_p)                                                 \
-  X(POWERSGD_Q, 4, powersgd_q)                                                 \
-  X(COMPRESSED, 5, compressed)
+  X(COMPRESSED, 3, compressed)
 
 typedef enum ddprt_role {
 #define DDPRT_ROLE_ENUMERATOR(NAME, value, name) DDPRT_ROLE_##NAME = value,
@@ -148,6 +149,11 @@ typedef enum ddprt_role {
       DDPRT_ROLE_COUNT = 0 DDPRT_FOR_EACH_ROLE(DDPRT_ROLE_ONE)
 #undef DDPRT_ROLE_ONE
 } ddprt_role;
+
+/* Before 0.2.0 PowerSGD's factors had roles of their own; they are
+   COMPRESSED now. These names compile for one more minor version. */
+#define DDPRT_ROLE_POWERSGD_P DDPRT_ROLE_COMPRESSED
+#define DDPRT_ROLE_POWERSGD_Q DDPRT_ROLE_COMPRESSED
 
 /* A dense tensor: `numel` elements of `dtype` at `data`. Compiled code
    builds these (and ddprt_matrix) from constant tables: the lowering checks
@@ -554,7 +560,9 @@ typedef enum ddprt_phase {
 /* Versioned as ddprt_options is: the caller fills `size` and `version`
    (DDPRT_COUNTERS_INITIALIZER or ddprt_default_counters) and
    ddprt_get_counters writes the fields that lie within `size`, so that
-   later runtimes can append counters and still serve older callers. */
+   later runtimes can append counters and still serve older callers.
+   Counters from before 0.2.0 (six roles) are refused: rebuild the caller
+   with this header. */
 typedef struct ddprt_counters {
   size_t size;          /* sizeof(ddprt_counters) */
   unsigned int version; /* DDPRT_VERSION */
@@ -563,10 +571,10 @@ typedef struct ddprt_counters {
   uint64_t elements_sent[DDPRT_ROLE_COUNT];
   uint64_t bytes_sent[DDPRT_ROLE_COUNT];
   /* Elements before and after compression, as PowerSGD's
-     compression_stats() counts them: project adds n*m before; P and Q
-     collectives add what they send after; ddprt_count_uncompressed adds a
-     scheme's bucket before and its collectives (DDPRT_ROLE_COMPRESSED) add
-     what they send after; other collectives add what they send to both. */
+     compression_stats() counts them: project adds n*m before and
+     ddprt_count_uncompressed a scheme's bucket; DDPRT_ROLE_COMPRESSED
+     collectives add what they send after only; other collectives add what
+     they send to both. */
   uint64_t elements_before_compression;
   uint64_t elements_after_compression;
   /* Seconds spent in each phase on this rank: wall time inside the calls.

@@ -77,10 +77,8 @@ StepRecord recordStep(int64_t step, double seconds,
       after.elements_before_compression - before.elements_before_compression;
   record.warmup =
       delta(after.collectives, before.collectives, DDPRT_ROLE_WARMUP) > 0;
-  record.powersgd =
-      delta(after.collectives, before.collectives, DDPRT_ROLE_POWERSGD_P) +
-          delta(after.collectives, before.collectives, DDPRT_ROLE_POWERSGD_Q) >
-      0;
+  record.compressed =
+      delta(after.collectives, before.collectives, DDPRT_ROLE_COMPRESSED) > 0;
   for (int r = 0; r < DDPRT_ROLE_COUNT; ++r)
     record.elementsByRole[r] =
         delta(after.elements_sent, before.elements_sent, r);
@@ -93,7 +91,7 @@ void RunTotals::add(const StepRecord &record) {
   lastStepBytes = record.bytes;
   totalElements += record.elements;
   warmupSteps += record.warmup;
-  powersgdSteps += record.powersgd && !record.warmup;
+  compressedSteps += record.compressed && !record.warmup;
   if (keepSeries)
     series.push_back(record);
 }
@@ -103,7 +101,7 @@ void printProgress(const StepRecord &record) {
   if (record.warmup) {
     line += "warm-up";
     if (record.compressionStarts > record.step)
-      line += ", PowerSGD starts at step " +
+      line += ", compression starts at step " +
               std::to_string(record.compressionStarts);
     line += "; ";
   }
@@ -174,10 +172,10 @@ void printSummary(const Job &job, const StepSignature &signature,
       withThousands(totals.lastStepElements).c_str(),
       withThousands(totals.lastStepBytes).c_str(), fixed(ratio, 2).c_str(),
       bytesText.c_str());
-  if (totals.warmupSteps || totals.powersgdSteps)
-    std::printf("%s: %u of %u steps compressed with PowerSGD, %u warm-up "
-                "(a plain mean before start-iter)\n",
-                job.tool.c_str(), totals.powersgdSteps, options.steps,
+  if (totals.warmupSteps || totals.compressedSteps)
+    std::printf("%s: %u of %u steps sent compressed collectives, %u warm-up "
+                "(a plain mean before the start iteration)\n",
+                job.tool.c_str(), totals.compressedSteps, options.steps,
                 totals.warmupSteps);
   if (total.nonfinite_skips)
     std::printf("%s: %llu times values were not finite (NaN or Inf) on rank "
@@ -224,7 +222,7 @@ bool writeSummaryJson(const Job &job, const StepSignature &signature,
   json["bytes_sent"] = roles(total.bytes_sent);
   json["nonfinite_skips"] = total.nonfinite_skips;
   json["warmup_steps"] = totals.warmupSteps;
-  json["powersgd_steps"] = totals.powersgdSteps;
+  json["compressed_steps"] = totals.compressedSteps;
   auto perStepMs = [&](ddprt_phase phase) {
     return roundTo(total.seconds[phase] * perStep, 6);
   };

@@ -32,19 +32,19 @@ struct StepRecord {
   /// What this rank sent, in all and by role.
   uint64_t elements = 0, bytes = 0;
   uint64_t elementsByRole[DDPRT_ROLE_COUNT] = {};
-  /// A warm-up step (a plain mean before PowerSGD's start-iter); else one
-  /// where PowerSGD's P and Q were sent, or neither (no PowerSGD, or
-  /// fp16/bf16 only).
-  bool warmup = false, powersgd = false;
+  /// A warm-up step (a plain mean before a scheme's start iteration); else
+  /// one where a scheme sent compressed collectives (PowerSGD's factors,
+  /// top-k, quantization, a hook's), or neither (plain, or fp16/bf16 only).
+  bool warmup = false, compressed = false;
   /// Elements before compression, as the counters count them.
   uint64_t uncompressed = 0;
-  /// Where the step is warm-up: the step at which PowerSGD starts (-1 if
+  /// Where the step is warm-up: the step at which compression starts (-1 if
   /// unknown).
   int64_t compressionStarts = -1;
 
-  /// "warmup", "powersgd" or "none".
+  /// "warmup", "compressed" or "none".
   const char *phase() const {
-    return warmup ? "warmup" : powersgd ? "powersgd" : "none";
+    return warmup ? "warmup" : compressed ? "compressed" : "none";
   }
 };
 
@@ -52,7 +52,7 @@ struct StepRecord {
 struct RunTotals {
   std::vector<double> stepSeconds;
   uint64_t lastStepElements = 0, lastStepBytes = 0, totalElements = 0;
-  unsigned warmupSteps = 0, powersgdSteps = 0;
+  unsigned warmupSteps = 0, compressedSteps = 0;
   /// Every step, kept only for --summary-json (a long run must not pay for
   /// it).
   std::vector<StepRecord> series;
@@ -68,7 +68,7 @@ StepRecord recordStep(int64_t step, double seconds,
                       const ddprt_counters &before,
                       const ddprt_counters &after);
 
-/// "step 3: warm-up, PowerSGD starts at step 5; 1.234 ms, sent ...".
+/// "step 3: warm-up, compression starts at step 5; 1.234 ms, sent ...".
 void printProgress(const StepRecord &record);
 
 /// What rank 0 prints after the last step.

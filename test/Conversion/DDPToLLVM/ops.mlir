@@ -30,13 +30,13 @@
 // CHECK-DAG: llvm.mlir.global internal constant @[[WHERE:__ddp_str_[0-9A-F]+]]("ddp.allreduce at {{.*}}ops.mlir:[[# @LINE + 22]]:3\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[TABLE:__ddp_tab_[0-9A-F]+]](dense<[0, 2, 12]> : tensor<3xi64>) {{.*}} : !llvm.array<3 x i64>
 
-// ddp.buffer.allreduce: sum = DDPRT_SUM 0, role powersgd_q = DDPRT_ROLE_POWERSGD_Q 4,
+// ddp.buffer.allreduce: sum = DDPRT_SUM 0, role compressed = DDPRT_ROLE_COMPRESSED 3,
 // bf16 = DDPRT_BF16 2 (the table's second word), 12 elements (its third).
 // CHECK-LABEL: func.func @allreduce(
 // CHECK-DAG: %[[CTX:.*]] = llvm.call @ddprt_current_context()
 // CHECK-DAG: %[[ARRAY:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
 // CHECK-DAG: %[[SUM:.*]] = llvm.mlir.constant(0 : i32) : i32
-// CHECK-DAG: %[[ROLE:.*]] = llvm.mlir.constant(4 : i32) : i32
+// CHECK-DAG: %[[ROLE:.*]] = llvm.mlir.constant(3 : i32) : i32
 // CHECK-DAG: %[[COUNT:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-DAG: %[[BYTES:.*]] = llvm.mlir.constant(24 : i64) : i64
 // CHECK: %[[WORDS:.*]] = llvm.mlir.addressof @[[TABLE]]
@@ -49,14 +49,14 @@
 // CHECK: llvm.call @ddprt_check(%[[CTX]], %[[STATUS]], %[[TEXT]])
 // CHECK-NOT: llvm.call @ddprt_current_context
 func.func @allreduce(%a: memref<3x4xbf16>) {
-  ddp.buffer.allreduce sum %a role powersgd_q : memref<3x4xbf16>
+  ddp.buffer.allreduce sum %a role compressed : memref<3x4xbf16>
   return
 }
 
 // -----
 
 // ddp.buffer.allreduce_start / wait: the request comes back through a stack
-// slot (preset to null) and goes to ddprt_wait. mean = 1, powersgd_p = 3,
+// slot (preset to null) and goes to ddprt_wait. mean = 1, compressed = 3,
 // f64 = 3, f32 = 0; a dynamic size is read from the descriptor.
 // CHECK-DAG: llvm.func @ddprt_allreduce_start(!llvm.ptr, i32, i32, !llvm.ptr, i32, !llvm.ptr) -> i32
 // CHECK-DAG: llvm.func @ddprt_wait(!llvm.ptr, !llvm.ptr) -> i32
@@ -88,7 +88,7 @@ func.func @allreduce(%a: memref<3x4xbf16>) {
 // CHECK: %[[WAITED:.*]] = llvm.call @ddprt_wait(%[[CTX]], %[[HANDLE]])
 // CHECK: llvm.call @ddprt_check(%[[CTX]], %[[WAITED]], %{{.*}})
 func.func @allreduce_start_wait(%a: memref<8xf64>, %b: memref<?xf32>) {
-  %r = ddp.buffer.allreduce_start mean %a, %b role powersgd_p : memref<8xf64>, memref<?xf32> -> !ddp.request<memref<8xf64>, memref<?xf32>>
+  %r = ddp.buffer.allreduce_start mean %a, %b role compressed : memref<8xf64>, memref<?xf32> -> !ddp.request<memref<8xf64>, memref<?xf32>>
   ddp.buffer.wait %r : !ddp.request<memref<8xf64>, memref<?xf32>>
   return
 }
@@ -130,7 +130,7 @@ func.func @host_barrier() {
 
 // -----
 
-// ddp.buffer.allgather: role compressed = DDPRT_ROLE_COMPRESSED 5; i8 =
+// ddp.buffer.allgather: role compressed = DDPRT_ROLE_COMPRESSED 3; i8 =
 // DDPRT_I8 5 with 15 elements in, and world size times as many out (the
 // output's leading dimension, from its descriptor).
 // CHECK-DAG: llvm.func @ddprt_allgather(!llvm.ptr, i32, !llvm.ptr, !llvm.ptr, i32) -> i32
@@ -142,7 +142,7 @@ func.func @host_barrier() {
 // CHECK-DAG: %[[CTX:.*]] = llvm.call @ddprt_current_context()
 // CHECK-DAG: %[[OUT:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
 // CHECK-DAG: %[[IN:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i64)>
-// CHECK-DAG: %[[ROLE:.*]] = llvm.mlir.constant(5 : i32) : i32
+// CHECK-DAG: %[[ROLE:.*]] = llvm.mlir.constant(3 : i32) : i32
 // CHECK-DAG: %[[COUNT:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-DAG: %[[FIFTEEN:.*]] = llvm.mlir.constant(15 : i64) : i64
 // CHECK: %[[INWORDS:.*]] = llvm.mlir.addressof @[[TABLE]]

@@ -12,7 +12,7 @@ shard.grid @dp(shape = 8)
 // CHECK: scf.if
 // CHECK:   ddp.allreduce mean %{{.*}}, %[[G]] role warmup : tensor<128xf32>, tensor<128x64xf32>
 // CHECK:   ddp.allreduce_start mean %{{.*}} role uncompressed : tensor<128xf32>
-// CHECK:   ddp.allreduce sum %{{.*}} role powersgd_p : tensor<128x2xf32>
+// CHECK:   ddp.allreduce sum %{{.*}} role compressed : tensor<128x2xf32>
 // CHECK: linalg.generic
 // CHECK-NOT: shard.all_reduce
 // FP16-LABEL: func.func @train_step(
@@ -21,7 +21,7 @@ shard.grid @dp(shape = 8)
 // PIPE-LABEL: func.func @train_step(
 // PIPE: ddp.cast %{{.*}} scaled by inverse_world_size : tensor<128xf32> to tensor<128xbf16>
 // PIPE: ddp.project_residual
-// PIPE: ddp.allreduce_start sum %{{.*}} role powersgd_p : tensor<128x2xbf16>
+// PIPE: ddp.allreduce_start sum %{{.*}} role compressed : tensor<128x2xbf16>
 func.func @train_step(%x: tensor<128x32xf32>, %dy: tensor<32x64xf32>, %db: tensor<128xf32>,
                       %w: tensor<128x64xf32>) -> tensor<128x64xf32> {
   %zero = arith.constant 0.0 : f32

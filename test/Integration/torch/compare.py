@@ -512,7 +512,7 @@ def check_bitwise_same(c, name, outs, other_outs):
                            "identical)" % (t, r, a, name))
 
 
-ROLES = ("gradient", "uncompressed", "warmup", "powersgd_p", "powersgd_q", "compressed")
+ROLES = ("gradient", "uncompressed", "warmup", "compressed")
 
 
 def per_step_figures(manifest, scenario):
@@ -527,8 +527,8 @@ def per_step_figures(manifest, scenario):
     for t, entry in zip(tensors, scenario["tensors"]):
         n, m = t["matrix"]
         if entry["compressed"]:
-            sent["powersgd_p"] += n * entry["r"]
-            sent["powersgd_q"] += m * entry["r"]
+            # P (n x r) and Q (m x r).
+            sent["compressed"] += (n + m) * entry["r"]
             projected += n * m
         else:
             sent["uncompressed"] += n * m
@@ -563,7 +563,7 @@ def check_stats(c, manifest, scenario, torch_dir, pattern, world, warmup, steps)
 
     The runtime counts differently from PyTorch (docs/pytorch-comparison.md):
     `elements_before_compression` gets n*m for every projected matrix plus
-    every element of every collective that is neither P nor Q, and
+    every element of every collective that is not compressed (P, Q), and
     `elements_after_compression` every element of every collective. So its
     warm-up steps count (W, W), ratio 1, where PyTorch counts nothing. The
     PyTorch-comparable pair is ours minus the warmup (and gradient) role;
@@ -576,8 +576,10 @@ def check_stats(c, manifest, scenario, torch_dir, pattern, world, warmup, steps)
     else:
         want_sent = {k: v * steps for k, v in per_step.items() if v}
         # One bucket (torch_hooks_ref.py asserts it): PyTorch allreduces its
-        # uncompressed tensors, its Ps and its Qs once each per step; so do we.
-        want_collectives = {k: steps for k, v in per_step.items() if v}
+        # uncompressed tensors, its Ps and its Qs once each per step; so do
+        # we, the Ps and the Qs both as compressed collectives.
+        want_collectives = {k: (2 if k == "compressed" else 1) * steps
+                            for k, v in per_step.items() if v}
     for r in range(world):
         with open(os.path.join(torch_dir, "stats.rank%d.json" % r)) as f:
             t = json.load(f)
@@ -603,7 +605,7 @@ def check_stats(c, manifest, scenario, torch_dir, pattern, world, warmup, steps)
         raw = (ours["elements_before_compression"], ours["elements_after_compression"])
         sent = ours["elements_sent"]
         # The runtime's definition, from its own per-role figures.
-        rule = (sum(sent[k] for k in ROLES if k not in ("powersgd_p", "powersgd_q"))
+        rule = (sum(sent[k] for k in ROLES if k != "compressed")
                 + projected * (0 if warmup else steps), sum(sent.values()))
         if raw != rule:
             c.fail("rank %d: our counters %s, the runtime's rule on our per-role figures "

@@ -8,7 +8,7 @@
 // a rank goes through a collective, so the trace walks the collectives,
 // follows each operand back through the compression steps to the gradient
 // it carries (or to the ddp.flatten of a scheme's bucket), and adds up
-// elements and bytes per gradient. The warm-up branch (before PowerSGD's
+// elements and bytes per gradient. The warm-up branch (before a scheme's
 // start iteration) is not the steady state and is skipped.
 //
 //===----------------------------------------------------------------------===//
@@ -259,6 +259,24 @@ static Reduction reductionOf(Value input, Operation *comm, unsigned index,
   return {comm, index};
 }
 
+/// Which of PowerSGD's factors a compressed collective's operand is: P
+/// comes from a projection, Q from a backprojection, each perhaps narrowed
+/// or scaled on the way.
+enum class Factor { none, p, q };
+
+static Factor factorOf(Value value) {
+  while (Operation *op = value.getDefiningOp()) {
+    if (isa<ProjectOp, ProjectResidualOp>(op))
+      return Factor::p;
+    if (isa<BackprojectOp, BackprojectResidualOp>(op))
+      return Factor::q;
+    if (!isa<CastOp, ScaleOp>(op))
+      break;
+    value = op->getOperand(cast<OpResult>(value).getResultNumber());
+  }
+  return Factor::none;
+}
+
 /// ReportRows are keyed by the gradient (or batched bucket) and the reduction.
 using RowKey = std::pair<void *, Reduction>;
 
@@ -308,39 +326,39 @@ static void collectRows(ModuleOp module,
     }
     if (role == CommRole::warmup)
       return;
-    if (role == CommRole::compressed) {
-      // A scheme's collective: what it sends counts for its bucket, once
-      // per step (after the walk: see stepAmount).
-      for (Value input : inputs) {
-        FlattenOp flatten = buckets.find(input);
-        if (!flatten)
-          continue;
-        Reduction whole{flatten, 0};
-        auto [it, inserted] = rows.insert({{flatten, whole}, ReportRow()});
-        ReportRow &row = it->second;
-        if (inserted) {
-          row = describeSchemeBucket(flatten);
-          row.order = rowOrder(nullptr, op, rows.size(), functionIndex);
-        }
-        auto sent = cast<RankedTensorType>(input.getType());
-        Amount &amount = sends[flatten][op];
-        amount.numel += numElements(sent);
-        amount.bytes += numBytes(sent);
-        std::string type = typeName(sent.getElementType());
-        if (row.sentAs == "-")
-          row.sentAs = type;
-        else if (!llvm::is_contained(llvm::split(row.sentAs, '+'), type))
-          row.sentAs += "+" + type;
-      }
-      return;
-    }
-    bool powersgd =
-        role == CommRole::powersgd_p || role == CommRole::powersgd_q;
     for (auto [index, input] : llvm::enumerate(inputs)) {
+      Factor factor = Factor::none;
+      if (role == CommRole::compressed) {
+        // A scheme's collective: what it sends counts for its bucket, once
+        // per step (after the walk: see stepAmount).
+        if (FlattenOp flatten = buckets.find(input)) {
+          Reduction whole{flatten, 0};
+          auto [it, inserted] = rows.insert({{flatten, whole}, ReportRow()});
+          ReportRow &row = it->second;
+          if (inserted) {
+            row = describeSchemeBucket(flatten);
+            row.order = rowOrder(nullptr, op, rows.size(), functionIndex);
+          }
+          auto sent = cast<RankedTensorType>(input.getType());
+          Amount &amount = sends[flatten][op];
+          amount.numel += numElements(sent);
+          amount.bytes += numBytes(sent);
+          std::string type = typeName(sent.getElementType());
+          if (row.sentAs == "-")
+            row.sentAs = type;
+          else if (!llvm::is_contained(llvm::split(row.sentAs, '+'), type))
+            row.sentAs += "+" + type;
+          continue;
+        }
+        // Else PowerSGD's factor of a gradient, or nothing the report can
+        // attribute to one.
+        factor = factorOf(input);
+        if (factor == Factor::none)
+          continue;
+      }
       Value source = input;
       ReportRow *row;
-      Reduction reduction =
-          reductionOf(input, op, index, role == CommRole::powersgd_q);
+      Reduction reduction = reductionOf(input, op, index, factor == Factor::q);
       if (tensor::ConcatOp concat = traceSource(source)) {
         auto [it, inserted] =
             rows.insert({{concat.getOperation(), reduction}, ReportRow()});
@@ -362,7 +380,7 @@ static void collectRows(ModuleOp module,
       row->numelAfter += numElements(sent);
       row->bytesAfter += numBytes(sent);
       row->sentAs = typeName(sent.getElementType());
-      if (powersgd) {
+      if (factor != Factor::none) {
         row->compressed = true;
         if (row->decision != "powersgd-batched")
           row->decision = "powersgd";

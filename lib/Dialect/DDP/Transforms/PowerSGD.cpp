@@ -626,7 +626,7 @@ PowerSGDRewriter::Impl::emitPowerSGD(RewriterBase &b, Location loc,
     ps.push_back(
         ProjectOp::create(b, at, ValueRange{m}, ValueRange{q}).getResult(0));
   auto pSum = AllReduceOp::create(b, bucketLoc, ReductionKind::sum, ps,
-                                  CommRole::powersgd_p);
+                                  CommRole::compressed);
   SmallVector<Value> orthoPs;
   for (auto [p, at] : llvm::zip(pSum.getResults(), locs))
     orthoPs.push_back(
@@ -638,7 +638,7 @@ PowerSGDRewriter::Impl::emitPowerSGD(RewriterBase &b, Location loc,
     newQs.push_back(BackprojectOp::create(b, at, ValueRange{m}, ValueRange{p})
                         .getResult(0));
   auto qMean = AllReduceOp::create(b, bucketLoc, ReductionKind::mean, newQs,
-                                   CommRole::powersgd_q);
+                                   CommRole::compressed);
 
   // M_hat = P Q^T; E = M - M_hat. The state is written after all of them
   // so that each step stays one multi-tensor op after fusion.

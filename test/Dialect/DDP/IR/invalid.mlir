@@ -379,7 +379,7 @@ func.func @bogus() attributes {ddp.bogus} {
 // The enums are dialect attributes (#ddp<role gradient> in generic form); a
 // keyword that is none of their cases says which ones there are.
 func.func @bad_role(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+2 {{expected a role (gradient, uncompressed, warmup, powersgd_p, powersgd_q, compressed), got 'bogus'}}
+  // expected-error @+2 {{expected a role (gradient, uncompressed, warmup, compressed), got 'bogus'}}
   // expected-error @+1 {{failed to parse DDP_CommRole parameter}}
   %r = ddp.allreduce mean %x role bogus : tensor<4xf32>
   return %r : tensor<4xf32>

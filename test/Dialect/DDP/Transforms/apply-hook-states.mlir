@@ -11,7 +11,7 @@ ddp.state @err.step.0 : tensor<2xf32>
 func.func private @h(%g: tensor<?xf32>) -> tensor<?xf32> {
   %e = ddp.state_load @err : tensor<?xf32>
   %m = arith.addf %g, %e : tensor<?xf32>
-  %r = ddp.allreduce mean %m role powersgd_p : tensor<?xf32>
+  %r = ddp.allreduce mean %m role compressed : tensor<?xf32>
   %e2 = arith.subf %m, %r : tensor<?xf32>
   ddp.state_store %e2, @err : tensor<?xf32>
   return %r : tensor<?xf32>

@@ -86,13 +86,13 @@ func.func @separated(%a: tensor<4xf32>, %b: tensor<4xf32>, %c: tensor<4xf16>, %d
 // CHECK-LABEL: func.func @not_bucketed(
 // CHECK: ddp.allreduce mean %arg0 : tensor<?xf32>
 // CHECK: ddp.allreduce mean %arg1 : tensor<4xf32>
-// CHECK: ddp.allreduce sum %arg1 role powersgd_p : tensor<4xf32>
+// CHECK: ddp.allreduce sum %arg1 role compressed : tensor<4xf32>
 // CHECK: scf.if
 // CHECK:   ddp.allreduce mean %arg1, %arg1 : tensor<4xf32>, tensor<4xf32>
 func.func @not_bucketed(%d: tensor<?xf32>, %a: tensor<4xf32>, %c: i1) -> (tensor<?xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
   %0 = ddp.allreduce mean %d : tensor<?xf32>
   %1 = ddp.allreduce mean %a : tensor<4xf32>
-  %2 = ddp.allreduce sum %a role powersgd_p : tensor<4xf32>
+  %2 = ddp.allreduce sum %a role compressed : tensor<4xf32>
   %3 = scf.if %c -> tensor<4xf32> {
     %4 = ddp.allreduce mean %a : tensor<4xf32>
     %5 = ddp.allreduce mean %a : tensor<4xf32>

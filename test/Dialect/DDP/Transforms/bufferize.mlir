@@ -26,13 +26,13 @@ func.func @powersgd(%g: tensor<64x32xf32>, %b: tensor<32xf32>) -> (tensor<64x32x
   // CHECK: %[[P:.*]] = memref.alloc() {{.*}} : memref<64x2xf32>
   // CHECK: ddp.buffer.project %[[G]] plus %[[E]] times %[[Q]] into %[[P]]
   %p0 = ddp.project %m times %q : tensor<64x32xf32> times tensor<32x2xf32>
-  // CHECK: ddp.buffer.allreduce sum %[[P]] role powersgd_p
-  %p1 = ddp.allreduce sum %p0 role powersgd_p : tensor<64x2xf32>
+  // CHECK: ddp.buffer.allreduce sum %[[P]] role compressed
+  %p1 = ddp.allreduce sum %p0 role compressed : tensor<64x2xf32>
   %p = ddp.orthogonalize %p1 : tensor<64x2xf32>
   // CHECK: %[[NQ:.*]] = memref.alloc() {{.*}} : memref<32x2xf32>
   // CHECK: ddp.buffer.project transposed %[[G]] plus %[[E]] times %[[P]] into %[[NQ]]
   %nq0 = ddp.backproject %m times %p : tensor<64x32xf32> times tensor<64x2xf32>
-  %nq = ddp.allreduce mean %nq0 role powersgd_q : tensor<32x2xf32>
+  %nq = ddp.allreduce mean %nq0 role compressed : tensor<32x2xf32>
   // CHECK: ddp.buffer.reconstruct %[[P]] times %[[NQ]] from %[[G]] plus %[[E]] into %[[G]]
   %mh = ddp.reconstruct %p times %nq : tensor<64x2xf32> times tensor<32x2xf32>
   %ne = ddp.update_residual %m minus %mh : tensor<64x32xf32>

@@ -54,7 +54,7 @@
 // JSON-NEXT: "ratio": 7.818181818181818
 // JSON: "warmup_steps": 1000
 
-// IR: ddp.allreduce sum %{{.*}} role powersgd_p
+// IR: ddp.allreduce sum %{{.*}} role compressed
 
 // NOWRITE: error: ddp-compression-report: cannot write '{{.*}}r.json'
 

@@ -14,11 +14,11 @@
 // CHECK:   %[[P:.*]] = ddp.project %{{.*}} : tensor<64x32xf32> times tensor<32x2xf32>
 // CHECK:   %[[PS:.*]] = ddp.scale %[[P]] by inverse_world_size : tensor<64x2xf32>
 // CHECK:   %[[PH:.*]] = ddp.cast %[[PS]] : tensor<64x2xf32> to tensor<64x2xf16>
-// CHECK:   %[[PR:.*]] = ddp.allreduce sum %[[PH]] role powersgd_p : tensor<64x2xf16>
+// CHECK:   %[[PR:.*]] = ddp.allreduce sum %[[PH]] role compressed : tensor<64x2xf16>
 // CHECK:   %[[PF:.*]] = ddp.cast %[[PR]] : tensor<64x2xf16> to tensor<64x2xf32>
 // CHECK:   %[[PW:.*]] = ddp.scale %[[PF]] by world_size : tensor<64x2xf32>
 // CHECK:   ddp.orthogonalize %[[PW]] : tensor<64x2xf32>
-// CHECK:   ddp.allreduce sum %{{.*}} role powersgd_q : tensor<32x2xf16>
+// CHECK:   ddp.allreduce sum %{{.*}} role compressed : tensor<32x2xf16>
 
 // FUSED-LABEL: func.func @step(
 // FUSED: ddp.cast %{{.*}} scaled by inverse_world_size : tensor<64x2xf32> to tensor<64x2xf16>

@@ -16,12 +16,12 @@ func.func @powersgd(%g0: tensor<64x32xf32>, %g1: tensor<16x72xf32>, %q0: tensor<
   %m1 = ddp.add_residual %g1 plus %e1 : tensor<16x72xf32>
   %p0 = ddp.project %m0 times %qo0 : tensor<64x32xf32> times tensor<32x2xf32>
   %p1 = ddp.project %m1 times %qo1 : tensor<16x72xf32> times tensor<72x2xf32>
-  %ps:2 = ddp.allreduce sum %p0, %p1 role powersgd_p : tensor<64x2xf32>, tensor<16x2xf32>
+  %ps:2 = ddp.allreduce sum %p0, %p1 role compressed : tensor<64x2xf32>, tensor<16x2xf32>
   %po0 = ddp.orthogonalize %ps#0 : tensor<64x2xf32>
   %po1 = ddp.orthogonalize %ps#1 : tensor<16x2xf32>
   %n0 = ddp.backproject %m0 times %po0 : tensor<64x32xf32> times tensor<64x2xf32>
   %n1 = ddp.backproject %m1 times %po1 : tensor<16x72xf32> times tensor<16x2xf32>
-  %qs:2 = ddp.allreduce mean %n0, %n1 role powersgd_q : tensor<32x2xf32>, tensor<72x2xf32>
+  %qs:2 = ddp.allreduce mean %n0, %n1 role compressed : tensor<32x2xf32>, tensor<72x2xf32>
   %r0 = ddp.reconstruct %po0 times %qs#0 : tensor<64x2xf32> times tensor<32x2xf32>
   %r1 = ddp.reconstruct %po1 times %qs#1 : tensor<16x2xf32> times tensor<72x2xf32>
   %ne0 = ddp.update_residual %m0 minus %r0 : tensor<64x32xf32>
@@ -37,10 +37,10 @@ func.func @powersgd(%g0: tensor<64x32xf32>, %g1: tensor<16x72xf32>, %q0: tensor<
 // CHECK: %[[E1:.*]] = ddp.state_load @e1
 // CHECK: %[[QO:.*]]:2 = ddp.orthogonalize %[[Q0]], %[[Q1]] : tensor<32x2xf32>, tensor<72x2xf32>
 // CHECK: %[[P:.*]]:2 = ddp.project_residual %[[G0]], %[[G1]] plus %[[E0]], %[[E1]] times %[[QO]]#0, %[[QO]]#1
-// CHECK: %[[PS:.*]]:2 = ddp.allreduce sum %[[P]]#0, %[[P]]#1 role powersgd_p
+// CHECK: %[[PS:.*]]:2 = ddp.allreduce sum %[[P]]#0, %[[P]]#1 role compressed
 // CHECK: %[[PO:.*]]:2 = ddp.orthogonalize %[[PS]]#0, %[[PS]]#1
 // CHECK: %[[N:.*]]:2 = ddp.backproject_residual %[[G0]], %[[G1]] plus %[[E0]], %[[E1]] times %[[PO]]#0, %[[PO]]#1
-// CHECK: %[[QS:.*]]:2 = ddp.allreduce mean %[[N]]#0, %[[N]]#1 role powersgd_q
+// CHECK: %[[QS:.*]]:2 = ddp.allreduce mean %[[N]]#0, %[[N]]#1 role compressed
 // CHECK: %[[R:.*]]:4 = ddp.reconstruct_residual %[[PO]]#0, %[[PO]]#1 times %[[QS]]#0, %[[QS]]#1 from %[[G0]], %[[G1]] plus %[[E0]], %[[E1]]
 // CHECK: ddp.state_store %[[R]]#2, @e0
 // CHECK: ddp.state_store %[[R]]#3, @e1

@@ -14,8 +14,8 @@
 // CHECK: %[[FLAT:.*]] = tensor.concat dim(0) %[[FW]], %[[B]], %[[FC]], %[[PAD]] : {{.*}} -> tensor<3364xf32>
 // CHECK: %[[SQ:.*]] = tensor.expand_shape %[[FLAT]] {{\[}}[0, 1]] output_shape [58, 58]
 // CHECK: ddp.add_residual %[[SQ]] plus
-// CHECK: ddp.allreduce sum %{{.*}} role powersgd_p : tensor<58x2xf32>
-// CHECK: ddp.allreduce mean %{{.*}} role powersgd_q : tensor<58x2xf32>
+// CHECK: ddp.allreduce sum %{{.*}} role compressed : tensor<58x2xf32>
+// CHECK: ddp.allreduce mean %{{.*}} role compressed : tensor<58x2xf32>
 // CHECK: %[[R:.*]] = ddp.reconstruct
 // CHECK: %[[RF:.*]] = tensor.collapse_shape %[[R]] {{\[}}[0, 1]] : tensor<58x58xf32> into tensor<3364xf32>
 // CHECK: tensor.extract_slice %[[RF]][0] [2048] [1]

@@ -14,16 +14,16 @@
 
 // RATE2-LABEL: func.func @rule
 // RATE2: ddp.allreduce_start mean %{{.*}} role uncompressed : tensor<8x8xf32>
-// RATE2: ddp.allreduce sum %{{.*}} role powersgd_p : tensor<40x2xf32>
+// RATE2: ddp.allreduce sum %{{.*}} role compressed : tensor<40x2xf32>
 // RATE19-LABEL: func.func @rule
 // RATE19-NOT: uncompressed
-// RATE19: ddp.allreduce sum %{{.*}}, %{{.*}} role powersgd_p : tensor<8x2xf32>, tensor<40x2xf32>
+// RATE19: ddp.allreduce sum %{{.*}}, %{{.*}} role compressed : tensor<8x2xf32>, tensor<40x2xf32>
 // 40x10 at rank 1: 400 > 50 * 2, compressed.
 // RANK1-LABEL: func.func @rule
-// RANK1: ddp.allreduce sum %{{.*}}, %{{.*}} role powersgd_p : tensor<8x1xf32>, tensor<40x1xf32>
+// RANK1: ddp.allreduce sum %{{.*}}, %{{.*}} role compressed : tensor<8x1xf32>, tensor<40x1xf32>
 // r = min(n, m, rank).
 // RANKCAP-LABEL: func.func @rule
-// RANKCAP: ddp.allreduce sum %{{.*}}, %{{.*}} role powersgd_p : tensor<8x8xf32>, tensor<40x10xf32>
+// RANKCAP: ddp.allreduce sum %{{.*}}, %{{.*}} role compressed : tensor<8x8xf32>, tensor<40x10xf32>
 func.func @rule(%a: tensor<8x8xf32>, %b: tensor<40x10xf32>) -> (tensor<8x8xf32>, tensor<40x10xf32>) {
   %0:2 = ddp.allreduce mean %a, %b : tensor<8x8xf32>, tensor<40x10xf32>
   return %0#0, %0#1 : tensor<8x8xf32>, tensor<40x10xf32>
@@ -56,9 +56,9 @@ func.func @options(%a: tensor<64x32xf32>) -> tensor<64x32xf32> {
 // By default tensors keep their order; batch-same-shape puts equal shapes
 // next to each other (first appearance first).
 // ORDER-LABEL: func.func @shapes
-// ORDER: ddp.allreduce sum {{.*}} role powersgd_p : tensor<8x1xf32>, tensor<4x1xf32>, tensor<8x1xf32>
+// ORDER: ddp.allreduce sum {{.*}} role compressed : tensor<8x1xf32>, tensor<4x1xf32>, tensor<8x1xf32>
 // SAMESHAPE-LABEL: func.func @shapes
-// SAMESHAPE: ddp.allreduce sum {{.*}} role powersgd_p : tensor<8x1xf32>, tensor<8x1xf32>, tensor<4x1xf32>
+// SAMESHAPE: ddp.allreduce sum {{.*}} role compressed : tensor<8x1xf32>, tensor<8x1xf32>, tensor<4x1xf32>
 func.func @shapes(%a: tensor<8x8xf32>, %b: tensor<4x4xf32>, %c: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<4x4xf32>, tensor<8x8xf32>) {
   %0:3 = ddp.allreduce mean %a, %b, %c : tensor<8x8xf32>, tensor<4x4xf32>, tensor<8x8xf32>
   return %0#0, %0#1, %0#2 : tensor<8x8xf32>, tensor<4x4xf32>, tensor<8x8xf32>
@@ -67,10 +67,10 @@ func.func @shapes(%a: tensor<8x8xf32>, %b: tensor<4x4xf32>, %c: tensor<8x8xf32>)
 // Separate allreduces form one bucket (one P and one Q allreduce) unless
 // bucket-cap-mb=0.
 // NOBUCKET-LABEL: func.func @buckets
-// NOBUCKET-COUNT-2: role powersgd_p : tensor<64x1xf32>
+// NOBUCKET-COUNT-2: role compressed : tensor<64x1xf32>
 // ORDER-LABEL: func.func @buckets
-// ORDER: role powersgd_p : tensor<64x1xf32>, tensor<64x1xf32>
-// ORDER-NOT: role powersgd_p
+// ORDER: ddp.allreduce sum {{.*}} role compressed : tensor<64x1xf32>, tensor<64x1xf32>
+// ORDER-NOT: ddp.allreduce sum {{.*}} role compressed
 func.func @buckets(%a: tensor<64x32xf32>, %b: tensor<64x32xf32>) -> (tensor<64x32xf32>, tensor<64x32xf32>) {
   %0 = ddp.allreduce mean %a : tensor<64x32xf32>
   %1 = ddp.allreduce mean %b : tensor<64x32xf32>

@@ -5,7 +5,7 @@
 // CHECK-LABEL: func.func @mixed_bucket(
 // CHECK-SAME: %[[D:[^:]*]]: tensor<?x32xf32>, %[[S:[^:]*]]: tensor<f32>, %[[W:[^:]*]]: tensor<64x32xf32>
 // CHECK: ddp.allreduce sum %[[D]], %[[S]] : tensor<?x32xf32>, tensor<f32>
-// CHECK: ddp.allreduce sum %{{.*}} role powersgd_p : tensor<64x2xf32>
+// CHECK: ddp.allreduce sum %{{.*}} role compressed : tensor<64x2xf32>
 func.func @mixed_bucket(%d: tensor<?x32xf32>, %s: tensor<f32>, %w: tensor<64x32xf32>)
     -> (tensor<?x32xf32>, tensor<f32>, tensor<64x32xf32>) {
   // expected-remark @+2 {{insert-powersgd leaves tensor #0 ('tensor<?x32xf32>' from @mixed_bucket:%arg0) as a plain allreduce: its shape is dynamic}}

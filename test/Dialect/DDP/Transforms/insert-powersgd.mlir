@@ -48,13 +48,13 @@ func.func @mlp(%w: tensor<64x32xf32>, %b: tensor<64xf32>, %c: tensor<16x8x3x3xf3
   // CHECK:   %[[PA:.*]] = ddp.project %[[MA]] times %[[QA]]
   // CHECK:   %[[PB:.*]] = ddp.project %[[MB]] times %[[QB]]
   // All P's in one allreduce, summed.
-  // CHECK:   %[[PS:.*]]:2 = ddp.allreduce sum %[[PA]], %[[PB]] role powersgd_p : tensor<64x2xf32>, tensor<16x2xf32>
+  // CHECK:   %[[PS:.*]]:2 = ddp.allreduce sum %[[PA]], %[[PB]] role compressed : tensor<64x2xf32>, tensor<16x2xf32>
   // CHECK:   %[[POA:.*]] = ddp.orthogonalize %[[PS]]#0
   // CHECK:   %[[POB:.*]] = ddp.orthogonalize %[[PS]]#1
   // CHECK:   %[[NQA:.*]] = ddp.backproject %[[MA]] times %[[POA]] : tensor<64x32xf32> times tensor<64x2xf32>
   // CHECK:   %[[NQB:.*]] = ddp.backproject %[[MB]] times %[[POB]] : tensor<16x72xf32> times tensor<16x2xf32>
   // All Q's in one allreduce, averaged.
-  // CHECK:   %[[QS:.*]]:2 = ddp.allreduce mean %[[NQA]], %[[NQB]] role powersgd_q : tensor<32x2xf32>, tensor<72x2xf32>
+  // CHECK:   %[[QS:.*]]:2 = ddp.allreduce mean %[[NQA]], %[[NQB]] role compressed : tensor<32x2xf32>, tensor<72x2xf32>
   // CHECK:   %[[RA:.*]] = ddp.reconstruct %[[POA]] times %[[QS]]#0
   // CHECK:   %[[RB:.*]] = ddp.reconstruct %[[POB]] times %[[QS]]#1
   // CHECK:   %[[NEA:.*]] = ddp.update_residual %[[MA]] minus %[[RA]]
@@ -106,7 +106,7 @@ func.func @sum_of_gradients(%w: tensor<64x32xf32>, %b: tensor<64xf32>) -> (tenso
 // CHECK: %[[STEP:.*]] = ddp.state_load @ddp.step.in_a_loop
 // CHECK: scf.for
 // CHECK:   arith.cmpi slt, %[[STEP]]
-// CHECK:   ddp.allreduce sum %{{.*}} role powersgd_p
+// CHECK:   ddp.allreduce sum %{{.*}} role compressed
 // CHECK:   scf.yield
 func.func @in_a_loop(%w: tensor<64x32xf32>) -> tensor<64x32xf32> {
   %c0 = arith.constant 0 : index

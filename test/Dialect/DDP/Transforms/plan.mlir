@@ -41,14 +41,14 @@ func.func @step(%w: tensor<1024x1024xf32> loc("fc.weight"),
 // SLOW-SAME: profile = "{{.*}}plan-1gbps.json (hand, cuda, 2 ranks; allreduce f32 50.0 us + 1.000 Gb/s)", world = 2 : i64}}
 // SLOW: ddp.state @ddp.q.fc.weight : tensor<1024x1xf32>
 // SLOW: ddp.allreduce_start  mean %arg1 role  uncompressed
-// SLOW: ddp.allreduce  sum %{{.*}} role  powersgd_p : tensor<1024x1xf32>
+// SLOW: ddp.allreduce  sum %{{.*}} role  compressed : tensor<1024x1xf32>
 
 // COMBO: choice = "powersgd-r1+fp16"
 // COMBO-SAME: "powersgd-r1+fp16" = 6159233 : i64
 // COMBO-SAME: reason = "5.46x faster than plain (6.16 ms vs 33.64 ms); next powersgd-r1 6.19 ms"
 // COMBO: ddp.allreduce_start  sum %{{.*}} role  uncompressed : tensor<1024xf16>
-// COMBO: ddp.allreduce  sum %{{.*}} role  powersgd_p : tensor<1024x1xf16>
-// COMBO: ddp.allreduce  sum %{{.*}} role  powersgd_q : tensor<1024x1xf16>
+// COMBO: ddp.allreduce  sum %{{.*}} role  compressed : tensor<1024x1xf16>
+// COMBO: ddp.allreduce  sum %{{.*}} role  compressed : tensor<1024x1xf16>
 
 // MEDIUM: choice = "fp16"
 // MEDIUM-SAME: reason = "1.54x faster than plain (2.20 ms vs 3.38 ms); next bf16 2.20 ms"

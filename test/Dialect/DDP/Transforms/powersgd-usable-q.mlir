@@ -22,7 +22,7 @@
 // CHECK-NEXT: } else {
 // CHECK-NEXT: %[[REDRAWN:.*]] = ddp.random_normal %[[STEP]] seed 0 stream 0 : tensor<32x2xf32>
 // CHECK-NEXT: scf.yield %[[REDRAWN]]
-// CHECK: %[[QMEAN:.*]] = ddp.allreduce mean %{{.*}} role powersgd_q : tensor<32x2xf32>
+// CHECK: %[[QMEAN:.*]] = ddp.allreduce mean %{{.*}} role compressed : tensor<32x2xf32>
 // CHECK: ddp.state_store %{{.*}}, @ddp.error.step.0
 // CHECK: %[[NF:.*]], %[[NNZ:.*]] = ddp.inspect %[[QMEAN]] : tensor<32x2xf32>
 // CHECK: %[[STORE:.*]] = arith.andi %[[NF]], %[[NNZ]] : i1

@@ -16,28 +16,28 @@
 // CHECK-LABEL: func.func @powersgd
 // CHECK:         %[[G3:.*]] = arith.mulf %arg3, %arg2
 // CHECK-NEXT:    %[[P3:.*]] = ddp.project_residual %[[G3]]
-// CHECK-NEXT:    %[[RP3:.*]] = ddp.allreduce_start sum %[[P3]] role powersgd_p
+// CHECK-NEXT:    %[[RP3:.*]] = ddp.allreduce_start sum %[[P3]] role compressed
 // CHECK-NEXT:    arith.addf %[[G3]]
 // CHECK-NEXT:    %[[G2:.*]] = arith.mulf
 // CHECK-NEXT:    %[[P2:.*]] = ddp.project_residual %[[G2]]
 // CHECK-NEXT:    ddp.wait %[[RP3]]
 // CHECK-NEXT:    ddp.orthogonalize
 // CHECK-NEXT:    ddp.backproject_residual %[[G3]]
-// CHECK-NEXT:    %[[RQ3:.*]] = ddp.allreduce_start mean {{.*}} role powersgd_q
-// CHECK-NEXT:    %[[RP2:.*]] = ddp.allreduce_start sum %[[P2]] role powersgd_p
+// CHECK-NEXT:    %[[RQ3:.*]] = ddp.allreduce_start mean {{.*}} role compressed
+// CHECK-NEXT:    %[[RP2:.*]] = ddp.allreduce_start sum %[[P2]] role compressed
 // CHECK-NEXT:    arith.addf %[[G2]]
 // CHECK-NEXT:    %[[G1:.*]] = arith.mulf
 // CHECK-NEXT:    %[[P1:.*]] = ddp.project_residual %[[G1]]
 // CHECK-NEXT:    ddp.wait %[[RP2]]
 // CHECK-NEXT:    ddp.orthogonalize
 // CHECK-NEXT:    ddp.backproject_residual %[[G2]]
-// CHECK-NEXT:    %[[RQ2:.*]] = ddp.allreduce_start mean {{.*}} role powersgd_q
-// CHECK-NEXT:    %[[RP1:.*]] = ddp.allreduce_start sum %[[P1]] role powersgd_p
+// CHECK-NEXT:    %[[RQ2:.*]] = ddp.allreduce_start mean {{.*}} role compressed
+// CHECK-NEXT:    %[[RP1:.*]] = ddp.allreduce_start sum %[[P1]] role compressed
 // The last bucket has nothing left to overlap.
 // CHECK-NEXT:    ddp.wait %[[RP1]]
 // CHECK-NEXT:    ddp.orthogonalize
 // CHECK-NEXT:    ddp.backproject_residual %[[G1]]
-// CHECK-NEXT:    %[[RQ1:.*]] = ddp.allreduce_start mean {{.*}} role powersgd_q
+// CHECK-NEXT:    %[[RQ1:.*]] = ddp.allreduce_start mean {{.*}} role compressed
 // CHECK-NEXT:    ddp.wait %[[RQ1]]
 // CHECK-NEXT:    ddp.reconstruct_residual
 // CHECK-NEXT:    arith.subf %arg0
@@ -61,7 +61,7 @@
 // WARM-NOT:       role warmup
 // WARM:           %[[G3:.*]] = arith.mulf %arg3, %arg2
 // WARM-NEXT:      ddp.project_residual %[[G3]]
-// WARM-NEXT:      ddp.allreduce_start sum {{.*}} role powersgd_p
+// WARM-NEXT:      ddp.allreduce_start sum {{.*}} role compressed
 // WARM-NEXT:      arith.addf %[[G3]]
 // WARM:           scf.yield
 // WARM-NEXT:    }

@@ -57,17 +57,14 @@ def DDP_WorldScale : EnumAttr<DDP_Dialect, DDP_WorldScaleEnum, "world_scale">;
 def DDP_CommRoleEnum : DDP_I32Enum<"CommRole", "a role", "what a collective carries", [
   // Gradients nobody has compressed yet.
   I32EnumAttrCase<"gradient", 0>,
-  // Tensors PowerSGD leaves uncompressed (biases, small layers), averaged.
+  // Tensors a scheme leaves uncompressed (biases, small layers), averaged.
   I32EnumAttrCase<"uncompressed", 1>,
-  // The plain averaged allreduce used before PowerSGD's start iteration.
+  // The plain averaged allreduce before a scheme's start iteration.
   I32EnumAttrCase<"warmup", 2>,
-  // PowerSGD's P factors (summed, not averaged).
-  I32EnumAttrCase<"powersgd_p", 3>,
-  // PowerSGD's Q factors (averaged).
-  I32EnumAttrCase<"powersgd_q", 4>,
-  // What a bucket compression scheme sends (a hook's collectives, a
-  // quantized payload and its scales): already compressed, never a bucket.
-  I32EnumAttrCase<"compressed", 5>
+  // What a scheme sends instead of gradients: PowerSGD's P and Q factors, a
+  // quantized payload and its scales, top-k's values and indices, a hook's
+  // collectives. Already compressed: no pass compresses it again.
+  I32EnumAttrCase<"compressed", 3>
 ]>;
 def DDP_CommRole : EnumAttr<DDP_Dialect, DDP_CommRoleEnum, "role">;
 

@@ -70,7 +70,7 @@ def DDP_AllReduceOp : DDP_SameTypesOp<"allreduce", [DDP_MultiTensorOpInterface]>
 
     ```mlir
     %r:2 = ddp.allreduce mean %w, %b : tensor<64x32xf32>, tensor<64xf32>
-    %p = ddp.allreduce sum %p0 role powersgd_p : tensor<64x2xf32>
+    %p = ddp.allreduce sum %p0 role compressed : tensor<64x2xf32>
     ```
   }];
   let arguments = (ins DDP_ReductionKind:$kind,
