@@ -436,13 +436,15 @@ bool containsCollective(Operation *op) {
 }
 
 /// Versions a single-block function on the one condition that all its
-/// top-level scf.if ops around collectives test (PowerSGD's warm-up:
-/// step < start-iter): the pure ops computing the condition move up to
-/// where their operands are; everything after the condition (but the
-/// terminator) becomes one scf.if whose branches are copies of it with each
-/// such scf.if replaced by the branch it takes. Returns the new scf.if, or
-/// null (with a remark where versioning was wanted but is not possible).
-scf::IfOp unswitchOnWarmUp(func::FuncOp function, bool &alreadyVersioned) {
+/// top-level scf.if ops around collectives test (for example a scheme's
+/// warm-up, PowerSGD's step < start-iter): the pure ops computing the
+/// condition move up to where their operands are; everything after the
+/// condition (but the terminator) becomes one scf.if whose branches are
+/// copies of it with each such scf.if replaced by the branch it takes. Returns
+/// the new scf.if, or null (with a remark where versioning was wanted but is
+/// not possible).
+scf::IfOp unswitchOnSharedCondition(func::FuncOp function,
+                                    bool &alreadyVersioned) {
   Region &body = function.getBody();
   if (!body.hasOneBlock())
     return {};
@@ -640,7 +642,8 @@ struct DDPScheduleOverlapPass
     DenseSet<Operation *> quiet;
     bool alreadyVersioned = false;
     if (unswitch)
-      if (scf::IfOp version = unswitchOnWarmUp(function, alreadyVersioned)) {
+      if (scf::IfOp version =
+              unswitchOnSharedCondition(function, alreadyVersioned)) {
         quiet.insert(version);
         if (!alreadyVersioned)
           ++numUnswitched;
