@@ -604,3 +604,43 @@ mlir::ddp::applyCompressionScheme(ArrayRef<AllReduceOp> allreduces,
                      return applier.run(allreduces, compressed);
                    });
 }
+
+namespace {
+/// A scheme with a cost hook as one of ddp-plan's choices: it predicts
+/// with the hook and compresses the buckets it was chosen for together, as
+/// its pass would (one initialize).
+class SchemePlanChoice : public PlanChoice {
+public:
+  SchemePlanChoice(std::unique_ptr<CompressionScheme> scheme,
+                   std::string spelling)
+      : scheme(std::move(scheme)), spelling(std::move(spelling)) {}
+
+  std::string name() const override { return spelling; }
+
+  FailureOr<PlanCost> predict(const MachineProfile &profile,
+                              const BucketShape &bucket, int64_t world,
+                              std::string &why) const override {
+    return scheme->predict(profile, bucket, world, why);
+  }
+
+  LogicalResult apply(AllReduceOp bucket, StringRef) override {
+    buckets.push_back(bucket);
+    return success();
+  }
+
+  LogicalResult finish(StringRef passName) override {
+    return applyCompressionScheme(buckets, *scheme, passName);
+  }
+
+private:
+  std::unique_ptr<CompressionScheme> scheme;
+  std::string spelling;
+  SmallVector<AllReduceOp> buckets;
+};
+} // namespace
+
+std::shared_ptr<PlanChoice>
+mlir::ddp::makeSchemePlanChoice(std::unique_ptr<CompressionScheme> scheme,
+                                StringRef spelling) {
+  return std::make_shared<SchemePlanChoice>(std::move(scheme), spelling.str());
+}

@@ -471,156 +471,29 @@ double MachineProfile::elementwiseSeconds(StringRef kernel,
   return k.seconds * elements / double(k.elements);
 }
 
-std::string PlanChoice::name() const {
-  switch (kind) {
-  case Kind::plain:
-    return "plain";
-  case Kind::fp16:
-    return "fp16";
-  case Kind::bf16:
-    return "bf16";
-  case Kind::powersgd:
-    return "powersgd-r" + std::to_string(rank);
-  case Kind::powersgdFP16:
-    return "powersgd-r" + std::to_string(rank) + "+fp16";
-  case Kind::scheme:
-    return spelling;
-  }
-  llvm_unreachable("a PlanChoice kind");
-}
+PlanChoice::~PlanChoice() = default;
 
-static double bytesOf(RankedTensorType type) {
+LogicalResult PlanChoice::finish(StringRef) { return success(); }
+
+double mlir::ddp::bytesAsDouble(RankedTensorType type) {
   return double(type.getNumElements()) * double(type.getElementTypeBitWidth()) /
          8.0;
 }
 
-PlanCost mlir::ddp::predictBucket(const MachineProfile &profile,
-                                  const BucketShape &bucket,
-                                  const PlanChoice &choice, int64_t world,
-                                  double minCompressionRate) {
+PlanCost mlir::ddp::predictPlain(const MachineProfile &profile,
+                                 const BucketShape &bucket, int64_t world,
+                                 bool compressesNothing) {
   PlanCost cost;
+  cost.compressesNothing = compressesNothing;
   if (bucket.tensors.empty())
     return cost;
-  Type element = bucket.tensors.front().getElementType();
-  double bytes = 0.0, elements = 0.0;
   SmallVector<double> tensorBytes;
   for (RankedTensorType type : bucket.tensors) {
-    bytes += bytesOf(type);
-    tensorBytes.push_back(bytesOf(type));
-    elements += double(type.getNumElements());
+    tensorBytes.push_back(bytesAsDouble(type));
+    cost.bytes += tensorBytes.back();
   }
-  auto plain = [&] {
-    cost.linkSeconds =
-        profile.bucketAllreduceSeconds(element, tensorBytes, world);
-    cost.seconds = cost.linkSeconds;
-    cost.bytes = bytes;
-    return cost;
-  };
-  switch (choice.kind) {
-  case PlanChoice::Kind::plain:
-    return plain();
-  case PlanChoice::Kind::fp16:
-  case PlanChoice::Kind::bf16: {
-    auto *context = element.getContext();
-    Type narrow = choice.kind == PlanChoice::Kind::fp16
-                      ? Type(Float16Type::get(context))
-                      : Type(BFloat16Type::get(context));
-    auto floatType = dyn_cast<FloatType>(element);
-    if (!floatType || floatType.getWidth() <= 16) {
-      cost.compressesNothing = true;
-      return plain();
-    }
-    // Divided by W and cast down, sent, cast back: two passes over the
-    // bucket (the cast kernel's rate for both; bf16 casts like f16).
-    cost.computeSeconds =
-        2.0 * profile.elementwiseSeconds("cast_f32_f16", elements);
-    SmallVector<double> narrowBytes;
-    for (RankedTensorType type : bucket.tensors)
-      narrowBytes.push_back(double(type.getNumElements()) * 2.0);
-    cost.linkSeconds =
-        profile.bucketAllreduceSeconds(narrow, narrowBytes, world);
-    cost.seconds = cost.computeSeconds + cost.linkSeconds;
-    cost.bytes = elements * 2.0;
-    return cost;
-  }
-  case PlanChoice::Kind::powersgd:
-  case PlanChoice::Kind::powersgdFP16:
-    break;
-  case PlanChoice::Kind::scheme:
-    llvm_unreachable("a scheme predicts its own cost (predictBucket's "
-                     "callers ask it)");
-  }
-
-  // insert-powersgd, layerwise: PyTorch's per-tensor rule on the matrix
-  // view shape[0] x prod(shape[1:]).
-  double elementBytes = double(element.getIntOrFloatBitWidth()) / 8.0;
-  SmallVector<double> uncompressedList, pList, qList;
-  double project = 0.0, orthogonalize = 0.0, backproject = 0.0,
-         reconstruct = 0.0;
-  bool any = false;
-  for (RankedTensorType type : bucket.tensors) {
-    bool compressible = isa<FloatType>(element) && type.getRank() >= 1 &&
-                        type.getNumElements() > 0;
-    int64_t n = compressible ? type.getDimSize(0) : 0;
-    int64_t m = compressible ? type.getNumElements() / n : 0;
-    int64_t r = std::min<int64_t>({n, m, int64_t(choice.rank)});
-    if (!compressible ||
-        !((double(n) + double(m)) * double(r) * minCompressionRate <
-          double(n) * double(m))) {
-      uncompressedList.push_back(bytesOf(type));
-      continue;
-    }
-    any = true;
-    pList.push_back(double(n) * double(r) * elementBytes);
-    qList.push_back(double(m) * double(r) * elementBytes);
-    project += profile.kernelSeconds("project", n, m, r);
-    orthogonalize += profile.kernelSeconds("orthogonalize", n, m, r);
-    backproject += profile.kernelSeconds("backproject", n, m, r);
-    reconstruct += profile.kernelSeconds("reconstruct", n, m, r);
-  }
-  if (!any) {
-    cost.compressesNothing = true;
-    return plain();
-  }
-  // The uncompressed tensors' allreduce is started first and overlaps the
-  // projection; P's allreduce waits for both (one link), Q's for the
-  // orthogonalization and the backprojection.
-  // With fp16 every collective of the bucket travels in f16 (half the
-  // bytes), each cast down and back: P and Q are small, the uncompressed
-  // tensors are cast as fp16's buckets are.
-  Type wire = element;
-  double casts = 0.0;
-  if (choice.kind == PlanChoice::Kind::powersgdFP16) {
-    auto floatType = dyn_cast<FloatType>(element);
-    if (floatType && floatType.getWidth() > 16) {
-      wire = Float16Type::get(element.getContext());
-      double narrowed = 0.0;
-      for (ArrayRef<double> list :
-           {ArrayRef<double>(uncompressedList), ArrayRef<double>(pList),
-            ArrayRef<double>(qList)})
-        for (double b : list)
-          narrowed += b / elementBytes;
-      casts = 2.0 * profile.elementwiseSeconds("cast_f32_f16", narrowed);
-      double ratio = 2.0 / elementBytes;
-      for (SmallVector<double> *list : {&uncompressedList, &pList, &qList})
-        for (double &b : *list)
-          b *= ratio;
-    }
-  }
-  double uncompressed =
-      profile.bucketAllreduceSeconds(wire, uncompressedList, world);
-  double p = profile.bucketAllreduceSeconds(wire, pList, world);
-  double q = profile.bucketAllreduceSeconds(wire, qList, world);
-  cost.linkSeconds = uncompressed + p + q;
-  cost.computeSeconds =
-      project + orthogonalize + backproject + reconstruct + casts;
-  cost.seconds = std::max(uncompressed, project) + p + orthogonalize +
-                 backproject + q + reconstruct + casts;
-  cost.bytes = 0.0;
-  for (ArrayRef<double> list :
-       {ArrayRef<double>(uncompressedList), ArrayRef<double>(pList),
-        ArrayRef<double>(qList)})
-    for (double b : list)
-      cost.bytes += b;
+  cost.linkSeconds = profile.bucketAllreduceSeconds(
+      bucket.tensors.front().getElementType(), tensorBytes, world);
+  cost.seconds = cost.linkSeconds;
   return cost;
 }

@@ -8,16 +8,18 @@
 // by the world size, cast to the narrow type, allreduce (sum) in that type,
 // cast back. Dividing first keeps the sum of W ranks inside the narrow
 // type's range. A `sum` allreduce is pre-scaled the same way and multiplied
-// back by W after the cast.
+// back by W after the cast. Also ddp-plan's fp16 and bf16 choices.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ddp/Conversion/ShardToDDP/ShardToDDP.h"
+#include "ddp/Dialect/DDP/Transforms/CostModel.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/Transforms.h"
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
 
 namespace mlir::ddp {
@@ -211,4 +213,72 @@ void mlir::ddp::populateNarrowCompressionPatterns(RewritePatternSet &patterns,
   NarrowConfig config{narrow, passName.str(), count};
   patterns.add<NarrowAllReduce, NarrowAllReduceStart>(patterns.getContext(),
                                                       config);
+}
+
+void mlir::ddp::narrowCollectives(ArrayRef<Operation *> ops, FloatType narrow,
+                                  StringRef passName) {
+  if (ops.empty())
+    return;
+  RewritePatternSet patterns(narrow.getContext());
+  populateNarrowCompressionPatterns(patterns, narrow, passName);
+  GreedyRewriteConfig config;
+  config.setStrictness(GreedyRewriteStrictness::ExistingOps);
+  (void)applyOpPatternsGreedily(ops, std::move(patterns), config);
+}
+
+namespace {
+/// ddp-plan's fp16 and bf16: the bucket divided by W and cast down, sent,
+/// cast back.
+class NarrowPlanChoice : public PlanChoice {
+public:
+  explicit NarrowPlanChoice(FloatType narrow) : narrow(narrow) {}
+
+  std::string name() const override {
+    return isa<Float16Type>(narrow) ? "fp16" : "bf16";
+  }
+
+  FailureOr<PlanCost> predict(const MachineProfile &profile,
+                              const BucketShape &bucket, int64_t world,
+                              std::string &) const override {
+    if (bucket.tensors.empty())
+      return PlanCost();
+    auto element = dyn_cast<FloatType>(bucket.tensors.front().getElementType());
+    if (!element || element.getWidth() <= 16)
+      return predictPlain(profile, bucket, world, /*compressesNothing=*/true);
+    // Two passes over the bucket (the cast kernel's rate for both; bf16
+    // casts like f16).
+    double elements = 0.0;
+    SmallVector<double> narrowBytes;
+    for (RankedTensorType type : bucket.tensors) {
+      elements += double(type.getNumElements());
+      narrowBytes.push_back(double(type.getNumElements()) * 2.0);
+    }
+    PlanCost cost;
+    cost.computeSeconds =
+        2.0 * profile.elementwiseSeconds("cast_f32_f16", elements);
+    cost.linkSeconds =
+        profile.bucketAllreduceSeconds(narrow, narrowBytes, world);
+    cost.seconds = cost.computeSeconds + cost.linkSeconds;
+    cost.bytes = elements * 2.0;
+    return cost;
+  }
+
+  LogicalResult apply(AllReduceOp bucket, StringRef) override {
+    buckets.push_back(bucket);
+    return success();
+  }
+
+  LogicalResult finish(StringRef passName) override {
+    narrowCollectives(buckets, narrow, passName);
+    return success();
+  }
+
+private:
+  FloatType narrow;
+  SmallVector<Operation *> buckets;
+};
+} // namespace
+
+std::shared_ptr<PlanChoice> mlir::ddp::makeNarrowPlanChoice(FloatType narrow) {
+  return std::make_shared<NarrowPlanChoice>(narrow);
 }

@@ -5,13 +5,12 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
 // ddp-plan: for each gradient bucket, the predicted time of every allowed
-// way of sending it (CostModel.h), the fastest taken, and the bucket
-// rewritten the way that choice sends it, and nothing else: plain buckets
-// are marked uncompressed, fp16/bf16 ones go through the narrowing
-// patterns, PowerSGD ones through PowerSGDRewriter at their own rank (and
-// their collectives through the narrowing patterns for "+fp16").
-// The predictions and reasons stay in the module's `ddp.plan` attribute for
-// the compression report.
+// way of sending it (a PlanChoice: plain, fp16, bf16, PowerSGD at a rank, a
+// scheme with a cost hook), the fastest taken, and the bucket rewritten by
+// that choice, and nothing else. Every choice predicts its own cost and
+// applies its own rewrite; this pass only parses the choices, compares and
+// records. The predictions and reasons stay in the module's `ddp.plan`
+// attribute for the compression report.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,7 +23,6 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
@@ -44,12 +42,32 @@ using namespace mlir;
 using namespace mlir::ddp;
 
 namespace {
+using Choice = std::shared_ptr<PlanChoice>;
+
 /// One bucket's decision.
 struct Decision {
-  PlanChoice choice;
+  Choice choice;
   std::string reason;
   /// Every choice evaluated, in the order of the allowed list.
-  SmallVector<std::pair<PlanChoice, PlanCost>> costs;
+  SmallVector<std::pair<Choice, PlanCost>> costs;
+};
+
+/// Sending the bucket as it is: its allreduce marked uncompressed, and its
+/// location saying the plan chose it (see plannedPlainLoc).
+class PlainPlanChoice : public PlanChoice {
+public:
+  std::string name() const override { return "plain"; }
+  bool isPlain() const override { return true; }
+  FailureOr<PlanCost> predict(const MachineProfile &profile,
+                              const BucketShape &bucket, int64_t world,
+                              std::string &) const override {
+    return predictPlain(profile, bucket, world);
+  }
+  LogicalResult apply(AllReduceOp bucket, StringRef) override {
+    bucket.setRole(CommRole::uncompressed);
+    bucket->setLoc(plannedPlainLoc(bucket.getLoc()));
+    return success();
+  }
 };
 
 struct DDPPlanPass : public PassWithOptionNames<ddp::impl::DDPPlanBase<DDPPlanPass>> {
@@ -63,40 +81,29 @@ protected:
   const llvm::cl::Option *getAnyOption() const override { return &profile; }
 
 private:
-  /// Parses and checks the options into `allowed`; false after an error.
-  bool parseOptions(SmallVectorImpl<PlanChoice> &allowed);
+  /// Parses and checks the options into `allowed` (plain is always
+  /// `plain`, allowed or not); false after an error.
+  bool parseOptions(SmallVectorImpl<Choice> &allowed);
   /// Splits the inputs of `op` whose names match `never` into a plain
   /// allreduce of their own; returns it (null if nothing matched) and what
   /// is left to plan (null if nothing is).
   std::pair<AllReduceOp, AllReduceOp> splitOffNever(AllReduceOp op,
                                                     const llvm::Regex &regex);
-  /// A choice of a registered scheme, `name` or `name{options}`; nothing
+  /// A choice of a registered scheme, `name` or `name{options}`; null
   /// after an error.
-  std::optional<PlanChoice> parseSchemeChoice(StringRef text);
-  /// Fails, with an error, where a scheme cannot predict its cost.
+  Choice parseSchemeChoice(StringRef text);
+  /// Fails, with an error, where a choice cannot predict its cost.
   FailureOr<Decision> decide(const MachineProfile &profile, AllReduceOp op,
-                             ArrayRef<PlanChoice> allowed, int64_t worldSize);
+                             ArrayRef<Choice> allowed, int64_t worldSize);
+
+  Choice plain = std::make_shared<PlainPlanChoice>();
 };
 } // namespace
 
-/// Sends `ops` (allreduces, and waits of started ones) in `narrow`, as
-/// insert-fp16/bf16-compression would, touching no other op.
-static void narrowOps(ArrayRef<Operation *> ops, FloatType narrow,
-                      StringRef passName) {
-  if (ops.empty())
-    return;
-  RewritePatternSet patterns(narrow.getContext());
-  populateNarrowCompressionPatterns(patterns, narrow, passName);
-  GreedyRewriteConfig config;
-  config.setStrictness(GreedyRewriteStrictness::ExistingOps);
-  (void)applyOpPatternsGreedily(ops, std::move(patterns), config);
-}
-
 /// A choice that compresses none of a bucket's tensors (PowerSGD on
 /// biases) is plain in effect.
-static bool plainInEffect(const std::pair<PlanChoice, PlanCost> &entry) {
-  return entry.second.compressesNothing &&
-         entry.first.kind != PlanChoice::Kind::plain;
+static bool plainInEffect(const std::pair<Choice, PlanCost> &entry) {
+  return entry.second.compressesNothing && !entry.first->isPlain();
 }
 
 static std::string formatSeconds(double seconds) {
@@ -107,7 +114,7 @@ static std::string formatSeconds(double seconds) {
   return llvm::formatv("{0:F1} us", seconds * 1e6).str();
 }
 
-std::optional<PlanChoice> DDPPlanPass::parseSchemeChoice(StringRef text) {
+Choice DDPPlanPass::parseSchemeChoice(StringRef text) {
   ModuleOp module = getOperation();
   StringRef name = text, options;
   if (size_t brace = text.find('{'); brace != StringRef::npos) {
@@ -116,7 +123,7 @@ std::optional<PlanChoice> DDPPlanPass::parseSchemeChoice(StringRef text) {
           << "choices: '" << text
           << "': a scheme's options go in braces at the end, as "
              "topk{ratio=0.001}";
-      return std::nullopt;
+      return nullptr;
     }
     name = text.take_front(brace);
     options = text.drop_front(brace + 1).drop_back();
@@ -128,20 +135,16 @@ std::optional<PlanChoice> DDPPlanPass::parseSchemeChoice(StringRef text) {
         << "' is not one of plain, fp16, bf16, powersgd, powersgd+fp16 "
            "or a scheme with a cost model ("
         << llvm::join(getPlannableSchemeNames(), ", ") << ")";
-    return std::nullopt;
+    return nullptr;
   }
   FailureOr<std::unique_ptr<CompressionScheme>> scheme =
       (*factory)(module, options);
   if (failed(scheme))
-    return std::nullopt;
-  PlanChoice choice;
-  choice.kind = PlanChoice::Kind::scheme;
-  choice.scheme = std::move(*scheme);
-  choice.spelling = text.str();
-  return choice;
+    return nullptr;
+  return makeSchemePlanChoice(std::move(*scheme), text);
 }
 
-bool DDPPlanPass::parseOptions(SmallVectorImpl<PlanChoice> &allowed) {
+bool DDPPlanPass::parseOptions(SmallVectorImpl<Choice> &allowed) {
   ModuleOp module = getOperation();
   auto fail = [&](const Twine &message) {
     emitPassError(module, getArgument()) << message;
@@ -162,20 +165,33 @@ bool DDPPlanPass::parseOptions(SmallVectorImpl<PlanChoice> &allowed) {
   SmallVector<std::string> choiceList(choices.begin(), choices.end());
   if (choiceList.empty())
     choiceList = {"plain", "fp16", "bf16", "powersgd", "powersgd+fp16"};
+  // Every PowerSGD choice rewrites through one rewriter, so that buckets
+  // are rewritten in program order whatever rank each gets.
+  InsertPowerSGDOptions powersgdOptions;
+#define COPY_OPTION(name) powersgdOptions.name = name;
+  DDP_POWERSGD_SHARED_OPTIONS(COPY_OPTION)
+#undef COPY_OPTION
+  std::shared_ptr<PowerSGDRewriter> powersgd;
+  MLIRContext *context = &getContext();
   for (const std::string &name : choiceList) {
     if (name == "plain")
-      allowed.push_back({PlanChoice::Kind::plain, 0});
+      allowed.push_back(plain);
     else if (name == "fp16")
-      allowed.push_back({PlanChoice::Kind::fp16, 0});
+      allowed.push_back(makeNarrowPlanChoice(Float16Type::get(context)));
     else if (name == "bf16")
-      allowed.push_back({PlanChoice::Kind::bf16, 0});
+      allowed.push_back(makeNarrowPlanChoice(BFloat16Type::get(context)));
     else if (name == "powersgd" || name == "powersgd+fp16") {
-      auto kind = name == "powersgd" ? PlanChoice::Kind::powersgd
-                                     : PlanChoice::Kind::powersgdFP16;
+      if (!powersgd)
+        powersgd = std::make_shared<PowerSGDRewriter>(module, powersgdOptions,
+                                                      getArgument());
+      FloatType narrow;
+      if (name == "powersgd+fp16")
+        narrow = Float16Type::get(context);
       unsigned before = allowed.size();
       for (unsigned r : rankList)
         if (r >= minRank)
-          allowed.push_back({kind, r});
+          allowed.push_back(
+              makePowerSGDPlanChoice(powersgd, r, narrow, minCompressionRate));
       if (allowed.size() == before)
         return fail(llvm::formatv(
             "no rank in ranks={0} is at least "
@@ -185,19 +201,17 @@ bool DDPPlanPass::parseOptions(SmallVectorImpl<PlanChoice> &allowed) {
                                 [](unsigned r) { return std::to_string(r); }),
                 ","),
             unsigned(minRank)));
-    } else if (std::optional<PlanChoice> scheme = parseSchemeChoice(name)) {
-      allowed.push_back(std::move(*scheme));
+    } else if (Choice scheme = parseSchemeChoice(name)) {
+      allowed.push_back(std::move(scheme));
     } else {
       return false;
     }
   }
   // Duplicates (choices=plain,plain) would print twice.
-  SmallVector<PlanChoice> unique;
-  for (const PlanChoice &c : allowed)
-    if (llvm::none_of(unique, [&](const PlanChoice &u) {
-          return u.kind == c.kind && u.rank == c.rank &&
-                 u.spelling == c.spelling;
-        }))
+  SmallVector<Choice> unique;
+  for (const Choice &c : allowed)
+    if (llvm::none_of(unique,
+                      [&](const Choice &u) { return u->name() == c->name(); }))
       unique.push_back(c);
   allowed.assign(unique.begin(), unique.end());
   if (world < 0)
@@ -212,8 +226,8 @@ bool DDPPlanPass::parseOptions(SmallVectorImpl<PlanChoice> &allowed) {
     return fail("never='" + never +
                 "' is not a valid regular expression: " + error);
   unsigned largest = 1;
-  for (const PlanChoice &c : allowed)
-    largest = std::max(largest, c.rank);
+  for (unsigned r : rankList)
+    largest = std::max(largest, r);
   return succeeded(checkPowerSGDOptions(
       largest, minCompressionRate, startIter, orthogonalizationEpsilon,
       bucketCapMb, [&](const Twine &message) { fail(message); }));
@@ -261,40 +275,33 @@ DDPPlanPass::splitOffNever(AllReduceOp op, const llvm::Regex &regex) {
 
 FailureOr<Decision> DDPPlanPass::decide(const MachineProfile &profile,
                                         AllReduceOp op,
-                                        ArrayRef<PlanChoice> allowed,
+                                        ArrayRef<Choice> allowed,
                                         int64_t worldSize) {
   Decision decision;
   BucketShape shape;
   for (Type type : op.getInputs().getTypes()) {
     auto tensor = cast<RankedTensorType>(type);
     if (!tensor.hasStaticShape()) {
-      decision.choice = {PlanChoice::Kind::plain, 0};
+      decision.choice = plain;
       decision.reason = "a dynamic shape: its size is not known before the run";
       return decision;
     }
     shape.tensors.push_back(tensor);
   }
-  for (const PlanChoice &choice : allowed) {
-    if (choice.kind != PlanChoice::Kind::scheme) {
-      decision.costs.push_back(
-          {choice, predictBucket(profile, shape, choice, worldSize,
-                                 minCompressionRate)});
-      continue;
-    }
+  for (const Choice &choice : allowed) {
     std::string why;
-    FailureOr<PlanCost> cost =
-        choice.scheme->predict(profile, shape, worldSize, why);
+    FailureOr<PlanCost> cost = choice->predict(profile, shape, worldSize, why);
     if (failed(cost))
       return op.emitError() << getArgument() << ": cannot weigh '"
-                            << choice.name() << "' for this bucket: " << why;
+                            << choice->name() << "' for this bucket: " << why;
     decision.costs.push_back({choice, *cost});
   }
   // The fastest; a choice that compresses nothing is plain in effect and
   // only taken where plain is not allowed.
-  const std::pair<PlanChoice, PlanCost> *best = nullptr, *plain = nullptr;
+  const std::pair<Choice, PlanCost> *best = nullptr, *plainEntry = nullptr;
   for (const auto &entry : decision.costs) {
-    if (entry.first.kind == PlanChoice::Kind::plain)
-      plain = &entry;
+    if (entry.first->isPlain())
+      plainEntry = &entry;
     if (plainInEffect(entry))
       continue;
     if (!best || entry.second.seconds < best->second.seconds)
@@ -304,7 +311,7 @@ FailureOr<Decision> DDPPlanPass::decide(const MachineProfile &profile,
     // Only choices that compress nothing here (powersgd on biases):
     // plain in effect, which the rewrite gives.
     decision.choice = allowed.front();
-    decision.reason = decision.choice.name() +
+    decision.reason = decision.choice->name() +
                       " compresses none of these tensors (the per-tensor "
                       "rule, min-compression-rate); they are sent plain";
     return decision;
@@ -315,34 +322,34 @@ FailureOr<Decision> DDPPlanPass::decide(const MachineProfile &profile,
     return decision;
   }
   // The runner-up, for the reason.
-  const std::pair<PlanChoice, PlanCost> *second = nullptr;
+  const std::pair<Choice, PlanCost> *second = nullptr;
   for (const auto &entry : decision.costs)
     if (&entry != best && !plainInEffect(entry))
       if (!second || entry.second.seconds < second->second.seconds)
         second = &entry;
-  std::string next = second
-                         ? llvm::formatv("; next {0} {1}", second->first.name(),
-                                         formatSeconds(second->second.seconds))
-                               .str()
-                         : std::string();
-  if (!plain) {
+  std::string next =
+      second ? llvm::formatv("; next {0} {1}", second->first->name(),
+                             formatSeconds(second->second.seconds))
+                   .str()
+             : std::string();
+  if (!plainEntry) {
     decision.reason = llvm::formatv("fastest allowed ({0}){1}",
                                     formatSeconds(best->second.seconds), next)
                           .str();
     return decision;
   }
-  double plainSeconds = plain->second.seconds;
-  if (best == plain && !second) {
+  double plainSeconds = plainEntry->second.seconds;
+  if (best == plainEntry && !second) {
     decision.reason = "no allowed compression changes these tensors";
     return decision;
   }
-  if (best == plain) {
+  if (best == plainEntry) {
     // Plain is fastest: every compression costs more than it saves.
     const auto &cost = second->second;
     decision.reason =
         llvm::formatv("plain {0} is fastest: {1} would take {2} ({3} on the "
                       "link, {4} computing)",
-                      formatSeconds(plainSeconds), second->first.name(),
+                      formatSeconds(plainSeconds), second->first->name(),
                       formatSeconds(cost.seconds),
                       formatSeconds(cost.linkSeconds),
                       formatSeconds(cost.computeSeconds))
@@ -351,11 +358,11 @@ FailureOr<Decision> DDPPlanPass::decide(const MachineProfile &profile,
   }
   double gain = 1.0 - best->second.seconds / plainSeconds;
   if (gain < tolerance) {
-    decision.choice = plain->first;
+    decision.choice = plainEntry->first;
     decision.reason =
         llvm::formatv("{0} would save {1:F1}% of plain's {2}, under "
                       "tolerance={3}: not worth its error",
-                      best->first.name(), gain * 100.0,
+                      best->first->name(), gain * 100.0,
                       formatSeconds(plainSeconds), formatNumber(tolerance))
             .str();
     return decision;
@@ -371,7 +378,7 @@ FailureOr<Decision> DDPPlanPass::decide(const MachineProfile &profile,
 void DDPPlanPass::runOnOperation() {
   ModuleOp module = getOperation();
   MLIRContext *context = &getContext();
-  SmallVector<PlanChoice> allowed;
+  SmallVector<Choice> allowed;
   if (!parseOptions(allowed))
     return signalPassFailure();
   std::string error;
@@ -382,9 +389,8 @@ void DDPPlanPass::runOnOperation() {
     return signalPassFailure();
   }
   const MachineProfile &machine = *loaded;
-  bool computes = llvm::any_of(allowed, [](const PlanChoice &c) {
-    return c.kind != PlanChoice::Kind::plain;
-  });
+  bool computes =
+      llvm::any_of(allowed, [](const Choice &c) { return !c->isPlain(); });
   if (computes && !machine.hasKernels()) {
     emitPassError(module, getArgument())
         << "the profile has no kernel times (a --hand profile): give "
@@ -413,15 +419,14 @@ void DDPPlanPass::runOnOperation() {
   // Every choice a bucket was predicted under, in the order the planner
   // weighs them (the report's columns).
   llvm::SetVector<StringRef> choices;
-  SmallVector<std::pair<AllReduceOp, PlanChoice>> toPowerSGD;
-  llvm::MapVector<CompressionScheme *, SmallVector<AllReduceOp>> toScheme;
-  SmallVector<Operation *> toFP16, toBF16;
+  // What each bucket is sent as, in program order.
+  SmallVector<std::pair<AllReduceOp, Choice>> decided;
   auto record = [&](AllReduceOp op, const Decision &decision) {
     SmallVector<NamedAttribute> predicted;
     // The profile's bounds keep predictions far below this; saturated all
     // the same rather than converted out of range.
     for (auto &[choice, cost] : decision.costs) {
-      StringAttr name = b.getStringAttr(choice.name());
+      StringAttr name = b.getStringAttr(choice->name());
       choices.insert(name.getValue());
       predicted.push_back(NamedAttribute(
           name,
@@ -448,7 +453,7 @@ void DDPPlanPass::runOnOperation() {
         b.getNamedAttr("tensors", b.getI64IntegerAttr(names.size())),
         b.getNamedAttr("where", b.getStringAttr(where)),
         b.getNamedAttr("elements", b.getI64IntegerAttr(elements)),
-        b.getNamedAttr("choice", b.getStringAttr(decision.choice.name())),
+        b.getNamedAttr("choice", b.getStringAttr(decision.choice->name())),
         b.getNamedAttr("reason", b.getStringAttr(decision.reason)),
         b.getNamedAttr("predicted_ns", b.getDictionaryAttr(predicted)),
     }));
@@ -460,7 +465,7 @@ void DDPPlanPass::runOnOperation() {
       auto [plain, rest] = splitOffNever(op, *neverRegex);
       if (plain) {
         Decision byUser;
-        byUser.choice = {PlanChoice::Kind::plain, 0};
+        byUser.choice = this->plain;
         byUser.reason = "never='" + std::string(never) + "' matches";
         record(plain, byUser);
         ++numPlain;
@@ -469,54 +474,22 @@ void DDPPlanPass::runOnOperation() {
       if (!op)
         continue;
     }
-    FailureOr<Decision> decided = decide(machine, op, allowed, worldSize);
-    if (failed(decided))
+    FailureOr<Decision> decision = decide(machine, op, allowed, worldSize);
+    if (failed(decision))
       return signalPassFailure();
-    Decision &decision = *decided;
-    record(op, decision);
-    switch (decision.choice.kind) {
-    case PlanChoice::Kind::plain:
-      op.setRole(CommRole::uncompressed);
-      op->setLoc(plannedPlainLoc(op.getLoc()));
-      ++numPlain;
-      break;
-    case PlanChoice::Kind::fp16:
-    case PlanChoice::Kind::bf16:
-      (decision.choice.kind == PlanChoice::Kind::fp16 ? toFP16 : toBF16)
-          .push_back(op);
-      ++numNarrow;
-      break;
-    case PlanChoice::Kind::powersgd:
-    case PlanChoice::Kind::powersgdFP16:
-      toPowerSGD.push_back({op, decision.choice});
-      ++numPowerSGD;
-      break;
-    case PlanChoice::Kind::scheme:
-      toScheme[decision.choice.scheme.get()].push_back(op);
-      ++numScheme;
-      break;
-    }
+    record(op, *decision);
+    decided.push_back({op, decision->choice});
+    ++(decision->choice->isPlain() ? numPlain : numOther);
   }
 
-  // The rewrites, each restricted to its buckets.
-  narrowOps(toFP16, Float16Type::get(context), getArgument());
-  narrowOps(toBF16, BFloat16Type::get(context), getArgument());
-  for (auto &[scheme, ops] : toScheme)
-    if (failed(applyCompressionScheme(ops, *scheme, getArgument())))
+  // The rewrites: each bucket by its choice, in program order, then what
+  // the choices rewrite together, in the order they were allowed.
+  for (auto &[op, choice] : decided)
+    if (failed(choice->apply(op, getArgument())))
       return signalPassFailure();
-  // PowerSGD, each bucket at its rank; the collectives of a "+fp16"
-  // bucket are sent narrow, as insert-fp16-compression would send them.
-  InsertPowerSGDOptions options;
-#define COPY_OPTION(name) options.name = name;
-  DDP_POWERSGD_SHARED_OPTIONS(COPY_OPTION)
-#undef COPY_OPTION
-  PowerSGDRewriter powersgd(module, options, getArgument());
-  IRRewriter rewriter(context);
-  for (auto [op, choice] : toPowerSGD) {
-    PowerSGDRewrite made = powersgd.rewrite(rewriter, op, choice.rank);
-    if (choice.kind == PlanChoice::Kind::powersgdFP16)
-      narrowOps(made.collectives, Float16Type::get(context), getArgument());
-  }
+  for (const Choice &choice : allowed)
+    if (failed(choice->finish(getArgument())))
+      return signalPassFailure();
 
   context->getLoadedDialect<DDPDialect>()->getPlanAttrHelper().setAttr(
       module,

@@ -141,6 +141,13 @@ std::optional<SchemeFactory> lookupPlannableScheme(StringRef name);
 /// The names registered, sorted.
 std::vector<std::string> getPlannableSchemeNames();
 
+/// `scheme` as one of ddp-plan's choices, named `spelling` (how the user
+/// wrote it: "topk{ratio=0.001}"): it predicts with the scheme's cost hook
+/// and compresses the buckets chosen for it as applyCompressionScheme does.
+std::shared_ptr<PlanChoice>
+makeSchemePlanChoice(std::unique_ptr<CompressionScheme> scheme,
+                     StringRef spelling);
+
 /// Rewrites the given gradient ddp.allreduce ops of one module (each inside
 /// a func.func), in order, with `scheme`, as applyCompressionScheme does
 /// for a whole module: the way ddp-plan applies a scheme to the buckets it

@@ -6,14 +6,17 @@
 //
 // What ddp-plan decides with: a machine profile (the JSON ddprt-calibrate
 // writes: collectives fitted to latency + ring factor * bytes / bandwidth,
-// with the measured points; kernel times per shape) and the time each way
-// of sending a bucket is predicted to take with it. The model and where it
-// is wrong are in docs/cost-model.md.
+// with the measured points; kernel times per shape) and the ways of sending
+// a bucket it chooses among (PlanChoice), each of which predicts its time
+// with the profile. The model and where it is wrong are in
+// docs/cost-model.md.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef DDP_DIALECT_DDP_TRANSFORMS_COSTMODEL_H
 #define DDP_DIALECT_DDP_TRANSFORMS_COSTMODEL_H
+
+#include "ddp/Dialect/DDP/IR/DDP.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Support/LLVM.h"
@@ -91,27 +94,6 @@ private:
   llvm::StringMap<SmallVector<KernelCost>> kernels;
 };
 
-class CompressionScheme;
-
-/// The ways of sending a bucket ddp-plan chooses among: the built-in ones,
-/// and any CompressionScheme with a cost hook (`scheme`).
-struct PlanChoice {
-  enum class Kind { plain, fp16, bf16, powersgd, powersgdFP16, scheme };
-  Kind kind = Kind::plain;
-  unsigned rank = 0; // powersgd and powersgdFP16 only
-  /// scheme only: the scheme, and the choice as the user spelled it
-  /// ("topk", "topk{ratio=0.001}").
-  std::shared_ptr<CompressionScheme> scheme;
-  std::string spelling;
-  /// "plain", "fp16", "bf16", "powersgd-r<rank>", "powersgd-r<rank>+fp16"
-  /// (PowerSGD whose collectives travel in fp16, as --insert-powersgd
-  /// --insert-fp16-compression), or a scheme's spelling.
-  std::string name() const;
-  bool isPowerSGD() const {
-    return kind == Kind::powersgd || kind == Kind::powersgdFP16;
-  }
-};
-
 /// A gradient bucket as the model sees it: its tensors' shapes and element
 /// type.
 struct BucketShape {
@@ -125,20 +107,60 @@ struct PlanCost {
   double linkSeconds = 0.0, computeSeconds = 0.0;
   /// Bytes each rank sends (payload).
   double bytes = 0.0;
-  /// PowerSGD compresses none of the bucket's tensors at this rank (the
-  /// per-tensor rule): the choice is plain in effect.
+  /// The choice compresses none of the bucket's tensors (PowerSGD's
+  /// per-tensor rule, fp16 on a bucket that is f16 already): it is plain in
+  /// effect.
   bool compressesNothing = false;
 };
 
-/// Predicts a built-in `choice` (not a scheme: CompressionScheme::predict)
-/// for `bucket` among `world` ranks. PowerSGD follows
-/// insert-powersgd's layerwise rule (`minCompressionRate`) and its order:
-/// the uncompressed tensors' allreduce is started first and overlaps the
-/// projection; P's and Q's allreduces and the kernels between them follow
-/// one another.
-PlanCost predictBucket(const MachineProfile &profile, const BucketShape &bucket,
-                       const PlanChoice &choice, int64_t world,
-                       double minCompressionRate);
+/// A way ddp-plan can send a gradient bucket: plain, fp16 or bf16, PowerSGD
+/// at a rank, or any CompressionScheme with a cost hook. Each predicts its
+/// own cost and rewrites the buckets it is chosen for, so that ddp-plan
+/// weighs and applies them all alike.
+class PlanChoice {
+public:
+  virtual ~PlanChoice();
+
+  /// Its name in the plan's table, the ddp.plan attribute and the reasons:
+  /// "plain", "fp16", "powersgd-r2+fp16", "topk{ratio=0.001}".
+  virtual std::string name() const = 0;
+
+  /// Whether it sends the bucket as it is: the choice the others are
+  /// compared with.
+  virtual bool isPlain() const { return false; }
+
+  /// The time sending `bucket` this way is predicted to take among `world`
+  /// ranks of `profile`'s machine. Fails, saying why in `why`, where the
+  /// profile lacks a measurement the model needs.
+  virtual FailureOr<PlanCost> predict(const MachineProfile &profile,
+                                      const BucketShape &bucket, int64_t world,
+                                      std::string &why) const = 0;
+
+  /// Rewrites `bucket` (a ddp.allreduce with role `gradient` inside a
+  /// function) the way this choice sends it, or records it for finish.
+  /// ddp-plan calls it for each bucket the choice was made for, in program
+  /// order, once every bucket is decided.
+  virtual LogicalResult apply(AllReduceOp bucket, StringRef passName) = 0;
+
+  /// Called once after the last apply, in the order the choices were
+  /// allowed: for a choice that rewrites its buckets together. Errors are
+  /// emitted.
+  virtual LogicalResult finish(StringRef passName);
+};
+
+/// The time of a plain allreduce of `bucket` (what the profile's backend
+/// issues for it), with `compressesNothing` as given: the cost of plain,
+/// and of a choice that leaves this bucket plain in effect.
+PlanCost predictPlain(const MachineProfile &profile, const BucketShape &bucket,
+                      int64_t world, bool compressesNothing = false);
+
+/// ddp-plan's "fp16" or "bf16" (`narrow`): the bucket sent as
+/// insert-fp16-compression or insert-bf16-compression sends it.
+std::shared_ptr<PlanChoice> makeNarrowPlanChoice(FloatType narrow);
+
+/// Bytes of a statically shaped tensor, as a double: no shape overflows it
+/// (tensorBytes' 64 bits do for the largest).
+double bytesAsDouble(RankedTensorType type);
 
 } // namespace mlir::ddp
 

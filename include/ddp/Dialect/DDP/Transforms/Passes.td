@@ -238,11 +238,8 @@ def DDPPlan : Pass<"ddp-plan", "::mlir::ModuleOp"> {
   ];
   let statistics = [
     Statistic<"numPlain", "num-plain", "Buckets sent plain">,
-    Statistic<"numNarrow", "num-narrow", "Buckets sent as fp16 or bf16">,
-    Statistic<"numPowerSGD", "num-powersgd", "Buckets compressed by PowerSGD">,
-    Statistic<"numScheme", "num-scheme",
-              "Buckets compressed by a scheme with a cost model (topk, "
-              "quantize)">
+    Statistic<"numOther", "num-other",
+              "Buckets sent another way (fp16, bf16, PowerSGD, a scheme)">
   ];
   let dependentDialects = [
     "::mlir::ddp::DDPDialect", "::mlir::arith::ArithDialect",

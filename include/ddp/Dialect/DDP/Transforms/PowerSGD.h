@@ -7,14 +7,15 @@
 // PyTorch's powerSGD_hook as a rewrite of one gradient ddp.allreduce at a
 // time, through a rewriter, for whoever decides which buckets to compress:
 // insert-powersgd takes every bucket at one rank, ddp-plan the buckets its
-// cost model chose, each at its own rank. The sequence it emits is in
-// PowerSGD.cpp's header and docs/ir-design.md.
+// cost model chose, each at its own rank (makePowerSGDPlanChoice). The sequence
+// it emits is in PowerSGD.cpp's header and docs/ir-design.md.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef DDP_DIALECT_DDP_TRANSFORMS_POWERSGD_H
 #define DDP_DIALECT_DDP_TRANSFORMS_POWERSGD_H
 
+#include "ddp/Dialect/DDP/Transforms/CostModel.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -82,6 +83,18 @@ private:
   class Impl;
   std::unique_ptr<Impl> impl;
 };
+
+/// ddp-plan's "powersgd-r<rank>", and with `narrow` (f16)
+/// "powersgd-r<rank>+fp16": PowerSGD at `rank`, its collectives then sent in
+/// `narrow`, as --insert-powersgd --insert-fp16-compression sends them.
+/// `rewriter` is the one every PowerSGD choice of the module shares, so that
+/// buckets are rewritten in program order whatever rank each gets. The model
+/// follows insert-powersgd's per-tensor rule (`minCompressionRate`) and its
+/// order of collectives and kernels.
+std::shared_ptr<PlanChoice>
+makePowerSGDPlanChoice(std::shared_ptr<PowerSGDRewriter> rewriter,
+                       unsigned rank, FloatType narrow,
+                       double minCompressionRate);
 
 } // namespace mlir::ddp
 

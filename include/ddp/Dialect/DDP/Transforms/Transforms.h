@@ -28,6 +28,12 @@ void populateNarrowCompressionPatterns(RewritePatternSet &patterns,
                                        FloatType narrow, StringRef passName,
                                        unsigned *count = nullptr);
 
+/// Sends `ops` (ddp.allreduce and ddp.allreduce_start ops) in `narrow` with
+/// those patterns, touching no other op: ddp-plan's fp16 and bf16 buckets,
+/// and the collectives of its "powersgd+fp16" ones.
+void narrowCollectives(ArrayRef<Operation *> ops, FloatType narrow,
+                       StringRef passName);
+
 } // namespace mlir::ddp
 
 #endif // DDP_DIALECT_DDP_TRANSFORMS_TRANSFORMS_H
