@@ -3,8 +3,15 @@
 // Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
 // See LICENSE for license information.
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+// .npy files (parsing the header, reading a file or an .npz member within
+// the bounds its header sets, writing atomically) and the directories
+// outputs go to; .npz archives are in Npz.cpp.
+//
+//===----------------------------------------------------------------------===//
 
 #include "Npy.h"
+#include "NpyDetail.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -14,14 +21,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#if defined(DDPRT_HAVE_LIBZIP)
-#include <zip.h>
-#endif
-
 namespace npy {
 
-namespace {
-bool writeAll(int fd, const char *data, size_t size) {
+using namespace detail;
+
+bool detail::writeAll(int fd, const char *data, size_t size) {
   while (size > 0) {
     ssize_t wrote = ::write(fd, data, size);
     if (wrote < 0 && errno == EINTR)
@@ -34,20 +38,14 @@ bool writeAll(int fd, const char *data, size_t size) {
   return true;
 }
 
-/// Whether `path` exists and is neither a regular file nor a directory: a
-/// device (/dev/null), a pipe or a socket, which writers write into rather
-/// than replace.
-bool isSpecialFile(const std::string &path) {
+bool detail::isSpecialFile(const std::string &path) {
   struct stat info;
   return ::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode) &&
          !S_ISDIR(info.st_mode);
 }
-} // namespace
 
 static constexpr char kMagic[] = "\x93NUMPY";
 static constexpr size_t kMagicSize = 6;
-
-static std::string headerBytes(const Array &array);
 
 int64_t Array::numElements() const {
   int64_t count = 1;
@@ -284,34 +282,6 @@ bool parse(std::string_view bytes, const std::string &name, Array &array,
 }
 
 namespace {
-/// Where the bytes of one .npy come from: a file, or a member of an .npz.
-class Source {
-public:
-  virtual ~Source() = default;
-  /// Reads up to `size` bytes (fewer only at the end); on failure says why.
-  bool readUpTo(char *data, size_t size, size_t &got, std::string &why) {
-    got = 0;
-    while (got < size) {
-      int64_t n = readSome(data + got, size - got, why);
-      if (n < 0)
-        return false;
-      if (n == 0)
-        break;
-      got += size_t(n);
-    }
-    return true;
-  }
-  /// The size in bytes, when it is known before reading (a regular file).
-  std::optional<uint64_t> size;
-  /// Whether it might never end (a pipe, /dev/zero), for the message.
-  bool stream = false;
-
-private:
-  /// One read of at most `size` bytes: how many came (0 at the end), or -1
-  /// with the reason in `why`.
-  virtual int64_t readSome(char *data, size_t size, std::string &why) = 0;
-};
-
 class FileSource : public Source {
 public:
   explicit FileSource(int fd) : fd(fd) {}
@@ -332,14 +302,11 @@ private:
   int fd;
 };
 
-/// Reads one .npy from `source`: the header first, then exactly the bytes
-/// it promises, so that a source that does not end (/dev/zero, a pipe that
-/// keeps writing) costs no more memory than its header says, and one of
-/// known size that is wrong is refused before its data is read.
-/// `cannotRead` prefixes the reason of a failed read.
-bool readFrom(Source &source, const std::string &name,
-              const std::string &cannotRead, Array &array, std::string &error,
-              const HeaderCheck &check) {
+} // namespace
+
+bool detail::readFrom(Source &source, const std::string &name,
+                      const std::string &cannotRead, Array &array,
+                      std::string &error, const HeaderCheck &check) {
   std::string why;
   auto fail = [&] {
     error = cannotRead + why;
@@ -399,7 +366,6 @@ bool readFrom(Source &source, const std::string &name,
   }
   return true;
 }
-} // namespace
 
 bool read(const std::string &path, Array &array, std::string &error,
           const HeaderCheck &check) {
@@ -427,240 +393,6 @@ bool read(const std::string &path, Array &array, std::string &error,
   return readFrom(source, path, "cannot read '" + path + "': ", array, error,
                   check);
 }
-
-//===----------------------------------------------------------------------===//
-// .npz
-//===----------------------------------------------------------------------===//
-
-#if defined(DDPRT_HAVE_LIBZIP)
-namespace {
-std::string zipErrorText(int code) {
-  zip_error_t error;
-  zip_error_init_with_code(&error, code);
-  std::string text = zip_error_strerror(&error);
-  zip_error_fini(&error);
-  return text;
-}
-
-class ZipMemberSource : public Source {
-public:
-  explicit ZipMemberSource(zip_file_t *file) : file(file) {}
-
-private:
-  int64_t readSome(char *data, size_t size, std::string &why) override {
-    zip_int64_t n = zip_fread(file, data, size);
-    if (n < 0)
-      why = zip_file_strerror(file);
-    return n < 0 ? -1 : int64_t(n);
-  }
-
-  zip_file_t *file;
-};
-} // namespace
-
-bool archiveSupported() { return true; }
-
-bool writeArchive(const std::string &path,
-                  const std::vector<std::pair<std::string, const Array *>> &arrays,
-                  std::string &error) {
-  if (!createDirectories(parentPath(path), error))
-    return false;
-  // Written beside the target and renamed into place, as .npy files are.
-  std::string temporary = path + ".tmp";
-  int code = 0;
-  zip_t *archive =
-      zip_open(temporary.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
-  if (!archive) {
-    error = "cannot write '" + temporary + "': " + zipErrorText(code);
-    return false;
-  }
-  auto fail = [&](const std::string &why) {
-    error = "cannot write '" + path + "': " + why;
-    zip_discard(archive);
-    ::unlink(temporary.c_str());
-    return false;
-  };
-  // Each member is its .npy file, stored as np.savez stores it; the
-  // headers live until zip_close reads them.
-  std::vector<std::string> headers;
-  headers.reserve(arrays.size());
-  for (const auto &[name, array] : arrays) {
-    headers.push_back(headerBytes(*array));
-    // Header and data without copying the data: two fragments.
-    zip_buffer_fragment_t fragments[2] = {
-        {reinterpret_cast<zip_uint8_t *>(headers.back().data()),
-         headers.back().size()},
-        {reinterpret_cast<zip_uint8_t *>(const_cast<char *>(array->data.data())),
-         array->data.size()}};
-    zip_error_t zipError;
-    zip_error_init(&zipError);
-    zip_source_t *source = zip_source_buffer_fragment_create(
-        fragments, array->data.empty() ? 1 : 2, 0, &zipError);
-    if (!source) {
-      std::string why = zip_error_strerror(&zipError);
-      zip_error_fini(&zipError);
-      return fail(why);
-    }
-    zip_error_fini(&zipError);
-    zip_int64_t index = zip_file_add(archive, (name + ".npy").c_str(), source,
-                                     ZIP_FL_ENC_UTF_8);
-    if (index < 0) {
-      zip_source_free(source);
-      return fail(zip_strerror(archive));
-    }
-    if (zip_set_file_compression(archive, zip_uint64_t(index), ZIP_CM_STORE,
-                                 0) != 0)
-      return fail(zip_strerror(archive));
-  }
-  if (zip_close(archive) != 0) {
-    std::string why = zip_strerror(archive);
-    zip_discard(archive);
-    ::unlink(temporary.c_str());
-    error = "cannot write '" + path + "': " + why;
-    return false;
-  }
-  // A device or a pipe gets the archive's bytes; a file, the archive.
-  if (isSpecialFile(path)) {
-    int in = ::open(temporary.c_str(), O_RDONLY | O_CLOEXEC);
-    int out = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    bool ok = in >= 0 && out >= 0;
-    char chunk[1 << 16];
-    ssize_t got = 0;
-    while (ok && (got = ::read(in, chunk, sizeof chunk)) > 0)
-      ok = writeAll(out, chunk, size_t(got));
-    int code = errno;
-    if (in >= 0)
-      ::close(in);
-    if (out >= 0)
-      ::close(out);
-    ::unlink(temporary.c_str());
-    if (!ok || got < 0)
-      error = "cannot write '" + path + "': " + std::strerror(code);
-    return ok && got >= 0;
-  }
-  if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    int renameError = errno;
-    ::unlink(temporary.c_str());
-    error = "cannot rename to '" + path + "': " + std::strerror(renameError);
-    return false;
-  }
-  return true;
-}
-
-Archive::~Archive() {
-  if (zip)
-    zip_discard(static_cast<zip_t *>(zip));
-}
-
-bool Archive::open(const std::string &path, std::string &error) {
-  this->path = path;
-  struct stat info;
-  if (::stat(path.c_str(), &info) != 0) {
-    error = "cannot read '" + path + "': " + std::strerror(errno);
-    return false;
-  }
-  if (!S_ISREG(info.st_mode)) {
-    error = "cannot read '" + path + "': not a regular file (an .npz is " +
-            "read by its table of contents at the end)";
-    return false;
-  }
-  int code = 0;
-  zip_t *archive = zip_open(path.c_str(), ZIP_RDONLY, &code);
-  if (!archive) {
-    error = "cannot read '" + path +
-            "' as an .npz (a zip of .npy files): " + zipErrorText(code);
-    return false;
-  }
-  zip = archive;
-  zip_int64_t count = zip_get_num_entries(archive, 0);
-  for (zip_int64_t i = 0; i < count; ++i) {
-    const char *member = zip_get_name(archive, zip_uint64_t(i), 0);
-    if (!member)
-      continue;
-    std::string name = member;
-    // np.savez stores array `x` as member "x.npy".
-    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0)
-      name.resize(name.size() - 4);
-    for (const auto &[other, otherMember] : members)
-      if (other == name) {
-        error = "cannot read '" + path + "': it holds two arrays named '" +
-                name + "' (members '" + otherMember + "' and '" + member + "')";
-        return false;
-      }
-    members.emplace_back(std::move(name), member);
-  }
-  return true;
-}
-
-std::vector<std::string> Archive::names() const {
-  std::vector<std::string> out;
-  for (const auto &[name, member] : members)
-    out.push_back(name);
-  return out;
-}
-
-bool Archive::contains(const std::string &name) const {
-  for (const auto &entry : members)
-    if (entry.first == name)
-      return true;
-  return false;
-}
-
-bool Archive::read(const std::string &name, Array &array, std::string &error,
-                   const HeaderCheck &check) {
-  const std::string *member = nullptr;
-  for (const auto &entry : members)
-    if (entry.first == name)
-      member = &entry.second;
-  if (!member) {
-    error = "'" + path + "' has no array '" + name + "'";
-    return false;
-  }
-  zip_t *archive = static_cast<zip_t *>(zip);
-  std::string where = "'" + name + "' in '" + path + "'";
-  zip_stat_t info;
-  zip_stat_init(&info);
-  if (zip_stat(archive, member->c_str(), 0, &info) != 0) {
-    error = "cannot read " + where + ": " + zip_strerror(archive);
-    return false;
-  }
-  zip_file_t *file = zip_fopen(archive, member->c_str(), 0);
-  if (!file) {
-    error = "cannot read " + where + ": " + zip_strerror(archive);
-    return false;
-  }
-  ZipMemberSource source(file);
-  if (info.valid & ZIP_STAT_SIZE)
-    source.size = uint64_t(info.size);
-  // Messages about the array's contents name it PATH:NAME.
-  bool ok = readFrom(source, path + ":" + name, "cannot read " + where + ": ",
-                     array, error, check);
-  zip_fclose(file);
-  return ok;
-}
-#else
-bool archiveSupported() { return false; }
-bool writeArchive(const std::string &path,
-                  const std::vector<std::pair<std::string, const Array *>> &,
-                  std::string &error) {
-  error = "cannot write '" + path + "': this build writes no .npz (libzip " +
-          "was not found when it was built; install libzip-dev and rebuild)";
-  return false;
-}
-Archive::~Archive() = default;
-bool Archive::open(const std::string &path, std::string &error) {
-  error = "cannot read '" + path + "': this build reads no .npz (libzip " +
-          "was not found when it was built; install libzip-dev and rebuild)";
-  return false;
-}
-std::vector<std::string> Archive::names() const { return {}; }
-bool Archive::contains(const std::string &) const { return false; }
-bool Archive::read(const std::string &name, Array &, std::string &error,
-                   const HeaderCheck &) {
-  error = "no .npz support in this build";
-  return false;
-}
-#endif
 
 std::string parentPath(const std::string &path) {
   size_t slash = path.find_last_of('/');
@@ -690,9 +422,7 @@ bool createDirectories(const std::string &directory, std::string &error) {
   return true;
 }
 
-/// The header of a .npy file holding `array` (magic, version, length,
-/// dictionary).
-static std::string headerBytes(const Array &array) {
+std::string detail::headerBytes(const Array &array) {
   // Python tuple syntax: (), (n,), (a, b).
   std::string shape = "(";
   for (size_t i = 0; i < array.shape.size(); ++i)
