@@ -172,11 +172,14 @@ void printSummary(const Job &job, const StepSignature &signature,
       withThousands(totals.lastStepElements).c_str(),
       withThousands(totals.lastStepBytes).c_str(), fixed(ratio, 2).c_str(),
       bytesText.c_str());
-  if (totals.warmupSteps || totals.compressedSteps)
+  if (totals.warmupSteps)
     std::printf("%s: %u of %u steps sent compressed collectives, %u warm-up "
                 "(a plain mean before the start iteration)\n",
                 job.tool.c_str(), totals.compressedSteps, options.steps,
                 totals.warmupSteps);
+  else if (totals.compressedSteps)
+    std::printf("%s: %u of %u steps sent compressed collectives\n",
+                job.tool.c_str(), totals.compressedSteps, options.steps);
   if (total.nonfinite_skips)
     std::printf("%s: %llu times values were not finite (NaN or Inf) on rank "
                 "0 (a PowerSGD tensor's averaged factors: its error feedback "
