@@ -34,7 +34,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../lib/SimulatedLink.h"
 #include "CalibrationProfile.h"
 #include "Launch.h"
 #include "ddprt/ddprt.h"
@@ -149,7 +148,7 @@ struct Options {
   /// of a GiB).
   int64_t workingSet = int64_t(256) << 20;
   bool kernelsOnly = false;
-  ddprt::SimulatedLink link;
+  double linkGbps = 0.0, linkLatencyUs = 0.0; // --simulated-link; 0: off
   bool hand = false;
   double handGbps = 0.0, handLatencyUs = -1.0;
 };
@@ -228,8 +227,10 @@ Options parseOptions(int argc, char **argv) {
     else if (arg == "--kernels-only")
       options.kernelsOnly = true;
     else if (key == "--simulated-link") {
-      if (!ddprt::parseSimulatedLink(value, options.link, error))
-        fail("--simulated-link: " + error);
+      const char *why = nullptr;
+      if (ddprt_parse_simulated_link(value.c_str(), &options.linkGbps,
+                                     &options.linkLatencyUs, &why) != DDPRT_OK)
+        fail("--simulated-link: " + std::string(why ? why : value));
     } else if (arg == "--hand")
       options.hand = true;
     else if (key == "--np" || key == "-np") {
@@ -256,11 +257,22 @@ Options parseOptions(int argc, char **argv) {
            "--world=W (>= 2) and --out=PATH");
     // The ranges a simulated link has (1e308 Gb/s would be written as inf,
     // not JSON, and 1e-320 as 0): what ddp-opt --ddp-plan reads back.
-    std::string why;
-    if (!ddprt::checkSimulatedLink(options.handGbps, options.handLatencyUs,
-                                   why))
+    // Checked as the runtime checks a simulated link, through its parser.
+    char text[64];
+    std::snprintf(text, sizeof text, "%.17g,%.17g", options.handGbps,
+                  options.handLatencyUs);
+    double gbps = 0.0, latencyUs = 0.0;
+    const char *why = nullptr;
+    if (ddprt_parse_simulated_link(text, &gbps, &latencyUs, &why) != DDPRT_OK) {
+      // The parser names the text it was given; ours is the two options.
+      std::string reason = why ? why : "not a link";
+      std::string quoted = "'" + std::string(text) + "': ";
+      if (reason.compare(0, quoted.size(), quoted) == 0)
+        reason.erase(0, quoted.size());
       fail("--hand: --link-gbps=" + formatValue(options.handGbps) +
-           ", --latency-us=" + formatValue(options.handLatencyUs) + ": " + why);
+           ", --latency-us=" + formatValue(options.handLatencyUs) + ": " +
+           reason);
+    }
   }
   return options;
 }
@@ -540,8 +552,8 @@ int main(int argc, char **argv) {
   // Only the collective itself: the shape check would add a second
   // collective (and a second latency) to each.
   runtimeOptions.check_shapes = 0;
-  runtimeOptions.simulated_link_gbps = options.link.gbps;
-  runtimeOptions.simulated_link_latency_us = options.link.latencyUs;
+  runtimeOptions.simulated_link_gbps = options.linkGbps;
+  runtimeOptions.simulated_link_latency_us = options.linkLatencyUs;
   check(ddprt_init(&runtimeOptions, &context), "ddprt_init");
   // The link the runtime models (DDPRT_SIMULATED_LINK applied).
   check(ddprt_get_options(context, &runtimeOptions), "ddprt_get_options");

@@ -25,7 +25,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../lib/SimulatedLink.h"
 #include "ModelShapes.h"
 #include "ddprt/ddprt.h"
 
@@ -268,17 +267,18 @@ int main(int argc, char **argv) {
   std::vector<std::string> args;
   bool wantProfile = false;
   std::string onlyKinds; // comma-separated; empty: all
-  ddprt::SimulatedLink link;
-  std::string linkError;
+  double linkGbps = 0.0, linkLatencyUs = 0.0; // 0: no simulated link
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--profile") == 0)
       wantProfile = true;
     else if (std::strncmp(argv[i], "--kinds=", 8) == 0)
       onlyKinds = argv[i] + 8;
     else if (std::strncmp(argv[i], "--simulated-link=", 17) == 0) {
-      if (!ddprt::parseSimulatedLink(argv[i] + 17, link, linkError)) {
+      const char *why = nullptr;
+      if (ddprt_parse_simulated_link(argv[i] + 17, &linkGbps, &linkLatencyUs,
+                                     &why) != DDPRT_OK) {
         std::fprintf(stderr, "ddprt-step-bench: --simulated-link: %s\n",
-                     linkError.c_str());
+                     why ? why : argv[i] + 17);
         return 2;
       }
     } else
@@ -305,8 +305,8 @@ int main(int argc, char **argv) {
   options.backend = backend == "cuda" ? DDPRT_BACKEND_CUDA : DDPRT_BACKEND_CPU;
   if (args.size() > 4)
     options.timeout_seconds = std::atof(args[4].c_str());
-  options.simulated_link_gbps = link.gbps;
-  options.simulated_link_latency_us = link.latencyUs;
+  options.simulated_link_gbps = linkGbps;
+  options.simulated_link_latency_us = linkLatencyUs;
   CHECK(ddprt_init(&options, &context));
   int me = ddprt_rank(context);
   // The link the runtime models (DDPRT_SIMULATED_LINK applied).
