@@ -18,13 +18,11 @@
 #include "ddp/Dialect/DDP/Transforms/CostModel.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/PowerSGD.h"
-#include "ddp/Dialect/DDP/Transforms/Transforms.h"
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
-#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
@@ -81,8 +79,7 @@ protected:
   const llvm::cl::Option *getAnyOption() const override { return &profile; }
 
 private:
-  /// Parses and checks the options into `allowed` (plain is always
-  /// `plain`, allowed or not); false after an error.
+  /// Parses and checks the options into `allowed`; false after an error.
   bool parseOptions(SmallVectorImpl<Choice> &allowed);
   /// Splits the inputs of `op` whose names match `never` into a plain
   /// allreduce of their own; returns it (null if nothing matched) and what
@@ -96,7 +93,9 @@ private:
   FailureOr<Decision> decide(const MachineProfile &profile, AllReduceOp op,
                              ArrayRef<Choice> allowed, int64_t worldSize);
 
-  Choice plain = std::make_shared<PlainPlanChoice>();
+  /// The one plain choice: allowed or not, what dynamic shapes and
+  /// never= get.
+  Choice plainChoice = std::make_shared<PlainPlanChoice>();
 };
 } // namespace
 
@@ -175,7 +174,7 @@ bool DDPPlanPass::parseOptions(SmallVectorImpl<Choice> &allowed) {
   MLIRContext *context = &getContext();
   for (const std::string &name : choiceList) {
     if (name == "plain")
-      allowed.push_back(plain);
+      allowed.push_back(plainChoice);
     else if (name == "fp16")
       allowed.push_back(makeNarrowPlanChoice(Float16Type::get(context)));
     else if (name == "bf16")
@@ -282,7 +281,7 @@ FailureOr<Decision> DDPPlanPass::decide(const MachineProfile &profile,
   for (Type type : op.getInputs().getTypes()) {
     auto tensor = cast<RankedTensorType>(type);
     if (!tensor.hasStaticShape()) {
-      decision.choice = plain;
+      decision.choice = plainChoice;
       decision.reason = "a dynamic shape: its size is not known before the run";
       return decision;
     }
@@ -465,7 +464,7 @@ void DDPPlanPass::runOnOperation() {
       auto [plain, rest] = splitOffNever(op, *neverRegex);
       if (plain) {
         Decision byUser;
-        byUser.choice = this->plain;
+        byUser.choice = plainChoice;
         byUser.reason = "never='" + std::string(never) + "' matches";
         record(plain, byUser);
         ++numPlain;
