@@ -516,7 +516,9 @@ int main(int argc, char **argv) {
   if (options.hand)
     return handProfile(options);
   if (ranks > 0 && !stephost::insideMpiJob())
-    return stephost::launchUnderMpirun("ddprt-calibrate", argc, argv, ranks);
+    // Its ranks report no errors to the launcher: no deadline after one.
+    return stephost::launchUnderMpirun("ddprt-calibrate", argc, argv, ranks,
+                                       /*timeoutSeconds=*/0);
 #if defined(DDPRT_HAVE_MPI)
   // As ddprt_init would: the runtime's communication thread calls MPI.
   int provided = 0;

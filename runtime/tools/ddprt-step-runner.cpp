@@ -340,7 +340,8 @@ int main(int argc, char **argv) {
   }
   if (ranks > 0 && !insideMpiJob())
     return checkBeforeLaunch(directory, options, ranks)
-               ? launchUnderMpirun(kTool, argc, argv, ranks)
+               ? launchUnderMpirun(kTool, argc, argv, ranks,
+                                   options.timeoutSeconds)
                : 1;
 
   // Start the runtime first: it brings up MPI, and every later failure can

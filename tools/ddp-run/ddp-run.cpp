@@ -411,8 +411,8 @@ int main(int argc, char **argv) {
   stephost::RunOptions options = runOptions();
   if (launchRanks > 0 && !stephost::insideMpiJob())
     return checkBeforeLaunch(options)
-               ? stephost::launchUnderMpirun("ddp-run", argc, argv,
-                                             launchRanks)
+               ? stephost::launchUnderMpirun("ddp-run", argc, argv, launchRanks,
+                                             options.timeoutSeconds)
                : 1;
 
   // Start the runtime first: it brings up MPI, and every later failure can

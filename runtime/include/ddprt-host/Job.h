@@ -18,6 +18,7 @@
 
 #include "ddprt/ddprt.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -26,8 +27,24 @@
 
 namespace stephost {
 
+/// Opens this process's error report: a file of its own in the directory
+/// the launcher named in kErrorReportVariable (Launch.h), where every error
+/// line this rank prints is also appended. Without the variable, or where
+/// the directory does not exist (a rank on another host), there is none.
+/// Job's constructor calls it.
+void openErrorReport();
+/// Appends `length` bytes of `text` to the error report, if there is one.
+/// Async-signal-safe (the watchdog and the crash handler call it).
+void reportError(const char *text, size_t length);
+/// Tells the launcher that this rank is ending the job now (MPI_Abort, or
+/// an exit mpirun will take as the job's failure), with nothing left for
+/// the others to agree on: it then gives mpirun kLauncherEndingSeconds to
+/// end, instead of the timeout more. Async-signal-safe.
+void reportEnding();
+
 /// One line of stderr, written with a single write() when the statement
-/// ends, so that the lines of several ranks do not interleave.
+/// ends, so that the lines of several ranks do not interleave. An error
+/// line ("...error: ...") also goes to the error report.
 class Line {
 public:
   explicit Line(const std::string &prefix) { os << prefix; }
@@ -85,7 +102,7 @@ std::string expandPattern(std::string_view pattern, int rank, int64_t step,
 
 class Job {
 public:
-  explicit Job(std::string tool) : tool(std::move(tool)) {}
+  explicit Job(std::string tool) : tool(std::move(tool)) { openErrorReport(); }
 
   /// Starts the runtime (which brings up MPI under mpirun). A bad
   /// --backend returns false after saying why; a runtime that does not
@@ -112,7 +129,9 @@ public:
   /// without stopping, if they differ.
   bool agreeOrStopSame(bool succeeded, const std::string &what,
                        const std::vector<int64_t> &values);
-  /// Stops the job now (MPI_Abort when several ranks run).
+  /// Stops the job now (MPI_Abort when several ranks run). A rank whose
+  /// MPI_Abort cannot reach mpirun (a partitioned host) still ends, a few
+  /// seconds later, by the watchdog.
   [[noreturn]] void stop(int status);
   /// Around each call of the compiled step: beginStep sets currentStep,
   /// bounds the step's time by --step-timeout (the watchdog stops this rank

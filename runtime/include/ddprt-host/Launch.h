@@ -7,8 +7,15 @@
 // `--np=N` for the tools that run on every rank (ddp-run,
 // ddprt-step-runner, ddprt-calibrate): the tool runs itself again under
 // mpirun with N ranks, as a user would type it, adding what this machine
-// needs (--oversubscribe, and --allow-run-as-root as root). Plain C++17 and
-// POSIX.
+// needs (--oversubscribe, and --allow-run-as-root as root), and supervises
+// the job as torchrun supervises its workers: mpirun's output passes
+// through the launcher; every rank started on this machine also writes
+// each error it prints to a file the launcher reads, so an error whose
+// output mpirun lost while it tore the job down is still said; once a rank
+// has failed, mpirun gets a few seconds (the timeout more if the ranks may
+// still agree on the failure) to end before the launcher stops it; and
+// nothing the job started on this machine outlives the launcher. Plain C++17,
+// POSIX and Linux's child subreaper.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,11 +29,28 @@ namespace stephost {
 /// Whether this process is a rank of an MPI job (started by mpirun).
 bool insideMpiJob();
 
+/// The environment variable through which the launcher gives the ranks
+/// it starts the directory of their error reports (see Job.h).
+inline constexpr const char *kErrorReportVariable = "DDPRT_HOST_ERROR_DIR";
+
+/// How long mpirun has to end after a rank reported an error, beyond the
+/// job's timeout (the ranks may still agree on the failure, each agreement
+/// bounded by it), before the launcher stops it.
+inline constexpr double kLauncherGraceSeconds = 10.0;
+/// How long mpirun has to end after a rank said it is ending the job
+/// (reportEnding in Job.h: MPI_Abort, a watchdog's or a crash's exit), and
+/// after the launcher was asked to stop.
+inline constexpr double kLauncherEndingSeconds = 5.0;
+
 /// Runs this program (argv without its --np option) on `ranks` ranks under
 /// mpirun and returns the job's exit status (128 + the signal if mpirun was
 /// killed); 1 after saying why, prefixed by `tool`, if mpirun cannot run.
+/// `timeoutSeconds` is the ranks' --timeout: once one has reported an
+/// error, mpirun is stopped if it has not ended within that plus
+/// kLauncherGraceSeconds (0: the ranks wait forever, and so does this), or
+/// within kLauncherEndingSeconds once one said it is ending the job.
 int launchUnderMpirun(const std::string &tool, int argc, char **argv,
-                      unsigned ranks);
+                      unsigned ranks, double timeoutSeconds);
 
 /// Reads --np=N (or `--np N`) from argv; 0 if absent. False, with a
 /// message in `error`, if N is not a whole number >= 1.

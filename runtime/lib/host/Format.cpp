@@ -7,6 +7,7 @@
 #include "Format.h"
 
 #include <cstdio>
+#include <sstream>
 
 namespace stephost {
 
@@ -46,6 +47,12 @@ std::string printableText(const std::string &text) {
       out += char(c);
   }
   return out;
+}
+
+std::string secondsText(double seconds) {
+  std::ostringstream os;
+  os << seconds;
+  return os.str();
 }
 
 } // namespace stephost

@@ -19,6 +19,8 @@ std::string listNames(const std::vector<std::string> &names, size_t limit = 8);
 std::string withThousands(uint64_t value);
 /// `value` with `decimals` digits after the point ("%.*f").
 std::string fixed(double value, int decimals);
+/// A number of seconds as the options spell it: 3, 0.5, 1e+10.
+std::string secondsText(double seconds);
 /// `text` with control characters (NUL included) as \xHH, for messages.
 std::string printableText(const std::string &text);
 

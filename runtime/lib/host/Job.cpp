@@ -6,6 +6,8 @@
 
 #include "Job.h"
 
+#include "Format.h"
+#include "Launch.h"
 #include "Memory.h"
 
 #if defined(DDPRT_HAVE_MPI)
@@ -15,16 +17,69 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
-#include <cstring>
-#include <iterator>
-#include <vector>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <iterator>
 #include <sched.h>
+#include <string>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 namespace stephost {
+
+namespace {
+/// The error report's path, and its file descriptor once something was
+/// reported (-1 before; an int: the signal handlers use it). The file
+/// exists only once there is an error in it: the launcher takes a report
+/// to mean that a rank failed. The marker's path: it exists once this rank
+/// is ending the job.
+char errorReportPath[4096];
+char endingMarkerPath[4096];
+volatile int errorReport = -1;
+
+void copyPath(char (&to)[4096], const std::string &path) {
+  if (path.size() < sizeof to)
+    std::memcpy(to, path.c_str(), path.size() + 1);
+}
+} // namespace
+
+void openErrorReport() {
+  const char *directory = std::getenv(kErrorReportVariable);
+  if (errorReportPath[0] || !directory || !*directory)
+    return;
+  // Files of this process's own: the ranks of a machine never share one.
+  std::string pid = std::to_string(::getpid());
+  copyPath(errorReportPath, std::string(directory) + "/error." + pid);
+  copyPath(endingMarkerPath, std::string(directory) + "/ending." + pid);
+}
+
+void reportEnding() {
+  if (!endingMarkerPath[0])
+    return;
+  int fd = ::open(endingMarkerPath, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+                  0600);
+  if (fd >= 0)
+    ::close(fd);
+}
+
+void reportError(const char *text, size_t length) {
+  // open() and write() are async-signal-safe.
+  if (errorReport < 0 && errorReportPath[0])
+    errorReport =
+        ::open(errorReportPath,
+               O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+  int fd = errorReport;
+  while (fd >= 0 && length > 0) {
+    ssize_t wrote = ::write(fd, text, length);
+    if (wrote <= 0)
+      return;
+    text += wrote;
+    length -= size_t(wrote);
+  }
+}
 
 Line::~Line() {
   if (!live)
@@ -36,6 +91,8 @@ Line::~Line() {
   std::fflush(stdout);
   std::fflush(stderr);
   std::string text = os.str();
+  if (text.find("error: ") != std::string::npos)
+    reportError(text.data(), text.size());
   for (size_t done = 0; done < text.size();) {
     ssize_t wrote = ::write(2, text.data() + done, text.size() - done);
     if (wrote <= 0)
@@ -95,7 +152,9 @@ constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 struct sigaction replacedHandlers[std::size(kCrashSignals)];
 bool crashHandlersInstalled = false;
 
+/// To stderr and the error report.
 void writeAll(const char *text, size_t length) {
+  reportError(text, length);
   while (length > 0) {
     ssize_t wrote = ::write(2, text, length);
     if (wrote <= 0)
@@ -106,6 +165,7 @@ void writeAll(const char *text, size_t length) {
 }
 
 void onCrash(int signal) {
+  reportEnding();
   const char *name = signal == SIGSEGV   ? "SIGSEGV: it read or wrote memory "
                                            "it does not own"
                      : signal == SIGBUS  ? "SIGBUS: a bad memory access"
@@ -156,11 +216,8 @@ void restoreCrashHandlers() {
   crashHandlersInstalled = false;
 }
 
-std::string secondsText(double seconds) {
-  std::ostringstream os;
-  os << seconds;
-  return os.str();
-}
+/// How long MPI_Abort may take before the rank exits on its own.
+constexpr double kAbortSeconds = 5.0;
 } // namespace
 
 bool Job::start(const RunOptions &options) {
@@ -267,11 +324,22 @@ void Job::finish() {
 void Job::stop(int status) {
   std::fflush(stdout);
   std::fflush(stderr);
+  reportEnding();
 #if defined(DDPRT_HAVE_MPI)
   int initialized = 0;
   MPI_Initialized(&initialized);
-  if (initialized && worldSize > 1)
+  if (initialized && worldSize > 1) {
+    // MPI_Abort asks mpirun to end every rank; if mpirun or this rank's
+    // daemon cannot be reached (a host cut off from the others), this rank
+    // must still end rather than wait there.
+    watchdog.arm(kAbortSeconds, tool + ": rank " + std::to_string(rank) +
+                                    ": error: MPI_Abort did not end this rank "
+                                    "within " +
+                                    secondsText(kAbortSeconds) +
+                                    " s (mpirun may be unreachable); "
+                                    "exiting\n");
     MPI_Abort(MPI_COMM_WORLD, status);
+  }
 #endif
   std::_Exit(status);
 }

@@ -6,18 +6,14 @@
 
 #include "Launch.h"
 
+#include "Supervise.h"
+
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string_view>
 #include <vector>
 
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-extern char **environ;
 
 namespace stephost {
 
@@ -60,7 +56,7 @@ bool parseNp(int argc, char **argv, unsigned &ranks, std::string &error) {
 }
 
 int launchUnderMpirun(const std::string &tool, int argc, char **argv,
-                      unsigned ranks) {
+                      unsigned ranks, double timeoutSeconds) {
   // This program, by its own path (argv[0] may be a bare name on PATH).
   std::vector<char> self(4096);
   ssize_t length = ::readlink("/proc/self/exe", self.data(), self.size() - 1);
@@ -90,28 +86,7 @@ int launchUnderMpirun(const std::string &tool, int argc, char **argv,
     }
     args.emplace_back(arg);
   }
-  std::vector<char *> pointers;
-  for (std::string &arg : args)
-    pointers.push_back(arg.data());
-  pointers.push_back(nullptr);
-  pid_t pid = 0;
-  int status = ::posix_spawnp(&pid, "mpirun", nullptr, nullptr,
-                              pointers.data(), environ);
-  if (status != 0) {
-    std::fprintf(stderr, "%s: error: --np needs mpirun on PATH (OpenMPI): %s\n",
-                 tool.c_str(), std::strerror(status));
-    return 1;
-  }
-  int waited = 0;
-  while (::waitpid(pid, &waited, 0) < 0)
-    if (errno != EINTR) {
-      std::fprintf(stderr, "%s: error: cannot wait for mpirun: %s\n",
-                   tool.c_str(), std::strerror(errno));
-      return 1;
-    }
-  if (WIFEXITED(waited))
-    return WEXITSTATUS(waited);
-  return 128 + WTERMSIG(waited);
+  return superviseMpirun(tool, args, timeoutSeconds);
 }
 
 } // namespace stephost

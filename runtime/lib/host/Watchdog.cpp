@@ -34,6 +34,8 @@ struct Watchdog::State {
           armed && std::chrono::steady_clock::now() >= deadline) {
         // The main thread is blocked (maybe inside MPI): write and leave
         // without running destructors or atexit handlers.
+        reportError(message.data(), message.size());
+        reportEnding();
         for (size_t done = 0; done < message.size();) {
           ssize_t wrote =
               ::write(2, message.data() + done, message.size() - done);
