@@ -119,3 +119,20 @@ calibrate = os.path.join(config.ddp_obj_root, "runtime", "ddprt-calibrate")
 config.substitutions.append(("%ddprt_calibrate", calibrate))
 if os.path.exists(calibrate):
     config.available_features.add("ddprt-calibrate")
+
+# Several hosts on this machine (bench/net/hosts.sh: network namespaces on
+# a bridge, each with its own link rate), for the tests of jobs across a
+# real network (test/Integration/net). Where namespaces cannot be made
+# (not root, a container without CAP_SYS_ADMIN), those tests are
+# unsupported, and this says why.
+hosts_script = os.path.join(config.ddp_src_root, "bench", "net", "hosts.sh")
+config.substitutions.append(("%net_hosts", hosts_script))
+if mpirun:
+    import subprocess
+    probe = subprocess.run(["bash", hosts_script, "check"],
+                           capture_output=True, text=True)
+    if probe.returncode == 0:
+        config.available_features.add("netns")
+    else:
+        lit_config.note("the tests across hosts are unsupported: " +
+                        (probe.stderr.strip() or "hosts.sh check failed"))

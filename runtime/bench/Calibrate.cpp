@@ -233,8 +233,10 @@ Options parseOptions(int argc, char **argv) {
         fail("--simulated-link: " + std::string(why ? why : value));
     } else if (arg == "--hand")
       options.hand = true;
-    else if (key == "--np" || key == "-np") {
-      // Read by parseNp in main; `--np W` takes the next argument.
+    else if (key == "--np" || key == "-np" || key == "--hostfile" ||
+             key == "-hostfile") {
+      // Read by parseLaunchOptions in main; `--np W` takes the next
+      // argument.
       if (equals == std::string::npos)
         ++i;
     } else if (key == "--link-gbps")
@@ -509,16 +511,15 @@ int handProfile(const Options &options) {
 
 int main(int argc, char **argv) {
   Options options = parseOptions(argc, argv);
-  unsigned ranks = 0;
-  std::string npError;
-  if (!stephost::parseNp(argc, argv, ranks, npError))
-    fail(npError);
+  // Its ranks report no errors to the launcher: no deadline after one.
+  stephost::LaunchOptions launch;
+  std::string launchError;
+  if (!stephost::parseLaunchOptions(argc, argv, launch, launchError))
+    fail(launchError);
   if (options.hand)
     return handProfile(options);
-  if (ranks > 0 && !stephost::insideMpiJob())
-    // Its ranks report no errors to the launcher: no deadline after one.
-    return stephost::launchUnderMpirun("ddprt-calibrate", argc, argv, ranks,
-                                       /*timeoutSeconds=*/0);
+  if (launch.ranks > 0 && !stephost::insideMpiJob())
+    return stephost::launchUnderMpirun("ddprt-calibrate", argc, argv, launch);
 #if defined(DDPRT_HAVE_MPI)
   // As ddprt_init would: the runtime's communication thread calls MPI.
   int provided = 0;

@@ -117,14 +117,28 @@ void splitCommas(const std::string &text, std::vector<std::string> &out) {
 /// ddp-run's options of the same names: --name=value or --name value.
 bool parseCommandLine(int argc, char **argv, RunOptions &options,
                       std::string &directory, bool &help) {
-  const char *valued[] = {"steps",           "first-step",   "input",
-                          "inputs",          "carry",        "output",
-                          "output-results",  "final-output", "checkpoint-load",
-                          "checkpoint-save", "set-state",    "dump-state",
-                          "summary-json",    "backend",      "timeout",
-                          "step-timeout",    "threads-per-rank",
-                          "on-nonfinite",    "log-every",    "simulated-link",
-                          "np"};
+  const char *valued[] = {"steps",
+                          "first-step",
+                          "input",
+                          "inputs",
+                          "carry",
+                          "output",
+                          "output-results",
+                          "final-output",
+                          "checkpoint-load",
+                          "checkpoint-save",
+                          "set-state",
+                          "dump-state",
+                          "summary-json",
+                          "backend",
+                          "timeout",
+                          "step-timeout",
+                          "threads-per-rank",
+                          "on-nonfinite",
+                          "log-every",
+                          "simulated-link",
+                          "np",
+                          "hostfile"};
   std::set<std::string> seen;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -212,8 +226,8 @@ bool parseCommandLine(int argc, char **argv, RunOptions &options,
       options.onNonfinite = value;
     } else if (name == "simulated-link") {
       options.simulatedLink = value;
-    } else if (name == "np") {
-      // Read by parseNp in main.
+    } else if (name == "np" || name == "hostfile") {
+      // Read by parseLaunchOptions in main.
     } else if (name == "threads-per-rank") {
       char *end = nullptr;
       long threads = std::strtol(value.c_str(), &end, 10);
@@ -298,7 +312,8 @@ PackedFunction loadStep(const Job &job, const std::string &directory,
 /// every rank (options, step.json, the command line against its signature,
 /// the first step's inputs) is said here, once, and nothing is launched.
 static bool checkBeforeLaunch(const std::string &directory,
-                              const RunOptions &options, unsigned ranks) {
+                              const RunOptions &options,
+                              const LaunchOptions &launch) {
   if (!checkRunOptions(kTool, options))
     return false;
   StepSignature signature;
@@ -308,10 +323,13 @@ static bool checkBeforeLaunch(const std::string &directory,
     return false;
   }
   Job job(kTool);
-  job.worldSize = int(ranks);
+  job.worldSize = int(launch.ranks);
   job.rankIndependent = true;
+  // On several hosts each rank reads its own host's files, and checks
+  // them itself.
   return checkCommandLine(job, signature, options, /*checkFiles=*/false) &&
-         checkInputsBeforeLaunch(job, signature, options);
+         (!launch.hostfile.empty() ||
+          checkInputsBeforeLaunch(job, signature, options));
 }
 
 int main(int argc, char **argv) {
@@ -332,16 +350,16 @@ int main(int argc, char **argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  unsigned ranks = 0;
-  std::string npError;
-  if (!parseNp(argc, argv, ranks, npError)) {
-    usageError(npError);
+  LaunchOptions launch;
+  std::string launchError;
+  if (!parseLaunchOptions(argc, argv, launch, launchError)) {
+    usageError(launchError);
     return 1;
   }
-  if (ranks > 0 && !insideMpiJob())
-    return checkBeforeLaunch(directory, options, ranks)
-               ? launchUnderMpirun(kTool, argc, argv, ranks,
-                                   options.timeoutSeconds)
+  launch.timeoutSeconds = options.timeoutSeconds;
+  if (launch.ranks > 0 && !insideMpiJob())
+    return checkBeforeLaunch(directory, options, launch)
+               ? launchUnderMpirun(kTool, argc, argv, launch)
                : 1;
 
   // Start the runtime first: it brings up MPI, and every later failure can

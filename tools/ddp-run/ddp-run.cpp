@@ -147,6 +147,12 @@ static cl::opt<unsigned>
                 cl::desc("Launch this many ranks with mpirun (unless already "
                          "inside an MPI job)"),
                 cl::init(0), cl::cat(category));
+static cl::opt<std::string> hostfile(
+    "hostfile",
+    cl::desc("With --np: start the ranks on the hosts this mpirun hostfile "
+             "lists ('HOST slots=N' per line); each rank reads and writes "
+             "its own host's files"),
+    cl::value_desc("file"), cl::cat(category));
 static cl::opt<double> timeoutSeconds(
     "timeout", cl::init(60.0),
     cl::desc("Fail a collective that has not finished after this many "
@@ -374,7 +380,8 @@ stephost::RunOptions runOptions() {
 /// Before launching the ranks with --np: what would fail the same way on
 /// every rank (options, the module, the entry, the command line against
 /// its signature) is said here, once, and nothing is launched.
-bool checkBeforeLaunch(const stephost::RunOptions &options) {
+bool checkBeforeLaunch(const stephost::RunOptions &options,
+                       const stephost::LaunchOptions &launch) {
   if (!stephost::checkRunOptions("ddp-run", options))
     return false;
   std::unique_ptr<MLIRContext> context = makeContext();
@@ -385,11 +392,14 @@ bool checkBeforeLaunch(const stephost::RunOptions &options) {
   if (!loadStep(*context, sourceMgr, signature, error))
     return false;
   stephost::Job job("ddp-run");
-  job.worldSize = int(launchRanks);
+  job.worldSize = int(launch.ranks);
   job.rankIndependent = true;
+  // On several hosts each rank reads its own host's files, and checks
+  // them itself.
   return stephost::checkCommandLine(job, signature, options,
                                     /*checkFiles=*/false) &&
-         stephost::checkInputsBeforeLaunch(job, signature, options);
+         (!launch.hostfile.empty() ||
+          stephost::checkInputsBeforeLaunch(job, signature, options));
 }
 
 } // namespace
@@ -409,11 +419,23 @@ int main(int argc, char **argv) {
     return 1;
   }
   stephost::RunOptions options = runOptions();
-  if (launchRanks > 0 && !stephost::insideMpiJob())
-    return checkBeforeLaunch(options)
-               ? stephost::launchUnderMpirun("ddp-run", argc, argv, launchRanks,
-                                             options.timeoutSeconds)
+  if (launchRanks > 0 && !stephost::insideMpiJob()) {
+    stephost::LaunchOptions launch;
+    std::string launchError;
+    if (!stephost::parseLaunchOptions(argc, argv, launch, launchError)) {
+      llvm::errs() << "ddp-run: error: " << launchError << "\n";
+      return 1;
+    }
+    launch.timeoutSeconds = options.timeoutSeconds;
+    return checkBeforeLaunch(options, launch)
+               ? stephost::launchUnderMpirun("ddp-run", argc, argv, launch)
                : 1;
+  }
+  if (!hostfile.empty() && launchRanks == 0) {
+    llvm::errs() << "ddp-run: error: --hostfile needs --np=N, the number of "
+                    "ranks over all its hosts\n";
+    return 1;
+  }
 
   // Start the runtime first: it brings up MPI, and every later failure can
   // then be agreed on by all ranks.

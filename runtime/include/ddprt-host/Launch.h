@@ -42,19 +42,34 @@ inline constexpr double kLauncherGraceSeconds = 10.0;
 /// after the launcher was asked to stop.
 inline constexpr double kLauncherEndingSeconds = 5.0;
 
-/// Runs this program (argv without its --np option) on `ranks` ranks under
-/// mpirun and returns the job's exit status (128 + the signal if mpirun was
-/// killed); 1 after saying why, prefixed by `tool`, if mpirun cannot run.
-/// `timeoutSeconds` is the ranks' --timeout: once one has reported an
-/// error, mpirun is stopped if it has not ended within that plus
-/// kLauncherGraceSeconds (0: the ranks wait forever, and so does this), or
-/// within kLauncherEndingSeconds once one said it is ending the job.
-int launchUnderMpirun(const std::string &tool, int argc, char **argv,
-                      unsigned ranks, double timeoutSeconds);
+/// What the tool's command line says about launching: `--np=N` (or
+/// `--np N`) and `--hostfile=FILE` (or `--hostfile FILE`), and the ranks'
+/// `--timeout`, which the tool parses itself.
+struct LaunchOptions {
+  /// The ranks to start, over every host (0: none; this process is a rank).
+  unsigned ranks = 0;
+  /// mpirun's hostfile: the hosts to start the ranks on ("": this machine).
+  std::string hostfile;
+  /// The ranks' --timeout: once one has reported an error, mpirun is
+  /// stopped if it has not ended within that plus kLauncherGraceSeconds
+  /// (0: the ranks wait forever, and so does the launcher), or within
+  /// kLauncherEndingSeconds once one said it is ending the job.
+  double timeoutSeconds = 0.0;
+};
 
-/// Reads --np=N (or `--np N`) from argv; 0 if absent. False, with a
-/// message in `error`, if N is not a whole number >= 1.
-bool parseNp(int argc, char **argv, unsigned &ranks, std::string &error);
+/// Reads --np and --hostfile from argv into `options`. False, with a
+/// message in `error`, if N is not a whole number from 1 to 4096, or a
+/// hostfile is given without --np or cannot be read.
+bool parseLaunchOptions(int argc, char **argv, LaunchOptions &options,
+                        std::string &error);
+
+/// Runs this program (argv without --np and --hostfile) on
+/// `options.ranks` ranks under mpirun (on the hosts of `options.hostfile`)
+/// and returns the job's exit status (128 + the signal if mpirun was
+/// killed); 1 after saying why, prefixed by `tool`, if mpirun cannot run
+/// or had to be stopped.
+int launchUnderMpirun(const std::string &tool, int argc, char **argv,
+                      const LaunchOptions &options);
 
 } // namespace stephost
 

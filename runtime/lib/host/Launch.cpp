@@ -10,10 +10,14 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+extern char **environ;
 
 namespace stephost {
 
@@ -23,40 +27,83 @@ bool insideMpiJob() {
 }
 
 namespace {
-bool isNp(std::string_view arg) { return arg == "--np" || arg == "-np"; }
-bool isNpValue(std::string_view arg) {
-  return arg.substr(0, 5) == "--np=" || arg.substr(0, 4) == "-np=";
+/// Whether argv[i] is launcher option `name` ("np": --np, -np): as
+/// `--name=value` (then `value` is set) or as `--name` followed by its
+/// value (then `separate` is set).
+bool isOption(std::string_view arg, std::string_view name, std::string &value,
+              bool &separate) {
+  for (std::string_view dashes : {"--", "-"}) {
+    if (arg.substr(0, dashes.size()) != dashes)
+      continue;
+    std::string_view rest = arg.substr(dashes.size());
+    if (rest == name) {
+      separate = true;
+      return true;
+    }
+    if (rest.substr(0, name.size()) == name && rest.size() > name.size() &&
+        rest[name.size()] == '=') {
+      value = std::string(rest.substr(name.size() + 1));
+      separate = false;
+      return true;
+    }
+  }
+  return false;
 }
+
+constexpr std::string_view kLaunchOptions[] = {"np", "hostfile"};
 } // namespace
 
-bool parseNp(int argc, char **argv, unsigned &ranks, std::string &error) {
-  ranks = 0;
+bool parseLaunchOptions(int argc, char **argv, LaunchOptions &options,
+                        std::string &error) {
+  options.ranks = 0;
+  options.hostfile.clear();
+  bool hasHostfile = false;
   for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
     std::string value;
-    if (isNpValue(arg))
-      value = std::string(arg.substr(arg.find('=') + 1));
-    else if (isNp(arg) && i + 1 < argc)
-      value = argv[++i];
-    else if (isNp(arg))
-      value = "";
-    else
-      continue;
-    char *end = nullptr;
-    errno = 0;
-    unsigned long n = std::strtoul(value.c_str(), &end, 10);
-    if (value.empty() || value[0] == '-' || *end || errno || n < 1 ||
-        n > 4096) {
-      error = "--np: '" + value + "' is not a number of ranks (1 to 4096)";
-      return false;
+    bool separate = false;
+    if (isOption(argv[i], "np", value, separate)) {
+      if (separate)
+        value = i + 1 < argc ? argv[++i] : "";
+      char *end = nullptr;
+      errno = 0;
+      unsigned long n = std::strtoul(value.c_str(), &end, 10);
+      if (value.empty() || value[0] == '-' || *end || errno || n < 1 ||
+          n > 4096) {
+        error = "--np: '" + value + "' is not a number of ranks (1 to 4096)";
+        return false;
+      }
+      options.ranks = unsigned(n);
+    } else if (isOption(argv[i], "hostfile", value, separate)) {
+      if (separate)
+        value = i + 1 < argc ? argv[++i] : "";
+      options.hostfile = value;
+      hasHostfile = true;
     }
-    ranks = unsigned(n);
+  }
+  if (!hasHostfile)
+    return true;
+  if (options.hostfile.empty()) {
+    error = "--hostfile needs a file (mpirun's hostfile: one host per line, "
+            "'HOST slots=N')";
+    return false;
+  }
+  if (options.ranks == 0) {
+    error = "--hostfile needs --np=N, the number of ranks over all its hosts";
+    return false;
+  }
+  struct stat info {};
+  if (::stat(options.hostfile.c_str(), &info) != 0 || S_ISDIR(info.st_mode) ||
+      ::access(options.hostfile.c_str(), R_OK) != 0) {
+    error =
+        "--hostfile: cannot read '" + options.hostfile + "': " +
+        (S_ISDIR(info.st_mode) ? "it is a directory" : std::strerror(errno));
+    return false;
   }
   return true;
 }
 
 int launchUnderMpirun(const std::string &tool, int argc, char **argv,
-                      unsigned ranks, double timeoutSeconds) {
+                      const LaunchOptions &options) {
   // This program, by its own path (argv[0] may be a bare name on PATH).
   std::vector<char> self(4096);
   ssize_t length = ::readlink("/proc/self/exe", self.data(), self.size() - 1);
@@ -73,20 +120,38 @@ int launchUnderMpirun(const std::string &tool, int argc, char **argv,
   // among the ranks).
   args.push_back("--bind-to");
   args.push_back("none");
+  if (!options.hostfile.empty()) {
+    args.push_back("--hostfile");
+    args.push_back(options.hostfile);
+  }
+  // The runtime's and NCCL's settings (DDPRT_SIMULATED_LINK,
+  // NCCL_SOCKET_IFNAME, ...) reach the ranks on other hosts too: mpirun
+  // passes on only what -x names.
+  for (char **entry = environ; *entry; ++entry) {
+    std::string_view variable = *entry;
+    if ((variable.substr(0, 6) == "DDPRT_" ||
+         variable.substr(0, 5) == "NCCL_") &&
+        variable.find('=') != std::string_view::npos) {
+      args.push_back("-x");
+      args.emplace_back(variable.substr(0, variable.find('=')));
+    }
+  }
   args.push_back("-np");
-  args.push_back(std::to_string(ranks));
+  args.push_back(std::to_string(options.ranks));
   args.push_back(program);
   for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (isNpValue(arg))
-      continue;
-    if (isNp(arg)) {
-      ++i;
-      continue;
-    }
-    args.emplace_back(arg);
+    std::string value;
+    bool separate = false, launcherOption = false;
+    for (std::string_view name : kLaunchOptions)
+      if (isOption(argv[i], name, value, separate)) {
+        launcherOption = true;
+        i += separate;
+        break;
+      }
+    if (!launcherOption)
+      args.emplace_back(argv[i]);
   }
-  return superviseMpirun(tool, args, timeoutSeconds);
+  return superviseMpirun(tool, args, options.timeoutSeconds);
 }
 
 } // namespace stephost
