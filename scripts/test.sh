@@ -20,6 +20,13 @@ if ! /usr/bin/python3 -c "import torch, torchvision, onnx, sklearn, matplotlib" 
     python3-torch python3-torchvision python3-onnx python3-sklearn \
     python3-matplotlib >/dev/null
 fi
+# iproute2 (ip, tc): the tests across hosts make them as network
+# namespaces (bench/net/hosts.sh; as root only).
+if [ "$(id -u)" = 0 ] && ! command -v tc >/dev/null; then
+  echo "== installing iproute2"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null
+fi
 BUILD_DIR="${BUILD_DIR:-build}"
 # CMake finds the optional test features (torch, numpy, sklearn) when it
 # configures; configure again now that they are installed.
