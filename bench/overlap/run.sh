@@ -11,8 +11,10 @@
 #   bash bench/overlap/run.sh --cell CONFIG LINK [ours|torch]
 #                                               # one row, for debugging
 #
-# CONFIG: plain | fp16 | powersgd (rank POWERSGD_RANK). LINK: loopback or a
-# simulated link speed in Gb/s (1, 10, 100, ...).
+# CONFIG: plain | fp16 | powersgd (rank POWERSGD_RANK). LINK: loopback, a
+# simulated link speed in Gb/s (1, 10, 100, ...), or a real link net:RATE
+# (net:1gbit, net:100mbit, net:veth for no limit): RANKS hosts made with
+# bench/net/hosts.sh (root), one rank of each side per host.
 #
 # Columns, per configuration and link (ms per step: median over STEPS steps
 # after WARMUP, of the slowest rank's step):
@@ -121,8 +123,9 @@ for config in $CONFIGS; do
   esac
 done
 for link in $LINKS; do
-  [[ "$link" = loopback || "$link" =~ ^[0-9]+([.][0-9]+)?$ ]] ||
-    fail "unknown link '$link' (loopback or a speed in Gb/s)"
+  [[ "$link" = loopback || "$link" =~ ^[0-9]+([.][0-9]+)?$ ||
+     "$link" =~ ^net:([0-9]+[kmg]bit|veth)$ ]] ||
+    fail "unknown link '$link' (loopback, a simulated speed in Gb/s, or net:RATE: net:1gbit, net:100mbit, net:veth)"
 done
 if [[ " $CONFIGS " = *" powersgd "* ]] && ((WARMUP < START_ITER + 2)); then
   fail "WARMUP=$WARMUP: PowerSGD needs START_ITER + 2 = $((START_ITER + 2)) steps before the measured ones"
@@ -139,11 +142,40 @@ compress_options() {
 
 # A link's label in the table.
 link_label() {
-  if [ "$1" = loopback ]; then
-    echo "loopback"
-  else
-    echo "simulated link $1 Gb/s"
-  fi
+  case "$1" in
+    loopback) echo "loopback" ;;
+    net:veth) echo "real link: $RANKS hosts, veth (unlimited)" ;;
+    net:*) echo "real link: $RANKS hosts at ${1#net:}" ;;
+    *) echo "simulated link $1 Gb/s" ;;
+  esac
+}
+
+# Real links: RANKS hosts (network namespaces, bench/net/hosts.sh) per
+# net:RATE link, made once, removed at exit. hosts_dir LINK names them.
+HOSTS_SH=bench/net/hosts.sh
+NET_HOSTS=()
+hosts_dir() { echo "$WORK_DIR/hosts-${1#net:}"; }
+remove_hosts() {
+  local dir
+  for dir in "${NET_HOSTS[@]}"; do
+    bash "$HOSTS_SH" down "$dir" || true
+  done
+}
+trap remove_hosts EXIT
+make_hosts() {
+  local link="$1" dir
+  dir="$(hosts_dir "$link")"
+  local made
+  for made in "${NET_HOSTS[@]}"; do
+    [ "$made" != "$dir" ] || return 0
+  done
+  # What an earlier run that was killed left there.
+  bash "$HOSTS_SH" down "$dir" || true
+  local rate="${link#net:}"
+  [ "$rate" = veth ] && rate=none
+  bash "$HOSTS_SH" up "$dir" "$RANKS" "$rate" >&2 ||
+    fail "cannot make $RANKS hosts for $link (bash $HOSTS_SH check says why)"
+  NET_HOSTS+=("$dir")
 }
 
 # The binaries may be rebuilt while this runs: wait a little for one that
@@ -213,6 +245,14 @@ echo "- source: $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff 
 echo "- PyTorch: $("$PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo absent), gloo, one compute thread per rank"
 echo
 
+# The hosts of the real links, made here (not in the subshells that run
+# the steps) so that the exit trap knows them.
+for link in $LINKS; do
+  if [[ "$link" = net:* ]]; then
+    make_hosts "$link"
+  fi
+done
+
 # --- data and steps --------------------------------------------------------
 "$PYTHON" "$HERE/gen_mlp_step.py" --prepare "$DATA" --layers "$LAYERS" --hidden "$HIDDEN" \
   --batch "$BATCH" --ranks "$RANKS"
@@ -241,7 +281,14 @@ run_ours() {
                  "$DDP_RUN" --np="$RANKS" "$step" --entry=step --steps="$((WARMUP + STEPS))" --quiet
                  --inputs="$DATA/inputs.r{rank}.npz" --carry="$CARRY"
                  --summary-json="$out/summary.json" --timeout=300 "$@")
-  if [ "$link" != loopback ]; then
+  if [[ "$link" = net:* ]]; then
+    make_hosts "$link"
+    local hosts
+    hosts="$(hosts_dir "$link")"
+    command=(env -u DDPRT_SIMULATED_LINK bash "$HOSTS_SH" exec "$hosts" 0
+             env $(cat "$hosts/mpi.env") "${command[@]:3}"
+             --hostfile="$hosts/hostfile")
+  elif [ "$link" != loopback ]; then
     if [ "$SIM_LINK_VIA" = env ]; then
       command=(env "DDPRT_SIMULATED_LINK=$link,$LATENCY_US" "${command[@]:3}")
     else
@@ -261,7 +308,7 @@ import json, sys
 summary, link = json.load(open(sys.argv[1])), sys.argv[2]
 if "simulated_link" in summary:
     on = summary["simulated_link"] is not None
-    if on != (link != "loopback"):
+    if on != (link != "loopback" and not link.startswith("net:")):
         sys.exit("run.sh: ddp-run's summary says simulated_link %r on the %s run"
                  % (summary["simulated_link"], link))
 EOF
@@ -310,7 +357,7 @@ if [ "$SKIP_OURS" != 1 ]; then
     for config in $CONFIGS; do
       OURS[$config,$link,overlap]="-"
       OURS[$config,$link,sequential]="-"
-      if [ "$link" != loopback ] && ((!HAVE_SIM_LINK)); then
+      if [[ "$link" != loopback && "$link" != net:* ]] && ((!HAVE_SIM_LINK)); then
         continue
       fi
       echo "(ours: $config, $(link_label "$link"))" >&2
@@ -338,15 +385,41 @@ TORCH_OUT=""
 if [ "$SKIP_TORCH" != 1 ]; then
   echo "(PyTorch: one 2-process job; output in $LOGS/torch.txt)" >&2
   torch_configs="$(echo $CONFIGS | tr ' ' ',')"
-  torch_links="$(echo $LINKS | tr ' ' ',')"
-  if ! "$PYTHON" "$HERE/torch_ddp.py" --data "$DATA" --layers "$LAYERS" \
-       --configs "$torch_configs" --links "$torch_links" --latency-us "$LATENCY_US" \
-       --steps "$STEPS" --warmup "$WARMUP" --bucket-cap-mb "$BUCKET_MB" \
-       --powersgd-rank "$POWERSGD_RANK" --start-iter "$START_ITER" --lr "$LR" \
-       --world "$RANKS" >"$LOGS/torch.txt" 2>&1; then
+  torch_options=(--data "$DATA" --layers "$LAYERS" --configs "$torch_configs"
+                 --latency-us "$LATENCY_US" --steps "$STEPS" --warmup "$WARMUP"
+                 --bucket-cap-mb "$BUCKET_MB" --powersgd-rank "$POWERSGD_RANK"
+                 --start-iter "$START_ITER" --lr "$LR" --world "$RANKS")
+  : >"$LOGS/torch.txt"
+  # Loopback and simulated links: one job on this machine.
+  torch_links="$(for link in $LINKS; do [[ "$link" = net:* ]] || echo "$link"; done | paste -sd,)"
+  if [ -n "$torch_links" ] &&
+     ! "$PYTHON" "$HERE/torch_ddp.py" "${torch_options[@]}" --links "$torch_links" \
+       >>"$LOGS/torch.txt" 2>&1; then
     tail -n 20 "$LOGS/torch.txt" >&2
     fail "torch_ddp.py failed (log: $LOGS/torch.txt)"
   fi
+  # Real links: one process per host, rank 0's address as MASTER_ADDR.
+  for link in $LINKS; do
+    [[ "$link" = net:* ]] || continue
+    make_hosts "$link"
+    hosts="$(hosts_dir "$link")"
+    echo "(PyTorch: $(link_label "$link"))" >&2
+    pids=()
+    for ((r = RANKS - 1; r >= 0; --r)); do
+      GLOO_SOCKET_IFNAME=eth0 bash "$HOSTS_SH" exec "$hosts" "$r" \
+        "$PYTHON" "$HERE/torch_ddp.py" "${torch_options[@]}" --links "$link" \
+        --rank "$r" --master-addr "$(head -n 1 "$hosts/hosts" | cut -d' ' -f1)" \
+        >"$LOGS/torch-${link#net:}.r$r.txt" 2>&1 &
+      pids+=($!)
+    done
+    for pid in "${pids[@]}"; do
+      wait "$pid" || {
+        tail -n 20 "$LOGS/torch-${link#net:}".r*.txt >&2
+        fail "torch_ddp.py failed on $link (logs: $LOGS/torch-${link#net:}.r*.txt)"
+      }
+    done
+    cat "$LOGS/torch-${link#net:}.r0.txt" >>"$LOGS/torch.txt"
+  done
   TORCH_OUT="$(cat "$LOGS/torch.txt")"
 fi
 
@@ -389,6 +462,11 @@ echo "ms per step: median over $STEPS steps after $WARMUP, of the slowest of $RA
 echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (at the start: see above)."
 echo "comm = no overlap (sequential) - compute; hidden = (no overlap - overlap) / comm."
 echo "Compute-only is measured once per side and used on every row."
+if [[ " $LINKS " = *" net:"* ]]; then
+  echo "Rows marked \"real link\": the ranks of both sides run one per host, each host a network"
+  echo "namespace on a bridge whose link is limited by tc's tbf in both directions (bench/net/hosts.sh);"
+  echo "Open MPI (ours) and gloo (PyTorch) over TCP between them. Nothing is modelled."
+fi
 if [[ " $LINKS " = *" "[0-9]* ]]; then
   echo "Rows marked \"simulated link\": every collective held until latency ($LATENCY_US us) +"
   if [ "$SIM_LINK_VIA" = env ]; then
@@ -414,10 +492,10 @@ per_step = {role: n / summary["steps"] for role, n in summary["collectives"].ite
 print("- ours collectives per step (by role, averaged over the run): "
       + ", ".join("%s %g" % item for item in per_step.items()))
 EOF
-  buckets="$(awk -v c="$config" '$1 == "torch" && $2 == "buckets" && $3 == c {$1 = $2 = $3 = ""; print}' <<<"$TORCH_OUT" | xargs)"
+  buckets="$(awk -v c="$config" '$1 == "torch" && $2 == "buckets" && $3 == c {$1 = $2 = $3 = ""; print; exit}' <<<"$TORCH_OUT" | xargs)"
   [ -n "$buckets" ] && echo "- torch $config: DDP buckets (bytes, in hook order): $buckets"
 done
-torch_losses="$(awk '$1 == "torch" && $2 == "loss" {$1 = $2 = ""; print}' <<<"$TORCH_OUT" | xargs)"
+torch_losses="$(awk '$1 == "torch" && $2 == "loss" {$1 = $2 = ""; print; exit}' <<<"$TORCH_OUT" | xargs)"
 if [ -n "$torch_losses" ] && [ -f "$WORK_DIR/ours/losses/plain-overlap.r0.s0.npy" ]; then
   "$PYTHON" - "$WORK_DIR/ours/losses" "$torch_losses" <<'EOF'
 import sys

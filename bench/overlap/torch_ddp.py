@@ -35,7 +35,10 @@ the first step; PowerSGD compresses from step 2 and warm-starts from step 3).
 
 --links: "loopback" is gloo over 127.0.0.1 as it is; a number G models a
 link of G Gb/s with --latency-us latency ("simulated link", see
-SimulatedLink). Every figure obtained with it must say so.
+SimulatedLink). Every figure obtained with it must say so. "net:RATE" is a
+real link: the ranks run one per host of bench/net/hosts.sh (--rank R
+--master-addr 10.251.0.1 in host R, GLOO_SOCKET_IFNAME=eth0), and nothing
+is modelled.
 
 Output, one line per (config, link, mode):
     torch CONFIG LINK MODE median_ms M min_ms N
@@ -285,7 +288,7 @@ def run(args, data, config, mode, x, y):
 
 
 def worker(rank, args, results):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_ADDR"] = args.master_addr
     os.environ["MASTER_PORT"] = str(args.port)
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=args.world)
@@ -307,7 +310,9 @@ def worker(rank, args, results):
     times, _, _ = run(args, data, "plain", "compute", x, y)
     report("any", "any", "compute", times)
     for link_index, link in enumerate(args.links.split(",")):
-        use_link(None if link == "loopback" else
+        # "net:RATE" is a real link (the hosts of bench/net/hosts.sh, one
+        # process each): nothing is modelled.
+        use_link(None if link == "loopback" or link.startswith("net:") else
                  SimulatedLink(float(link), args.latency_us, args.world))
         for config in args.configs.split(","):
             for mode in args.modes.split(","):
@@ -343,6 +348,11 @@ def main():
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--world", type=int, default=2)
     parser.add_argument("--port", type=int, default=29531)
+    parser.add_argument("--rank", type=int, default=-1,
+                        help="run this rank alone, in this process (one process per "
+                        "host: bench/net/hosts.sh), instead of spawning --world")
+    parser.add_argument("--master-addr", default="127.0.0.1",
+                        help="rank 0's address (MASTER_ADDR)")
     args = parser.parse_args()
     if args.warmup < args.start_iter + 2 and "powersgd" in args.configs:
         parser.error("--warmup must be at least --start-iter + 2 for powersgd (the exact "
@@ -350,6 +360,11 @@ def main():
     if args.layers == 0:
         with np.load(os.path.join(args.data, "inputs.r0.npz")) as npz:
             args.layers = sum(1 for name in npz.files if name.startswith("w"))
+    if args.rank >= 0:
+        results = []
+        worker(args.rank, args, results)
+        print("\n".join(results))
+        return 0
     with mp.Manager() as manager:
         results = manager.list()
         mp.spawn(worker, args=(args, results), nprocs=args.world, join=True)
