@@ -426,7 +426,7 @@ fi
 # torch_ms CONFIG LINK MODE
 torch_ms() {
   awk -v c="$1" -v l="$2" -v m="$3" \
-    '$1 == "torch" && $2 == c && $3 == l && $4 == m {print $6; found = 1}
+    '$1 == "torch" && $2 == c && $3 == l && $4 == m {print $6; found = 1; exit}
      END {if (!found) print "-"}' <<<"$TORCH_OUT"
 }
 
