@@ -8,7 +8,10 @@
 # per step side by side, the prediction's error, and the planned step
 # against the best fixed one. Links: loopback (this machine's MPI) and
 # simulated 100, 10 and 1 Gb/s links (the runtime holds each collective as
-# such a link would: a model, not a network; ddp-run --simulated-link).
+# such a link would: a model, not a network; ddp-run --simulated-link),
+# and real links net:RATE (net:1gbit, net:100mbit, net:veth): the 2 ranks
+# on 2 hosts of bench/net/hosts.sh (network namespaces, root), calibrated
+# and run across them with --hostfile.
 #   bash bench/plan/run.sh [steps]
 # MODELS="resnet50 gpt2-medium" LINKS="loopback 100 10 1" PLANS="plain ..."
 # choose the rows; ROUNDS=N runs every plan N times, interleaved, and
@@ -30,13 +33,36 @@ ROUNDS="${ROUNDS:-1}"
 
 cmake --build "$BUILD_DIR" --target ddp-opt ddp-run ddprt-calibrate >/dev/null
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
 # The tools are copied: a rebuild during the run does not change them.
 mkdir -p "$WORK/bin" "$WORK/lib"
 cp "$BUILD_DIR/bin/ddp-opt" "$BUILD_DIR/bin/ddp-run" "$BUILD_DIR/runtime/ddprt-calibrate" "$WORK/bin/"
 cp -P "$BUILD_DIR"/lib/libddprt.so* "$WORK/lib/"
 MPIRUN=(mpirun --oversubscribe -np "$WORLD")
 [ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
+# Real links: WORLD hosts per net:RATE link, removed at exit.
+HOSTS_SH=bench/net/hosts.sh
+NET_HOSTS=()
+trap 'for d in "${NET_HOSTS[@]}"; do bash "$HOSTS_SH" down "$d" || true; done; rm -rf "$WORK"' EXIT
+# on_link LINK TOOL ARGS...: TOOL on WORLD ranks of that link.
+on_link() {
+  local link="$1"
+  shift
+  if [[ "$link" = net:* ]]; then
+    local hosts="$WORK/hosts-${link#net:}"
+    bash "$HOSTS_SH" exec "$hosts" 0 env $(cat "$hosts/mpi.env") \
+      "$1" --np="$WORLD" --hostfile="$hosts/hostfile" "${@:2}"
+  else
+    "${MPIRUN[@]}" "$@"
+  fi
+}
+for link in $LINKS; do
+  if [[ "$link" = net:* ]]; then
+    rate="${link#net:}"
+    [ "$rate" = veth ] && rate=none
+    bash "$HOSTS_SH" up "$WORK/hosts-${link#net:}" "$WORLD" "$rate"
+    NET_HOSTS+=("$WORK/hosts-${link#net:}")
+  fi
+done
 
 options_of() { # plan -> ddp-plan options (start-iter=0: the steady state)
   case "$1" in
@@ -51,11 +77,11 @@ RESULTS="$WORK/results.jsonl"
 echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $WORLD ranks, $STEPS steps, source $(git rev-parse --short HEAD)"
 for link in $LINKS; do
   sim=()
-  if [ "$link" != loopback ]; then
+  if [[ "$link" != loopback && "$link" != net:* ]]; then
     sim=(--simulated-link="$link,${LATENCY[$link]}")
   fi
   profile="$WORK/profile.$link.json"
-  "${MPIRUN[@]}" "$WORK/bin/ddprt-calibrate" --out="$profile" --reps=3 "${sim[@]}" >/dev/null
+  on_link "$link" "$WORK/bin/ddprt-calibrate" --out="$profile" --reps=3 "${sim[@]}" >/dev/null
   for model in $MODELS; do
     dir="$WORK/$model"
     if [ ! -f "$dir/step.mlir" ]; then
@@ -81,7 +107,7 @@ for link in $LINKS; do
       compiled="$WORK/$model.$link.$plan.mlir"
       report="$WORK/$model.$link.$plan.report.json"
       summary="$WORK/$model.$link.$plan.summary.json"
-      "${MPIRUN[@]}" "$WORK/bin/ddp-run" "$compiled" --steps="$STEPS" --quiet \
+      on_link "$link" "$WORK/bin/ddp-run" "$compiled" --steps="$STEPS" --quiet \
         "${inputs[@]}" --carry="$carry" "${sim[@]}" --summary-json="$summary" >/dev/null
       "$PYTHON" - "$model" "$link" "$plan" "$report" "$summary" >>"$RESULTS" <<'PY'
 import json, sys
@@ -103,6 +129,8 @@ done
 import json, statistics, sys
 runs = [json.loads(line) for line in open(sys.argv[1])]
 def name(link):
+    if link.startswith("net:"):
+        return f"{link[4:]} (real link)"
     return "loopback" if link == "loopback" else f"{link} Gb/s (sim)"
 # One row per (model, link, plan): the median of its rounds, and their range.
 rows = {}

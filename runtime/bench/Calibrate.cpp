@@ -62,7 +62,8 @@ namespace {
 using namespace ddprt::bench;
 
 constexpr const char *kUsage =
-    "usage: ddprt-calibrate --np=W [--backend=cpu|cuda] [--out=PATH]\n"
+    "usage: ddprt-calibrate --np=W [--hostfile=FILE] [--backend=cpu|cuda]\n"
+    "         [--out=PATH]\n"
     "         [--min-bytes=N] [--max-bytes=N] [--reps=N] [--world=W]\n"
     "         [--kernel-shapes=NxMxR,...] [--kernel-elements=N]\n"
     "         [--kernel-working-set=N] [--kernels-only]\n"
@@ -74,7 +75,8 @@ constexpr const char *kUsage =
     "bandwidth, and the compression kernels on a --kernel-working-set\n"
     "(256M) of matrices of each --kernel-shapes (4096x1024x{1,2,4,8}),\n"
     "each the median of --reps (5) timed calls of the slowest rank. --np=W\n"
-    "starts W ranks under mpirun (or run it under mpirun -np W yourself).\n"
+    "starts W ranks under mpirun (or run it under mpirun -np W yourself),\n"
+    "on the hosts of mpirun's --hostfile when one is given.\n"
     "It ends with a verdict on whether the profile is fit for planning.\n"
     "Sizes take a K, M or G suffix (KiB, MiB, GiB).\n";
 

@@ -83,6 +83,8 @@ const char *kUsage =
     "  --np=N                 start N ranks under mpirun (unless already\n"
     "                         inside an MPI job); what every rank would\n"
     "                         refuse is said once, before the launch\n"
+    "  --hostfile=FILE        with --np: start the ranks on the hosts of\n"
+    "                         this mpirun hostfile ('HOST slots=N' lines)\n"
     "  --quiet                print only the summary\n"
     "  --sync-every-call      measuring: wait for the device after every\n"
     "                         runtime call (steps did before host barriers)\n"
