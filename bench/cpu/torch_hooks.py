@@ -8,6 +8,9 @@ parameter's gradient is a fixed random G. Only the hooks are timed: per step,
 from the first bucket's hook call to the last bucket's future completing.
 
   /usr/bin/python3 bench/cpu/torch_hooks.py --model resnet50 --world 2
+
+Across hosts (bench/net/hosts.sh), one process per host:
+  GLOO_SOCKET_IFNAME=eth0 torch_hooks.py --process-rank R --master-addr 10.251.0.1 ...
 """
 import argparse
 import os
@@ -93,7 +96,7 @@ def spans_reset(spans, previous):
 
 
 def worker(rank, args, results):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_ADDR"] = args.master_addr
     os.environ["MASTER_PORT"] = str(args.port)
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=args.world)
@@ -147,7 +150,17 @@ def main():
     parser.add_argument("--rank", type=int, default=2)
     parser.add_argument("--port", type=int, default=29517)
     parser.add_argument("--kinds", default="allreduce,fp16,powersgd")
+    parser.add_argument("--process-rank", type=int, default=-1,
+                        help="run this rank alone, in this process (one process per "
+                        "host of bench/net/hosts.sh), instead of spawning --world")
+    parser.add_argument("--master-addr", default="127.0.0.1",
+                        help="rank 0's address (MASTER_ADDR)")
     args = parser.parse_args()
+    if args.process_rank >= 0:
+        results = []
+        worker(args.process_rank, args, results)
+        print("\n".join(results))
+        return 0
     with mp.Manager() as manager:
         results = manager.list()
         mp.spawn(worker, args=(args, results), nprocs=args.world, join=True)

@@ -6,8 +6,10 @@
 # one-allgather exchange and PyTorch's two-allgather one), the user
 # guide's sign hook and top-k sparsification (1% of each bucket, with error
 # feedback), on loopback and on simulated 1 and 10 Gb/s links (a
-# model of a link in the runtime, not a network: ddp-run --simulated-link).
-#   bash bench/hooks/run.sh [steps]
+# model of a link in the runtime, not a network: ddp-run --simulated-link),
+# or on real links: LINKS="net:1gbit net:100mbit" runs the 2 ranks on 2
+# hosts of bench/net/hosts.sh (network namespaces, root) with --hostfile.
+#   [LINKS="loopback 10 1 net:1gbit ..."] bash bench/hooks/run.sh [steps]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 STEPS="${1:-5}"
@@ -15,8 +17,27 @@ BUILD_DIR="${BUILD_DIR:-build}"
 OPT="$BUILD_DIR/bin/ddp-opt"
 RUN="$BUILD_DIR/bin/ddp-run"
 WORK="$BUILD_DIR/bench-hooks"
+LINKS="${LINKS:-loopback 10 1}"
+# Latency of each simulated link (us).
+declare -A LATENCY=([100]=10 [10]=20 [1]=50)
 rm -rf "$WORK" && mkdir -p "$WORK/data"
+WORK="$(cd "$WORK" && pwd)"
 MODEL=examples/resnet18_grads.mlir
+HOSTS_SH=bench/net/hosts.sh
+NET_HOSTS=()
+trap 'for d in "${NET_HOSTS[@]}"; do bash "$HOSTS_SH" down "$d" || true; done' EXIT
+for link in $LINKS; do
+  case "$link" in
+    loopback) ;;
+    net:*)
+      rate="${link#net:}"
+      [ "$rate" = veth ] && rate=none
+      bash "$HOSTS_SH" up "$WORK/hosts-${link#net:}" 2 "$rate"
+      NET_HOSTS+=("$WORK/hosts-${link#net:}") ;;
+    *) [ -n "${LATENCY[$link]:-}" ] ||
+         { echo "run.sh: unknown link '$link' (loopback, 100, 10, 1, net:RATE)" >&2; exit 1; } ;;
+  esac
+done
 
 # Gradients: one standard-normal tensor per argument and rank.
 /usr/bin/python3 - "$MODEL" "$WORK/data" <<'PY'
@@ -46,17 +67,34 @@ for config in "${CONFIGS[@]}"; do
 done
 
 echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), source $(git rev-parse --short HEAD)"
-echo "| config | bytes per rank and step | loopback ms | 10 Gb/s (sim) ms | 1 Gb/s (sim) ms |"
-echo "|---|---:|---:|---:|---:|"
+header="| config | bytes per rank and step |"
+rule="|---|---:|"
+for link in $LINKS; do
+  case "$link" in
+    loopback) header+=" loopback ms |" ;;
+    net:*) header+=" ${link#net:} (real link) ms |" ;;
+    *) header+=" $link Gb/s (sim) ms |" ;;
+  esac
+  rule+="---:|"
+done
+echo "$header"
+echo "$rule"
 for config in "${CONFIGS[@]}"; do
   row="| $config"
   first=1
-  for link in "" "10,20" "1,50"; do
-    json="$WORK/$config.${link:-loopback}.json"
-    extra=()
-    [ -n "$link" ] && extra=(--simulated-link="$link")
-    "$RUN" --np=2 "$WORK/$config.mlir" --steps="$STEPS" --quiet \
-      --input="$WORK/data/{name}.r{rank}.npy" --summary-json="$json" "${extra[@]}" >/dev/null
+  for link in $LINKS; do
+    json="$WORK/$config.${link#net:}.json"
+    command=("$RUN" --np=2 "$WORK/$config.mlir" --steps="$STEPS" --quiet
+             --input="$WORK/data/{name}.r{rank}.npy" --summary-json="$json")
+    case "$link" in
+      loopback) ;;
+      net:*)
+        hosts="$WORK/hosts-${link#net:}"
+        command=(bash "$HOSTS_SH" exec "$hosts" 0 env $(cat "$hosts/mpi.env")
+                 "${command[@]}" --hostfile="$hosts/hostfile") ;;
+      *) command+=(--simulated-link="$link,${LATENCY[$link]}") ;;
+    esac
+    "${command[@]}" >/dev/null
     read -r bytes ms < <(/usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); \
 print(d['bytes_sent_per_step'], d['ms_per_step'])" "$json")
     ((first)) && row+=" | $bytes"
