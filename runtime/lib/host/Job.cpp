@@ -237,9 +237,15 @@ bool Job::start(const RunOptions &options) {
   backendName = options.backend;
   failOnNonfinite = options.onNonfinite == "fail";
   // MPI_Init and the runtime's start wait for every rank without a timeout
-  // of their own.
+  // of their own. The rank is the launcher's until MPI knows it.
+  std::string who = tool + ": ";
+  for (const char *variable : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char *value = std::getenv(variable)) {
+      who += "rank " + std::string(value) + ": ";
+      break;
+    }
   watchdog.arm(timeoutSeconds,
-               tool + ": error: the runtime did not start within " +
+               who + "error: the runtime did not start within " +
                    secondsText(timeoutSeconds) +
                    " s (--timeout): a rank may have died or stopped\n");
   ddprt_status started = ddprt_init(&runtimeOptions, &context);
