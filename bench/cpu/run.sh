@@ -29,9 +29,7 @@ echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load $(cut -d' ' -f1-
 if [[ "$LINK" = net:* ]]; then
   HOSTS="$(mktemp -d)"
   trap 'bash bench/net/hosts.sh down "$HOSTS"; rm -rf "$HOSTS"' EXIT
-  rate="${LINK#net:}"
-  [ "$rate" = veth ] && rate=none
-  bash bench/net/hosts.sh up "$HOSTS" "$WORLD" "$rate"
+  bash bench/net/hosts.sh up "$HOSTS" "$WORLD" "${LINK#net:}"
   ours=$(bash bench/net/hosts.sh exec "$HOSTS" 0 env $(cat "$HOSTS/mpi.env") \
     "${MPIRUN[@]}" --hostfile "$HOSTS/hostfile" \
     "$BUILD_DIR/runtime/ddprt-step-bench" "$MODEL" "$STEPS" 2 cpu)

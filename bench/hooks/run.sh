@@ -30,9 +30,7 @@ for link in $LINKS; do
   case "$link" in
     loopback) ;;
     net:*)
-      rate="${link#net:}"
-      [ "$rate" = veth ] && rate=none
-      bash "$HOSTS_SH" up "$WORK/hosts-${link#net:}" 2 "$rate"
+      bash "$HOSTS_SH" up "$WORK/hosts-${link#net:}" 2 "${link#net:}"
       NET_HOSTS+=("$WORK/hosts-${link#net:}") ;;
     *) [ -n "${LATENCY[$link]:-}" ] ||
          { echo "run.sh: unknown link '$link' (loopback, 100, 10, 1, net:RATE)" >&2; exit 1; } ;;

@@ -17,7 +17,8 @@
 #                                  otherwise say why and exit 2
 #   hosts.sh up DIR N [RATE...]    make N hosts; RATE per host, as tc
 #                                  spells it (1gbit, 100mbit, 10mbit), or
-#                                  "none" (the veth's own speed); the last
+#                                  "none" or "veth" (the veth's own speed,
+#                                  no limit); the last
 #                                  RATE given holds for the hosts after it
 #   hosts.sh down DIR              end every process in the hosts and
 #                                  remove them
@@ -100,7 +101,7 @@ set_rate() {
   for side in "$ns eth0" "$sw ${tag}p$host"; do
     set -- $side
     "$tc_cmd" -n "$1" qdisc del dev "$2" root 2>/dev/null || true
-    if [ "$rate" != none ]; then
+    if [ "$rate" != none ] && [ "$rate" != veth ]; then
       # A burst of at least a few packets at the rate's own scale, and a
       # queue of 50 ms: TCP then sees a link of that rate, not drops.
       "$tc_cmd" -n "$1" qdisc add dev "$2" root tbf rate "$rate" \

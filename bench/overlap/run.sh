@@ -171,9 +171,7 @@ make_hosts() {
   done
   # What an earlier run that was killed left there.
   bash "$HOSTS_SH" down "$dir" || true
-  local rate="${link#net:}"
-  [ "$rate" = veth ] && rate=none
-  bash "$HOSTS_SH" up "$dir" "$RANKS" "$rate" >&2 ||
+  bash "$HOSTS_SH" up "$dir" "$RANKS" "${link#net:}" >&2 ||
     fail "cannot make $RANKS hosts for $link (bash $HOSTS_SH check says why)"
   NET_HOSTS+=("$dir")
 }

@@ -57,9 +57,7 @@ on_link() {
 }
 for link in $LINKS; do
   if [[ "$link" = net:* ]]; then
-    rate="${link#net:}"
-    [ "$rate" = veth ] && rate=none
-    bash "$HOSTS_SH" up "$WORK/hosts-${link#net:}" "$WORLD" "$rate"
+    bash "$HOSTS_SH" up "$WORK/hosts-${link#net:}" "$WORLD" "${link#net:}"
     NET_HOSTS+=("$WORK/hosts-${link#net:}")
   fi
 done

@@ -419,23 +419,19 @@ int main(int argc, char **argv) {
     return 1;
   }
   stephost::RunOptions options = runOptions();
-  if (launchRanks > 0 && !stephost::insideMpiJob()) {
-    stephost::LaunchOptions launch;
-    std::string launchError;
-    if (!stephost::parseLaunchOptions(argc, argv, launch, launchError)) {
-      llvm::errs() << "ddp-run: error: " << launchError << "\n";
-      return 1;
-    }
-    launch.timeoutSeconds = options.timeoutSeconds;
+  // --np and --hostfile (cl accepts them; the host library reads and
+  // checks them, as for ddprt-step-runner).
+  stephost::LaunchOptions launch;
+  std::string launchError;
+  if (!stephost::parseLaunchOptions(argc, argv, launch, launchError)) {
+    llvm::errs() << "ddp-run: error: " << launchError << "\n";
+    return 1;
+  }
+  launch.timeoutSeconds = options.timeoutSeconds;
+  if (launch.ranks > 0 && !stephost::insideMpiJob())
     return checkBeforeLaunch(options, launch)
                ? stephost::launchUnderMpirun("ddp-run", argc, argv, launch)
                : 1;
-  }
-  if (!hostfile.empty() && launchRanks == 0) {
-    llvm::errs() << "ddp-run: error: --hostfile needs --np=N, the number of "
-                    "ranks over all its hosts\n";
-    return 1;
-  }
 
   // Start the runtime first: it brings up MPI, and every later failure can
   // then be agreed on by all ranks.

@@ -23,15 +23,27 @@
 #define DDPRT_HOST_LAUNCH_H
 
 #include <string>
+#include <string_view>
 
 namespace stephost {
 
 /// Whether this process is a rank of an MPI job (started by mpirun).
 bool insideMpiJob();
 
+/// This process's rank as the launcher (mpirun, a PMI launcher) gave it,
+/// before MPI is up; -1 outside a job.
+int launcherRank();
+
 /// The environment variable through which the launcher gives the ranks
 /// it starts the directory of their error reports (see Job.h).
 inline constexpr const char *kErrorReportVariable = "DDPRT_HOST_ERROR_DIR";
+
+/// Whether a line the hosts print is an error ("TOOL: [rank R: ]error: ..."):
+/// what the ranks put in their error reports, and what the launcher looks
+/// for in the output to tell which of them came through.
+inline bool isErrorText(std::string_view text) {
+  return text.find("error: ") != std::string_view::npos;
+}
 
 /// How long mpirun has to end after a rank reported an error, beyond the
 /// job's timeout (the ranks may still agree on the failure, each agreement

@@ -9,6 +9,7 @@
 #include "Format.h"
 #include "Launch.h"
 #include "Memory.h"
+#include "WriteAll.h"
 
 #if defined(DDPRT_HAVE_MPI)
 #include <mpi.h>
@@ -71,14 +72,8 @@ void reportError(const char *text, size_t length) {
     errorReport =
         ::open(errorReportPath,
                O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-  int fd = errorReport;
-  while (fd >= 0 && length > 0) {
-    ssize_t wrote = ::write(fd, text, length);
-    if (wrote <= 0)
-      return;
-    text += wrote;
-    length -= size_t(wrote);
-  }
+  if (errorReport >= 0)
+    (void)writeAll(errorReport, text, length);
 }
 
 Line::~Line() {
@@ -91,14 +86,9 @@ Line::~Line() {
   std::fflush(stdout);
   std::fflush(stderr);
   std::string text = os.str();
-  if (text.find("error: ") != std::string::npos)
+  if (isErrorText(text))
     reportError(text.data(), text.size());
-  for (size_t done = 0; done < text.size();) {
-    ssize_t wrote = ::write(2, text.data() + done, text.size() - done);
-    if (wrote <= 0)
-      break;
-    done += size_t(wrote);
-  }
+  (void)writeAll(2, text.data(), text.size());
 }
 
 Line Job::error() const {
@@ -153,15 +143,9 @@ struct sigaction replacedHandlers[std::size(kCrashSignals)];
 bool crashHandlersInstalled = false;
 
 /// To stderr and the error report.
-void writeAll(const char *text, size_t length) {
+void say(const char *text, size_t length) {
   reportError(text, length);
-  while (length > 0) {
-    ssize_t wrote = ::write(2, text, length);
-    if (wrote <= 0)
-      return;
-    text += wrote;
-    length -= size_t(wrote);
-  }
+  (void)writeAll(2, text, length);
 }
 
 void onCrash(int signal) {
@@ -175,15 +159,15 @@ void onCrash(int signal) {
                                            "(a trap)"
                      : signal == SIGABRT ? "SIGABRT: it aborted"
                                          : "a fatal signal";
-  writeAll(crashPrefix, crashPrefixLength);
-  writeAll(name, std::strlen(name));
+  say(crashPrefix, crashPrefixLength);
+  say(name, std::strlen(name));
   const char *hint =
       signal == SIGSEGV || signal == SIGFPE
           ? "); the step's run-time checks (compiled in unless "
             "--runtime-checks=false) report an out-of-bounds index or a "
             "division by zero with its location instead\n"
           : ")\n";
-  writeAll(hint, std::strlen(hint));
+  say(hint, std::strlen(hint));
   std::_Exit(1);
 }
 
@@ -238,12 +222,9 @@ bool Job::start(const RunOptions &options) {
   failOnNonfinite = options.onNonfinite == "fail";
   // MPI_Init and the runtime's start wait for every rank without a timeout
   // of their own. The rank is the launcher's until MPI knows it.
-  std::string who = tool + ": ";
-  for (const char *variable : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
-    if (const char *value = std::getenv(variable)) {
-      who += "rank " + std::string(value) + ": ";
-      break;
-    }
+  int known = launcherRank();
+  std::string who =
+      tool + ": " + (known >= 0 ? "rank " + std::to_string(known) + ": " : "");
   watchdog.arm(timeoutSeconds,
                who + "error: the runtime did not start within " +
                    secondsText(timeoutSeconds) +
@@ -255,12 +236,8 @@ bool Job::start(const RunOptions &options) {
   } else {
     // A runtime that failed before it had a communicator (a bad option)
     // has no rank to give: the launcher's, for messages.
-    for (const char *variable :
-         {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
-      if (const char *value = std::getenv(variable)) {
-        rank = std::atoi(value);
-        break;
-      }
+    if (launcherRank() >= 0)
+      rank = launcherRank();
   }
 #if defined(DDPRT_HAVE_MPI)
   // A runtime that failed to start has no communicator to ask; MPI may

@@ -26,6 +26,13 @@ bool insideMpiJob() {
          std::getenv("PMIX_RANK");
 }
 
+int launcherRank() {
+  for (const char *variable : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char *value = std::getenv(variable))
+      return std::atoi(value);
+  return -1;
+}
+
 namespace {
 /// Whether argv[i] is launcher option `name` ("np": --np, -np): as
 /// `--name=value` (then `value` is set) or as `--name` followed by its

@@ -25,19 +25,6 @@ namespace npy {
 
 using namespace detail;
 
-bool detail::writeAll(int fd, const char *data, size_t size) {
-  while (size > 0) {
-    ssize_t wrote = ::write(fd, data, size);
-    if (wrote < 0 && errno == EINTR)
-      continue;
-    if (wrote <= 0)
-      return false;
-    data += wrote;
-    size -= size_t(wrote);
-  }
-  return true;
-}
-
 bool detail::isSpecialFile(const std::string &path) {
   struct stat info;
   return ::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode) &&

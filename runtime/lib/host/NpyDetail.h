@@ -13,6 +13,7 @@
 #define DDPRT_HOST_NPYDETAIL_H
 
 #include "Npy.h"
+#include "WriteAll.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -62,9 +63,7 @@ bool readFrom(Source &source, const std::string &name,
 /// dictionary).
 std::string headerBytes(const Array &array);
 
-/// Writes all of `data` to `fd` (retrying short writes); false with errno
-/// set on failure.
-bool writeAll(int fd, const char *data, size_t size);
+using stephost::writeAll;
 
 /// Whether `path` exists and is neither a regular file nor a directory: a
 /// device (/dev/null), a pipe or a socket, which writers write into rather

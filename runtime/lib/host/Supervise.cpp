@@ -29,6 +29,7 @@
 
 #include "Format.h"
 #include "Launch.h"
+#include "WriteAll.h"
 
 #include <algorithm>
 #include <cctype>
@@ -81,21 +82,9 @@ void onStopSignal(int signal, siginfo_t *info, void *) {
 
 constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
-void writeAll(int fd, const char *text, size_t length) {
-  while (length > 0) {
-    ssize_t wrote = ::write(fd, text, length);
-    if (wrote < 0 && errno == EINTR)
-      continue;
-    if (wrote <= 0)
-      return;
-    text += wrote;
-    length -= size_t(wrote);
-  }
-}
-
-/// Whether `line` is one a rank would have put in its error report.
-bool isErrorLine(const std::string &line) {
-  return line.find("error: ") != std::string::npos;
+/// A message of the launcher's own, to stderr.
+void say(const std::string &message) {
+  (void)writeAll(2, message.data(), message.size());
 }
 
 /// One of mpirun's output streams, passed through to `to`.
@@ -117,19 +106,8 @@ struct Stream {
       from = -1;
       return false;
     }
-    if (writable) {
-      size_t done = 0;
-      while (done < size_t(got)) {
-        ssize_t wrote = ::write(to, buffer + done, size_t(got) - done);
-        if (wrote < 0 && errno == EINTR)
-          continue;
-        if (wrote <= 0) {
-          writable = false;
-          break;
-        }
-        done += size_t(wrote);
-      }
-    }
+    if (writable)
+      writable = writeAll(to, buffer, size_t(got));
     // The error lines seen, to tell which reported errors came through.
     for (ssize_t i = 0; i < got; ++i) {
       char c = buffer[i];
@@ -138,7 +116,7 @@ struct Stream {
           partial += c;
         continue;
       }
-      if (isErrorLine(partial) && seen.size() < 100000)
+      if (isErrorText(partial) && seen.size() < 100000)
         seen.insert(partial);
       partial.clear();
     }
@@ -410,11 +388,8 @@ int superviseMpirun(const std::string &tool,
                 " s of a rank's error (--timeout + " +
                 secondsText(kLauncherGraceSeconds) + " s)";
     if (!overdue.empty() && !termAt) {
-      std::string message = tool + ": error: mpirun did not end within " +
-                            overdue +
-                            "; stopping it and what the job started on this "
-                            "machine\n";
-      writeAll(2, message.data(), message.size());
+      say(tool + ": error: mpirun did not end within " + overdue +
+          "; stopping it and what the job started on this machine\n");
       ::kill(pid, SIGTERM);
       termAt = Clock::now();
       stoppedByUs = true;
@@ -437,12 +412,10 @@ int superviseMpirun(const std::string &tool,
   for (Stream &stream : streams)
     if (stream.from >= 0)
       ::close(stream.from);
-  if (leftovers > 0) {
-    std::string message = tool + ": ended " + std::to_string(leftovers) +
-                          " process" + (leftovers == 1 ? "" : "es") +
-                          " the job left behind on this machine\n";
-    writeAll(2, message.data(), message.size());
-  }
+  if (leftovers > 0)
+    say(tool + ": ended " + std::to_string(leftovers) + " process" +
+        (leftovers == 1 ? "" : "es") +
+        " the job left behind on this machine\n");
 
   int result = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (stoppedByUs)
@@ -451,10 +424,8 @@ int superviseMpirun(const std::string &tool,
   if (result != 0) {
     std::unordered_set<std::string> said;
     for (const std::string &line : reports.lines())
-      if (!seen.count(line) && said.insert(line).second) {
-        std::string text = line + "\n";
-        writeAll(2, text.data(), text.size());
-      }
+      if (!seen.count(line) && said.insert(line).second)
+        say(line + "\n");
   }
   for (int signal : kStopSignals)
     std::signal(signal, SIG_DFL);

@@ -5,6 +5,7 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 
 #include "Job.h"
+#include "WriteAll.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -34,6 +35,9 @@ struct Watchdog::State {
           armed && std::chrono::steady_clock::now() >= deadline) {
         // The main thread is blocked (maybe inside MPI): write and leave
         // without running destructors or atexit handlers.
+        reportError(message.data(), message.size());
+        reportEnding();
+        (void)writeAll(2, message.data(), message.size());
         reportError(message.data(), message.size());
         reportEnding();
         for (size_t done = 0; done < message.size();) {
