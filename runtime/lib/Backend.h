@@ -34,10 +34,11 @@ public:
   virtual ~Backend() = default;
 
   /// `factor` is the world-size factor already resolved to a number.
-  virtual Error allreduce(ddprt_reduction reduction, ddprt_buffer *buffers,
-                          int count) = 0;
-  virtual Error allreduceStart(ddprt_reduction reduction, ddprt_buffer *buffers,
-                               int count,
+  /// Over the ranks of `group` (ddprt_group).
+  virtual Error allreduce(ddprt_group group, ddprt_reduction reduction,
+                          ddprt_buffer *buffers, int count) = 0;
+  virtual Error allreduceStart(ddprt_group group, ddprt_reduction reduction,
+                               ddprt_buffer *buffers, int count,
                                std::unique_ptr<Request> &request) = 0;
   virtual Error wait(Request &request) = 0;
   /// Every rank's inputs[i] into outputs[i], rank-major, as one collective

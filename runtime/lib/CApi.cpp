@@ -31,12 +31,15 @@ using namespace ddprt;
 
 namespace {
 /// Checks a bucket, checks all ranks agree on it, counts it.
-Error prepareCollective(ddprt_context *context,
+Error prepareCollective(ddprt_context *context, const ddprt_group &group,
                         const ddprt_reduction &reduction,
                         const ddprt_role &role, const ddprt_buffer *buffers,
                         int count) {
   DDPRT_TRY(checkAllreduce(context, reduction, role, buffers, count));
-  countCollective(context->counters, role, buffers, count);
+  DDPRT_TRY(checkGroup(group, reduction));
+  // Within a node nothing crosses the network.
+  if (group != DDPRT_GROUP_NODE)
+    countCollective(context->counters, role, buffers, count);
   return Error::success();
 }
 } // namespace
@@ -137,29 +140,38 @@ ddprt_backend_kind ddprt_backend(const ddprt_context *context) {
   return context ? context->options.backend : DDPRT_BACKEND_CPU;
 }
 
-ddprt_status ddprt_allreduce(ddprt_context *context, ddprt_reduction reduction,
-                             ddprt_role role, ddprt_buffer *buffers,
-                             int count) {
-  Error error = prepareCollective(context, reduction, role, buffers, count);
+ddprt_status ddprt_allreduce_group(ddprt_context *context, ddprt_group group,
+                                   ddprt_reduction reduction, ddprt_role role,
+                                   ddprt_buffer *buffers, int count) {
+  Error error =
+      prepareCollective(context, group, reduction, role, buffers, count);
   if (!error)
     error = timed(context, DDPRT_PHASE_COMMUNICATION, [&] {
-      return context->backend->allreduce(reduction, buffers, count);
+      return context->backend->allreduce(group, reduction, buffers, count);
     });
   return report(context, error);
 }
 
-ddprt_status ddprt_allreduce_start(ddprt_context *context,
-                                   ddprt_reduction reduction, ddprt_role role,
-                                   ddprt_buffer *buffers, int count,
-                                   ddprt_request **request) {
-  Error error =
-      request ? prepareCollective(context, reduction, role, buffers, count)
-              : invalid("the request pointer is null");
+ddprt_status ddprt_allreduce(ddprt_context *context, ddprt_reduction reduction,
+                             ddprt_role role, ddprt_buffer *buffers,
+                             int count) {
+  return ddprt_allreduce_group(context, DDPRT_GROUP_WORLD, reduction, role,
+                               buffers, count);
+}
+
+ddprt_status ddprt_allreduce_group_start(ddprt_context *context,
+                                         ddprt_group group,
+                                         ddprt_reduction reduction,
+                                         ddprt_role role, ddprt_buffer *buffers,
+                                         int count, ddprt_request **request) {
+  Error error = request ? prepareCollective(context, group, reduction, role,
+                                            buffers, count)
+                        : invalid("the request pointer is null");
   if (!error) {
     auto handle = std::make_unique<ddprt_request>();
     handle->role = role;
     error = timed(context, DDPRT_PHASE_COMMUNICATION, [&] {
-      return context->backend->allreduceStart(reduction, buffers, count,
+      return context->backend->allreduceStart(group, reduction, buffers, count,
                                               handle->backendRequest);
     });
     if (!error)
@@ -171,6 +183,26 @@ ddprt_status ddprt_allreduce_start(ddprt_context *context,
       *request = handle.release();
   }
   return report(context, error);
+}
+
+ddprt_status ddprt_allreduce_start(ddprt_context *context,
+                                   ddprt_reduction reduction, ddprt_role role,
+                                   ddprt_buffer *buffers, int count,
+                                   ddprt_request **request) {
+  return ddprt_allreduce_group_start(context, DDPRT_GROUP_WORLD, reduction,
+                                     role, buffers, count, request);
+}
+
+ddprt_status ddprt_node_layout(const ddprt_context *context, int *nodes,
+                               int *ranks_on_node) {
+  Error error = checkContext(context);
+  if (!error) {
+    if (nodes)
+      *nodes = context->communicator->nodeCount();
+    if (ranks_on_node)
+      *ranks_on_node = context->communicator->ranksOnNode();
+  }
+  return report(const_cast<ddprt_context *>(context), error);
 }
 
 ddprt_status ddprt_wait(ddprt_context *context, ddprt_request *request) {

@@ -38,8 +38,11 @@ std::vector<int64_t> signatureOf(int64_t operation, const ddprt_buffer *buffers,
 } // namespace
 
 std::vector<int64_t> bucketSignature(ddprt_reduction reduction,
-                                     const ddprt_buffer *buffers, int count) {
-  return signatureOf(reduction, buffers, count);
+                                     const ddprt_buffer *buffers, int count,
+                                     ddprt_group group) {
+  // A rank reducing within its node where the others reduce over the world
+  // is a mismatch too.
+  return signatureOf(int64_t(reduction) + 16 * int64_t(group), buffers, count);
 }
 
 std::vector<int64_t> allgatherSignature(const ddprt_buffer *inputs, int count) {
@@ -216,9 +219,23 @@ Error Collectives::create(const ddprt_options &options,
     (void)pending.release();
     return error;
   }
-  const std::vector<uint64_t> &nodes = pending->nodes;
+  std::vector<uint64_t> &nodes = pending->nodes;
+  if (options.ranks_per_node > 0)
+    for (int r = 0; r < self->size_; ++r)
+      nodes[size_t(r)] = uint64_t(r / options.ranks_per_node);
   self->localRank_ = int(std::count(nodes.begin(), nodes.begin() + self->rank_,
                                     nodes[self->rank_]));
+  self->world_.clear();
+  self->nodeRanks_.clear();
+  self->leaders_.clear();
+  for (int r = 0; r < self->size_; ++r) {
+    self->world_.push_back(r);
+    if (nodes[size_t(r)] == nodes[size_t(self->rank_)])
+      self->nodeRanks_.push_back(r);
+    if (std::find(nodes.begin(), nodes.begin() + r, nodes[size_t(r)]) ==
+        nodes.begin() + r)
+      self->leaders_.push_back(r);
+  }
   DDPRT_TRY(
       self->check(MPI_Op_create(&narrowSum<halfBitsToFloat, floatToHalfBits>, 1,
                                 &self->halfSum_),
@@ -257,7 +274,7 @@ Error Collectives::sum(void *data, int64_t count, ddprt_dtype dtype,
     // Below this the ring's 2(W-1) latency steps cost more than they save.
     const int64_t kRingBytes = 256 * 1024;
     if (bytes >= kRingBytes && count >= size_)
-      return ringSum(static_cast<char *>(data), count, dtype, scale);
+      return ringSum(world_, static_cast<char *>(data), count, dtype, scale);
     DDPRT_TRY(mpiSum(data, count, dtype));
     if (scale != 1.0)
       scaleHost(scale, ddprt_buffer{data, dtype, count});
@@ -312,10 +329,66 @@ Error exchange(MPI_Comm comm, const char *send, int64_t sendBytes, int to,
 }
 } // namespace
 
-Error Collectives::ringSum(char *data, int64_t count, ddprt_dtype dtype,
-                           double scale) {
+Error Collectives::sum(ddprt_group group, void *data, int64_t count,
+                       ddprt_dtype dtype, double scale) {
+  if (group == DDPRT_GROUP_WORLD)
+    return sum(data, count, dtype, scale);
+  DDPRT_TRY(failIfBroken());
+  char *bytes = static_cast<char *>(data);
+  auto scaleOnly = [&] {
+    if (scale != 1.0 && count > 0)
+      scaleHost(scale, ddprt_buffer{data, dtype, count});
+    return Error::success();
+  };
+  if (group == DDPRT_GROUP_NODE)
+    return nodeRanks_.size() == 1 || count == 0
+               ? scaleOnly()
+               : ringSum(nodeRanks_, bytes, count, dtype, scale);
+  if (count == 0)
+    return Error::success();
+  if (rank_ == nodeRanks_.front()) {
+    if (leaders_.size() == 1) {
+      DDPRT_TRY(scaleOnly());
+    } else {
+      int64_t size = count * int64_t(ddprt_dtype_size(dtype));
+      int nodes = int(leaders_.size());
+      DDPRT_TRY(overLink(2.0 * (nodes - 1) / nodes * double(size), [&] {
+        return ringSum(leaders_, bytes, count, dtype, scale);
+      }));
+    }
+  }
+  if (nodeRanks_.size() == 1)
+    return Error::success();
+  return broadcastFromFirst(nodeRanks_, bytes,
+                            count * int64_t(ddprt_dtype_size(dtype)));
+}
+
+Error Collectives::broadcastFromFirst(const std::vector<int> &ranks, char *data,
+                                      int64_t bytes) {
+  const int64_t kPiece = int64_t(1) << 30;
+  MpiRequests requests;
+  bool first = rank_ == ranks.front();
+  for (size_t i = first ? 1 : 0; i < (first ? ranks.size() : 1); ++i)
+    for (int64_t offset = 0; offset < bytes; offset += kPiece) {
+      int piece = int(std::min(kPiece, bytes - offset));
+      MPI_Request request;
+      DDPRT_TRY(first ? check(MPI_Isend(data + offset, piece, MPI_BYTE,
+                                        ranks[i], 0, comm_, &request),
+                              "MPI_Isend")
+                      : check(MPI_Irecv(data + offset, piece, MPI_BYTE,
+                                        ranks.front(), 0, comm_, &request),
+                              "MPI_Irecv"));
+      requests.requests.push_back(request);
+    }
+  return wait(requests);
+}
+
+Error Collectives::ringSum(const std::vector<int> &ring, char *data,
+                           int64_t count, ddprt_dtype dtype, double scale) {
   const int64_t elementSize = int64_t(ddprt_dtype_size(dtype));
-  const int world = size_;
+  const int world = int(ring.size());
+  const int position =
+      int(std::find(ring.begin(), ring.end(), rank_) - ring.begin());
   auto chunkBegin = [&](int chunk) {
     int64_t base = count / world, extra = count % world;
     return chunk * base + std::min<int64_t>(chunk, extra);
@@ -326,12 +399,13 @@ Error Collectives::ringSum(char *data, int64_t count, ddprt_dtype dtype,
   auto checker = [this](int code, const char *what) {
     return check(code, what);
   };
-  int right = (rank_ + 1) % world, left = (rank_ + world - 1) % world;
+  int right = ring[size_t((position + 1) % world)],
+      left = ring[size_t((position + world - 1) % world)];
   scratch_.resize(size_t(chunkSize(0) * elementSize));
-  // Reduce-scatter: after W-1 steps this rank holds chunk (rank+1) % W.
+  // Reduce-scatter: after W-1 steps this rank holds chunk (position+1) % W.
   for (int step = 0; step < world - 1; ++step) {
-    int sendChunk = (rank_ - step + world) % world;
-    int recvChunk = (rank_ - step - 1 + world) % world;
+    int sendChunk = (position - step + world) % world;
+    int recvChunk = (position - step - 1 + world) % world;
     MpiRequests requests;
     DDPRT_TRY(exchange(comm_, data + chunkBegin(sendChunk) * elementSize,
                        chunkSize(sendChunk) * elementSize, right,
@@ -342,14 +416,14 @@ Error Collectives::ringSum(char *data, int64_t count, ddprt_dtype dtype,
                                 dtype, chunkSize(recvChunk)},
                    scratch_.data());
   }
-  int owned = (rank_ + 1) % world;
+  int owned = (position + 1) % world;
   if (scale != 1.0)
     scaleHost(scale, ddprt_buffer{data + chunkBegin(owned) * elementSize, dtype,
                                   chunkSize(owned)});
   // Allgather the reduced chunks.
   for (int step = 0; step < world - 1; ++step) {
-    int sendChunk = (rank_ - step + 1 + world) % world;
-    int recvChunk = (rank_ - step + world) % world;
+    int sendChunk = (position - step + 1 + world) % world;
+    int recvChunk = (position - step + world) % world;
     MpiRequests requests;
     DDPRT_TRY(exchange(comm_, data + chunkBegin(sendChunk) * elementSize,
                        chunkSize(sendChunk) * elementSize, right,
@@ -528,6 +602,11 @@ Error Collectives::sum(void *data, int64_t count, ddprt_dtype dtype,
   if (scale != 1.0)
     scaleHost(scale, ddprt_buffer{data, dtype, count});
   return Error::success();
+}
+
+Error Collectives::sum(ddprt_group, void *data, int64_t count,
+                       ddprt_dtype dtype, double scale) {
+  return sum(data, count, dtype, scale);
 }
 
 Error Collectives::gather(const void *send, int64_t bytes, void *received) {

@@ -41,9 +41,10 @@ struct MpiRequests {
 #endif
 
 /// What every rank must pass alike to an allreduce of `buffers`: their
-/// count, the reduction, and each buffer's dtype and size.
+/// count, the reduction and group, and each buffer's dtype and size.
 std::vector<int64_t> bucketSignature(ddprt_reduction reduction,
-                                     const ddprt_buffer *buffers, int count);
+                                     const ddprt_buffer *buffers, int count,
+                                     ddprt_group group = DDPRT_GROUP_WORLD);
 /// The same for an allgather of `inputs`, with a code no reduction has in
 /// the reduction's place: a rank that allgathers where the others allreduce
 /// a bucket of the same sizes is a mismatch too.
@@ -64,6 +65,10 @@ public:
   /// The rank among the ranks on this node (shared memory), which picks
   /// this rank's GPU.
   int localRank() const { return localRank_; }
+  /// The number of nodes, and the world ranks of this rank's node in rank
+  /// order (its first is the node's leader across nodes).
+  int nodeCount() const { return int(leaders_.size()); }
+  const std::vector<int> &nodeRanks() const { return nodeRanks_; }
   /// Whether a thread other than the one that initialized MPI may call it
   /// (MPI_THREAD_SERIALIZED or more was provided).
   bool callableFromAnyThread() const { return callableFromAnyThread_; }
@@ -74,6 +79,12 @@ public:
   /// reduced once, by one rank, so all ranks get the same bits); small ones
   /// use MPI's allreduce. f16/bf16 are added in f32 and rounded back.
   Error sum(void *data, int64_t count, ddprt_dtype dtype, double scale = 1.0);
+  /// The same over the ranks of `group` (ddprt_group): within the node
+  /// around a ring of its ranks (not held by the simulated link: shared
+  /// memory); across nodes around a ring of the nodes' leaders, then sent
+  /// by each leader to the rest of its node.
+  Error sum(ddprt_group group, void *data, int64_t count, ddprt_dtype dtype,
+            double scale);
 
   /// Every rank's `bytes` bytes at `send` into `received`, rank-major (rank
   /// r's at r * bytes; size() * bytes in all), in one MPI_Iallgather (in
@@ -105,7 +116,12 @@ private:
   template <typename Fn> Error overLink(double bytesSent, Fn &&collective);
 #if defined(DDPRT_HAVE_MPI)
   Error check(int code, const char *what);
-  Error ringSum(char *data, int64_t count, ddprt_dtype dtype, double scale);
+  /// Around `ring` (world ranks, this rank among them).
+  Error ringSum(const std::vector<int> &ring, char *data, int64_t count,
+                ddprt_dtype dtype, double scale);
+  /// `bytes` at `data` from `ranks`' first to the others.
+  Error broadcastFromFirst(const std::vector<int> &ranks, char *data,
+                           int64_t bytes);
   Error mpiSum(void *data, int64_t count, ddprt_dtype dtype);
   /// Waits for `requests`, failing after the configured timeout.
   Error wait(MpiRequests &requests);
@@ -115,6 +131,8 @@ private:
   std::vector<char> scratch_;
 #endif
   int rank_ = 0, size_ = 1, localRank_ = 0;
+  /// Every world rank; this node's ranks; each node's first rank.
+  std::vector<int> world_{0}, nodeRanks_{0}, leaders_{0};
   bool callableFromAnyThread_ = false;
   double timeoutSeconds_ = 0.0;
   bool checkShapes_ = true;

@@ -53,6 +53,8 @@ public:
   int rank() const { return collectives_->rank(); }
   int size() const { return collectives_->size(); }
   int localRank() const { return collectives_->localRank(); }
+  int nodeCount() const { return collectives_->nodeCount(); }
+  int ranksOnNode() const { return int(collectives_->nodeRanks().size()); }
   /// Whether queued work progresses on a thread of its own (else it runs
   /// on the caller's thread, in wait: a job of one rank, or MPI
   /// initialized by the host below MPI_THREAD_SERIALIZED).

@@ -17,6 +17,7 @@ namespace ddprt {
 Error initContext(ddprt_context &context, const ddprt_options *options) {
   DDPRT_TRY(readOptions(options, context.options));
   DDPRT_TRY(readSimulatedLinkVariable(context.options));
+  DDPRT_TRY(readRanksPerNodeVariable(context.options));
   const ddprt_options &opts = context.options;
   DDPRT_TRY(checkOptions(opts));
   DDPRT_TRY(guarded(

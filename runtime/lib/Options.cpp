@@ -9,6 +9,8 @@
 #include "SimulatedLink.h"
 #include "Validation.h"
 
+#include <cerrno>
+#include <climits>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -32,6 +34,7 @@ constexpr OptionsField kOptionsFields[] = {
     DDPRT_OPTIONS_FIELD(check_shapes),
     DDPRT_OPTIONS_FIELD(simulated_link_gbps),
     DDPRT_OPTIONS_FIELD(simulated_link_latency_us),
+    DDPRT_OPTIONS_FIELD(ranks_per_node),
 };
 #undef DDPRT_OPTIONS_FIELD
 
@@ -170,9 +173,26 @@ Error readSimulatedLinkVariable(ddprt_options &options) {
   return Error::success();
 }
 
+Error readRanksPerNodeVariable(ddprt_options &options) {
+  const char *value = std::getenv(kRanksPerNodeVariable);
+  if (!value || !*value)
+    return Error::success();
+  char *end = nullptr;
+  errno = 0;
+  long k = std::strtol(value, &end, 10);
+  if (errno != 0 || *end != '\0' || k < 0 || k > INT_MAX)
+    return invalid(std::string(kRanksPerNodeVariable) + "=" + value +
+                   ": not a number of ranks (0 for the processor names)");
+  options.ranks_per_node = int(k);
+  return Error::success();
+}
+
 Error checkOptions(const ddprt_options &options) {
   if (!(options.timeout_seconds >= 0.0))
     return invalid("timeout_seconds must be >= 0");
+  if (options.ranks_per_node < 0)
+    return invalid("ranks_per_node must be >= 0 (0: ranks with the same "
+                   "processor name share a node)");
   if (asInt(options.backend) != DDPRT_BACKEND_CPU &&
       asInt(options.backend) != DDPRT_BACKEND_CUDA)
     return invalid("unknown backend " + std::to_string(asInt(options.backend)));

@@ -33,6 +33,10 @@ Error writeCounters(const ddprt_counters &counters, ddprt_counters *given);
 /// DDPRT_SIMULATED_LINK, if set and not empty, overrides the simulated
 /// link of `options`; a malformed value fails, naming the variable.
 Error readSimulatedLinkVariable(ddprt_options &options);
+/// DDPRT_RANKS_PER_NODE, if set and not empty, overrides
+/// `options.ranks_per_node`; a value that is not a count fails.
+Error readRanksPerNodeVariable(ddprt_options &options);
+inline constexpr const char *kRanksPerNodeVariable = "DDPRT_RANKS_PER_NODE";
 /// The options of ddprt_init: timeout, backend and simulated link.
 Error checkOptions(const ddprt_options &options);
 

@@ -170,6 +170,17 @@ Error checkAllreduce(const ddprt_context *context,
   return checkBuffers(buffers, count, "allreduce buffer");
 }
 
+Error checkGroup(const ddprt_group &group, const ddprt_reduction &reduction) {
+  if (asInt(group) < DDPRT_GROUP_WORLD ||
+      asInt(group) > DDPRT_GROUP_ACROSS_NODES)
+    return invalid("unknown group " + std::to_string(asInt(group)));
+  if (group == DDPRT_GROUP_NODE && asInt(reduction) == DDPRT_MEAN)
+    return invalid("a mean within a node is not defined (it would divide by "
+                   "the world size): sum within the node, then take the mean "
+                   "across nodes");
+  return Error::success();
+}
+
 Error checkAllgather(const ddprt_context *context, const ddprt_role &role,
                      const ddprt_buffer *inputs, const ddprt_buffer *outputs,
                      int count) {

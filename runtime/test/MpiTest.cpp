@@ -638,6 +638,152 @@ TEST_F(Mpi, AllgatherInPlace) {
   EXPECT_EQ(wrong, 0);
 }
 
+/// A context that sees the 4 ranks as 2 nodes of 2 (ranks 0, 1 and 2, 3).
+void createTwoNodes(ddprt_options &options) {
+  ddprt_default_options(&options);
+  options.timeout_seconds = 30.0;
+  options.ranks_per_node = 2;
+}
+
+TEST_F(Mpi, TwoLevelAllreduceEqualsTheWorldsOnTwoNodesOfTwo) {
+  ASSERT_EQ(ddprt_finalize(context), DDPRT_OK);
+  context = nullptr;
+  ddprt_options options;
+  createTwoNodes(options);
+  create(options);
+  int nodes = 0, onNode = 0;
+  ASSERT_EQ(ddprt_node_layout(context, &nodes, &onNode), DDPRT_OK);
+  EXPECT_EQ(nodes, 2);
+  EXPECT_EQ(onNode, 2);
+  // Small (one staged collective) and large (a ring of its own) tensors.
+  for (int64_t numel : {int64_t(37), int64_t(300000)}) {
+    TypedArray a(DDPRT_F32, numel), b(DDPRT_F64, 5);
+    for (int64_t i = 0; i < numel; ++i)
+      a.set(i, smallInteger(i, rank));
+    for (int64_t i = 0; i < 5; ++i)
+      b.set(i, smallInteger(i + 3, rank));
+    ddprt_buffer buffers[] = {a.buffer(), b.buffer()};
+    ddprt_counters before = DDPRT_COUNTERS_INITIALIZER;
+    ASSERT_EQ(ddprt_get_counters(context, &before), DDPRT_OK);
+    ASSERT_EQ(ddprt_allreduce_group(context, DDPRT_GROUP_NODE, DDPRT_SUM,
+                                    DDPRT_ROLE_GRADIENT, buffers, 2),
+              DDPRT_OK)
+        << ddprt_last_error(context);
+    ddprt_counters within = DDPRT_COUNTERS_INITIALIZER;
+    ASSERT_EQ(ddprt_get_counters(context, &within), DDPRT_OK);
+    // Nothing crossed the network.
+    EXPECT_EQ(within.bytes_sent[DDPRT_ROLE_GRADIENT],
+              before.bytes_sent[DDPRT_ROLE_GRADIENT]);
+    int first = rank / 2 * 2;
+    for (int64_t i = 0; i < numel; i += 997)
+      ASSERT_EQ(a.get(i), smallInteger(i, first) + smallInteger(i, first + 1))
+          << "rank " << rank << " element " << i;
+    ddprt_request *request = nullptr;
+    ASSERT_EQ(ddprt_allreduce_group_start(context, DDPRT_GROUP_ACROSS_NODES,
+                                          DDPRT_MEAN, DDPRT_ROLE_GRADIENT,
+                                          buffers, 2, &request),
+              DDPRT_OK)
+        << ddprt_last_error(context);
+    ASSERT_EQ(ddprt_wait(context, request), DDPRT_OK)
+        << ddprt_last_error(context);
+    ddprt_counters across = DDPRT_COUNTERS_INITIALIZER;
+    ASSERT_EQ(ddprt_get_counters(context, &across), DDPRT_OK);
+    EXPECT_EQ(across.bytes_sent[DDPRT_ROLE_GRADIENT] -
+                  within.bytes_sent[DDPRT_ROLE_GRADIENT],
+              uint64_t(numel * 4 + 5 * 8));
+    for (int64_t i = 0; i < numel; i += 997) {
+      double mean = 0.0;
+      for (int r = 0; r < kWorld; ++r)
+        mean += smallInteger(i, r);
+      ASSERT_EQ(a.get(i), mean / kWorld) << "rank " << rank << " element " << i;
+    }
+    for (int64_t i = 0; i < 5; ++i) {
+      double mean = 0.0;
+      for (int r = 0; r < kWorld; ++r)
+        mean += smallInteger(i + 3, r);
+      EXPECT_EQ(b.get(i), mean / kWorld);
+    }
+    EXPECT_TRUE(sameOnAllRanks(a.data(), size_t(numel) * 4));
+  }
+}
+
+TEST_F(Mpi, AcrossNodesEachNodeSendsItsFirstRanksCopy) {
+  ASSERT_EQ(ddprt_finalize(context), DDPRT_OK);
+  context = nullptr;
+  ddprt_options options;
+  createTwoNodes(options);
+  create(options);
+  // The second rank of each node holds something else: what it gets back
+  // is the sum of the first ranks' copies.
+  TypedArray a(DDPRT_F32, 8);
+  for (int64_t i = 0; i < 8; ++i)
+    a.set(i, rank % 2 == 0 ? double(rank + i) : 1000.0);
+  ddprt_buffer buffer = a.buffer();
+  ASSERT_EQ(ddprt_allreduce_group(context, DDPRT_GROUP_ACROSS_NODES, DDPRT_SUM,
+                                  DDPRT_ROLE_GRADIENT, &buffer, 1),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  for (int64_t i = 0; i < 8; ++i)
+    EXPECT_EQ(a.get(i), double(0 + i) + double(2 + i));
+}
+
+TEST_F(Mpi, GroupsOfOneNodeAndAMeanWithinANode) {
+  // By processor name the 4 ranks share this machine: one node of 4.
+  int nodes = 0, onNode = 0;
+  ASSERT_EQ(ddprt_node_layout(context, &nodes, &onNode), DDPRT_OK);
+  EXPECT_EQ(nodes, 1);
+  EXPECT_EQ(onNode, kWorld);
+  TypedArray a(DDPRT_F32, 3);
+  for (int64_t i = 0; i < 3; ++i)
+    a.set(i, smallInteger(i, rank));
+  ddprt_buffer buffer = a.buffer();
+  EXPECT_EQ(ddprt_allreduce_group(context, DDPRT_GROUP_NODE, DDPRT_MEAN,
+                                  DDPRT_ROLE_GRADIENT, &buffer, 1),
+            DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ddprt_last_error(context)).find("mean within a node"),
+            std::string::npos)
+      << ddprt_last_error(context);
+  EXPECT_EQ(ddprt_allreduce_group(context, ddprt_group(7), DDPRT_SUM,
+                                  DDPRT_ROLE_GRADIENT, &buffer, 1),
+            DDPRT_ERROR_INVALID_ARGUMENT);
+  // One node: within it is the world; across the one node is a no-op.
+  ASSERT_EQ(ddprt_allreduce_group(context, DDPRT_GROUP_NODE, DDPRT_SUM,
+                                  DDPRT_ROLE_GRADIENT, &buffer, 1),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  ASSERT_EQ(ddprt_allreduce_group(context, DDPRT_GROUP_ACROSS_NODES, DDPRT_MEAN,
+                                  DDPRT_ROLE_GRADIENT, &buffer, 1),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  for (int64_t i = 0; i < 3; ++i) {
+    double sum = 0.0;
+    for (int r = 0; r < kWorld; ++r)
+      sum += smallInteger(i, r);
+    EXPECT_EQ(a.get(i), sum / kWorld);
+  }
+}
+
+TEST_F(Mpi, RanksPerNodeFromTheEnvironment) {
+  ASSERT_EQ(ddprt_finalize(context), DDPRT_OK);
+  context = nullptr;
+  setenv("DDPRT_RANKS_PER_NODE", "two", 1);
+  ddprt_options options;
+  ddprt_default_options(&options);
+  EXPECT_EQ(ddprt_init(&options, &context), DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ddprt_last_error(context)).find("DDPRT_RANKS_PER_NODE"),
+            std::string::npos);
+  ddprt_finalize(context);
+  context = nullptr;
+  setenv("DDPRT_RANKS_PER_NODE", "1", 1);
+  options.timeout_seconds = 30.0;
+  create(options);
+  unsetenv("DDPRT_RANKS_PER_NODE");
+  int nodes = 0, onNode = 0;
+  ASSERT_EQ(ddprt_node_layout(context, &nodes, &onNode), DDPRT_OK);
+  EXPECT_EQ(nodes, kWorld);
+  EXPECT_EQ(onNode, 1);
+}
+
 TEST_F(Mpi, RanksPassingDifferentAllgathersAllGetMismatch) {
   struct Case {
     const char *what;

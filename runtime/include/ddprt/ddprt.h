@@ -47,7 +47,7 @@
    runtime's CMake refuses to configure when they differ), as
    MAJOR * 10000 + MINOR * 100 + PATCH (0.2.0 is 200). */
 #define DDPRT_VERSION_MAJOR 0
-#define DDPRT_VERSION_MINOR 2
+#define DDPRT_VERSION_MINOR 3
 #define DDPRT_VERSION_PATCH 0
 #define DDPRT_VERSION                                                          \
   (DDPRT_VERSION_MAJOR * 10000 + DDPRT_VERSION_MINOR * 100 +                   \
@@ -112,6 +112,22 @@ typedef enum ddprt_reduction {
   DDPRT_SUM = 0, /* element-wise sum over ranks */
   DDPRT_MEAN = 1 /* the sum divided by the world size */
 } ddprt_reduction;
+
+/* Which ranks a collective joins (ddprt_allreduce_group). A node is the
+   ranks that share a machine (the same processor name, or
+   ddprt_options.ranks_per_node consecutive ranks). */
+typedef enum ddprt_group {
+  DDPRT_GROUP_WORLD = 0, /* every rank of the job */
+  DDPRT_GROUP_NODE = 1,  /* the ranks of this rank's node, through shared
+                            memory; never over the network */
+  /* One rank per node: the buffers must hold the same values on every rank
+     of a node (what an allreduce within the node left there). The node's
+     first rank exchanges them with the other nodes' first ranks over the
+     network, then passes the result to the rest of its node. A mean
+     divides by the world size: each node's buffers stand for the sum of
+     its ranks'. */
+  DDPRT_GROUP_ACROSS_NODES = 2
+} ddprt_group;
 
 /* A factor known only at run time (ddp.scale, ddp.cast scaled by). */
 typedef enum ddprt_world_scale {
@@ -211,12 +227,18 @@ typedef struct ddprt_options {
      The CUDA backend refuses it (DDPRT_ERROR_UNSUPPORTED). */
   double simulated_link_gbps;
   double simulated_link_latency_us;
+  /* 0 (the default): ranks with the same processor name share a node
+     (ddprt_group). k > 0: ranks r with the same r / k do, as if the job
+     ran k ranks per machine (a test of a multi-node layout on one machine;
+     Open MPI's --map-by ppr:k:node places ranks so). The environment
+     variable DDPRT_RANKS_PER_NODE=<k> overrides it. Since 0.3.0. */
+  int ranks_per_node;
 } ddprt_options;
 
 /* The defaults: CPU backend, 300 s timeout, shape checks on, no simulated
-   link. */
+   link, nodes from the processor names. */
 #define DDPRT_OPTIONS_INITIALIZER                                              \
-  { sizeof(ddprt_options), DDPRT_VERSION, DDPRT_BACKEND_CPU, 300.0, 1, 0, 0 }
+  { sizeof(ddprt_options), DDPRT_VERSION, DDPRT_BACKEND_CPU, 300.0, 1, 0, 0, 0 }
 
 /* Fills `options` with DDPRT_OPTIONS_INITIALIZER. Inline, so that it
    writes the struct the caller was compiled with: a function in the
@@ -301,6 +323,30 @@ ddprt_status ddprt_allreduce_start(ddprt_context *context,
                                    ddprt_reduction reduction, ddprt_role role,
                                    ddprt_buffer *buffers, int count,
                                    ddprt_request **request);
+/* ddprt_allreduce and ddprt_allreduce_start over the ranks of `group`
+   only: DDPRT_GROUP_NODE sums within this rank's node (a mean there is
+   refused: it would divide by the world size), DDPRT_GROUP_ACROSS_NODES
+   exchanges one copy per node (see ddprt_group). Together they make a
+   two-level allreduce: sum within the node, then reduce (compressed or
+   not) across the nodes. DDPRT_GROUP_WORLD is ddprt_allreduce. Collectives
+   within a node are not counted in ddprt_counters (they send nothing over
+   the network); across nodes, every rank of a node counts what its node
+   sends. The CUDA backend supports DDPRT_GROUP_WORLD only
+   (DDPRT_ERROR_UNSUPPORTED). Since 0.3.0. */
+ddprt_status ddprt_allreduce_group(ddprt_context *context, ddprt_group group,
+                                   ddprt_reduction reduction, ddprt_role role,
+                                   ddprt_buffer *buffers, int count);
+ddprt_status ddprt_allreduce_group_start(ddprt_context *context,
+                                         ddprt_group group,
+                                         ddprt_reduction reduction,
+                                         ddprt_role role, ddprt_buffer *buffers,
+                                         int count, ddprt_request **request);
+
+/* The number of nodes of the job and this rank's node's number of ranks
+   (see ddprt_group); either pointer may be NULL. */
+ddprt_status ddprt_node_layout(const ddprt_context *context, int *nodes,
+                               int *ranks_on_node);
+
 /* Waits for the request and frees it (also on failure). */
 ddprt_status ddprt_wait(ddprt_context *context, ddprt_request *request);
 /* *completed = 1 if the request has completed (on the device, for CUDA),
@@ -521,6 +567,8 @@ int32_t ddprt_nonfinite_is_this_rank_only(const ddprt_context *context);
   X(ddprt_host_barrier)                                                        \
   X(ddprt_allreduce)                                                           \
   X(ddprt_allreduce_start)                                                     \
+  X(ddprt_allreduce_group)                                                     \
+  X(ddprt_allreduce_group_start)                                               \
   X(ddprt_wait)                                                                \
   X(ddprt_allgather)                                                           \
   X(ddprt_scale)                                                               \

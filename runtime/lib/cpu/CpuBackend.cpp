@@ -30,6 +30,7 @@ namespace {
 /// staging buffer its small tensors travel in. Owned by the queued work, on
 /// the communication thread.
 struct Bucket {
+  ddprt_group group;
   ddprt_reduction reduction;
   std::vector<ddprt_buffer> buffers;
   std::vector<int64_t> signature;
@@ -59,14 +60,15 @@ Error reduce(Collectives &collectives, Bucket &bucket) {
       small[buffer.dtype].push_back(buffer);
       continue;
     }
-    DDPRT_TRY(collectives.sum(buffer.data, buffer.numel, buffer.dtype,
-                              mean && !narrow ? inverse : 1.0));
+    DDPRT_TRY(collectives.sum(bucket.group, buffer.data, buffer.numel,
+                              buffer.dtype, mean && !narrow ? inverse : 1.0));
   }
   for (auto &[dtype, group] : small) {
     bool narrow = dtype == DDPRT_F16 || dtype == DDPRT_BF16;
     double scale = mean && !narrow ? inverse : 1.0;
     if (group.size() == 1) {
-      DDPRT_TRY(collectives.sum(group[0].data, group[0].numel, dtype, scale));
+      DDPRT_TRY(collectives.sum(bucket.group, group[0].data, group[0].numel,
+                                dtype, scale));
       continue;
     }
     size_t elementSize = ddprt_dtype_size(dtype);
@@ -81,7 +83,8 @@ Error reduce(Collectives &collectives, Bucket &bucket) {
                   size_t(buffer.numel) * elementSize);
       offset += size_t(buffer.numel) * elementSize;
     }
-    DDPRT_TRY(collectives.sum(staging.data(), total, dtype, scale));
+    DDPRT_TRY(
+        collectives.sum(bucket.group, staging.data(), total, dtype, scale));
     offset = 0;
     for (const ddprt_buffer &buffer : group) {
       std::memcpy(buffer.data, staging.data() + offset,
@@ -154,16 +157,17 @@ public:
       : communicator_(communicator) {}
 
   /// Through the queue, so that it keeps its place among started ones.
-  Error allreduce(ddprt_reduction reduction, ddprt_buffer *buffers,
-                  int count) override {
-    return communicator_.run(reduceWork(reduction, buffers, count));
+  Error allreduce(ddprt_group group, ddprt_reduction reduction,
+                  ddprt_buffer *buffers, int count) override {
+    return communicator_.run(reduceWork(group, reduction, buffers, count));
   }
 
-  Error allreduceStart(ddprt_reduction reduction, ddprt_buffer *buffers,
-                       int count, std::unique_ptr<Request> &result) override {
+  Error allreduceStart(ddprt_group group, ddprt_reduction reduction,
+                       ddprt_buffer *buffers, int count,
+                       std::unique_ptr<Request> &result) override {
     auto request = std::make_unique<CpuRequest>();
     request->operation =
-        communicator_.start(reduceWork(reduction, buffers, count));
+        communicator_.start(reduceWork(group, reduction, buffers, count));
     result = std::move(request);
     return Error::success();
   }
@@ -313,11 +317,13 @@ public:
 private:
   /// The work that checks and reduces the bucket (reduce), owning a copy
   /// of its buffer list and its staging buffer.
-  static Communicator::Work reduceWork(ddprt_reduction reduction,
+  static Communicator::Work reduceWork(ddprt_group group,
+                                       ddprt_reduction reduction,
                                        ddprt_buffer *buffers, int count) {
-    Bucket bucket{reduction,
+    Bucket bucket{group,
+                  reduction,
                   std::vector<ddprt_buffer>(buffers, buffers + count),
-                  bucketSignature(reduction, buffers, count),
+                  bucketSignature(reduction, buffers, count, group),
                   {}};
     return [bucket = std::move(bucket)](Collectives &collectives) mutable {
       return reduce(collectives, bucket);

@@ -245,11 +245,29 @@ public:
     }
   }
 
-  Error allreduce(ddprt_reduction reduction, ddprt_buffer *buffers,
-                  int count) override {
+  Error allreduce(ddprt_group group, ddprt_reduction reduction,
+                  ddprt_buffer *buffers, int count) override {
     std::unique_ptr<Request> request;
-    DDPRT_TRY(allreduceStart(reduction, buffers, count, request));
+    DDPRT_TRY(allreduceStart(group, reduction, buffers, count, request));
     return wait(*request);
+  }
+
+  /// NCCL's communicator spans the world: a group is served where it is
+  /// the world (the node of a one-node job, the nodes of a job with one
+  /// rank per node), refused otherwise.
+  Error checkGroup(ddprt_group group) {
+    bool world =
+        group == DDPRT_GROUP_WORLD ||
+        (group == DDPRT_GROUP_NODE && communicator_.nodeCount() == 1) ||
+        (group == DDPRT_GROUP_ACROSS_NODES && communicator_.ranksOnNode() == 1);
+    if (world)
+      return Error::success();
+    return fail(DDPRT_ERROR_UNSUPPORTED,
+                "the CUDA backend reduces within or across nodes only where "
+                "that is every rank (one node, or one rank per node); this "
+                "job has " +
+                    std::to_string(communicator_.nodeCount()) + " nodes of " +
+                    std::to_string(communicator_.ranksOnNode()) + " ranks");
   }
 
   /// The mean as the CPU backend computes it: f16/bf16 are divided first,
@@ -258,11 +276,13 @@ public:
   /// type). ncclAvg is not used for f16/bf16: NCCL rounds its 1/W to the
   /// narrow type (bf16(1/3) is 0.2% too large), which biases every mean
   /// where W is not a power of two.
-  Error allreduceStart(ddprt_reduction reduction, ddprt_buffer *buffers,
-                       int count, std::unique_ptr<Request> &result) override {
+  Error allreduceStart(ddprt_group group, ddprt_reduction reduction,
+                       ddprt_buffer *buffers, int count,
+                       std::unique_ptr<Request> &result) override {
     DDPRT_TRY(enter());
+    DDPRT_TRY(checkGroup(group));
     DDPRT_TRY(communicator_.checkSameOnAllRanks(
-        bucketSignature(reduction, buffers, count), "allreduce"));
+        bucketSignature(reduction, buffers, count, group), "allreduce"));
     auto request = std::make_unique<CudaRequest>();
     CUDA_TRY(cudaEventCreateWithFlags(&request->done, cudaEventDisableTiming));
     CUDA_TRY(cudaEventRecord(ready_, compute_));
