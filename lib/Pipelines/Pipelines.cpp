@@ -50,6 +50,8 @@ void mlir::ddp::buildCompressionPipeline(
   pm.addPass(createConvertShardToDDP());
   pm.addNestedPass<func::FuncOp>(
       createDDPBucketize(DDPBucketizeOptions{options.bucketCapMb}));
+  if (options.twoLevel)
+    pm.addNestedPass<func::FuncOp>(createDDPTwoLevel());
   if (!options.plan.empty()) {
     DDPPlanOptions plan;
     plan.profile = options.plan;

@@ -36,7 +36,7 @@ Error prepareCollective(ddprt_context *context, const ddprt_group &group,
                         const ddprt_role &role, const ddprt_buffer *buffers,
                         int count) {
   DDPRT_TRY(checkAllreduce(context, reduction, role, buffers, count));
-  DDPRT_TRY(checkGroup(group, reduction));
+  DDPRT_TRY(checkGroup(context, group, reduction));
   // Within a node nothing crosses the network.
   if (group != DDPRT_GROUP_NODE)
     countCollective(context->counters, role, buffers, count);

@@ -236,6 +236,10 @@ Error Collectives::create(const ddprt_options &options,
         nodes.begin() + r)
       self->leaders_.push_back(r);
   }
+  for (int leader : self->leaders_)
+    self->nodesAlike_ &=
+        std::count(nodes.begin(), nodes.end(), nodes[size_t(leader)]) ==
+        std::ptrdiff_t(self->nodeRanks_.size());
   DDPRT_TRY(
       self->check(MPI_Op_create(&narrowSum<halfBitsToFloat, floatToHalfBits>, 1,
                                 &self->halfSum_),

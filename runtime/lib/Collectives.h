@@ -69,6 +69,15 @@ public:
   /// order (its first is the node's leader across nodes).
   int nodeCount() const { return int(leaders_.size()); }
   const std::vector<int> &nodeRanks() const { return nodeRanks_; }
+  /// Whether every node has as many ranks.
+  bool nodesAlike() const { return nodesAlike_; }
+  /// How many ranks a collective over `group` joins (what a mean divides
+  /// by): the world, this node's ranks, or the nodes.
+  int members(ddprt_group group) const {
+    return group == DDPRT_GROUP_NODE           ? int(nodeRanks_.size())
+           : group == DDPRT_GROUP_ACROSS_NODES ? nodeCount()
+                                               : size_;
+  }
   /// Whether a thread other than the one that initialized MPI may call it
   /// (MPI_THREAD_SERIALIZED or more was provided).
   bool callableFromAnyThread() const { return callableFromAnyThread_; }
@@ -133,6 +142,7 @@ private:
   int rank_ = 0, size_ = 1, localRank_ = 0;
   /// Every world rank; this node's ranks; each node's first rank.
   std::vector<int> world_{0}, nodeRanks_{0}, leaders_{0};
+  bool nodesAlike_ = true;
   bool callableFromAnyThread_ = false;
   double timeoutSeconds_ = 0.0;
   bool checkShapes_ = true;

@@ -55,6 +55,7 @@ public:
   int localRank() const { return collectives_->localRank(); }
   int nodeCount() const { return collectives_->nodeCount(); }
   int ranksOnNode() const { return int(collectives_->nodeRanks().size()); }
+  bool nodesAlike() const { return collectives_->nodesAlike(); }
   /// Whether queued work progresses on a thread of its own (else it runs
   /// on the caller's thread, in wait: a job of one rank, or MPI
   /// initialized by the host below MPI_THREAD_SERIALIZED).

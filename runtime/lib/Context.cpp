@@ -63,6 +63,10 @@ double worldScale(const ddprt_context &context, ddprt_world_scale factor) {
     return 1.0 / world;
   case DDPRT_SCALE_WORLD_SIZE:
     return double(world);
+  case DDPRT_SCALE_INVERSE_NODE_COUNT:
+    return 1.0 / context.communicator->nodeCount();
+  case DDPRT_SCALE_NODE_COUNT:
+    return double(context.communicator->nodeCount());
   }
   return 0.0;
 }

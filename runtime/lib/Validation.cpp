@@ -144,8 +144,7 @@ Error checkRole(const ddprt_role &role) {
 
 Error checkWorldScale(const ddprt_world_scale &factor) {
   int raw = asInt(factor);
-  if (raw != DDPRT_SCALE_NONE && raw != DDPRT_SCALE_INVERSE_WORLD_SIZE &&
-      raw != DDPRT_SCALE_WORLD_SIZE)
+  if (raw < DDPRT_SCALE_NONE || raw > DDPRT_SCALE_NODE_COUNT)
     return invalid("unknown world scale " + std::to_string(raw));
   return Error::success();
 }
@@ -170,14 +169,21 @@ Error checkAllreduce(const ddprt_context *context,
   return checkBuffers(buffers, count, "allreduce buffer");
 }
 
-Error checkGroup(const ddprt_group &group, const ddprt_reduction &reduction) {
+Error checkGroup(const ddprt_context *context, const ddprt_group &group,
+                 const ddprt_reduction &reduction) {
   if (asInt(group) < DDPRT_GROUP_WORLD ||
       asInt(group) > DDPRT_GROUP_ACROSS_NODES)
     return invalid("unknown group " + std::to_string(asInt(group)));
-  if (group == DDPRT_GROUP_NODE && asInt(reduction) == DDPRT_MEAN)
-    return invalid("a mean within a node is not defined (it would divide by "
-                   "the world size): sum within the node, then take the mean "
-                   "across nodes");
+  const Communicator &communicator = *context->communicator;
+  if (group == DDPRT_GROUP_ACROSS_NODES && asInt(reduction) == DDPRT_MEAN &&
+      !communicator.nodesAlike())
+    return invalid(
+        "a mean across nodes needs as many ranks on every node (the mean of "
+        "the nodes' means is the job's mean only then); this job has " +
+        std::to_string(communicator.nodeCount()) +
+        " nodes of different "
+        "sizes: set ranks_per_node (DDPRT_RANKS_PER_NODE) to a divisor of the "
+        "world size, or reduce over the world");
   return Error::success();
 }
 

@@ -48,9 +48,10 @@ Error checkContext(const ddprt_context *context);
 Error checkAllreduce(const ddprt_context *context,
                      const ddprt_reduction &reduction, const ddprt_role &role,
                      const ddprt_buffer *buffers, int count);
-/// A known group; a mean within a node is refused (it would divide by the
-/// world size).
-Error checkGroup(const ddprt_group &group, const ddprt_reduction &reduction);
+/// A known group; a mean across nodes of different sizes is refused (it
+/// would not be the job's mean).
+Error checkGroup(const ddprt_context *context, const ddprt_group &group,
+                 const ddprt_reduction &reduction);
 /// Any dtype of the list; outputs[i] has inputs[i]'s dtype and world size
 /// times its elements.
 Error checkAllgather(const ddprt_context *context, const ddprt_role &role,

@@ -665,7 +665,7 @@ TEST_F(Mpi, TwoLevelAllreduceEqualsTheWorldsOnTwoNodesOfTwo) {
     ddprt_buffer buffers[] = {a.buffer(), b.buffer()};
     ddprt_counters before = DDPRT_COUNTERS_INITIALIZER;
     ASSERT_EQ(ddprt_get_counters(context, &before), DDPRT_OK);
-    ASSERT_EQ(ddprt_allreduce_group(context, DDPRT_GROUP_NODE, DDPRT_SUM,
+    ASSERT_EQ(ddprt_allreduce_group(context, DDPRT_GROUP_NODE, DDPRT_MEAN,
                                     DDPRT_ROLE_GRADIENT, buffers, 2),
               DDPRT_OK)
         << ddprt_last_error(context);
@@ -676,7 +676,8 @@ TEST_F(Mpi, TwoLevelAllreduceEqualsTheWorldsOnTwoNodesOfTwo) {
               before.bytes_sent[DDPRT_ROLE_GRADIENT]);
     int first = rank / 2 * 2;
     for (int64_t i = 0; i < numel; i += 997)
-      ASSERT_EQ(a.get(i), smallInteger(i, first) + smallInteger(i, first + 1))
+      ASSERT_EQ(a.get(i),
+                (smallInteger(i, first) + smallInteger(i, first + 1)) / 2)
           << "rank " << rank << " element " << i;
     ddprt_request *request = nullptr;
     ASSERT_EQ(ddprt_allreduce_group_start(context, DDPRT_GROUP_ACROSS_NODES,
@@ -727,7 +728,45 @@ TEST_F(Mpi, AcrossNodesEachNodeSendsItsFirstRanksCopy) {
     EXPECT_EQ(a.get(i), double(0 + i) + double(2 + i));
 }
 
-TEST_F(Mpi, GroupsOfOneNodeAndAMeanWithinANode) {
+TEST_F(Mpi, AMeanAcrossNodesOfDifferentSizesIsRefused) {
+  ASSERT_EQ(ddprt_finalize(context), DDPRT_OK);
+  context = nullptr;
+  ddprt_options options;
+  createTwoNodes(options);
+  options.ranks_per_node = 3; // ranks 0, 1, 2 and rank 3
+  create(options);
+  int nodes = 0, onNode = 0;
+  ASSERT_EQ(ddprt_node_layout(context, &nodes, &onNode), DDPRT_OK);
+  EXPECT_EQ(nodes, 2);
+  EXPECT_EQ(onNode, rank < 3 ? 3 : 1);
+  TypedArray a(DDPRT_F32, 4);
+  for (int64_t i = 0; i < 4; ++i)
+    a.set(i, smallInteger(i, rank));
+  ddprt_buffer buffer = a.buffer();
+  EXPECT_EQ(ddprt_allreduce_group(context, DDPRT_GROUP_ACROSS_NODES, DDPRT_MEAN,
+                                  DDPRT_ROLE_GRADIENT, &buffer, 1),
+            DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ddprt_last_error(context)).find("different sizes"),
+            std::string::npos)
+      << ddprt_last_error(context);
+  // A sum within each node, then across them, is the world's sum.
+  ASSERT_EQ(ddprt_allreduce_group(context, DDPRT_GROUP_NODE, DDPRT_SUM,
+                                  DDPRT_ROLE_GRADIENT, &buffer, 1),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  ASSERT_EQ(ddprt_allreduce_group(context, DDPRT_GROUP_ACROSS_NODES, DDPRT_SUM,
+                                  DDPRT_ROLE_GRADIENT, &buffer, 1),
+            DDPRT_OK)
+      << ddprt_last_error(context);
+  for (int64_t i = 0; i < 4; ++i) {
+    double sum = 0.0;
+    for (int r = 0; r < kWorld; ++r)
+      sum += smallInteger(i, r);
+    EXPECT_EQ(a.get(i), sum);
+  }
+}
+
+TEST_F(Mpi, GroupsOfOneNode) {
   // By processor name the 4 ranks share this machine: one node of 4.
   int nodes = 0, onNode = 0;
   ASSERT_EQ(ddprt_node_layout(context, &nodes, &onNode), DDPRT_OK);
@@ -737,17 +776,11 @@ TEST_F(Mpi, GroupsOfOneNodeAndAMeanWithinANode) {
   for (int64_t i = 0; i < 3; ++i)
     a.set(i, smallInteger(i, rank));
   ddprt_buffer buffer = a.buffer();
-  EXPECT_EQ(ddprt_allreduce_group(context, DDPRT_GROUP_NODE, DDPRT_MEAN,
-                                  DDPRT_ROLE_GRADIENT, &buffer, 1),
-            DDPRT_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(ddprt_last_error(context)).find("mean within a node"),
-            std::string::npos)
-      << ddprt_last_error(context);
   EXPECT_EQ(ddprt_allreduce_group(context, ddprt_group(7), DDPRT_SUM,
                                   DDPRT_ROLE_GRADIENT, &buffer, 1),
             DDPRT_ERROR_INVALID_ARGUMENT);
   // One node: within it is the world; across the one node is a no-op.
-  ASSERT_EQ(ddprt_allreduce_group(context, DDPRT_GROUP_NODE, DDPRT_SUM,
+  ASSERT_EQ(ddprt_allreduce_group(context, DDPRT_GROUP_NODE, DDPRT_MEAN,
                                   DDPRT_ROLE_GRADIENT, &buffer, 1),
             DDPRT_OK)
       << ddprt_last_error(context);
@@ -761,6 +794,11 @@ TEST_F(Mpi, GroupsOfOneNodeAndAMeanWithinANode) {
       sum += smallInteger(i, r);
     EXPECT_EQ(a.get(i), sum / kWorld);
   }
+  // One node: scaling by the node count changes nothing.
+  std::vector<double> before = a.values();
+  ASSERT_EQ(ddprt_scale(context, DDPRT_SCALE_NODE_COUNT, &buffer, 1), DDPRT_OK)
+      << ddprt_last_error(context);
+  EXPECT_EQ(a.values(), before);
 }
 
 TEST_F(Mpi, RanksPerNodeFromTheEnvironment) {

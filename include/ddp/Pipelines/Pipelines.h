@@ -135,6 +135,12 @@ struct CompressionPipelineOptions
       *this, "bucket-cap-mb",
       llvm::cl::desc("Bucket size cap in MiB (default: 25)"),
       llvm::cl::init(25.0)};
+  PassOptions::Option<bool> twoLevel{
+      *this, "two-level",
+      llvm::cl::desc("Reduce within each node first and compress only what "
+                     "crosses the network, across nodes (ddp-two-level; "
+                     "default: false)"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> fuse{
       *this, "fuse",
       llvm::cl::desc("Fuse into the runtime's kernels (default: true)"),
@@ -146,10 +152,10 @@ struct CompressionPipelineOptions
       llvm::cl::init(true)};
 };
 
-/// bucketize -> insert-powersgd (if powersgd-rank > 0), ddp-apply-hook (if
-/// hook) or insert-quantization (if quantize): at most one of the three ->
-/// fp16/bf16 (if narrow) -> ddp-fuse-kernels (if fuse) ->
-/// ddp-schedule-overlap (if overlap).
+/// bucketize -> ddp-two-level (if two-level) -> insert-powersgd (if
+/// powersgd-rank > 0), ddp-apply-hook (if hook) or insert-quantization (if
+/// quantize): at most one of the three -> fp16/bf16 (if narrow) ->
+/// ddp-fuse-kernels (if fuse) -> ddp-schedule-overlap (if overlap).
 void buildCompressionPipeline(OpPassManager &pm,
                               const CompressionPipelineOptions &options);
 

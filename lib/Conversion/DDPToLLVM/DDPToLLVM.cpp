@@ -85,11 +85,16 @@ struct AllReduceLowering : RuntimePattern<BufferAllReduceOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult lower(BufferAllReduceOp op, OpAdaptor adaptor,
                       RuntimeCall &rt) const override {
-    return replaceWithCall(op, rt, "ddprt_allreduce",
-                           {rt.constantI32(getRuntimeReduction(op.getKind())),
-                            rt.constantI32(getRuntimeRole(op.getRole())),
-                            rt.buffers(adaptor.getBuffers(), op.getBuffers()),
-                            rt.constantI32(op.getNumTensors())});
+    SmallVector<Value> args = {
+        rt.constantI32(getRuntimeReduction(op.getKind())),
+        rt.constantI32(getRuntimeRole(op.getRole())),
+        rt.buffers(adaptor.getBuffers(), op.getBuffers()),
+        rt.constantI32(op.getNumTensors())};
+    // Over the world: the plain entry point, as before groups existed.
+    if (op.getGroup() == CommGroup::world)
+      return replaceWithCall(op, rt, "ddprt_allreduce", args);
+    args.insert(args.begin(), rt.constantI32(getRuntimeGroup(op.getGroup())));
+    return replaceWithCall(op, rt, "ddprt_allreduce_group", args);
   }
 };
 
@@ -100,11 +105,16 @@ struct AllReduceStartLowering : RuntimePattern<BufferAllReduceStartOp> {
     Value buffers = rt.buffers(adaptor.getBuffers(), op.getBuffers());
     Value slot = rt.entryAlloca(rt.ptr, 1);
     LLVM::StoreOp::create(rt.b, rt.loc, rt.nullPointer(), slot);
-    if (failed(rt.checkedCall(
-            "ddprt_allreduce_start",
-            {rt.constantI32(getRuntimeReduction(op.getKind())),
-             rt.constantI32(getRuntimeRole(op.getRole())), buffers,
-             rt.constantI32(op.getBuffers().size()), slot})))
+    SmallVector<Value> args = {
+        rt.constantI32(getRuntimeReduction(op.getKind())),
+        rt.constantI32(getRuntimeRole(op.getRole())), buffers,
+        rt.constantI32(op.getBuffers().size()), slot};
+    bool world = op.getGroup() == CommGroup::world;
+    if (!world)
+      args.insert(args.begin(), rt.constantI32(getRuntimeGroup(op.getGroup())));
+    if (failed(rt.checkedCall(world ? "ddprt_allreduce_start"
+                                    : "ddprt_allreduce_group_start",
+                              args)))
       return failure();
     rt.b.replaceOp(op, LLVM::LoadOp::create(rt.b, rt.loc, rt.ptr, slot));
     return success();

@@ -115,17 +115,19 @@ typedef enum ddprt_reduction {
 
 /* Which ranks a collective joins (ddprt_allreduce_group). A node is the
    ranks that share a machine (the same processor name, or
-   ddprt_options.ranks_per_node consecutive ranks). */
+   ddprt_options.ranks_per_node consecutive ranks). A mean divides by the
+   number of members: the world size, the ranks on this node, the number of
+   nodes. */
 typedef enum ddprt_group {
   DDPRT_GROUP_WORLD = 0, /* every rank of the job */
   DDPRT_GROUP_NODE = 1,  /* the ranks of this rank's node, through shared
                             memory; never over the network */
-  /* One rank per node: the buffers must hold the same values on every rank
-     of a node (what an allreduce within the node left there). The node's
-     first rank exchanges them with the other nodes' first ranks over the
-     network, then passes the result to the rest of its node. A mean
-     divides by the world size: each node's buffers stand for the sum of
-     its ranks'. */
+  /* One member per node: the buffers must hold the same values on every
+     rank of a node (what an allreduce within the node left there). The
+     node's first rank exchanges them with the other nodes' first ranks over
+     the network, then passes the result to the rest of its node. A mean
+     across nodes of node means is the job's mean only if every node has as
+     many ranks: on a job whose nodes differ it is refused. */
   DDPRT_GROUP_ACROSS_NODES = 2
 } ddprt_group;
 
@@ -133,7 +135,11 @@ typedef enum ddprt_group {
 typedef enum ddprt_world_scale {
   DDPRT_SCALE_NONE = 0,
   DDPRT_SCALE_INVERSE_WORLD_SIZE = 1,
-  DDPRT_SCALE_WORLD_SIZE = 2
+  DDPRT_SCALE_WORLD_SIZE = 2,
+  /* The number of nodes (ddprt_group), for a mean across nodes. Since
+     0.3.0. */
+  DDPRT_SCALE_INVERSE_NODE_COUNT = 3,
+  DDPRT_SCALE_NODE_COUNT = 4
 } ddprt_world_scale;
 
 /* What a collective carries, for the counters: every role once, for the
@@ -324,14 +330,14 @@ ddprt_status ddprt_allreduce_start(ddprt_context *context,
                                    ddprt_buffer *buffers, int count,
                                    ddprt_request **request);
 /* ddprt_allreduce and ddprt_allreduce_start over the ranks of `group`
-   only: DDPRT_GROUP_NODE sums within this rank's node (a mean there is
-   refused: it would divide by the world size), DDPRT_GROUP_ACROSS_NODES
+   only: DDPRT_GROUP_NODE within this rank's node, DDPRT_GROUP_ACROSS_NODES
    exchanges one copy per node (see ddprt_group). Together they make a
-   two-level allreduce: sum within the node, then reduce (compressed or
-   not) across the nodes. DDPRT_GROUP_WORLD is ddprt_allreduce. Collectives
+   two-level allreduce: the mean within the node, then the mean across the
+   nodes (compressed or not). DDPRT_GROUP_WORLD is ddprt_allreduce. Collectives
    within a node are not counted in ddprt_counters (they send nothing over
    the network); across nodes, every rank of a node counts what its node
-   sends. The CUDA backend supports DDPRT_GROUP_WORLD only
+   sends. The CUDA backend serves a group only where it is every rank (a
+   job on one node, or of one rank per node), and refuses the others
    (DDPRT_ERROR_UNSUPPORTED). Since 0.3.0. */
 ddprt_status ddprt_allreduce_group(ddprt_context *context, ddprt_group group,
                                    ddprt_reduction reduction, ddprt_role role,

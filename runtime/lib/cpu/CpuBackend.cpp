@@ -46,7 +46,7 @@ struct Bucket {
 Error reduce(Collectives &collectives, Bucket &bucket) {
   DDPRT_TRY(collectives.checkSameOnAllRanks(bucket.signature, "allreduce"));
   const int64_t kSmallBytes = 64 * 1024;
-  double inverse = 1.0 / collectives.size();
+  double inverse = 1.0 / collectives.members(bucket.group);
   bool mean = bucket.reduction == DDPRT_MEAN;
   std::map<ddprt_dtype, std::vector<ddprt_buffer>> small;
   for (const ddprt_buffer &buffer : bucket.buffers) {

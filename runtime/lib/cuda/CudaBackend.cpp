@@ -287,6 +287,7 @@ public:
     CUDA_TRY(cudaEventCreateWithFlags(&request->done, cudaEventDisableTiming));
     CUDA_TRY(cudaEventRecord(ready_, compute_));
     CUDA_TRY(cudaStreamWaitEvent(commStream_, ready_, 0));
+    // checkGroup left only groups that are the world.
     int world = communicator_.size();
     bool mean = reduction == DDPRT_MEAN && world > 1;
     auto narrow = [](ddprt_dtype dtype) {

@@ -115,6 +115,10 @@ ddprt_world_scale mlir::ddp::getRuntimeScale(std::optional<WorldScale> scale) {
     return DDPRT_SCALE_INVERSE_WORLD_SIZE;
   case WorldScale::world_size:
     return DDPRT_SCALE_WORLD_SIZE;
+  case WorldScale::inverse_node_count:
+    return DDPRT_SCALE_INVERSE_NODE_COUNT;
+  case WorldScale::node_count:
+    return DDPRT_SCALE_NODE_COUNT;
   }
   llvm_unreachable("unknown scale");
 }
@@ -132,4 +136,16 @@ static_assert(getMaxEnumValForCommRole() + 1 == DDPRT_ROLE_COUNT,
 
 ddprt_role mlir::ddp::getRuntimeRole(CommRole role) {
   return static_cast<ddprt_role>(static_cast<uint32_t>(role));
+}
+
+ddprt_group mlir::ddp::getRuntimeGroup(CommGroup group) {
+  switch (group) {
+  case CommGroup::world:
+    return DDPRT_GROUP_WORLD;
+  case CommGroup::node:
+    return DDPRT_GROUP_NODE;
+  case CommGroup::across_nodes:
+    return DDPRT_GROUP_ACROSS_NODES;
+  }
+  llvm_unreachable("unknown group");
 }

@@ -328,7 +328,7 @@ LogicalResult Applier::run(const BucketFilter &filter, unsigned &compressed) {
     walkAndApplyPatterns(function, std::move(shard));
     SmallVector<AllReduceOp> allreduces;
     function.walk([&](AllReduceOp op) {
-      if (op.getRole() == CommRole::gradient)
+      if (op.isCompressible())
         allreduces.push_back(op);
     });
     unsigned nextIndex = 0;
@@ -422,6 +422,15 @@ LogicalResult Applier::rewrite(func::FuncOp function, AllReduceOp allreduce,
                                unsigned &nextIndex, unsigned &compressed) {
   MLIRContext *context = module.getContext();
   ValueRange inputs = allreduce.getInputs();
+  // A scheme's allgathers span every rank: each node's copy would count
+  // once per rank of the node.
+  if (allreduce.getGroup() != CommGroup::world)
+    return allreduce.emitError()
+           << passName << ": the scheme '" << scheme.getName()
+           << "' gathers over every rank and cannot reduce a bucket "
+           << stringifyCommGroup(allreduce.getGroup())
+           << "; across nodes, compress with PowerSGD or fp16/bf16, or "
+              "leave the bucket plain";
   // One bucket per element type, in order of first appearance.
   llvm::MapVector<Type, Group> groups;
   SmallVector<unsigned> plain;
@@ -541,7 +550,7 @@ LogicalResult Applier::rewrite(func::FuncOp function, AllReduceOp allreduce,
     rewriter.setInsertionPoint(allreduce);
     auto leftover =
         AllReduceOp::create(rewriter, allreduce.getLoc(), allreduce.getKind(),
-                            rest, allreduce.getRole());
+                            rest, allreduce.getRole(), allreduce.getGroup());
     for (auto [i, value] : llvm::zip(plain, leftover.getResults()))
       replacements[i] = value;
   }

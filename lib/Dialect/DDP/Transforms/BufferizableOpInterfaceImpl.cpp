@@ -209,7 +209,7 @@ struct InPlaceModel
 struct AllReduceModel : InPlaceModel<AllReduceModel, AllReduceOp> {
   static void create(RewriterBase &b, AllReduceOp op, ValueRange buffers) {
     BufferAllReduceOp::create(b, op.getLoc(), op.getKindAttr(), buffers,
-                              op.getRoleAttr());
+                              op.getRoleAttr(), op.getGroupAttr());
   }
 };
 
@@ -277,7 +277,7 @@ struct AllReduceStartModel
     auto request = RequestType::get(op->getContext(), types);
     replaceOpWithNewBufferizedOp<BufferAllReduceStartOp>(
         rewriter, op, request, start.getKindAttr(), buffers,
-        start.getRoleAttr());
+        start.getRoleAttr(), start.getGroupAttr());
     return success();
   }
 };

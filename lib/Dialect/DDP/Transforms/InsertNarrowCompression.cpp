@@ -43,12 +43,13 @@ static std::string whyNotNarrowable(Type type, FloatType narrow) {
   return "";
 }
 
-/// Casts `inputs` to `narrow`, pre-scaled by 1/W (fine-grained: ddp.scale
-/// then ddp.cast; ddp-fuse-kernels merges them).
+/// Casts `inputs` to `narrow`, pre-scaled by 1/W, W the members of `group`
+/// (fine-grained: ddp.scale then ddp.cast; ddp-fuse-kernels merges them).
 static SmallVector<Value> castDown(OpBuilder &builder, Location loc,
-                                   ValueRange inputs, FloatType narrow) {
+                                   ValueRange inputs, FloatType narrow,
+                                   CommGroup group) {
   auto scaled =
-      ScaleOp::create(builder, loc, inputs, WorldScale::inverse_world_size);
+      ScaleOp::create(builder, loc, inputs, inverseMembersScale(group));
   SmallVector<Type> narrowTypes;
   for (Type type : inputs.getTypes())
     narrowTypes.push_back(cast<RankedTensorType>(type).clone(narrow));
@@ -60,12 +61,11 @@ static SmallVector<Value> castDown(OpBuilder &builder, Location loc,
 /// Casts the reduced values back to `types`; a sum is scaled back by W.
 static SmallVector<Value> castUp(OpBuilder &builder, Location loc,
                                  ValueRange reduced, TypeRange types,
-                                 ReductionKind kind) {
+                                 ReductionKind kind, CommGroup group) {
   auto cast = CastOp::create(builder, loc, types, reduced, WorldScaleAttr());
   if (kind == ReductionKind::mean)
     return cast.getResults();
-  return ScaleOp::create(builder, loc, cast.getResults(),
-                         WorldScale::world_size)
+  return ScaleOp::create(builder, loc, cast.getResults(), membersScale(group))
       .getResults();
 }
 
@@ -96,7 +96,9 @@ struct NarrowAllReduce : OpRewritePattern<AllReduceOp> {
   LogicalResult matchAndRewrite(AllReduceOp op,
                                 PatternRewriter &rewriter) const override {
     FloatType narrow = config.narrow;
-    if (!hasWideFloat(op.getInputs().getTypes(), narrow))
+    // Within a node nothing crosses the network: the sum stays exact.
+    if (op.getGroup() == CommGroup::node ||
+        !hasWideFloat(op.getInputs().getTypes(), narrow))
       return failure();
     op = splitOffRejected(rewriter, op, config.passName, [&](Type type) {
       return whyNotNarrowable(type, narrow);
@@ -105,11 +107,13 @@ struct NarrowAllReduce : OpRewritePattern<AllReduceOp> {
       return failure(); // nothing is narrowable; the op is as it was
     rewriter.setInsertionPoint(op);
     Location loc = op.getLoc();
-    SmallVector<Value> down = castDown(rewriter, loc, op.getInputs(), narrow);
+    SmallVector<Value> down =
+        castDown(rewriter, loc, op.getInputs(), narrow, op.getGroup());
     auto reduced = AllReduceOp::create(rewriter, loc, ReductionKind::sum, down,
-                                       op.getRole());
-    SmallVector<Value> up = castUp(rewriter, loc, reduced.getResults(),
-                                   op.getResultTypes(), op.getKind());
+                                       op.getRole(), op.getGroup());
+    SmallVector<Value> up =
+        castUp(rewriter, loc, reduced.getResults(), op.getResultTypes(),
+               op.getKind(), op.getGroup());
     if (config.count)
       *config.count += op.getInputs().size();
     rewriter.replaceOp(op, up);
@@ -131,7 +135,8 @@ struct NarrowAllReduceStart : OpRewritePattern<WaitOp> {
                                 PatternRewriter &rewriter) const override {
     auto op = wait.getRequest().getDefiningOp<AllReduceStartOp>();
     FloatType narrow = config.narrow;
-    if (!op || !hasWideFloat(op.getInputs().getTypes(), narrow))
+    if (!op || op.getGroup() == CommGroup::node ||
+        !hasWideFloat(op.getInputs().getTypes(), narrow))
       return failure();
     for (auto [i, type] : llvm::enumerate(op.getInputs().getTypes())) {
       std::string reason = whyNotNarrowable(type, narrow);
@@ -145,14 +150,15 @@ struct NarrowAllReduceStart : OpRewritePattern<WaitOp> {
     }
     rewriter.setInsertionPoint(op);
     Location loc = op.getLoc();
-    SmallVector<Value> down = castDown(rewriter, loc, op.getInputs(), narrow);
+    SmallVector<Value> down =
+        castDown(rewriter, loc, op.getInputs(), narrow, op.getGroup());
     auto start = AllReduceStartOp::create(rewriter, loc, ReductionKind::sum,
-                                          down, op.getRole());
+                                          down, op.getRole(), op.getGroup());
     rewriter.setInsertionPoint(wait);
     auto newWait = WaitOp::create(rewriter, wait.getLoc(), start.getRequest());
     SmallVector<Value> up =
         castUp(rewriter, wait.getLoc(), newWait.getResults(),
-               wait.getResultTypes(), op.getKind());
+               wait.getResultTypes(), op.getKind(), op.getGroup());
     if (config.count)
       *config.count += op.getInputs().size();
     rewriter.replaceOp(wait, up);

@@ -56,7 +56,7 @@ void InsertPowerSGDPass::runOnOperation() {
 
   SmallVector<AllReduceOp> buckets;
   module.walk([&](AllReduceOp op) {
-    if (op.getRole() != CommRole::gradient)
+    if (!op.isCompressible())
       return;
     if (!op->getParentOfType<FunctionOpInterface>()) {
       op.emitRemark("insert-powersgd leaves an allreduce outside any "

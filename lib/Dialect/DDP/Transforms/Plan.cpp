@@ -248,9 +248,9 @@ DDPPlanPass::splitOffNever(AllReduceOp op, const llvm::Regex &regex) {
     return values;
   };
   SmallVector<Value> results(op.getNumResults());
-  auto plain = AllReduceOp::create(
-      rewriter, plannedPlainLoc(op.getLoc()), op.getKind(),
-      pick(matched), CommRole::uncompressed);
+  auto plain =
+      AllReduceOp::create(rewriter, plannedPlainLoc(op.getLoc()), op.getKind(),
+                          pick(matched), CommRole::uncompressed, op.getGroup());
   op.emitRemark() << getArgument() << " sends "
                   << llvm::join(llvm::map_range(matched,
                                                 [&](unsigned i) {
@@ -264,7 +264,7 @@ DDPPlanPass::splitOffNever(AllReduceOp op, const llvm::Regex &regex) {
   AllReduceOp rest;
   if (!kept.empty()) {
     rest = AllReduceOp::create(rewriter, op.getLoc(), op.getKind(), pick(kept),
-                               op.getRole());
+                               op.getRole(), op.getGroup());
     for (auto [k, i] : llvm::enumerate(kept))
       results[i] = rest.getResult(k);
   }
@@ -405,8 +405,7 @@ void DDPPlanPass::runOnOperation() {
 
   SmallVector<AllReduceOp> buckets;
   module.walk([&](AllReduceOp op) {
-    if (op.getRole() == CommRole::gradient &&
-        op->getParentOfType<FunctionOpInterface>())
+    if (op.isCompressible() && op->getParentOfType<FunctionOpInterface>())
       buckets.push_back(op);
   });
   std::optional<llvm::Regex> neverRegex;

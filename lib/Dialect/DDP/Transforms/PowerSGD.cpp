@@ -64,12 +64,13 @@ static int64_t ceilSqrt(int64_t n) {
   return side;
 }
 
-/// PowerSGD estimates the mean; a `sum` bucket is scaled back by W.
+/// PowerSGD estimates the mean over `group`'s members; a `sum` bucket is
+/// scaled back by their number.
 static Value scaleForKind(OpBuilder &b, Location loc, ReductionKind kind,
-                          Value mean) {
+                          CommGroup group, Value mean) {
   if (kind == ReductionKind::mean)
     return mean;
-  return ScaleOp::create(b, loc, ValueRange{mean}, WorldScale::world_size)
+  return ScaleOp::create(b, loc, ValueRange{mean}, membersScale(group))
       .getResult(0);
 }
 
@@ -144,9 +145,11 @@ public:
 
 private:
   /// Emits the compressed path for `matrices`; returns the reconstructions.
+  /// P and Q are exchanged over `group`.
   SmallVector<Value> emitPowerSGD(RewriterBase &b, Location loc,
                                   FunctionOpInterface function,
-                                  ArrayRef<Compressed> matrices);
+                                  ArrayRef<Compressed> matrices,
+                                  CommGroup group);
   SmallVector<Value> emitLayerwise(RewriterBase &b, AllReduceOp op,
                                    FunctionOpInterface function,
                                    ArrayRef<unsigned> compressed,
@@ -380,8 +383,9 @@ PowerSGDRewrite PowerSGDRewriter::Impl::rewrite(RewriterBase &rewriter,
     auto ifOp = scf::IfOp::create(rewriter, loc, op.getResultTypes(), warm,
                                   /*withElseRegion=*/true);
     rewriter.setInsertionPointToEnd(ifOp.thenBlock());
-    auto plain = AllReduceOp::create(rewriter, loc, op.getKind(),
-                                     op.getInputs(), CommRole::warmup);
+    auto plain =
+        AllReduceOp::create(rewriter, loc, op.getKind(), op.getInputs(),
+                            CommRole::warmup, op.getGroup());
     scf::YieldOp::create(rewriter, loc, plain.getResults());
     rewriter.setInsertionPointToEnd(ifOp.elseBlock());
     scf::YieldOp::create(rewriter, loc, emitCompressedPath());
@@ -407,9 +411,9 @@ SmallVector<Value> PowerSGDRewriter::Impl::emitLayerwise(
       inputs.push_back(op.getInputs()[i]);
       locs.push_back(tensorLoc(op, i));
     }
-    request =
-        AllReduceStartOp::create(b, FusedLoc::get(b.getContext(), locs),
-                                 op.getKind(), inputs, CommRole::uncompressed);
+    request = AllReduceStartOp::create(b, FusedLoc::get(b.getContext(), locs),
+                                       op.getKind(), inputs,
+                                       CommRole::uncompressed, op.getGroup());
   }
   SmallVector<Compressed> matrices;
   for (unsigned i : compressed) {
@@ -427,10 +431,11 @@ SmallVector<Value> PowerSGDRewriter::Impl::emitLayerwise(
              {type.getDimSize(0), type.getDimSize(1), int64_t(bucketRank)}),
          tensorLoc(op, i), nameLoc});
   }
-  SmallVector<Value> reconstructions = emitPowerSGD(b, loc, function, matrices);
+  SmallVector<Value> reconstructions =
+      emitPowerSGD(b, loc, function, matrices, op.getGroup());
   for (auto [k, i] : llvm::enumerate(compressed))
     results[i] = scaleForKind(
-        b, loc, op.getKind(),
+        b, loc, op.getKind(), op.getGroup(),
         reshapeMatrixView(b, loc, reconstructions[k],
                           cast<RankedTensorType>(op.getResult(i).getType())));
   if (request) {
@@ -490,8 +495,9 @@ PowerSGDRewriter::Impl::emitBatched(RewriterBase &b, AllReduceOp op,
   }
 
   SmallVector<Value> reconstructions =
-      matrices.empty() ? SmallVector<Value>()
-                       : emitPowerSGD(b, loc, function, matrices);
+      matrices.empty()
+          ? SmallVector<Value>()
+          : emitPowerSGD(b, loc, function, matrices, op.getGroup());
   for (auto [k, entry] : llvm::enumerate(byElement)) {
     int64_t side = sides[k];
     Value flat = tensor::CollapseShapeOp::create(
@@ -506,7 +512,7 @@ PowerSGDRewriter::Impl::emitBatched(RewriterBase &b, AllReduceOp op,
           ArrayRef<OpFoldResult>{b.getIndexAttr(offset)},
           ArrayRef<OpFoldResult>{b.getIndexAttr(size)},
           ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
-      results[i] = scaleForKind(b, loc, op.getKind(),
+      results[i] = scaleForKind(b, loc, op.getKind(), op.getGroup(),
                                 unflattenTensor(b, loc, slice, type));
       offset += size;
     }
@@ -514,10 +520,9 @@ PowerSGDRewriter::Impl::emitBatched(RewriterBase &b, AllReduceOp op,
   return results;
 }
 
-SmallVector<Value>
-PowerSGDRewriter::Impl::emitPowerSGD(RewriterBase &b, Location loc,
-                                     FunctionOpInterface function,
-                                     ArrayRef<Compressed> matrices) {
+SmallVector<Value> PowerSGDRewriter::Impl::emitPowerSGD(
+    RewriterBase &b, Location loc, FunctionOpInterface function,
+    ArrayRef<Compressed> matrices, CommGroup group) {
   Value step = steps[function];
   bool warmStart = options.warmStart, errorFeedback = options.errorFeedback;
   int64_t seed = options.seed;
@@ -626,7 +631,7 @@ PowerSGDRewriter::Impl::emitPowerSGD(RewriterBase &b, Location loc,
     ps.push_back(
         ProjectOp::create(b, at, ValueRange{m}, ValueRange{q}).getResult(0));
   auto pSum = AllReduceOp::create(b, bucketLoc, ReductionKind::sum, ps,
-                                  CommRole::compressed);
+                                  CommRole::compressed, group);
   SmallVector<Value> orthoPs;
   for (auto [p, at] : llvm::zip(pSum.getResults(), locs))
     orthoPs.push_back(
@@ -638,7 +643,7 @@ PowerSGDRewriter::Impl::emitPowerSGD(RewriterBase &b, Location loc,
     newQs.push_back(BackprojectOp::create(b, at, ValueRange{m}, ValueRange{p})
                         .getResult(0));
   auto qMean = AllReduceOp::create(b, bucketLoc, ReductionKind::mean, newQs,
-                                   CommRole::compressed);
+                                   CommRole::compressed, group);
 
   // M_hat = P Q^T; E = M - M_hat. The state is written after all of them
   // so that each step stays one multi-tensor op after fusion.

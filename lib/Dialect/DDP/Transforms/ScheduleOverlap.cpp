@@ -623,8 +623,9 @@ unsigned splitAllReduces(Operation *root) {
   IRRewriter rewriter(root->getContext());
   for (AllReduceOp op : ops) {
     rewriter.setInsertionPoint(op);
-    auto start = AllReduceStartOp::create(rewriter, op.getLoc(), op.getKind(),
-                                          op.getInputs(), op.getRole());
+    auto start =
+        AllReduceStartOp::create(rewriter, op.getLoc(), op.getKind(),
+                                 op.getInputs(), op.getRole(), op.getGroup());
     auto wait = WaitOp::create(rewriter, op.getLoc(), start.getRequest());
     rewriter.replaceOp(op, wait.getResults());
   }

@@ -66,7 +66,7 @@ mlir::ddp::splitOffRejected(RewriterBase &rewriter, AllReduceOp op,
     for (unsigned i : indices)
       inputs.push_back(op.getInputs()[i]);
     auto part = AllReduceOp::create(rewriter, op.getLoc(), op.getKind(), inputs,
-                                    op.getRole());
+                                    op.getRole(), op.getGroup());
     for (auto [j, i] : llvm::enumerate(indices))
       replacements[i] = part.getResult(j);
     return part;
@@ -264,6 +264,18 @@ mlir::ddp::conflictingEffects(Operation *op) {
   return effects;
 }
 
+WorldScale mlir::ddp::inverseMembersScale(CommGroup group) {
+  assert(group != CommGroup::node && "a node's ranks are not a runtime scale");
+  return group == CommGroup::across_nodes ? WorldScale::inverse_node_count
+                                          : WorldScale::inverse_world_size;
+}
+
+WorldScale mlir::ddp::membersScale(CommGroup group) {
+  assert(group != CommGroup::node && "a node's ranks are not a runtime scale");
+  return group == CommGroup::across_nodes ? WorldScale::node_count
+                                          : WorldScale::world_size;
+}
+
 unsigned mlir::ddp::bucketizeAllReduces(Operation *root,
                                         const BucketPolicy &policy) {
   SmallVector<Block *> blocks;
@@ -282,7 +294,8 @@ unsigned mlir::ddp::bucketizeAllReduces(Operation *root,
       element = tensor.getElementType();
     }
     return ArrayAttr::get(op->getContext(),
-                          {allreduce.getKindAttr(), TypeAttr::get(element)});
+                          {allreduce.getKindAttr(), allreduce.getGroupAttr(),
+                           TypeAttr::get(element)});
   };
   auto bytesOf = [](Operation *op) {
     uint64_t bytes = 0;

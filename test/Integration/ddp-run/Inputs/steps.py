@@ -12,13 +12,17 @@
 
     steps.py check DIR OUT --mode plain|fp16|bf16|powersgd [--start-iter T]
                   [--first-compressed-exact] [--states PATTERN]
+                  [--ranks-per-node K]
         Checks the outputs OUT (a pattern with {rank}, {step}, {result}):
         every rank bitwise equal; plain: the exact mean to f32 rounding;
         fp16/bf16: within the narrow type's rounding; powersgd: the plain
         mean before start-iter, the exact mean at the first compressed step
         when the data are low-rank, and the error-feedback identity
         sum(outputs) + error == sum(inputs) per rank, with the error from
-        --states ({rank}, {name}).
+        --states ({rank}, {name}). With --ranks-per-node K (a two-level
+        allreduce: the mean within each node of K ranks, then across nodes)
+        PowerSGD compresses the node's mean, so the identity holds per node,
+        with the node's mean input.
 
     steps.py same A B --ranks W --steps S --first F --results N
         Asserts outputs A and B are bitwise equal for steps F..S-1.
@@ -131,8 +135,12 @@ def check(args):
             errors = [e for e in states.values() if e.shape == shape]
             if len(errors) != 1:
                 fail(f"rank {r}: {len(errors)} error states of shape {shape}")
-            put = sum(np.load(os.path.join(args.dir, f"in.r{r}.s{s}.a{i}.npy"))
-                      .astype(np.float64) for s in range(args.start_iter, steps))
+            k = args.ranks_per_node or 1
+            node = range(r // k * k, min(r // k * k + k, ranks))
+            put = sum(np.load(os.path.join(args.dir, f"in.r{n}.s{s}.a{i}.npy"))
+                      .astype(np.float64)
+                      for s in range(args.start_iter, steps)
+                      for n in node) / len(node)
             got = sum(load(args.out, r, s, i).astype(np.float64)
                       for s in range(args.start_iter, steps))
             gap = np.max(np.abs(got + errors[0] - put)) / np.max(np.abs(put))
@@ -169,6 +177,7 @@ def main():
     c.add_argument("--start-iter", type=int, default=0)
     c.add_argument("--first-compressed-exact", action="store_true")
     c.add_argument("--states")
+    c.add_argument("--ranks-per-node", type=int, default=0)
     s = sub.add_parser("same")
     s.add_argument("a")
     s.add_argument("b")

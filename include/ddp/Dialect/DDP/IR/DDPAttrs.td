@@ -46,7 +46,10 @@ def DDP_ReductionKind : EnumAttr<DDP_Dialect, DDP_ReductionKindEnum, "reduction"
 def DDP_WorldScaleEnum : DDP_I32Enum<"WorldScale", "a world-size factor",
     "a factor known only at run time, derived from the world size", [
   I32EnumAttrCase<"inverse_world_size", 0>,
-  I32EnumAttrCase<"world_size", 1>
+  I32EnumAttrCase<"world_size", 1>,
+  // The number of nodes (a mean across nodes divides by it).
+  I32EnumAttrCase<"inverse_node_count", 2>,
+  I32EnumAttrCase<"node_count", 3>
 ]>;
 def DDP_WorldScale : EnumAttr<DDP_Dialect, DDP_WorldScaleEnum, "world_scale">;
 
@@ -67,6 +70,20 @@ def DDP_CommRoleEnum : DDP_I32Enum<"CommRole", "a role", "what a collective carr
   I32EnumAttrCase<"compressed", 3>
 ]>;
 def DDP_CommRole : EnumAttr<DDP_Dialect, DDP_CommRoleEnum, "role">;
+
+// Which ranks an allreduce joins. The cases are the runtime's groups
+// (ddprt_group in ddprt.h), names and values: RuntimeABI.cpp checks them.
+def DDP_CommGroupEnum : DDP_I32Enum<"CommGroup", "a group", "which ranks a collective joins", [
+  // Every rank of the job.
+  I32EnumAttrCase<"world", 0>,
+  // The ranks of this rank's node (one machine), through shared memory.
+  I32EnumAttrCase<"node", 1>,
+  // One member per node over the network, for values that are the same on
+  // every rank of a node (what a `node` allreduce left). With a `node` mean
+  // before it, a two-level allreduce.
+  I32EnumAttrCase<"across_nodes", 2>
+]>;
+def DDP_CommGroup : EnumAttr<DDP_Dialect, DDP_CommGroupEnum, "group">;
 
 // What a compression scheme does to a bucket, as the scheme says it: its
 // name and its options. ddp.flatten carries it, so that what reads the IR

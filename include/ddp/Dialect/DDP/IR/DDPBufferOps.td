@@ -64,9 +64,11 @@ def DDP_BufferAllReduceOp : DDP_BufferOp<"allreduce", [DDP_MultiTensorOpInterfac
   let arguments = (ins DDP_ReductionKind:$kind,
                        Arg<Variadic<DDP_CommBuffer>, "", [MemRead, MemWrite]>:$buffers,
                        DefaultValuedAttr<DDP_CommRole,
-                                         "::mlir::ddp::CommRole::gradient">:$role);
+                                         "::mlir::ddp::CommRole::gradient">:$role,
+                       DefaultValuedAttr<DDP_CommGroup,
+                                         "::mlir::ddp::CommGroup::world">:$group);
   let assemblyFormat = [{
-    $kind $buffers (`role` $role^)? attr-dict `:` type($buffers)
+    $kind $buffers (`role` $role^)? (`group` $group^)? attr-dict `:` type($buffers)
   }];
   let hasVerifier = 1;
 }
@@ -80,10 +82,12 @@ def DDP_BufferAllReduceStartOp : DDP_BufferOp<"allreduce_start"> {
   let arguments = (ins DDP_ReductionKind:$kind,
                        Arg<Variadic<DDP_CommBuffer>, "", [MemRead, MemWrite]>:$buffers,
                        DefaultValuedAttr<DDP_CommRole,
-                                         "::mlir::ddp::CommRole::gradient">:$role);
+                                         "::mlir::ddp::CommRole::gradient">:$role,
+                       DefaultValuedAttr<DDP_CommGroup,
+                                         "::mlir::ddp::CommGroup::world">:$group);
   let results = (outs DDP_RequestType:$request);
   let assemblyFormat = [{
-    $kind $buffers (`role` $role^)? attr-dict `:` type($buffers) `->` qualified(type($request))
+    $kind $buffers (`role` $role^)? (`group` $group^)? attr-dict `:` type($buffers) `->` qualified(type($request))
   }];
   let hasVerifier = 1;
 }

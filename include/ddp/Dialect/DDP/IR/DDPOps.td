@@ -65,21 +65,42 @@ def DDP_AllReduceOp : DDP_SameTypesOp<"allreduce", [DDP_MultiTensorOpInterface]>
     sum by the world size. Every rank gets bitwise-identical results, in the
     inputs' types. `role` records what the collective carries.
 
+    `group` narrows the ranks: `node` reduces over the ranks of this rank's
+    machine only (shared memory), `across_nodes` reduces one copy per node
+    over the network, for inputs that are the same on every rank of a node.
+    A mean divides by the group's members: the world size, the ranks on the
+    node, the number of nodes. A `node` mean followed by an `across_nodes`
+    mean is the world's mean (the runtime refuses the latter where nodes
+    have different numbers of ranks), with one copy per node on the
+    network (`ddp-two-level`).
+
     The op has side effects: it is a collective that every rank must execute
     in the same order.
 
     ```mlir
     %r:2 = ddp.allreduce mean %w, %b : tensor<64x32xf32>, tensor<64xf32>
     %p = ddp.allreduce sum %p0 role compressed : tensor<64x2xf32>
+    %n = ddp.allreduce mean %w group node : tensor<64x32xf32>
+    %m = ddp.allreduce mean %n group across_nodes : tensor<64x32xf32>
     ```
   }];
   let arguments = (ins DDP_ReductionKind:$kind,
                        Variadic<DDP_CommTensor>:$inputs,
                        DefaultValuedAttr<DDP_CommRole,
-                                         "::mlir::ddp::CommRole::gradient">:$role);
+                                         "::mlir::ddp::CommRole::gradient">:$role,
+                       DefaultValuedAttr<DDP_CommGroup,
+                                         "::mlir::ddp::CommGroup::world">:$group);
   let results = (outs Variadic<DDP_CommTensor>:$results);
   let assemblyFormat = [{
-    $kind $inputs (`role` $role^)? attr-dict `:` type($inputs)
+    $kind $inputs (`role` $role^)? (`group` $group^)? attr-dict `:` type($inputs)
+  }];
+  let extraClassDeclaration = [{
+    /// Gradients nobody has compressed yet, sent over the network: what a
+    /// compression pass may rewrite. A sum within a node stays exact.
+    bool isCompressible() {
+      return getRole() == ::mlir::ddp::CommRole::gradient &&
+             getGroup() != ::mlir::ddp::CommGroup::node;
+    }
   }];
   let hasVerifier = 1;
 }
@@ -101,10 +122,12 @@ def DDP_AllReduceStartOp : DDP_Op<"allreduce_start", [InferTypeOpAdaptor]> {
   let arguments = (ins DDP_ReductionKind:$kind,
                        Variadic<DDP_CommTensor>:$inputs,
                        DefaultValuedAttr<DDP_CommRole,
-                                         "::mlir::ddp::CommRole::gradient">:$role);
+                                         "::mlir::ddp::CommRole::gradient">:$role,
+                       DefaultValuedAttr<DDP_CommGroup,
+                                         "::mlir::ddp::CommGroup::world">:$group);
   let results = (outs DDP_RequestType:$request);
   let assemblyFormat = [{
-    $kind $inputs (`role` $role^)? attr-dict `:` type($inputs)
+    $kind $inputs (`role` $role^)? (`group` $group^)? attr-dict `:` type($inputs)
   }];
   let hasVerifier = 1;
 }

@@ -33,6 +33,7 @@ std::optional<ddprt_dtype> getRuntimeDtype(Type type);
 ddprt_reduction getRuntimeReduction(ReductionKind kind);
 ddprt_world_scale getRuntimeScale(std::optional<WorldScale> scale);
 ddprt_role getRuntimeRole(CommRole role);
+ddprt_group getRuntimeGroup(CommGroup group);
 
 } // namespace mlir::ddp
 

@@ -73,6 +73,41 @@ def DDPBucketize : Pass<"ddp-bucketize", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::ddp::DDPDialect"];
 }
 
+def DDPTwoLevel : Pass<"ddp-two-level", "::mlir::func::FuncOp"> {
+  let summary = "Reduce within each node, then across nodes (a two-level "
+                "allreduce)";
+  let description = [{
+    Every `ddp.allreduce` and `ddp.allreduce_start` over the world becomes
+    the same reduction within the node (`group node`: the ranks of one
+    machine, through shared memory) followed by the reduction across nodes
+    (`group across_nodes`: one copy per machine over the network). A mean
+    stays a mean at both levels: the mean of the nodes' means is the job's
+    mean when every node runs as many ranks (the runtime refuses a mean
+    across nodes of different sizes).
+
+    Run before a compression pass (`ddp-compress` with `two-level=true`
+    does), the compression applies only where the bytes cross the network:
+    `insert-powersgd`, `insert-fp16-compression`, `insert-bf16-compression`
+    and `ddp-plan` rewrite the `across_nodes` allreduce and leave the sum
+    within the node exact, and PowerSGD's factors are exchanged by one rank
+    per node. Schemes that gather (top-k, quantization, hooks) span every
+    rank and refuse an `across_nodes` bucket. Run after one, it only makes
+    each collective hierarchical. On one node (or one rank per node) the
+    result is the plain allreduce's.
+
+    ```mlir
+    %g = ddp.allreduce mean %w : tensor<64x32xf32>
+    // becomes
+    %n = ddp.allreduce mean %w group node : tensor<64x32xf32>
+    %g = ddp.allreduce mean %n group across_nodes : tensor<64x32xf32>
+    ```
+  }];
+  let statistics = [
+    Statistic<"numSplit", "num-split", "Allreduces split into two levels">
+  ];
+  let dependentDialects = ["::mlir::ddp::DDPDialect"];
+}
+
 def InsertPowerSGD : Pass<"insert-powersgd", "::mlir::ModuleOp"> {
   let summary = "Rewrite gradient allreduces into PowerSGD low-rank compression";
   let description = [{

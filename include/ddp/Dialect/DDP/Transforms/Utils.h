@@ -45,6 +45,13 @@ AllReduceOp splitOffRejected(RewriterBase &rewriter, AllReduceOp op,
 /// Size in bytes of a statically shaped tensor type.
 uint64_t tensorBytes(RankedTensorType type);
 
+/// The factors a mean over `group` divides by and a sum is scaled back by:
+/// the world size, or the number of nodes across nodes. (Passes that scale
+/// never see a `node` mean: only sums and means over the network are
+/// compressed.)
+WorldScale inverseMembersScale(CommGroup group);
+WorldScale membersScale(CommGroup group);
+
 /// The configuration that decides which ops may become one multi-tensor op:
 /// ops merge only with ops of the same name and the same key. `std::nullopt`
 /// means the op takes no part.
