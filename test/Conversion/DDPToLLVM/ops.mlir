@@ -95,6 +95,26 @@ func.func @allreduce_start_wait(%a: memref<8xf64>, %b: memref<?xf32>) {
 
 // -----
 
+// A group other than the world calls the group entry points, the group
+// first: node = DDPRT_GROUP_NODE 1, across_nodes = DDPRT_GROUP_ACROSS_NODES 2.
+// CHECK-DAG: llvm.func @ddprt_allreduce_group(!llvm.ptr, i32, i32, i32, !llvm.ptr, i32) -> i32
+// CHECK-DAG: llvm.func @ddprt_allreduce_group_start(!llvm.ptr, i32, i32, i32, !llvm.ptr, i32, !llvm.ptr) -> i32
+// CHECK-LABEL: func.func @groups(
+// CHECK-DAG: %[[ONE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-DAG: %[[ACROSS:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK: llvm.call @ddprt_allreduce_group(%{{[0-9]+}}, %[[ONE]], %[[ONE]],
+// CHECK: llvm.call @ddprt_allreduce_group_start(%{{[0-9]+}}, %[[ACROSS]], %[[ONE]],
+// CHECK: llvm.call @ddprt_wait(
+// CHECK-NOT: @ddprt_allreduce(
+func.func @groups(%a: memref<8xf32>) {
+  ddp.buffer.allreduce mean %a group node : memref<8xf32>
+  %r = ddp.buffer.allreduce_start mean %a group across_nodes : memref<8xf32> -> !ddp.request<memref<8xf32>>
+  ddp.buffer.wait %r : !ddp.request<memref<8xf32>>
+  return
+}
+
+// -----
+
 // A request that crosses a call (split-functions cuts between a start
 // and its wait) is passed as the pointer it becomes; the memrefs stay for
 // func-to-llvm.

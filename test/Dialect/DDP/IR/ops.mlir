@@ -16,6 +16,13 @@ func.func @communication(%w: tensor<64x32xf32>, %b: tensor<64xf32>, %i: tensor<4
   %r:2 = ddp.allreduce mean %w, %b : tensor<64x32xf32>, tensor<64xf32>
   // CHECK: %[[S:.*]] = ddp.allreduce sum %[[I]] role warmup : tensor<4xf64>
   %s = ddp.allreduce sum %i role warmup : tensor<4xf64>
+  // CHECK: %[[N:.*]] = ddp.allreduce mean %[[W]] group node : tensor<64x32xf32>
+  %n = ddp.allreduce mean %w group node : tensor<64x32xf32>
+  // CHECK: ddp.allreduce sum %[[N]] role compressed group across_nodes : tensor<64x32xf32>
+  %x = ddp.allreduce sum %n role compressed group across_nodes : tensor<64x32xf32>
+  // CHECK: ddp.allreduce_start mean %[[B]] group across_nodes : tensor<64xf32>
+  %hx = ddp.allreduce_start mean %b group across_nodes : tensor<64xf32>
+  %wx = ddp.wait %hx : !ddp.request<tensor<64xf32>>
   // CHECK: %[[H:.*]] = ddp.allreduce_start mean %[[B]] role uncompressed : tensor<64xf32>
   %h = ddp.allreduce_start mean %b role uncompressed : tensor<64xf32>
   // CHECK: %[[U:.*]] = ddp.wait %[[H]] : !ddp.request<tensor<64xf32>>
