@@ -29,9 +29,15 @@
 #                                  up, run CMD in host 0 with HOSTS_DIR set,
 #                                  and down whatever happens (CMD's status)
 #
+# HOSTS_SLOTS=K (default 1) gives each host K slots: mpirun places ranks
+# 0..K-1 on host 0, K..2K-1 on host 1, and so on; ranks on one host talk
+# through shared memory. The hosts share this machine's hostname, by which
+# the runtime finds the ranks of a node, so mpi.env then also sets
+# DDPRT_RANKS_PER_NODE=K.
+#
 # DIR then holds:
-#   hostfile   the hosts' addresses, one slot each (mpirun --hostfile,
-#              ddp-run --hostfile)
+#   hostfile   the hosts' addresses, HOSTS_SLOTS slots each (mpirun
+#              --hostfile, ddp-run --hostfile)
 #   rsh        the agent for Open MPI (plm_rsh_agent)
 #   mpi.env    the Open MPI settings for these hosts, as NAME=VALUE lines
 #              (export them, or `env $(cat DIR/mpi.env) ...`): the agent,
@@ -127,10 +133,12 @@ down() {
 }
 
 up() {
-  local dir=$1 count=$2
+  local dir=$1 count=$2 slots=${HOSTS_SLOTS:-1}
   shift 2
   [[ "$count" =~ ^[0-9]+$ ]] && [ "$count" -ge 1 ] && [ "$count" -le 200 ] ||
     die "up: '$count' is not a number of hosts (1 to 200)"
+  [[ "$slots" =~ ^[0-9]+$ ]] && [ "$slots" -ge 1 ] && [ "$slots" -le 256 ] ||
+    die "up: HOSTS_SLOTS='$slots' is not a number of ranks per host (1 to 256)"
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
   [ ! -f "$dir/netns" ] || die "$dir already has hosts ('hosts.sh down $dir')"
@@ -166,7 +174,7 @@ up() {
     "$ip_cmd" -n "$sw" link set "${tag}p$i" master br0
     "$ip_cmd" -n "$sw" link set "${tag}p$i" up
     echo "$address $ns" >> "$dir/hosts"
-    echo "$address slots=1" >> "$dir/hostfile"
+    echo "$address slots=$slots" >> "$dir/hostfile"
     local rate=${rates[$((i < ${#rates[@]} ? i : ${#rates[@]} - 1))]}
     set_rate "$dir" "$i" "$rate"
   done
@@ -187,6 +195,11 @@ OMPI_MCA_btl=tcp,self
 OMPI_MCA_btl_tcp_if_include=$subnet.0/24
 OMPI_MCA_oob_tcp_if_include=$subnet.0/24
 EOF
+  if [ "$slots" -gt 1 ]; then
+    sed -i 's/^OMPI_MCA_btl=tcp,self$/OMPI_MCA_btl=tcp,vader,self/' \
+      "$dir/mpi.env"
+    echo "DDPRT_RANKS_PER_NODE=$slots" >> "$dir/mpi.env"
+  fi
   trap - ERR
 }
 

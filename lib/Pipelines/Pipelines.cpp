@@ -50,7 +50,7 @@ void mlir::ddp::buildCompressionPipeline(
   pm.addPass(createConvertShardToDDP());
   pm.addNestedPass<func::FuncOp>(
       createDDPBucketize(DDPBucketizeOptions{options.bucketCapMb}));
-  if (options.twoLevel)
+  if (options.twoLevel == TwoLevelMode::nodeMean)
     pm.addNestedPass<func::FuncOp>(createDDPTwoLevel());
   if (!options.plan.empty()) {
     DDPPlanOptions plan;
@@ -90,6 +90,8 @@ void mlir::ddp::buildCompressionPipeline(
     pm.addNestedPass<func::FuncOp>(createInsertFP16Compression());
   else if (options.narrow == NarrowType::bf16)
     pm.addNestedPass<func::FuncOp>(createInsertBF16Compression());
+  if (options.twoLevel == TwoLevelMode::collectives)
+    pm.addNestedPass<func::FuncOp>(createDDPTwoLevel());
   if (options.fuse)
     pm.addNestedPass<func::FuncOp>(createDDPFuseKernels());
   // Last: it places what the passes above emitted.

@@ -15,6 +15,12 @@ namespace mlir::ddp {
 /// The type float allreduces travel in.
 enum class NarrowType { none, fp16, bf16 };
 
+/// Where a two-level allreduce (ddp-two-level) goes, if anywhere: before
+/// compression (each node's exact mean, compressed across nodes only), or
+/// after it (every rank compresses; each collective, the compressed ones
+/// too, reduces within the node, then across nodes).
+enum class TwoLevelMode { none, nodeMean, collectives };
+
 /// PyTorch's quantization hooks, or none.
 enum class QuantizeMode { none, perTensor, perChannel };
 
@@ -135,12 +141,21 @@ struct CompressionPipelineOptions
       *this, "bucket-cap-mb",
       llvm::cl::desc("Bucket size cap in MiB (default: 25)"),
       llvm::cl::init(25.0)};
-  PassOptions::Option<bool> twoLevel{
+  PassOptions::Option<TwoLevelMode> twoLevel{
       *this, "two-level",
-      llvm::cl::desc("Reduce within each node first and compress only what "
-                     "crosses the network, across nodes (ddp-two-level; "
-                     "default: false)"),
-      llvm::cl::init(false)};
+      llvm::cl::desc("Reduce within each node, then across nodes "
+                     "(ddp-two-level; default: none)"),
+      llvm::cl::init(TwoLevelMode::none),
+      llvm::cl::values(
+          clEnumValN(TwoLevelMode::none, "none",
+                     "every collective over all "
+                     "ranks"),
+          clEnumValN(TwoLevelMode::nodeMean, "node-mean",
+                     "each node's exact mean first; compression only across "
+                     "nodes, on the node's mean"),
+          clEnumValN(TwoLevelMode::collectives, "collectives",
+                     "every rank compresses, as without it; each collective "
+                     "then reduces within the node and across nodes"))};
   PassOptions::Option<bool> fuse{
       *this, "fuse",
       llvm::cl::desc("Fuse into the runtime's kernels (default: true)"),
@@ -152,10 +167,11 @@ struct CompressionPipelineOptions
       llvm::cl::init(true)};
 };
 
-/// bucketize -> ddp-two-level (if two-level) -> insert-powersgd (if
+/// bucketize -> ddp-two-level (if two-level=node-mean) -> insert-powersgd (if
 /// powersgd-rank > 0), ddp-apply-hook (if hook) or insert-quantization (if
 /// quantize): at most one of the three -> fp16/bf16 (if narrow) ->
-/// ddp-fuse-kernels (if fuse) -> ddp-schedule-overlap (if overlap).
+/// ddp-two-level (if two-level=collectives) -> ddp-fuse-kernels (if fuse) ->
+/// ddp-schedule-overlap (if overlap).
 void buildCompressionPipeline(OpPassManager &pm,
                               const CompressionPipelineOptions &options);
 

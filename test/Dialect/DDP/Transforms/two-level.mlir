@@ -1,7 +1,8 @@
 // RUN: ddp-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(ddp-two-level))' | FileCheck %s
-// RUN: ddp-opt %s --split-input-file --ddp-compress="two-level=true powersgd-rank=2 fuse=false overlap=false" | FileCheck %s --check-prefix=PSGD
-// RUN: ddp-opt %s --split-input-file --ddp-compress="two-level=true narrow=bf16 fuse=false overlap=false" | FileCheck %s --check-prefix=BF16
-// RUN: not ddp-opt %s --split-input-file --ddp-compress="two-level=true quantize=per-tensor" 2>&1 | FileCheck %s --check-prefix=GATHER
+// RUN: ddp-opt %s --split-input-file --ddp-compress="two-level=node-mean powersgd-rank=2 fuse=false overlap=false" | FileCheck %s --check-prefix=PSGD
+// RUN: ddp-opt %s --split-input-file --ddp-compress="two-level=node-mean narrow=bf16 fuse=false overlap=false" | FileCheck %s --check-prefix=BF16
+// RUN: ddp-opt %s --split-input-file --ddp-compress="two-level=collectives powersgd-rank=2 fuse=false overlap=false" | FileCheck %s --check-prefix=COLL
+// RUN: not ddp-opt %s --split-input-file --ddp-compress="two-level=node-mean quantize=per-tensor" 2>&1 | FileCheck %s --check-prefix=GATHER
 
 // Each world allreduce becomes the same reduction within the node, then
 // across nodes, keeping its kind and role; a started one keeps its start
@@ -45,5 +46,19 @@ func.func @step(%w: tensor<64x32xf32>, %b: tensor<64xf32>, %c: tensor<8xf64>)
 // BF16: ddp.scale {{.*}} by inverse_node_count
 // BF16: ddp.allreduce_start sum {{.*}} role compressed group across_nodes : tensor<8xbf16>
 // BF16: ddp.scale {{.*}} by node_count
+
+// After compression, every collective is split, PowerSGD's factors too:
+// each rank projects its own gradient, as without two levels.
+// COLL-LABEL: func.func @step(
+// COLL: ddp.allreduce mean %arg0, %arg1 role warmup group node
+// COLL: role warmup group across_nodes
+// COLL: } else {
+// COLL: ddp.allreduce mean %arg1 role uncompressed group node : tensor<64xf32>
+// COLL: ddp.allreduce_start mean {{.*}} role uncompressed group across_nodes : tensor<64xf32>
+// COLL: ddp.project %{{.*}} times %{{.*}} :
+// COLL: ddp.allreduce sum {{.*}} role compressed group node : tensor<64x2xf32>
+// COLL: ddp.allreduce sum {{.*}} role compressed group across_nodes : tensor<64x2xf32>
+// COLL: ddp.allreduce mean {{.*}} role compressed group node : tensor<32x2xf32>
+// COLL: ddp.allreduce mean {{.*}} role compressed group across_nodes : tensor<32x2xf32>
 
 // GATHER: error: insert-quantization: the scheme 'quantize-per-tensor' gathers over every rank and cannot reduce a bucket across_nodes; across nodes, compress with PowerSGD or fp16/bf16

@@ -85,15 +85,21 @@ def DDPTwoLevel : Pass<"ddp-two-level", "::mlir::func::FuncOp"> {
     mean when every node runs as many ranks (the runtime refuses a mean
     across nodes of different sizes).
 
-    Run before a compression pass (`ddp-compress` with `two-level=true`
-    does), the compression applies only where the bytes cross the network:
-    `insert-powersgd`, `insert-fp16-compression`, `insert-bf16-compression`
-    and `ddp-plan` rewrite the `across_nodes` allreduce and leave the sum
-    within the node exact, and PowerSGD's factors are exchanged by one rank
-    per node. Schemes that gather (top-k, quantization, hooks) span every
-    rank and refuse an `across_nodes` bucket. Run after one, it only makes
-    each collective hierarchical. On one node (or one rank per node) the
-    result is the plain allreduce's.
+    Run before a compression pass (`ddp-compress` with
+    `two-level=node-mean` does), the compression applies to each node's
+    exact mean, and only across nodes: `insert-powersgd`,
+    `insert-fp16-compression`, `insert-bf16-compression` and `ddp-plan`
+    rewrite the `across_nodes` allreduce and leave the mean within the node
+    exact; PowerSGD's factors and its error feedback are the node's. Schemes
+    that gather (top-k, quantization, hooks) span every rank and refuse an
+    `across_nodes` bucket. Run after one (`two-level=collectives`), every
+    rank compresses as it would without it, and each collective, PowerSGD's
+    factors included, is summed within the node before one copy per node
+    crosses the network: the numerics of the flat scheme, with the network
+    traffic of one rank per node. The first adds a full-size mean within
+    each node, and every rank of a node compresses the same mean; the
+    second moves no full-size tensor where a scheme compresses. On one node
+    (or one rank per node) the result is the plain allreduce's.
 
     ```mlir
     %g = ddp.allreduce mean %w : tensor<64x32xf32>
