@@ -127,6 +127,7 @@ down() {
     pids=$("$ip_cmd" netns pids "$ns" 2>/dev/null || true)
     [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
     "$ip_cmd" netns del "$ns" 2>/dev/null || true
+    rm -rf "/dev/shm/$ns"
   done < "$dir/netns"
   rm -f "$dir/netns" "$dir/hosts" "$dir/hostfile" "$dir/rsh" "$dir/mpi.env" \
     "$dir/tag" "$dir"/rate.*
@@ -181,12 +182,17 @@ up() {
   cat > "$dir/rsh" <<EOF
 #!/bin/sh
 # Open MPI's rsh agent for the hosts in $dir: "rsh HOST COMMAND..." runs
-# COMMAND in HOST's namespace, as ssh would run it on HOST.
+# COMMAND in HOST's namespace, as ssh would run it on HOST. The hosts share
+# one /dev/shm and one hostname, from which Open MPI names the shared
+# memory of a host's ranks: each host but the launching one gets a
+# directory of its own for it.
 host=\$1
 shift
 ns=\$(awk -v h="\$host" '\$1 == h { print \$2 }' "$dir/hosts")
 [ -n "\$ns" ] || { echo "rsh: unknown host \$host" >&2; exit 255; }
-exec "$ip_cmd" netns exec "\$ns" sh -c "\$*"
+mkdir -p "/dev/shm/\$ns"
+exec "$ip_cmd" netns exec "\$ns" \\
+  env OMPI_MCA_btl_vader_backing_directory="/dev/shm/\$ns" sh -c "\$*"
 EOF
   chmod +x "$dir/rsh"
   cat > "$dir/mpi.env" <<EOF
