@@ -48,6 +48,13 @@ CONFIGS = {
     "powersgd-r1-noef": dict(method="powersgd", rank=1, error_feedback=False),
     "powersgd-r2-noef": dict(method="powersgd", rank=2, error_feedback=False),
     "powersgd-r4-noef": dict(method="powersgd", rank=4, error_feedback=False),
+    # The 4 ranks as 2 nodes of 2 (ddp-compress two-level=...): PowerSGD
+    # rank 2 with each collective summed within the node and one copy per
+    # node across (two-level-r2: flat PowerSGD's numbers), or compressing
+    # each node's exact mean across the nodes (two-level-r2-node-mean).
+    "two-level-r2": dict(method="powersgd", rank=2, error_feedback=True),
+    "two-level-r2-node-mean": dict(method="powersgd", rank=2, error_feedback=True,
+                                   ranks_per_node=2),
     # PyTorch's quantization hooks (ddp-opt --insert-quantization): uint8
     # with a min-max scale per bucket, or per channel of 512 elements.
     "quant-pertensor": dict(method="quantization", channel_size=None),

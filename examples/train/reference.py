@@ -350,7 +350,32 @@ def make_reducer(config, seed, initial_q="runtime"):
         return SignEF()
     if spec["method"] == "topk":
         return TopK(spec["ratio"])
-    return PowerSGD(spec["rank"], spec["error_feedback"], mlp.POWERSGD_START_ITER, seed, initial_q)
+    powersgd = PowerSGD(spec["rank"], spec["error_feedback"], mlp.POWERSGD_START_ITER, seed,
+                        initial_q)
+    if spec.get("ranks_per_node"):
+        return NodeMeans(powersgd, spec["ranks_per_node"])
+    return powersgd
+
+
+class NodeMeans:
+    """ddp-compress two-level=node-mean: the exact mean within each node of
+    `per_node` consecutive ranks, then `inner` across the nodes' means (each
+    node one participant, its error feedback the node's)."""
+
+    def __init__(self, inner, per_node):
+        self.inner = inner
+        self.per_node = per_node
+
+    def elements_sent(self, shapes):
+        return self.inner.elements_sent(shapes)
+
+    def bytes_sent(self, shapes):
+        return self.inner.bytes_sent(shapes)
+
+    def reduce(self, grads):
+        k = self.per_node
+        return self.inner.reduce([ExactMean().reduce(grads[i:i + k])
+                                  for i in range(0, len(grads), k)])
 
 
 def write_run(write_dir, losses, params, summary):

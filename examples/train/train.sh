@@ -9,7 +9,9 @@
 #   bash examples/train/train.sh [--dry-run] [CONFIG...]
 #
 # CONFIG: exact fp16 powersgd-r{1,2,4} powersgd-r{1,2,4}-noef quant-pertensor
-# quant-perchannel sign-ef topk auto (default: all thirteen). auto is ddp-plan's
+# quant-perchannel sign-ef topk two-level-r2 two-level-r2-node-mean auto
+# (default: all fifteen). The two-level rows see the 4 ranks as 2 nodes of
+# 2 (DDPRT_RANKS_PER_NODE=2). auto is ddp-plan's
 # choice among exact, fp16 and PowerSGD rank 1/2/4 for this machine, from a
 # profile ddprt-calibrate measures first on the same ranks (loopback MPI).
 # --dry-run prepares the data and compiles every step function but prints
@@ -54,7 +56,8 @@ CONFIGS=("$@")
 if ((${#CONFIGS[@]} == 0)); then
   CONFIGS=(exact fp16 powersgd-r1 powersgd-r2 powersgd-r4
            powersgd-r1-noef powersgd-r2-noef powersgd-r4-noef
-           quant-pertensor quant-perchannel sign-ef topk auto)
+           quant-pertensor quant-perchannel sign-ef topk
+           two-level-r2 two-level-r2-node-mean auto)
 fi
 
 # compile_args CONFIG: ddp-opt's passes for a configuration, one per line.
@@ -79,6 +82,12 @@ compile_args() {
     topk)
       # The largest 1% of the bucket and their indices.
       printf '%s\n' --ddp-bucketize --insert-topk=ratio=0.01 "--ddp-compress=narrow=none"
+      ;;
+    two-level-r2)
+      echo "--ddp-compress=powersgd-rank=2 start-iter=$START_ITER seed=$SEED two-level=collectives"
+      ;;
+    two-level-r2-node-mean)
+      echo "--ddp-compress=powersgd-rank=2 start-iter=$START_ITER seed=$SEED two-level=node-mean"
       ;;
     sign-ef)
       printf '%s\n' --ddp-bucketize \
@@ -196,6 +205,8 @@ for config in "${CONFIGS[@]}"; do
            --summary-json="$run/summary.json" --timeout=60)
   mapfile -t extra < <(run_args "$config")
   command+=("${extra[@]}")
+  # Two nodes of two ranks (ddp-run passes DDPRT_* to every rank).
+  [[ "$config" == two-level-* ]] && command=(env DDPRT_RANKS_PER_NODE=2 "${command[@]}")
   if ((DRY_RUN)); then
     echo "${command[*]}"
     continue

@@ -40,6 +40,23 @@ static int64_t numBytes(RankedTensorType type) {
   return type.hasStaticShape() ? int64_t(tensorBytes(type)) : 0;
 }
 
+/// What a reduction within a node (a `group node` allreduce, or the wait of
+/// a started one) reduced into `value`, or null: the value a two-level
+/// allreduce carries across nodes is its input's.
+static Value nodeInput(Value value) {
+  auto result = dyn_cast<OpResult>(value);
+  if (!result)
+    return nullptr;
+  if (auto allreduce = dyn_cast<AllReduceOp>(result.getOwner()))
+    if (allreduce.getGroup() == CommGroup::node)
+      return allreduce.getInputs()[result.getResultNumber()];
+  if (auto wait = dyn_cast<WaitOp>(result.getOwner()))
+    if (auto start = wait.getRequest().getDefiningOp<AllReduceStartOp>();
+        start && start.getGroup() == CommGroup::node)
+      return start.getInputs()[result.getResultNumber()];
+  return nullptr;
+}
+
 /// Follows a communicated value back through the compression steps to the
 /// gradient it carries, updating `value`. Returns the tensor.concat that
 /// batched PowerSGD built from a whole bucket if the trace ends there.
@@ -51,6 +68,8 @@ static tensor::ConcatOp traceSource(Value &value) {
     auto step = dyn_cast<MultiTensorOpInterface>(op);
     if (step && isPure(op))
       value = step.getOperandGroup(0)[index % step.getNumTensors()];
+    else if (Value reduced = nodeInput(value))
+      value = reduced;
     else if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op))
       value = op->getOperand(0);
     else if (auto concat = dyn_cast<tensor::ConcatOp>(op))
@@ -243,7 +262,9 @@ static Reduction reductionOf(Value input, Operation *comm, unsigned index,
   Value value = input;
   while (Operation *op = value.getDefiningOp()) {
     unsigned result = cast<OpResult>(value).getResultNumber();
-    if (isa<CastOp, ScaleOp, OrthogonalizeOp>(op))
+    if (Value reduced = nodeInput(value))
+      value = reduced;
+    else if (isa<CastOp, ScaleOp, OrthogonalizeOp>(op))
       value = op->getOperand(result);
     else if (auto back = dyn_cast<BackprojectOp>(op))
       value = back.getFactors()[result];
@@ -270,6 +291,10 @@ static Factor factorOf(Value value) {
       return Factor::p;
     if (isa<BackprojectOp, BackprojectResidualOp>(op))
       return Factor::q;
+    if (Value reduced = nodeInput(value)) {
+      value = reduced;
+      continue;
+    }
     if (!isa<CastOp, ScaleOp>(op))
       break;
     value = op->getOperand(cast<OpResult>(value).getResultNumber());
@@ -312,10 +337,16 @@ static void collectRows(ModuleOp module,
       }
       return;
     }
+    // Within a node nothing crosses the network: the report counts what
+    // does, as the runtime's counters do.
     if (auto allreduce = dyn_cast<AllReduceOp>(op)) {
+      if (allreduce.getGroup() == CommGroup::node)
+        return;
       role = allreduce.getRole();
       inputs = allreduce.getInputs();
     } else if (auto start = dyn_cast<AllReduceStartOp>(op)) {
+      if (start.getGroup() == CommGroup::node)
+        return;
       role = start.getRole();
       inputs = start.getInputs();
     } else if (auto gather = dyn_cast<AllGatherOp>(op)) {

@@ -2,6 +2,14 @@
 // RUN: ddp-opt %s --split-input-file --ddp-compress="two-level=node-mean powersgd-rank=2 fuse=false overlap=false" | FileCheck %s --check-prefix=PSGD
 // RUN: ddp-opt %s --split-input-file --ddp-compress="two-level=node-mean narrow=bf16 fuse=false overlap=false" | FileCheck %s --check-prefix=BF16
 // RUN: ddp-opt %s --split-input-file --ddp-compress="two-level=collectives powersgd-rank=2 fuse=false overlap=false" | FileCheck %s --check-prefix=COLL
+// The compression report counts what crosses the network, as the runtime's
+// counters do: the same rows as without two levels, whichever side of the
+// compression they are on.
+// RUN: ddp-opt %s --ddp-compress="two-level=collectives powersgd-rank=2 start-iter=0" --ddp-compression-report=output=- -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: ddp-opt %s --ddp-compress="two-level=node-mean powersgd-rank=2 start-iter=0" --ddp-compression-report=output=- -o /dev/null | FileCheck %s --check-prefix=REPORT
+// REPORT: 0 @step:%arg0 64x32 f32 powersgd 2 f32 2048 192 10.67x
+// REPORT: 1 @step:%arg1 64 f32 uncompressed - f32 64 64 1.00x
+// REPORT: total: 2 tensors, 1 compressed; elements 2112 -> 256 (8.25x)
 // RUN: not ddp-opt %s --split-input-file --ddp-compress="two-level=node-mean quantize=per-tensor" 2>&1 | FileCheck %s --check-prefix=GATHER
 
 // Each world allreduce becomes the same reduction within the node, then
