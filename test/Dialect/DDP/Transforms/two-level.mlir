@@ -2,6 +2,7 @@
 // RUN: ddp-opt %s --split-input-file --ddp-compress="two-level=node-mean powersgd-rank=2 fuse=false overlap=false" | FileCheck %s --check-prefix=PSGD
 // RUN: ddp-opt %s --split-input-file --ddp-compress="two-level=node-mean narrow=bf16 fuse=false overlap=false" | FileCheck %s --check-prefix=BF16
 // RUN: ddp-opt %s --split-input-file --ddp-compress="two-level=collectives powersgd-rank=2 fuse=false overlap=false" | FileCheck %s --check-prefix=COLL
+// RUN: ddp-opt %s --ddp-compress="plan=%S/Inputs/plan-1gbps.json two-level=node-mean fuse=false overlap=false" | FileCheck %s --check-prefix=PLAN
 // The compression report counts what crosses the network, as the runtime's
 // counters do: the same rows as without two levels, whichever side of the
 // compression they are on.
@@ -68,5 +69,13 @@ func.func @step(%w: tensor<64x32xf32>, %b: tensor<64xf32>, %c: tensor<8xf64>)
 // COLL: ddp.allreduce sum {{.*}} role compressed group across_nodes : tensor<64x2xf32>
 // COLL: ddp.allreduce mean {{.*}} role compressed group node : tensor<32x2xf32>
 // COLL: ddp.allreduce mean {{.*}} role compressed group across_nodes : tensor<32x2xf32>
+
+// ddp-plan plans the level that crosses the network: one bucket (the
+// across-nodes allreduce of both tensors), narrowed to fp16 on this 1 Gb/s
+// profile, while the mean within the node stays exact in f32.
+// PLAN: ddp.plan = {buckets = [{choice = "fp16", elements = 2112
+// PLAN-NOT: choice =
+// PLAN: ddp.allreduce mean %arg0, %arg1 group node : tensor<64x32xf32>, tensor<64xf32>
+// PLAN: ddp.allreduce sum {{.*}} group across_nodes : tensor<64x32xf16>, tensor<64xf16>
 
 // GATHER: error: insert-quantization: the scheme 'quantize-per-tensor' gathers over every rank and cannot reduce a bucket across_nodes; across nodes, compress with PowerSGD or fp16/bf16
