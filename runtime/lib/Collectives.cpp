@@ -308,28 +308,33 @@ Error Collectives::mpiSum(void *data, int64_t count, ddprt_dtype dtype) {
 namespace {
 /// Posts a send of `bytes` to `peer` and a receive of `recvBytes` from
 /// `from`, in pieces MPI's int counts can hold.
+using Checker = std::function<Error(int, const char *)>;
+
+/// Posts a send (or a receive) of `bytes` at `data` to (from) `peer`, in
+/// pieces MPI's int counts can hold; the other side posts the same pieces.
+Error post(MPI_Comm comm, bool isSend, char *data, int64_t bytes, int peer,
+           MpiRequests &requests, const Checker &check) {
+  const int64_t kPiece = int64_t(1) << 30;
+  for (int64_t offset = 0; offset < bytes; offset += kPiece) {
+    int count = int(std::min(kPiece, bytes - offset));
+    MPI_Request request;
+    DDPRT_TRY(isSend ? check(MPI_Isend(data + offset, count, MPI_BYTE, peer, 0,
+                                       comm, &request),
+                             "MPI_Isend")
+                     : check(MPI_Irecv(data + offset, count, MPI_BYTE, peer, 0,
+                                       comm, &request),
+                             "MPI_Irecv"));
+    requests.requests.push_back(request);
+  }
+  return Error::success();
+}
+
 Error exchange(MPI_Comm comm, const char *send, int64_t sendBytes, int to,
                char *recv, int64_t recvBytes, int from, MpiRequests &requests,
-               const std::function<Error(int, const char *)> &check) {
-  const int64_t kPiece = int64_t(1) << 30;
-  // The same pieces for the send and the receive side.
-  auto post = [&](bool isSend, char *data, int64_t bytes, int peer) {
-    for (int64_t offset = 0; offset < bytes; offset += kPiece) {
-      int count = int(std::min(kPiece, bytes - offset));
-      MPI_Request request;
-      DDPRT_TRY(isSend ? check(MPI_Isend(data + offset, count, MPI_BYTE, peer,
-                                         0, comm, &request),
-                               "MPI_Isend")
-                       : check(MPI_Irecv(data + offset, count, MPI_BYTE, peer,
-                                         0, comm, &request),
-                               "MPI_Irecv"));
-      requests.requests.push_back(request);
-    }
-    return Error::success();
-  };
-  DDPRT_TRY(post(true, const_cast<char *>(send), sendBytes, to));
-  DDPRT_TRY(post(false, recv, recvBytes, from));
-  return Error::success();
+               const Checker &check) {
+  DDPRT_TRY(post(comm, true, const_cast<char *>(send), sendBytes, to, requests,
+                 check));
+  return post(comm, false, recv, recvBytes, from, requests, check);
 }
 } // namespace
 
@@ -369,21 +374,15 @@ Error Collectives::sum(ddprt_group group, void *data, int64_t count,
 
 Error Collectives::broadcastFromFirst(const std::vector<int> &ranks, char *data,
                                       int64_t bytes) {
-  const int64_t kPiece = int64_t(1) << 30;
+  auto checker = [this](int code, const char *what) {
+    return check(code, what);
+  };
   MpiRequests requests;
-  bool first = rank_ == ranks.front();
-  for (size_t i = first ? 1 : 0; i < (first ? ranks.size() : 1); ++i)
-    for (int64_t offset = 0; offset < bytes; offset += kPiece) {
-      int piece = int(std::min(kPiece, bytes - offset));
-      MPI_Request request;
-      DDPRT_TRY(first ? check(MPI_Isend(data + offset, piece, MPI_BYTE,
-                                        ranks[i], 0, comm_, &request),
-                              "MPI_Isend")
-                      : check(MPI_Irecv(data + offset, piece, MPI_BYTE,
-                                        ranks.front(), 0, comm_, &request),
-                              "MPI_Irecv"));
-      requests.requests.push_back(request);
-    }
+  if (rank_ != ranks.front())
+    DDPRT_TRY(post(comm_, false, data, bytes, ranks.front(), requests, checker));
+  else
+    for (size_t i = 1; i < ranks.size(); ++i)
+      DDPRT_TRY(post(comm_, true, data, bytes, ranks[i], requests, checker));
   return wait(requests);
 }
 

@@ -30,15 +30,19 @@ using namespace mlir::ddp;
 
 namespace {
 
-/// Inserts, before `op`, the reduction of `inputs` within the node: a mean
-/// stays a mean (the mean of the node means is the world's), a sum a sum.
-SmallVector<Value> reduceWithinNode(RewriterBase &rewriter, Operation *op,
-                                    ReductionKind kind, ValueRange inputs,
-                                    CommRole role) {
+/// Splits `op`, an allreduce or a started one over the world, in place:
+/// the same reduction within the node is inserted before it (a mean stays a
+/// mean: the mean of the node means is the world's; a sum a sum), and `op`
+/// reduces that across nodes.
+template <typename OpTy> void splitInTwo(RewriterBase &rewriter, OpTy op) {
   rewriter.setInsertionPoint(op);
-  auto node = AllReduceOp::create(rewriter, op->getLoc(), kind, inputs, role,
+  auto node = AllReduceOp::create(rewriter, op.getLoc(), op.getKind(),
+                                  op.getInputs(), op.getRole(),
                                   CommGroup::node);
-  return SmallVector<Value>(node.getResults());
+  rewriter.modifyOpInPlace(op, [&] {
+    op.getInputsMutable().assign(node.getResults());
+    op.setGroup(CommGroup::across_nodes);
+  });
 }
 
 struct DDPTwoLevelPass
@@ -57,23 +61,10 @@ struct DDPTwoLevelPass
     });
     IRRewriter rewriter(&getContext());
     for (Operation *op : worldOps) {
-      if (auto allreduce = dyn_cast<AllReduceOp>(op)) {
-        SmallVector<Value> local =
-            reduceWithinNode(rewriter, op, allreduce.getKind(),
-                             allreduce.getInputs(), allreduce.getRole());
-        rewriter.modifyOpInPlace(op, [&] {
-          allreduce.getInputsMutable().assign(local);
-          allreduce.setGroup(CommGroup::across_nodes);
-        });
-      } else {
-        auto start = cast<AllReduceStartOp>(op);
-        SmallVector<Value> local = reduceWithinNode(
-            rewriter, op, start.getKind(), start.getInputs(), start.getRole());
-        rewriter.modifyOpInPlace(op, [&] {
-          start.getInputsMutable().assign(local);
-          start.setGroup(CommGroup::across_nodes);
-        });
-      }
+      if (auto allreduce = dyn_cast<AllReduceOp>(op))
+        splitInTwo(rewriter, allreduce);
+      else
+        splitInTwo(rewriter, cast<AllReduceStartOp>(op));
       ++numSplit;
     }
   }
