@@ -11,14 +11,15 @@ bash scripts/setup.sh
 # Debian's PyTorch 1.13 (CPU), torchvision and onnx: the tests that compare
 # with PyTorch's hooks and rule, and export real models to ONNX, use them;
 # scikit-learn (the digits) and matplotlib: the training example's test.
-if ! /usr/bin/python3 -c "import torch, torchvision, onnx, sklearn, matplotlib" 2>/dev/null; then
-  echo "== installing python3-torch, python3-torchvision, python3-onnx, python3-sklearn, python3-matplotlib"
+# mpi4py: the Python package's runtime joining a communicator the script made.
+if ! /usr/bin/python3 -c "import torch, torchvision, onnx, sklearn, matplotlib, mpi4py" 2>/dev/null; then
+  echo "== installing python3-torch, python3-torchvision, python3-onnx, python3-sklearn, python3-matplotlib, python3-mpi4py"
   SUDO=""
   [ "$(id -u)" = 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
     python3-torch python3-torchvision python3-onnx python3-sklearn \
-    python3-matplotlib >/dev/null
+    python3-matplotlib python3-mpi4py >/dev/null
 fi
 # iproute2 (ip, tc): the tests across hosts make them as network
 # namespaces (bench/net/hosts.sh; as root only).

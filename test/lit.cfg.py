@@ -113,6 +113,9 @@ if mpirun:
     config.substitutions.append(("%mpirun", mpirun + flags))
 config.substitutions.append(
     ("%ddp_run", os.path.join(config.ddp_tools_dir, "ddp-run")))
+# The Python package as the build tree holds it (python/CMakeLists.txt).
+config.substitutions.append(
+    ("%ddp_pythonpath", os.path.join(config.ddp_obj_root, "python")))
 # The runtime's calibration tool (a benchmark: built unless
 # DDPRT_BUILD_BENCHMARKS=OFF).
 calibrate = os.path.join(config.ddp_obj_root, "runtime", "ddprt-calibrate")

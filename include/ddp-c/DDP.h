@@ -58,6 +58,20 @@ int ddpRunPipelineWithReport(const char *pipeline, const char *module,
 int ddpRunPipeline(const char *pipeline, const char *module, char **output,
                    char **diagnostics);
 
+/* Compiles a training step for the runtime, as `ddp-run --emit-step=DIR`
+   does: parses `module` (MLIR text), runs `pipeline` on it (NULL or "":
+   none; e.g. "builtin.module(ddp-compress{powersgd-rank=2})"), lowers the
+   function `entry` (NULL or "": the module's only public function that
+   synchronizes gradients) and writes `directory`/libstep.so and
+   `directory`/step.json (created if missing), which the runtime's
+   ddprt_step_load (ddprt-host/ddprt_step.h) loads into a process that
+   has a runtime context. Returns 1, or 0 with the error in *diagnostics;
+   the pipeline's compression reports go to *report. Both may be NULL;
+   those given are set and must be freed with ddpFree. Thread-safe as
+   ddpRunPipelineWithReport is. */
+int ddpCompileStep(const char *pipeline, const char *module, const char *entry,
+                   const char *directory, char **diagnostics, char **report);
+
 /* Frees a string returned by this API (NULL is fine). */
 void ddpFree(char *text);
 

@@ -117,11 +117,15 @@ public:
 std::unique_ptr<Backend> createCpuBackend(Communicator &communicator);
 
 /// The CUDA backend: NCCL collectives (its id broadcast over
-/// `communicator`), CUDA kernels; one GPU per rank. Fails with
-/// DDPRT_ERROR_UNSUPPORTED or DDPRT_ERROR_BACKEND where there is no usable
-/// device. Only in builds with CUDA (DDPRT_HAVE_CUDA).
-Error createCudaBackend(Communicator &communicator, double timeoutSeconds,
+/// `communicator`, or the caller's id or communicator: ddprt_join_kind),
+/// CUDA kernels; one GPU per rank (options.device), on options.stream or
+/// its own. Fails with DDPRT_ERROR_UNSUPPORTED or DDPRT_ERROR_BACKEND where
+/// there is no usable device. Only in builds with CUDA (DDPRT_HAVE_CUDA).
+Error createCudaBackend(Communicator &communicator,
+                        const ddprt_options &options,
                         std::unique_ptr<Backend> &backend);
+/// A new ncclUniqueId's DDPRT_NCCL_UNIQUE_ID_BYTES bytes (CUDA builds).
+Error newNcclUniqueId(unsigned char *id);
 
 } // namespace ddprt
 

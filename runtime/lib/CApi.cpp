@@ -53,6 +53,16 @@ ddprt_status ddprt_get_version(int *version) {
   return DDPRT_OK;
 }
 
+ddprt_status ddprt_nccl_unique_id(unsigned char *id) {
+  if (!id)
+    return DDPRT_ERROR_INVALID_ARGUMENT;
+#if defined(DDPRT_HAVE_CUDA)
+  return guarded([&] { return newNcclUniqueId(id); }).status;
+#else
+  return DDPRT_ERROR_UNSUPPORTED;
+#endif
+}
+
 size_t ddprt_dtype_size(ddprt_dtype dtype) { return dtypeSize(asInt(dtype)); }
 
 ddprt_status ddprt_parse_simulated_link(const char *text, double *gbps,

@@ -8,6 +8,7 @@
 
 #include "HostArithmetic.h"
 #include "Numeric.h"
+#include "Validation.h"
 
 #include <algorithm>
 #include <functional>
@@ -94,6 +95,53 @@ Error Collectives::overLink(double bytesSent, Fn &&collective) {
 
 } // namespace ddprt
 
+namespace ddprt {
+
+bool Collectives::joinedByNccl(const ddprt_options &options) {
+  return options.join == DDPRT_JOIN_NCCL_COMM ||
+         options.join == DDPRT_JOIN_NCCL_UNIQUE_ID;
+}
+
+/// A job joined through NCCL has no MPI: its size and this rank are the
+/// caller's, and the layout of its nodes is ranks_per_node consecutive
+/// ranks (0: one node, as torchrun's single-node jobs are).
+Error Collectives::createJoinedByNccl(const ddprt_options &options,
+                                      std::unique_ptr<Collectives> self,
+                                      std::unique_ptr<Collectives> &result) {
+  self->joinedByNccl_ = true;
+  self->rank_ = options.join_rank;
+  self->size_ = options.join_world_size;
+  int perNode =
+      options.ranks_per_node > 0 ? options.ranks_per_node : self->size_;
+  int node = self->rank_ / perNode;
+  self->localRank_ = self->rank_ % perNode;
+  self->world_.clear();
+  self->nodeRanks_.clear();
+  self->leaders_.clear();
+  for (int r = 0; r < self->size_; ++r) {
+    self->world_.push_back(r);
+    if (r / perNode == node)
+      self->nodeRanks_.push_back(r);
+    if (r % perNode == 0)
+      self->leaders_.push_back(r);
+  }
+  // checkJoin made sure that ranks_per_node divides the size.
+  self->nodesAlike_ = true;
+  result = std::move(self);
+  return Error::success();
+}
+
+Error Collectives::failIfJoinedByNccl() const {
+  if (!joinedByNccl_ || size_ == 1)
+    return Error::success();
+  return fail(DDPRT_ERROR_UNSUPPORTED,
+              "this job was joined through NCCL and has no MPI: the host's "
+              "collectives are not available (the CUDA backend's run on "
+              "NCCL)");
+}
+
+} // namespace ddprt
+
 #if defined(DDPRT_HAVE_MPI)
 
 namespace ddprt {
@@ -154,11 +202,25 @@ Error Collectives::create(const ddprt_options &options,
   self->checkShapes_ = options.check_shapes != 0;
   self->link_ = SimulatedLink{options.simulated_link_gbps,
                               options.simulated_link_latency_us};
+  if (joinedByNccl(options))
+    return createJoinedByNccl(options, std::move(self), result);
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (finalized)
     return fail(DDPRT_ERROR_STATE, "MPI was already finalized in this process");
+  // The job's communicator: the world, or the one the caller made.
+  MPI_Comm parent = MPI_COMM_WORLD;
+  if (options.join == DDPRT_JOIN_MPI) {
+    if (!initialized)
+      return invalid("join is DDPRT_JOIN_MPI but MPI is not initialized in "
+                     "this process (whoever made the communicator starts "
+                     "MPI)");
+    parent = *static_cast<const MPI_Comm *>(options.join_handle);
+    if (parent == MPI_COMM_NULL)
+      return invalid("join is DDPRT_JOIN_MPI but the communicator is "
+                     "MPI_COMM_NULL");
+  }
   if (!initialized) {
     int provided = 0;
     if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) !=
@@ -172,11 +234,13 @@ Error Collectives::create(const ddprt_options &options,
   MPI_Query_thread(&provided);
   self->callableFromAnyThread_ = provided >= MPI_THREAD_SERIALIZED;
   // Errors come back as codes (and become ddprt errors) instead of
-  // aborting every rank silently.
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  // aborting every rank silently. A caller's communicator keeps its own
+  // handler: only the duplicate below is the runtime's.
+  if (options.join != DDPRT_JOIN_MPI)
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   // Every collective here is nonblocking and waited for within the timeout
   // (a rank that stopped must not hang the others' start).
-  MPI_Comm_rank(MPI_COMM_WORLD, &self->rank_);
+  MPI_Comm_rank(parent, &self->rank_);
   // What the nonblocking calls write into lives on the heap and is leaked
   // if they time out: MPI may still complete them later (a stopped rank
   // that resumes), and must not write into freed memory or a communicator
@@ -189,7 +253,7 @@ Error Collectives::create(const ddprt_options &options,
   auto pending = std::make_unique<Pending>();
   MpiRequests requests;
   MPI_Request request;
-  DDPRT_TRY(self->check(MPI_Comm_idup(MPI_COMM_WORLD, &pending->comm, &request),
+  DDPRT_TRY(self->check(MPI_Comm_idup(parent, &pending->comm, &request),
                         "MPI_Comm_idup"));
   requests.requests.push_back(request);
   if (Error error = self->wait(requests)) {
@@ -253,6 +317,8 @@ Error Collectives::create(const ddprt_options &options,
 }
 
 Collectives::~Collectives() {
+  if (joinedByNccl_)
+    return;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized)
@@ -267,6 +333,7 @@ Collectives::~Collectives() {
 
 Error Collectives::sum(void *data, int64_t count, ddprt_dtype dtype,
                        double scale) {
+  DDPRT_TRY(failIfJoinedByNccl());
   DDPRT_TRY(failIfBroken());
   if (size_ == 1 || count == 0) {
     if (scale != 1.0)
@@ -340,6 +407,7 @@ Error exchange(MPI_Comm comm, const char *send, int64_t sendBytes, int to,
 
 Error Collectives::sum(ddprt_group group, void *data, int64_t count,
                        ddprt_dtype dtype, double scale) {
+  DDPRT_TRY(failIfJoinedByNccl());
   if (group == DDPRT_GROUP_WORLD)
     return sum(data, count, dtype, scale);
   DDPRT_TRY(failIfBroken());
@@ -481,6 +549,7 @@ Error Collectives::wait(MpiRequests &requests) {
 }
 
 Error Collectives::gather(const void *send, int64_t bytes, void *received) {
+  DDPRT_TRY(failIfJoinedByNccl());
   DDPRT_TRY(failIfBroken());
   if (bytes == 0)
     return Error::success();
@@ -523,6 +592,7 @@ Error Collectives::gather(const void *send, int64_t bytes, void *received) {
 
 Error Collectives::checkSameOnAllRanks(const std::vector<int64_t> &signature,
                                        const char *what) {
+  DDPRT_TRY(failIfJoinedByNccl());
   DDPRT_TRY(failIfBroken());
   if (!checkShapes_ || size_ == 1)
     return Error::success();
@@ -569,6 +639,7 @@ Error Collectives::checkSameOnAllRanks(const std::vector<int64_t> &signature,
 }
 
 Error Collectives::broadcast(void *data, int bytes) {
+  DDPRT_TRY(failIfJoinedByNccl());
   DDPRT_TRY(failIfBroken());
   if (size_ == 1)
     return Error::success();
@@ -593,6 +664,8 @@ Error Collectives::create(const ddprt_options &options,
   std::unique_ptr<Collectives> self(new Collectives());
   self->timeoutSeconds_ = options.timeout_seconds;
   self->checkShapes_ = options.check_shapes != 0;
+  if (joinedByNccl(options))
+    return createJoinedByNccl(options, std::move(self), result);
   result = std::move(self);
   return Error::success();
 }
@@ -601,6 +674,7 @@ Collectives::~Collectives() = default;
 
 Error Collectives::sum(void *data, int64_t count, ddprt_dtype dtype,
                        double scale) {
+  DDPRT_TRY(failIfJoinedByNccl());
   DDPRT_TRY(failIfBroken());
   if (scale != 1.0)
     scaleHost(scale, ddprt_buffer{data, dtype, count});
@@ -613,6 +687,7 @@ Error Collectives::sum(ddprt_group, void *data, int64_t count,
 }
 
 Error Collectives::gather(const void *send, int64_t bytes, void *received) {
+  DDPRT_TRY(failIfJoinedByNccl());
   DDPRT_TRY(failIfBroken());
   if (bytes > 0)
     std::memcpy(received, send, size_t(bytes));
@@ -621,10 +696,10 @@ Error Collectives::gather(const void *send, int64_t bytes, void *received) {
 
 Error Collectives::checkSameOnAllRanks(const std::vector<int64_t> &,
                                        const char *) {
-  return Error::success();
+  return failIfJoinedByNccl();
 }
 
-Error Collectives::broadcast(void *, int) { return Error::success(); }
+Error Collectives::broadcast(void *, int) { return failIfJoinedByNccl(); }
 
 } // namespace ddprt
 

@@ -53,9 +53,15 @@ std::vector<int64_t> allgatherSignature(const ddprt_buffer *inputs, int count);
 class Collectives {
 public:
   /// Initializes MPI unless the host already did (then MPI is finalized at
-  /// process exit).
+  /// process exit), and works on a duplicate of MPI_COMM_WORLD or of the
+  /// caller's communicator (DDPRT_JOIN_MPI). A job joined through NCCL
+  /// (DDPRT_JOIN_NCCL_*) touches no MPI: rank and size are the caller's,
+  /// and the host collectives below fail on more than one rank.
   static Error create(const ddprt_options &options,
                       std::unique_ptr<Collectives> &collectives);
+  /// Whether `options` join a job through NCCL.
+  static bool joinedByNccl(const ddprt_options &options);
+  bool joinedByNccl() const { return joinedByNccl_; }
   ~Collectives();
   Collectives(const Collectives &) = delete;
   Collectives &operator=(const Collectives &) = delete;
@@ -119,7 +125,11 @@ public:
 
 private:
   Collectives() = default;
+  static Error createJoinedByNccl(const ddprt_options &options,
+                                  std::unique_ptr<Collectives> self,
+                                  std::unique_ptr<Collectives> &result);
   Error failIfBroken() const;
+  Error failIfJoinedByNccl() const;
   /// Runs `collective`, then holds until the simulated link (if on) would
   /// have carried `bytesSent` bytes of this rank (SimulatedLink.h).
   template <typename Fn> Error overLink(double bytesSent, Fn &&collective);
@@ -143,6 +153,7 @@ private:
   /// Every world rank; this node's ranks; each node's first rank.
   std::vector<int> world_{0}, nodeRanks_{0}, leaders_{0};
   bool nodesAlike_ = true;
+  bool joinedByNccl_ = false;
   bool callableFromAnyThread_ = false;
   double timeoutSeconds_ = 0.0;
   bool checkShapes_ = true;

@@ -56,6 +56,9 @@ public:
   int nodeCount() const { return collectives_->nodeCount(); }
   int ranksOnNode() const { return int(collectives_->nodeRanks().size()); }
   bool nodesAlike() const { return collectives_->nodesAlike(); }
+  /// Whether the job was joined through NCCL (no MPI: the host's
+  /// collectives are unavailable; Collectives::create).
+  bool joinedByNccl() const { return collectives_->joinedByNccl(); }
   /// Whether queued work progresses on a thread of its own (else it runs
   /// on the caller's thread, in wait: a job of one rank, or MPI
   /// initialized by the host below MPI_THREAD_SERIALIZED).

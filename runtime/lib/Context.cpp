@@ -25,8 +25,7 @@ Error initContext(ddprt_context &context, const ddprt_options *options) {
 #if defined(DDPRT_HAVE_CUDA)
   if (opts.backend == DDPRT_BACKEND_CUDA)
     return guarded([&] {
-      return createCudaBackend(*context.communicator, opts.timeout_seconds,
-                               context.backend);
+      return createCudaBackend(*context.communicator, opts, context.backend);
     });
 #endif
   context.backend = createCpuBackend(*context.communicator);

@@ -35,6 +35,13 @@ constexpr OptionsField kOptionsFields[] = {
     DDPRT_OPTIONS_FIELD(simulated_link_gbps),
     DDPRT_OPTIONS_FIELD(simulated_link_latency_us),
     DDPRT_OPTIONS_FIELD(ranks_per_node),
+    DDPRT_OPTIONS_FIELD(join),
+    DDPRT_OPTIONS_FIELD(join_handle),
+    DDPRT_OPTIONS_FIELD(join_rank),
+    DDPRT_OPTIONS_FIELD(join_world_size),
+    DDPRT_OPTIONS_FIELD(nccl_unique_id),
+    DDPRT_OPTIONS_FIELD(device),
+    DDPRT_OPTIONS_FIELD(stream),
 };
 #undef DDPRT_OPTIONS_FIELD
 
@@ -212,7 +219,59 @@ Error checkOptions(const ddprt_options &options) {
     return fail(DDPRT_ERROR_UNSUPPORTED,
                 "the simulated link models the CPU backend's MPI collectives; "
                 "the CUDA backend's run on the device (NCCL)");
-  return Error::success();
+  return checkJoin(options);
+}
+
+Error checkJoin(const ddprt_options &options) {
+  if (options.device < -1)
+    return invalid("device " + std::to_string(options.device) +
+                   ": a CUDA device number, or -1 for the rank's own");
+  if (options.backend != DDPRT_BACKEND_CUDA &&
+      (options.device != -1 || options.stream))
+    return invalid("device and stream are the CUDA backend's");
+  switch (asInt(options.join)) {
+  case DDPRT_JOIN_NONE:
+    if (options.join_handle)
+      return invalid("join_handle is set but join is DDPRT_JOIN_NONE");
+    return Error::success();
+  case DDPRT_JOIN_MPI:
+#if !defined(DDPRT_HAVE_MPI)
+    return fail(DDPRT_ERROR_UNSUPPORTED,
+                "join is DDPRT_JOIN_MPI but this build of the runtime has no "
+                "MPI");
+#endif
+    if (!options.join_handle)
+      return invalid("join is DDPRT_JOIN_MPI but join_handle is null (the "
+                     "address of an MPI_Comm)");
+    return Error::success();
+  case DDPRT_JOIN_NCCL_COMM:
+  case DDPRT_JOIN_NCCL_UNIQUE_ID: {
+    const char *kind = options.join == DDPRT_JOIN_NCCL_COMM
+                           ? "DDPRT_JOIN_NCCL_COMM"
+                           : "DDPRT_JOIN_NCCL_UNIQUE_ID";
+    if (options.backend != DDPRT_BACKEND_CUDA)
+      return invalid(std::string("join is ") + kind +
+                     ", which only the CUDA backend can join");
+    if (options.join == DDPRT_JOIN_NCCL_COMM && !options.join_handle)
+      return invalid("join is DDPRT_JOIN_NCCL_COMM but join_handle is null "
+                     "(an ncclComm_t)");
+    if (options.join_world_size < 1 || options.join_rank < 0 ||
+        options.join_rank >= options.join_world_size)
+      return invalid(std::string("join is ") + kind + " but join_rank " +
+                     std::to_string(options.join_rank) +
+                     " is no rank of join_world_size " +
+                     std::to_string(options.join_world_size));
+    if (options.ranks_per_node > 0 &&
+        options.join_world_size % options.ranks_per_node != 0)
+      return invalid("ranks_per_node " +
+                     std::to_string(options.ranks_per_node) +
+                     " does not divide join_world_size " +
+                     std::to_string(options.join_world_size));
+    return Error::success();
+  }
+  default:
+    return invalid("unknown join kind " + std::to_string(asInt(options.join)));
+  }
 }
 
 } // namespace ddprt

@@ -39,6 +39,9 @@ Error readRanksPerNodeVariable(ddprt_options &options);
 inline constexpr const char *kRanksPerNodeVariable = "DDPRT_RANKS_PER_NODE";
 /// The options of ddprt_init: timeout, backend and simulated link.
 Error checkOptions(const ddprt_options &options);
+/// The fields of joining a job someone else started (ddprt_join_kind),
+/// device and stream; checkOptions calls it.
+Error checkJoin(const ddprt_options &options);
 
 } // namespace ddprt
 

@@ -47,7 +47,7 @@
    runtime's CMake refuses to configure when they differ), as
    MAJOR * 10000 + MINOR * 100 + PATCH (0.2.0 is 200). */
 #define DDPRT_VERSION_MAJOR 0
-#define DDPRT_VERSION_MINOR 3
+#define DDPRT_VERSION_MINOR 4
 #define DDPRT_VERSION_PATCH 0
 #define DDPRT_VERSION                                                          \
   (DDPRT_VERSION_MAJOR * 10000 + DDPRT_VERSION_MINOR * 100 +                   \
@@ -82,6 +82,34 @@ typedef enum ddprt_backend_kind {
   DDPRT_BACKEND_CPU = 0,
   DDPRT_BACKEND_CUDA = 1
 } ddprt_backend_kind;
+
+/* Whose job a context joins (ddprt_options.join). Since 0.4.0.
+     NONE             the runtime's own: MPI's world (MPI started by the
+                      runtime unless the host already did)
+     MPI              an MPI communicator the caller made (MPI already
+                      initialized, for example by mpi4py): join_handle is
+                      the address of its MPI_Comm; the runtime works on a
+                      duplicate of it and never finalizes MPI
+     NCCL_COMM        CUDA: an NCCL communicator the caller made
+                      (join_handle is its ncclComm_t); the runtime splits
+                      one of its own off it, which is itself a collective
+     NCCL_UNIQUE_ID   CUDA: an ncclUniqueId rank 0 made
+                      (ddprt_nccl_unique_id) and the caller passed to every
+                      rank through its own store (torch.distributed's
+                      TCPStore, a file); join_rank and join_world_size say
+                      where this rank stands
+   With either NCCL kind the job needs no MPI: its size and this rank come
+   from join_rank and join_world_size, and ranks check that they pass the
+   same shapes through NCCL. */
+typedef enum ddprt_join_kind {
+  DDPRT_JOIN_NONE = 0,
+  DDPRT_JOIN_MPI = 1,
+  DDPRT_JOIN_NCCL_COMM = 2,
+  DDPRT_JOIN_NCCL_UNIQUE_ID = 3
+} ddprt_join_kind;
+
+/* The bytes of an ncclUniqueId (NCCL_UNIQUE_ID_BYTES). */
+#define DDPRT_NCCL_UNIQUE_ID_BYTES 128
 
 /* Every element type the runtime knows, listed once for the runtime and for
    the compiler that targets it: the ddp dialect's verifiers and its lowering
@@ -239,12 +267,27 @@ typedef struct ddprt_options {
      Open MPI's --map-by ppr:k:node places ranks so). The environment
      variable DDPRT_RANKS_PER_NODE=<k> overrides it. Since 0.3.0. */
   int ranks_per_node;
+  /* Since 0.4.0: joining a job someone else started (ddprt_join_kind). */
+  ddprt_join_kind join;
+  const void *join_handle;
+  int join_rank, join_world_size;
+  unsigned char nccl_unique_id[DDPRT_NCCL_UNIQUE_ID_BYTES];
+  /* CUDA: the device this rank works on (-1, the default: the rank among
+     its node's ranks, modulo the devices), and the stream compiled steps
+     and the runtime's kernels run on (NULL, the default: a stream of the
+     runtime's own; a caller's stream, for example PyTorch's current one,
+     orders the runtime's work after what the caller queued on it). */
+  int device;
+  void *stream;
 } ddprt_options;
 
 /* The defaults: CPU backend, 300 s timeout, shape checks on, no simulated
-   link, nodes from the processor names. */
+   link, nodes from the processor names, the runtime's own job. */
 #define DDPRT_OPTIONS_INITIALIZER                                              \
-  { sizeof(ddprt_options), DDPRT_VERSION, DDPRT_BACKEND_CPU, 300.0, 1, 0, 0, 0 }
+  {                                                                            \
+    sizeof(ddprt_options), DDPRT_VERSION, DDPRT_BACKEND_CPU, 300.0, 1, 0, 0,   \
+        0, DDPRT_JOIN_NONE, NULL, 0, 0, {0}, -1, NULL                          \
+  }
 
 /* Fills `options` with DDPRT_OPTIONS_INITIALIZER. Inline, so that it
    writes the struct the caller was compiled with: a function in the
@@ -263,6 +306,11 @@ static inline void ddprt_default_options(ddprt_options *options) {
    says why (valid until this thread's next call). */
 ddprt_status ddprt_parse_simulated_link(const char *text, double *gbps,
                                         double *latency_us, const char **why);
+
+/* CUDA: a new ncclUniqueId in `id` (DDPRT_NCCL_UNIQUE_ID_BYTES bytes), for
+   rank 0 to pass to every rank as ddprt_options.nccl_unique_id.
+   DDPRT_ERROR_UNSUPPORTED in a runtime built without CUDA. Since 0.4.0. */
+ddprt_status ddprt_nccl_unique_id(unsigned char *id);
 
 typedef struct ddprt_context ddprt_context;
 typedef struct ddprt_request ddprt_request;

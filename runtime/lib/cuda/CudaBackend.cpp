@@ -33,6 +33,7 @@
 #include "CudaKernels.h"
 #include "Gemm.h"
 
+#include <cstring>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <nccl.h>
@@ -115,8 +116,9 @@ public:
 
 class CudaBackend : public Backend {
 public:
-  CudaBackend(Communicator &communicator, double timeoutSeconds)
-      : communicator_(communicator), timeoutSeconds_(timeoutSeconds) {}
+  CudaBackend(Communicator &communicator, const ddprt_options &options)
+      : communicator_(communicator), options_(options),
+        timeoutSeconds_(options.timeout_seconds) {}
 
   Error initialize() {
     std::string policyMessage;
@@ -129,39 +131,78 @@ public:
                       cudaGetErrorString(code));
     if (devices == 0)
       return fail(DDPRT_ERROR_UNSUPPORTED, "no usable CUDA device: none found");
-    // One GPU per rank: the ranks of a node take its devices in turn.
-    device_ = communicator_.localRank() % devices;
+    // One GPU per rank: the caller's (ddprt_options.device), or the ranks
+    // of a node take its devices in turn.
+    if (options_.device >= devices)
+      return fail(DDPRT_ERROR_INVALID_ARGUMENT,
+                  "device " + std::to_string(options_.device) + ", but " +
+                      std::to_string(devices) + " CUDA devices are visible");
+    device_ = options_.device >= 0 ? options_.device
+                                   : communicator_.localRank() % devices;
     CUDA_TRY(cudaSetDevice(device_));
-    CUDA_TRY(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
+    // Compiled steps and the kernels run on the caller's stream where it
+    // gave one (PyTorch's current stream: what it queued comes first).
+    if (options_.stream) {
+      compute_ = static_cast<cudaStream_t>(options_.stream);
+      ownsCompute_ = false;
+    } else {
+      CUDA_TRY(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
+    }
     CUDA_TRY(cudaStreamCreateWithFlags(&commStream_, cudaStreamNonBlocking));
     CUDA_TRY(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
     CUDA_TRY(cudaEventCreateWithFlags(&gathered_, cudaEventDisableTiming));
-    // Rank 0 sends the id, or word that it has none, so that the other
-    // ranks fail with it instead of waiting in the broadcast.
-    struct {
-      int ok;
-      ncclUniqueId id;
-    } shared{};
-    Error idError;
-    if (communicator_.rank() == 0) {
-      idError = ncclCheck(ncclGetUniqueId(&shared.id), "ncclGetUniqueId");
-      shared.ok = !idError;
+    ncclComm_t parent = nullptr;
+    if (options_.join == DDPRT_JOIN_NCCL_COMM) {
+      // The caller's communicator: checked against the rank and size it
+      // said, then only split (never finalized or destroyed here).
+      parent =
+          static_cast<ncclComm_t>(const_cast<void *>(options_.join_handle));
+      int count = 0, rank = 0;
+      DDPRT_TRY(ncclCheck(ncclCommCount(parent, &count), "ncclCommCount"));
+      DDPRT_TRY(ncclCheck(ncclCommUserRank(parent, &rank), "ncclCommUserRank"));
+      if (count != communicator_.size() || rank != communicator_.rank())
+        return fail(DDPRT_ERROR_INVALID_ARGUMENT,
+                    "the NCCL communicator is rank " + std::to_string(rank) +
+                        " of " + std::to_string(count) +
+                        ", but join_rank and join_world_size say " +
+                        std::to_string(communicator_.rank()) + " of " +
+                        std::to_string(communicator_.size()));
+    } else {
+      ncclUniqueId id{};
+      static_assert(sizeof(id) == DDPRT_NCCL_UNIQUE_ID_BYTES,
+                    "ddprt_options.nccl_unique_id holds an ncclUniqueId");
+      if (options_.join == DDPRT_JOIN_NCCL_UNIQUE_ID) {
+        std::memcpy(&id, options_.nccl_unique_id, sizeof(id));
+      } else {
+        // Rank 0 sends the id, or word that it has none, so that the other
+        // ranks fail with it instead of waiting in the broadcast.
+        struct {
+          int ok;
+          ncclUniqueId id;
+        } shared{};
+        Error idError;
+        if (communicator_.rank() == 0) {
+          idError = ncclCheck(ncclGetUniqueId(&shared.id), "ncclGetUniqueId");
+          shared.ok = !idError;
+        }
+        DDPRT_TRY(communicator_.broadcast(&shared, int(sizeof(shared))));
+        if (idError)
+          return idError;
+        if (!shared.ok)
+          return fail(DDPRT_ERROR_COMMUNICATION,
+                      "rank 0 could not create the NCCL unique id");
+        id = shared.id;
+      }
+      // Nonblocking init, so that a rank that never arrives times out.
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      ncclResult_t result = ncclCommInitRankConfig(
+          &initComm_, communicator_.size(), id, communicator_.rank(), &config);
+      if (result != ncclSuccess && result != ncclInProgress)
+        return ncclCheck(result, "ncclCommInitRankConfig");
+      DDPRT_TRY(waitUntilReady(initComm_, "ncclCommInitRankConfig"));
+      parent = initComm_;
     }
-    DDPRT_TRY(communicator_.broadcast(&shared, int(sizeof(shared))));
-    if (idError)
-      return idError;
-    if (!shared.ok)
-      return fail(DDPRT_ERROR_COMMUNICATION,
-                  "rank 0 could not create the NCCL unique id");
-    // Nonblocking init, so that a rank that never arrives times out.
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
-    ncclResult_t result =
-        ncclCommInitRankConfig(&initComm_, communicator_.size(), shared.id,
-                               communicator_.rank(), &config);
-    if (result != ncclSuccess && result != ncclInProgress)
-      return ncclCheck(result, "ncclCommInitRankConfig");
-    DDPRT_TRY(waitUntilReady(initComm_, "ncclCommInitRankConfig"));
     // The blocking communicator the collectives use. The split is itself a
     // collective: the watchdog bounds it like one.
     watchdog_ = std::thread([this] { watch(); });
@@ -169,8 +210,8 @@ public:
     blocking.blocking = 1;
     uint64_t split = beginWatched();
     ncclComm_t collectives = nullptr;
-    result = ncclCommSplit(initComm_, 0, communicator_.rank(), &collectives,
-                           &blocking);
+    ncclResult_t result =
+        ncclCommSplit(parent, 0, communicator_.rank(), &collectives, &blocking);
     endWatched(split, nullptr);
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -197,7 +238,9 @@ public:
       cudaEventDestroy(ready_);
     if (gathered_)
       cudaEventDestroy(gathered_);
-    if (compute_)
+    if (signatureWords_)
+      cudaFree(signatureWords_);
+    if (compute_ && ownsCompute_)
       cudaStreamDestroy(compute_);
     if (commStream_)
       cudaStreamDestroy(commStream_);
@@ -252,6 +295,54 @@ public:
     return wait(*request);
   }
 
+  /// Fails with DDPRT_ERROR_MISMATCH unless every rank passes the same
+  /// `signature`: over MPI (Communicator), or, in a job joined through
+  /// NCCL, which has no MPI, through NCCL: the largest of each rank's hash
+  /// and of its complement says whether every hash was the same.
+  Error checkSameOnAllRanks(const std::vector<int64_t> &signature,
+                            const char *what) {
+    if (!communicator_.joinedByNccl())
+      return communicator_.checkSameOnAllRanks(signature, what);
+    if (!options_.check_shapes || communicator_.size() == 1)
+      return Error::success();
+    uint64_t hash = 1469598103934665603ull;
+    for (int64_t word : signature)
+      for (int byte = 0; byte < 8; ++byte) {
+        hash ^= uint8_t(uint64_t(word) >> (8 * byte));
+        hash *= 1099511628211ull;
+      }
+    int64_t words[2] = {int64_t(hash >> 1), int64_t(~hash >> 1)};
+    if (!signatureWords_)
+      CUDA_TRY(cudaMalloc(&signatureWords_, sizeof(words)));
+    CUDA_TRY(cudaMemcpyAsync(signatureWords_, words, sizeof(words),
+                             cudaMemcpyHostToDevice, commStream_));
+    uint64_t id = beginWatched();
+    ncclResult_t result =
+        ncclAllReduce(signatureWords_, signatureWords_, 2, ncclInt64, ncclMax,
+                      ncclComm_, commStream_);
+    int64_t largest[2] = {};
+    cudaError_t copied =
+        result == ncclSuccess
+            ? cudaMemcpyAsync(largest, signatureWords_, sizeof(largest),
+                              cudaMemcpyDeviceToHost, commStream_)
+            : cudaSuccess;
+    cudaError_t synchronized = cudaStreamSynchronize(commStream_);
+    endWatched(id, nullptr);
+    if (Error failed = failure())
+      return failed;
+    DDPRT_TRY(ncclCheck(result, "ncclAllReduce"));
+    CUDA_TRY(copied);
+    CUDA_TRY(synchronized);
+    if (largest[0] != words[0] || largest[1] != words[1])
+      return fail(DDPRT_ERROR_MISMATCH,
+                  std::string(what) +
+                      ": ranks passed different buffers (their "
+                      "count, sizes, types or reduction "
+                      "differ; rank " +
+                      std::to_string(communicator_.rank()) + ")");
+    return Error::success();
+  }
+
   /// NCCL's communicator spans the world: a group is served where it is
   /// the world (the node of a one-node job, the nodes of a job with one
   /// rank per node), refused otherwise.
@@ -281,7 +372,7 @@ public:
                        std::unique_ptr<Request> &result) override {
     DDPRT_TRY(enter());
     DDPRT_TRY(checkGroup(group));
-    DDPRT_TRY(communicator_.checkSameOnAllRanks(
+    DDPRT_TRY(checkSameOnAllRanks(
         bucketSignature(reduction, buffers, count, group), "allreduce"));
     auto request = std::make_unique<CudaRequest>();
     CUDA_TRY(cudaEventCreateWithFlags(&request->done, cudaEventDisableTiming));
@@ -322,8 +413,8 @@ public:
   Error allgather(const ddprt_buffer *inputs, const ddprt_buffer *outputs,
                   int count) override {
     DDPRT_TRY(enter());
-    DDPRT_TRY(communicator_.checkSameOnAllRanks(
-        allgatherSignature(inputs, count), "allgather"));
+    DDPRT_TRY(
+        checkSameOnAllRanks(allgatherSignature(inputs, count), "allgather"));
     CUDA_TRY(cudaEventRecord(ready_, compute_));
     CUDA_TRY(cudaStreamWaitEvent(commStream_, ready_, 0));
     DDPRT_TRY(enqueueGrouped(count, [&](int i) {
@@ -851,7 +942,14 @@ private:
   }
 
   Communicator &communicator_;
+  /// The context's options: device, stream, how the job was joined.
+  const ddprt_options options_;
   double timeoutSeconds_;
+  /// Whether compute_ is the runtime's own (else the caller's stream).
+  bool ownsCompute_ = true;
+  /// Two words on the device for the shape check of a job joined through
+  /// NCCL (checkSameOnAllRanks).
+  void *signatureWords_ = nullptr;
   int device_ = 0;
   cudaStream_t compute_ = nullptr, commStream_ = nullptr;
   /// ready_: the compute stream's work so far, for the communication
@@ -883,9 +981,20 @@ private:
 };
 } // namespace
 
-Error createCudaBackend(Communicator &communicator, double timeoutSeconds,
+Error newNcclUniqueId(unsigned char *id) {
+  ncclUniqueId unique{};
+  if (ncclResult_t result = ncclGetUniqueId(&unique))
+    return fail(DDPRT_ERROR_COMMUNICATION,
+                std::string("ncclGetUniqueId failed: ") +
+                    ncclGetErrorString(result));
+  std::memcpy(id, &unique, sizeof(unique));
+  return Error::success();
+}
+
+Error createCudaBackend(Communicator &communicator,
+                        const ddprt_options &options,
                         std::unique_ptr<Backend> &backend) {
-  auto cuda = std::make_unique<CudaBackend>(communicator, timeoutSeconds);
+  auto cuda = std::make_unique<CudaBackend>(communicator, options);
   DDPRT_TRY(cuda->initialize());
   backend = std::move(cuda);
   return Error::success();

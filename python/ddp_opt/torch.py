@@ -1,0 +1,332 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+"""A PyTorch DDP communication hook backed by steps ddp-opt compiled.
+
+    import ddp_opt.torch
+    model = DistributedDataParallel(net)
+    state = ddp_opt.torch.HookState(model, compress="powersgd-rank=2 start-iter=10")
+    model.register_comm_hook(state, ddp_opt.torch.hook)
+
+For each of DDP's gradient buckets the hook writes the bucket's
+gradient-sync function (one `ddp.allreduce mean` per gradient, named after
+the parameter, in the bucket's order), compiles it once with ddp-opt's
+pipeline (`ddp-compress{<compress>}`, or `pipeline`) into a library, and
+on every call runs it on the bucket's buffer in place and returns a
+completed future. A bucket DDP rebuilds after its first iteration is a new
+function and is compiled again; compiled libraries are cached on disk
+(`cache_dir`), keyed by the function and the pipeline.
+
+The compression state (PowerSGD's Q and error feedback, step counters)
+lives in the runtime, per gradient name; HookState.state_dict() and
+load_state_dict() save and restore it with the rest of a checkpoint.
+
+The ranks are the job's: start the script under mpirun (`mpirun -np 4
+python train.py`), PyTorch's process group with the same ranks (for
+example RANK=$OMPI_COMM_WORLD_RANK); the runtime joins MPI's world, or the
+mpi4py communicator given as `communicator`. CUDA buckets join through
+NCCL: rank 0's unique id goes to every rank through the process group.
+"""
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+import ddp_opt
+
+__all__ = ["HookState", "hook", "bucket_module", "init_process_group"]
+
+_MLIR_TYPES = {torch.float32: "f32", torch.float64: "f64",
+               torch.float16: "f16", torch.bfloat16: "bf16"}
+_TORCH_DTYPES = {"f32": torch.float32, "f64": torch.float64,
+                 "f16": torch.float16, "bf16": torch.bfloat16,
+                 "i64": torch.int64, "i32": torch.int32, "i8": torch.int8}
+
+
+def init_process_group(backend="gloo", **kwargs):
+    """torch.distributed.init_process_group with the ranks of the job
+    mpirun started (Open MPI's OMPI_COMM_WORLD_RANK/SIZE, or PMI's), so
+    that PyTorch's group and the runtime's agree. MASTER_ADDR defaults to
+    127.0.0.1 when every rank is on this host (else set it to rank 0's
+    host); MASTER_PORT to a port derived from the job's id, the same on
+    every rank and different for jobs side by side."""
+    rank = os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK"))
+    size = os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("PMI_SIZE"))
+    if rank is None or size is None:
+        raise RuntimeError("ddp_opt: no MPI launcher's ranks in the "
+                           "environment: start the script under mpirun "
+                           "(mpirun -np N python3 ...)")
+    local = os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE")
+    if "MASTER_ADDR" not in os.environ:
+        if local is not None and local != size:
+            raise RuntimeError("ddp_opt: the job spans several hosts: set "
+                               "MASTER_ADDR to rank 0's host (mpirun -x "
+                               "MASTER_ADDR=...)")
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+    if "MASTER_PORT" not in os.environ:
+        job = os.environ.get("OMPI_MCA_ess_base_jobid", "0")
+        digest = hashlib.sha256(job.encode()).digest()
+        os.environ["MASTER_PORT"] = str(
+            20000 + int.from_bytes(digest[:4], "little") % 20000)
+    dist.init_process_group(backend, rank=int(rank), world_size=int(size),
+                            **kwargs)
+
+
+def _mlir_string(text):
+    return '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _tensor_type(shape, element):
+    return "tensor<%s>" % "x".join([str(int(d)) for d in shape] + [element])
+
+
+def bucket_module(names, shapes, element, entry):
+    """The gradient-sync function of one bucket: gradient i (named names[i],
+    of shape shapes[i]) averaged over the ranks, as MLIR text."""
+    types = [_tensor_type(shape, element) for shape in shapes]
+    arguments = ", ".join("%%g%d: %s loc(%s)" % (i, t, _mlir_string(n))
+                          for i, (t, n) in enumerate(zip(types, names)))
+    lines = ["func.func @%s(%s) -> (%s) {" % (entry, arguments,
+                                              ", ".join(types))]
+    for i, t in enumerate(types):
+        lines.append("  %%r%d = ddp.allreduce mean %%g%d : %s" % (i, i, t))
+    lines.append("  return %s : %s" % (
+        ", ".join("%%r%d" % i for i in range(len(types))), ", ".join(types)))
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _default_cache_dir():
+    base = os.environ.get("DDP_OPT_CACHE_DIR")
+    if base:
+        return base
+    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".cache")
+    return os.path.join(home, "ddp-opt", "steps")
+
+
+class _BucketStep:
+    def __init__(self, step, key, report):
+        self.step = step
+        self.key = key
+        self.report = report
+        self.started = False
+
+
+class HookState:
+    """What ddp_opt.torch.hook needs across calls: how to compile, the
+    runtime, the compiled buckets and the iteration.
+
+    model: the DDP model (or the module it wraps): gradients are named
+      after its parameters, which names the runtime's states.
+    compress: ddp-compress's options ("powersgd-rank=2 start-iter=10",
+      "narrow=f16", "quantize=per-tensor", "hook=FILE.mlir",
+      "plan=PROFILE.json", ...); None or "" averages exactly.
+    pipeline: a textual pass pipeline instead ("builtin.module(...)").
+    process_group: PyTorch's group DDP reduces over (None: the default
+      one); its ranks must be the runtime's.
+    runtime: a ddp_opt.Runtime to use; None: one is started at the first
+      bucket (MPI's world on CPU, or `communicator`; NCCL on CUDA).
+    cache_dir: where compiled buckets are kept (None: $DDP_OPT_CACHE_DIR,
+      else ~/.cache/ddp-opt/steps).
+    timeout, threads, communicator: the runtime's (ddp_opt.Runtime).
+    """
+
+    def __init__(self, model, compress=None, pipeline=None,
+                 process_group=None, runtime=None, cache_dir=None,
+                 timeout=300.0, threads=None, communicator=None):
+        if compress and pipeline:
+            raise ValueError("give compress or pipeline, not both")
+        if pipeline is None:
+            pipeline = ("builtin.module(ddp-compress{%s})" % compress
+                        if compress else "")
+        self.pipeline = pipeline
+        names = {}
+        for name, parameter in model.named_parameters():
+            if name.startswith("module."):
+                name = name[len("module."):]
+            names[id(parameter)] = name
+        self._names = names
+        self.process_group = process_group
+        self.runtime = runtime
+        self.cache_dir = cache_dir or _default_cache_dir()
+        self.timeout = timeout
+        self.threads = threads
+        self.communicator = communicator
+        self.iteration = 0
+        self._buckets = {}
+        self._states = {}
+        self._pending = {}
+        # Per bucket index, the compression report of its latest function.
+        self.reports = {}
+
+    # --- the runtime ---------------------------------------------------
+
+    def _start_runtime(self, buffer):
+        group = self.process_group
+        rank = dist.get_rank(group)
+        world = dist.get_world_size(group)
+        if buffer.is_cuda:
+            unique = [ddp_opt.Runtime.nccl_unique_id() if rank == 0 else None]
+            dist.broadcast_object_list(unique, src=0, group=group)
+            device = buffer.device.index
+            self.runtime = ddp_opt.Runtime(
+                backend="cuda", nccl_unique_id=unique[0], rank=rank,
+                world_size=world, device=device,
+                stream=torch.cuda.current_stream(device).cuda_stream,
+                timeout=self.timeout, threads=self.threads)
+        else:
+            self.runtime = ddp_opt.Runtime(
+                communicator=self.communicator, timeout=self.timeout,
+                threads=self.threads)
+        if (self.runtime.rank, self.runtime.world_size) != (rank, world):
+            raise RuntimeError(
+                "ddp_opt: the runtime is rank %d of %d but PyTorch's process "
+                "group rank %d of %d: start the group with the job's ranks "
+                "(under mpirun: RANK=$OMPI_COMM_WORLD_RANK, WORLD_SIZE="
+                "$OMPI_COMM_WORLD_SIZE)" % (self.runtime.rank,
+                                            self.runtime.world_size, rank,
+                                            world))
+        for name, (dtype, values) in self._pending.items():
+            self.runtime.write_state(name, dtype, values)
+        self._pending = {}
+
+    # --- compiling buckets ---------------------------------------------
+
+    def _compile(self, names, shapes, element):
+        digest = hashlib.sha256()
+        for part in (ddp_opt.__version__, self.pipeline, element):
+            digest.update(part.encode() + b"\0")
+        for name, shape in zip(names, shapes):
+            digest.update(("%s:%s\0" % (name, list(shape))).encode())
+        key = digest.hexdigest()[:24]
+        entry = "bucket_" + key[:12]
+        directory = os.path.join(self.cache_dir, key)
+        report = ""
+        os.makedirs(self.cache_dir, exist_ok=True)
+        # One process of a host compiles; the others wait and load it.
+        with open(directory + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not os.path.exists(os.path.join(directory, "step.json")):
+                module = bucket_module(names, shapes, element, entry)
+                scratch = tempfile.mkdtemp(prefix=key + ".",
+                                           dir=self.cache_dir)
+                try:
+                    report = ddp_opt.compile_step(module, scratch,
+                                                  pipeline=self.pipeline,
+                                                  entry=entry)
+                    with open(os.path.join(scratch, "report.txt"), "w") as f:
+                        f.write(report)
+                    with open(os.path.join(scratch, "bucket.mlir"), "w") as f:
+                        f.write(module)
+                    os.rename(scratch, directory)
+                except BaseException:
+                    shutil.rmtree(scratch, ignore_errors=True)
+                    raise
+            else:
+                with contextlib.suppress(OSError), \
+                        open(os.path.join(directory, "report.txt")) as f:
+                    report = f.read()
+        return _BucketStep(ddp_opt.Step(directory), key, report)
+
+    def _bucket_step(self, bucket, gradients):
+        element = _MLIR_TYPES.get(gradients[0].dtype)
+        if element is None:
+            raise TypeError("ddp_opt: gradients of %s are not averaged by "
+                            "ddp-opt (f32, f64, f16, bf16 are)" %
+                            gradients[0].dtype)
+        names = []
+        for i, parameter in enumerate(bucket.parameters()):
+            name = self._names.get(id(parameter))
+            if name is None:
+                raise ValueError("ddp_opt: a parameter of bucket %d is not "
+                                 "one of the model's given to HookState" %
+                                 bucket.index())
+            names.append(name)
+        shapes = [tuple(g.shape) for g in gradients]
+        signature = (element, tuple(names), tuple(shapes))
+        compiled = self._buckets.get(signature)
+        if compiled is None:
+            compiled = self._compile(names, shapes, element)
+            self._buckets[signature] = compiled
+            for spec in compiled.step.states:
+                dtype = ddp_opt._native.NPY_TO_DTYPE[spec["dtype"]]
+                numel = int(np.prod(spec["shape"], dtype=np.int64))
+                self._states[spec["name"]] = (dtype, numel,
+                                              "start_iter" in spec)
+        self.reports[bucket.index()] = compiled.report
+        return compiled
+
+    # --- checkpoints ---------------------------------------------------
+
+    def state_dict(self):
+        """The iteration and every compression state of the runtime (by
+        name), as tensors: saved with the model's and optimizer's."""
+        states = {}
+        for name, (dtype, numel, _) in sorted(self._states.items()):
+            values = self.runtime.read_state(name, dtype, numel)
+            tensor = torch.from_numpy(values)
+            if dtype == "bf16":
+                tensor = tensor.view(torch.int16).view(torch.bfloat16)
+            states[name] = tensor
+        for name, (dtype, values) in self._pending.items():
+            states.setdefault(name, _to_tensor(dtype, values))
+        return {"iteration": self.iteration, "states": states}
+
+    def load_state_dict(self, state_dict):
+        """Restores what state_dict() returned (before or after the first
+        iteration)."""
+        self.iteration = int(state_dict["iteration"])
+        for name, tensor in state_dict["states"].items():
+            dtype = {v: k for k, v in _TORCH_DTYPES.items()}.get(tensor.dtype)
+            if dtype is None:
+                raise ValueError("ddp_opt: state '%s' is %s, which no state "
+                                 "of the runtime holds" % (name, tensor.dtype))
+            values = tensor.detach().cpu().contiguous()
+            if dtype == "bf16":
+                values = values.view(torch.int16)
+            values = values.numpy().reshape(-1)
+            if self.runtime is None:
+                self._pending[name] = (dtype, values)
+            else:
+                self.runtime.write_state(name, dtype, values)
+            self._states.setdefault(name, (dtype, values.size, False))
+        for compiled in self._buckets.values():
+            compiled.started = False
+
+
+def _to_tensor(dtype, values):
+    tensor = torch.from_numpy(np.array(values))
+    if dtype == "bf16":
+        tensor = tensor.view(torch.int16).view(torch.bfloat16)
+    return tensor
+
+
+def hook(state, bucket):
+    """The communication hook: `model.register_comm_hook(state, hook)`."""
+    buffer = bucket.buffer()
+    gradients = bucket.gradients()
+    if state.runtime is None:
+        state._start_runtime(buffer)
+    compiled = state._bucket_step(bucket, gradients)
+    runtime = state.runtime
+    if not compiled.started:
+        # The step counters of a function compiled now (a bucket DDP
+        # rebuilt, or a restored checkpoint) continue from this iteration,
+        # as powerSGD_hook's one counter does.
+        for spec in compiled.step.states:
+            if "start_iter" in spec:
+                runtime.write_state(spec["name"], "i64",
+                                    np.array([state.iteration], np.int64))
+        compiled.started = True
+    pointers = [g.data_ptr() for g in gradients]
+    compiled.step.run(runtime, pointers, pointers)
+    if bucket.is_last():
+        state.iteration += 1
+    future = torch.futures.Future()
+    future.set_result(buffer)
+    return future

@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+"""What the package says to bad input: each case prints the exception's
+type and message (checked by bad-input.test); anything else is a failure."""
+import os
+import sys
+
+import numpy as np
+
+import ddp_opt
+import ddp_opt.torch
+
+work = sys.argv[1]
+
+
+def case(name, call):
+    try:
+        call()
+    except Exception as error:  # noqa: BLE001 (printing is the test)
+        print("%s: %s: %s" % (name, type(error).__name__,
+                              str(error).splitlines()[0]), flush=True)
+        return
+    print("%s: no error" % name, flush=True)
+    sys.exit(1)
+
+
+module = ddp_opt.torch.bucket_module(["w"], [(8, 4)], "f32", "step")
+case("option", lambda: ddp_opt.compile_step(
+    module, os.path.join(work, "a"),
+    pipeline="builtin.module(ddp-compress{powersgd-rank=2 narow=fp16})"))
+case("module", lambda: ddp_opt.compile_step(
+    "func.func @step(%g: tensor<8xf32>) -> tensor<8xf32> {\n"
+    "  %r = ddp.allreduce mean %g : tensor<4xf32>\n  return %r\n}\n",
+    os.path.join(work, "b")))
+case("entry", lambda: ddp_opt.compile_step(module, os.path.join(work, "c"),
+                                           entry="nope"))
+case("missing step", lambda: ddp_opt.Step(os.path.join(work, "none")))
+case("backend", lambda: ddp_opt.Runtime(backend="gpu"))
+case("communicator", lambda: ddp_opt.Runtime(communicator=object()))
+case("unique id", lambda: ddp_opt.Runtime(backend="cuda",
+                                          nccl_unique_id=b"short", rank=0,
+                                          world_size=1))
+ddp_opt.compile_step(module, os.path.join(work, "ok"))
+step = ddp_opt.Step(os.path.join(work, "ok"))
+runtime = ddp_opt.Runtime()
+w = np.ones((8, 4), np.float32)
+case("arguments", lambda: step.run(runtime, [], []))
+step.run(runtime, [w.ctypes.data], [w.ctypes.data])
+print("ran: mean of ones on %d rank(s) is %g" % (runtime.world_size,
+                                                float(w.mean())), flush=True)
+runtime.finalize()
+case("finalized", lambda: runtime.rank)

@@ -1,0 +1,216 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+"""ddp_opt.torch.hook against PyTorch's own hooks, in one DDP job (gloo
+and our runtime side by side, under mpirun), on the same gradients.
+
+  mpirun -np N python3 hook_oracle.py powersgd|fp16 [--steps 5] [--start-iter 2]
+
+Each parameter's gradient is fed exactly (the forward is sum(p * g), so
+backward makes p.grad == g bit for bit, as test/Integration/torch does);
+every rank can compute every rank's gradients (seeded by rank and step), so
+the exact mean is known here in float64. Two DDP models, one with
+PyTorch's hook and one with ours, take the same gradients every step.
+
+powersgd: powerSGD_hook(rank 2, start_powerSGD_iter=S, error feedback,
+  warm start) against ours with `insert-powersgd{rank=2 start-iter=S}`.
+  Warm-up steps: both sides the exact mean within float32 rounding. At step
+  S both sides get the same initial Q (PyTorch through its warm-start path,
+  ours by writing the runtime's states; compare.py's recipe); then
+  compressed tensors agree to rtol 1e-5 of the tensor's norm, and the
+  uncompressed bias is the exact mean on our side.
+fp16: fp16_compress_hook against ours with `ddp-compress{narrow=fp16}`:
+  both within fp16's rounding bound of the exact mean,
+  (N + 1) * (2^-11 * S + 2^-25) per element, S = mean |g|.
+Prints one OK line per check; exits 1 with the first failure.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import ddp_opt.torch
+
+SHAPES = [("conv.weight", (16, 3, 3, 3)), ("fc1.weight", (64, 32)),
+          ("fc1.bias", (64,)), ("fc2.weight", (24, 64))]
+RANK = 2
+
+
+class Feeder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.params = nn.ParameterDict()
+        for name, shape in SHAPES:
+            self.params[name.replace(".", "_")] = nn.Parameter(
+                torch.zeros(shape))
+
+    def forward(self, grads):
+        return sum((p * g).sum() for p, g in zip(self.params.values(), grads))
+
+
+def gradients(rank, step):
+    """Low rank plus noise (a spectral gap, so rounding is not amplified)."""
+    rng = np.random.default_rng(1000 * step + rank)
+    out = []
+    for _, shape in SHAPES:
+        n, m = shape[0], int(np.prod(shape[1:], dtype=np.int64))
+        if len(shape) == 1:
+            g = rng.standard_normal(n)
+        else:
+            g = (rng.standard_normal((n, 3)) * [4.0, 2.0, 1.0]) @ \
+                rng.standard_normal((3, m)) + 0.01 * rng.standard_normal((n, m))
+        out.append(np.asarray(g, np.float32).reshape(shape))
+    return out
+
+
+def fail(message):
+    print("FAIL: " + message, flush=True)
+    sys.exit(1)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("scenario", choices=["powersgd", "fp16"])
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--start-iter", type=int, default=2)
+    parser.add_argument("--cache-dir", default=None)
+    args = parser.parse_args()
+    rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
+    world = int(os.environ["OMPI_COMM_WORLD_SIZE"])
+    ddp_opt.torch.init_process_group("gloo")
+    start = args.start_iter
+
+    theirs, ours = Feeder(), Feeder()
+    ddp_theirs = DDP(theirs, bucket_cap_mb=100)
+    ddp_ours = DDP(ours, bucket_cap_mb=100)
+    names = [name for name, _ in SHAPES]
+    matrices = {name: (shape[0], int(np.prod(shape[1:], dtype=np.int64)))
+                for name, shape in SHAPES if len(shape) > 1}
+    q_rng = np.random.default_rng(7)
+    initial_q = {name: q_rng.standard_normal((m, RANK)).astype(np.float32)
+                 for name, (n, m) in matrices.items()}
+
+    if args.scenario == "powersgd":
+        torch_state = psgd.PowerSGDState(
+            process_group=None, matrix_approximation_rank=RANK,
+            start_powerSGD_iter=start, min_compression_rate=2,
+            use_error_feedback=True, warm_start=True,
+            orthogonalization_epsilon=0, random_seed=0)
+        param_name = {id(p): names[i] for i, p in
+                      enumerate(theirs.params.values())}
+
+        def torch_hook(state, bucket):
+            # PyTorch's first compressed step takes OUR Q through its
+            # warm-start path: its flat Q holds the compressed tensors in
+            # bucket order grouped by matrix shape (powerSGD_hook's
+            # shape_to_tensors).
+            index = bucket.index()
+            if state.iter == start and index not in state.p_memory_dict:
+                groups = {}
+                for p in bucket.parameters():
+                    name = param_name[id(p)]
+                    if name in matrices:
+                        groups.setdefault(matrices[name], []).append(name)
+                order = [name for group in groups.values() for name in group]
+                state.q_memory_dict[index] = torch.from_numpy(np.concatenate(
+                    [initial_q[name].reshape(-1) for name in order]))
+                state.p_memory_dict[index] = torch.empty(
+                    sum(matrices[name][0] * RANK for name in order))
+            return psgd.powerSGD_hook(state, bucket)
+
+        ddp_theirs.register_comm_hook(torch_state, torch_hook)
+        our_index = {id(p): i for i, p in enumerate(ours.params.values())}
+        our_state = ddp_opt.torch.HookState(
+            ddp_ours, pipeline="builtin.module(insert-powersgd{rank=%d "
+            "start-iter=%d})" % (RANK, start), cache_dir=args.cache_dir)
+
+        def our_hook(state, bucket):
+            # The same Q at the same step: our counter past the first
+            # compressed step, so that the step loads the Q written here.
+            if state.iteration == start:
+                compiled = state._bucket_step(bucket, bucket.gradients())
+                for spec in compiled.step.states:
+                    if "start_iter" in spec:
+                        state.runtime.write_state(
+                            spec["name"], "i64", np.array([start + 1]))
+                        compiled.started = True
+                for p in bucket.parameters():
+                    name = names[our_index[id(p)]]
+                    if name in initial_q:
+                        # The state is named after the gradient (the
+                        # parameter's name in the model).
+                        state.runtime.write_state(
+                            "ddp.q." + state._names[id(p)], "f32",
+                            initial_q[name])
+            return ddp_opt.torch.hook(state, bucket)
+
+        ddp_ours.register_comm_hook(our_state, our_hook)
+    else:
+        ddp_theirs.register_comm_hook(None, default_hooks.fp16_compress_hook)
+        our_state = ddp_opt.torch.HookState(ddp_ours, compress="narrow=fp16",
+                                            cache_dir=args.cache_dir)
+        ddp_ours.register_comm_hook(our_state, ddp_opt.torch.hook)
+
+    worst = 0.0
+    for step in range(args.steps):
+        mine = [torch.from_numpy(g) for g in gradients(rank, step)]
+        every = [gradients(r, step) for r in range(world)]
+        exact = [np.mean([e[k].astype(np.float64) for e in every], axis=0)
+                 for k in range(len(SHAPES))]
+        scale = [np.mean([np.abs(e[k].astype(np.float64)) for e in every],
+                         axis=0) for k in range(len(SHAPES))]
+        for model in (ddp_theirs, ddp_ours):
+            model.zero_grad()
+            model(mine).backward()
+        for k, (name, _) in enumerate(SHAPES):
+            t = list(theirs.params.values())[k].grad.numpy().astype(np.float64)
+            o = list(ours.params.values())[k].grad.numpy().astype(np.float64)
+            where = "step %d %s" % (step, name)
+            if args.scenario == "fp16":
+                bound = (world + 1) * (2.0 ** -11 * scale[k] + 2.0 ** -25)
+                for side, got in (("PyTorch", t), ("ours", o)):
+                    excess = np.abs(got - exact[k]) - bound
+                    if excess.max() > 0:
+                        fail("%s: %s is %.3g beyond fp16's bound of the exact "
+                             "mean" % (where, side, excess.max()))
+            elif step < start or name not in matrices:
+                bound = (world + 1) * 2.0 ** -24 * scale[k] + 1e-30
+                if (np.abs(o - exact[k]) > bound).any():
+                    fail("%s: ours is not the exact mean (max error %.3g)" %
+                         (where, np.abs(o - exact[k]).max()))
+                if step < start and (np.abs(t - exact[k]) > bound).any():
+                    fail("%s: PyTorch is not the exact mean (max error %.3g)"
+                         % (where, np.abs(t - exact[k]).max()))
+            else:
+                difference = np.abs(o - t).max() / np.linalg.norm(t)
+                worst = max(worst, difference)
+                if difference > 1e-5:
+                    fail("%s: ours and powerSGD_hook differ by %.3g of the "
+                         "tensor's norm (rtol 1e-5)" % (where, difference))
+                if np.abs(o - exact[k]).max() < 1e-6 * np.abs(exact[k]).max():
+                    fail("%s: the compressed result is the exact mean: "
+                         "nothing was compressed" % where)
+    if rank == 0:
+        if args.scenario == "fp16":
+            print("OK: fp16: %d ranks x %d steps: ours and fp16_compress_hook "
+                  "both within fp16 rounding of the exact mean" %
+                  (world, args.steps), flush=True)
+        else:
+            print("OK: powersgd: %d warm-up steps exact; %d compressed steps "
+                  "match powerSGD_hook (largest difference %.1e of a "
+                  "tensor's norm, rtol 1e-5)" % (start, args.steps - start,
+                                                  worst), flush=True)
+            state = our_state.state_dict()
+            print("OK: state_dict holds %s" % ", ".join(
+                sorted(k for k in state["states"] if not
+                       k.startswith("ddp.step."))), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
