@@ -2,19 +2,25 @@
 """Per-step time of a PyTorch DDP training loop with ddp-opt's compiled
 hook against the same loop with PyTorch's hook, side by side in one job.
 
-  mpirun -np 2 python3 bench/pytorch/hook_loop.py [--steps 12] [--layers 6]
-         [--width 2048] [--batch 4]
+  mpirun -np 2 python3 bench/pytorch/hook_loop.py [--model resnet50|linear]
+         [--steps 12] [--sides ours,theirs]
 
-The model is a stack of `layers` width x width Linear layers: with the
-defaults 25.2 M parameters, 100.7 MB of f32 gradients, about ResNet-50's
-(25.6 M, 102 MB), with little compute per step (batch 4), so that the step
-is mostly what the hook does with the gradients. For each pair, the loop
-runs `steps` steps per hook, alternating the hooks step by step (so both
-see the same machine load), and rank 0 prints the median step time of the
-slowest rank for each and their ratio:
-  PowerSGD rank 2 (error feedback, start after 2 plain steps, which are
-    not timed): ddp_opt.torch.hook with compress="powersgd-rank=2
-    start-iter=2" against powerSGD_hook
+The model has ResNet-50's parameters (torchvision's 161 tensors, 25.6 M
+parameters, 102 MB of f32 gradients; --model linear: 6 Linear layers of
+2048x2048, 100.7 MB) and a cheap forward, sum(w . x_w) with a fixed random
+x_w per parameter and rank, so that backward yields a ResNet-50-sized
+gradient at little compute and the step is mostly what the hook does with
+it. DDP keeps the gradients in its buckets (gradient_as_bucket_view), on
+both sides. Each step: zero_grad, forward, backward (DDP runs the hook on
+every bucket), SGD step; timed on each rank, the slowest rank's time kept. Per
+pair, the two loops alternate step by step (so both see the same machine
+load), after 3 steps not timed (compilation, DDP's bucket rebuild,
+PowerSGD's 2 plain steps), and rank 0 prints the median of each and
+their ratio:
+  PowerSGD rank 2 (error feedback, warm start, start after 2 plain steps):
+    ddp_opt.torch.hook with compress="powersgd-rank=2 start-iter=2"
+    against powerSGD_hook (its buckets one at a time: see
+    one_bucket_at_a_time)
   fp16: ddp_opt.torch.hook with compress="narrow=fp16" against
     fp16_compress_hook
   none: PyTorch's own allreduce (no hook), for scale
@@ -33,27 +39,91 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import ddp_opt.torch
 
 
-def build(layers, width, hook, compress):
-    torch.manual_seed(0)
-    net = nn.Sequential(*[nn.Linear(width, width) for _ in range(layers)])
-    model = DDP(net)
+# The runtime's compute threads per rank (None: ddp-run's default).
+THREADS = None
+
+
+def one_bucket_at_a_time(hook):
+    """powerSGD_hook issues its allreduces from future callbacks: with
+    several buckets in flight, gloo's ranks can issue them in different
+    orders and fail ("op.preamble.length <= op.nbytes") or hang (PyTorch
+    1.13, CPU). Each bucket's hook starts once the previous one is done
+    (as bench/cpu/torch_hooks.py does); ours is synchronous per bucket."""
+    previous = []
+
+    def wrapper(state, bucket):
+        if previous and not previous[-1].done():
+            previous[-1].wait()
+        future = hook(state, bucket)
+        previous[:] = [future]
+        if bucket.is_last():
+            previous.clear()
+        return future
+    return wrapper
+
+
+def resnet50_shapes():
+    """torchvision's ResNet-50 parameters, in model.parameters() order."""
+    shapes = [[64, 3, 7, 7], [64], [64]]
+    inp = 64
+    for width, blocks in zip([64, 128, 256, 512], [3, 4, 6, 3]):
+        out = width * 4
+        for block in range(blocks):
+            shapes += [[width, inp, 1, 1], [width], [width],
+                       [width, width, 3, 3], [width], [width],
+                       [out, width, 1, 1], [out], [out]]
+            if block == 0:
+                shapes += [[out, inp, 1, 1], [out], [out]]
+            inp = out
+    return shapes + [[1000, 2048], [1000]]
+
+
+class Injected(nn.Module):
+    """Parameters of the given shapes; the loss is sum(w . x_w), so the
+    gradient of w is x_w (fixed, random per rank)."""
+
+    def __init__(self, shapes, rank):
+        super().__init__()
+        generator = torch.Generator().manual_seed(1234 + rank)
+        self.weights = nn.ParameterList(
+            [nn.Parameter(torch.zeros(s)) for s in shapes])
+        self.inputs = [torch.randn(s, generator=generator) for s in shapes]
+
+    def forward(self):
+        return sum(torch.dot(w.view(-1), x.view(-1))
+                   for w, x in zip(self.weights, self.inputs))
+
+
+def model_shapes(name):
+    if name == "resnet50":
+        return resnet50_shapes()
+    return [shape for _ in range(6) for shape in ([2048, 2048], [2048])]
+
+
+def build(shapes, hook, compress):
+    rank = dist.get_rank()
+    # DDP's own fast path for both sides: gradients live in the buckets
+    # (no copy into them and back).
+    model = DDP(Injected(shapes, rank), gradient_as_bucket_view=True)
     if hook == "ours":
-        state = ddp_opt.torch.HookState(model, compress=compress)
+        state = ddp_opt.torch.HookState(model, compress=compress,
+                                        threads=THREADS)
         model.register_comm_hook(state, ddp_opt.torch.hook)
     elif hook == "powerSGD_hook":
         state = psgd.PowerSGDState(process_group=None,
                                    matrix_approximation_rank=2,
                                    start_powerSGD_iter=2)
-        model.register_comm_hook(state, psgd.powerSGD_hook)
+        model.register_comm_hook(state,
+                                 one_bucket_at_a_time(psgd.powerSGD_hook))
     elif hook == "fp16_compress_hook":
         model.register_comm_hook(None, default_hooks.fp16_compress_hook)
     return model, torch.optim.SGD(model.parameters(), lr=1e-6)
 
 
-def step(model, optimizer, x):
+def step(model, optimizer):
     began = time.perf_counter()
     optimizer.zero_grad()
-    model(x).square().mean().backward()
+    model().backward()
     optimizer.step()
     elapsed = torch.tensor([time.perf_counter() - began], dtype=torch.float64)
     dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
@@ -63,44 +133,51 @@ def step(model, optimizer, x):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=12)
-    parser.add_argument("--layers", type=int, default=6)
-    parser.add_argument("--width", type=int, default=2048)
-    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--model", choices=["resnet50", "linear"],
+                        default="resnet50")
+    parser.add_argument("--sides", default="ours,theirs",
+                        help="which hooks of each pair run (measuring one "
+                        "alone)")
     args = parser.parse_args()
+    sides = args.sides.split(",")
     ddp_opt.torch.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    x = torch.randn(args.batch, args.width)
-    params = args.layers * (args.width * args.width + args.width)
+    shapes = model_shapes(args.model)
+    params = sum(int(torch.Size(shape).numel()) for shape in shapes)
     if rank == 0:
-        print("%d ranks, %d layers of %dx%d: %.1f M parameters, %.1f MB of "
-              "f32 gradients per step; median of %d steps (slowest rank)" % (
-                  world, args.layers, args.width, args.width, params / 1e6,
-                  params * 4 / 1e6, args.steps), flush=True)
+        print("%d ranks, %s's %d parameter tensors: %.1f M parameters, %.1f "
+              "MB of f32 gradients per step; median of %d steps (slowest "
+              "rank)" % (world, args.model, len(shapes), params / 1e6,
+                         params * 4 / 1e6, args.steps), flush=True)
     pairs = [("PowerSGD r2", ("ours", "powersgd-rank=2 start-iter=2"),
               ("powerSGD_hook", None)),
              ("fp16", ("ours", "narrow=fp16"), ("fp16_compress_hook", None))]
-    plain, plain_optimizer = build(args.layers, args.width, "none", None)
+    plain, plain_optimizer = build(shapes, "none", None)
     for _ in range(2):
-        step(plain, plain_optimizer, x)
-    plain_times = [step(plain, plain_optimizer, x) for _ in range(args.steps)]
+        step(plain, plain_optimizer)
+    plain_times = [step(plain, plain_optimizer) for _ in range(args.steps)]
     del plain, plain_optimizer
     for label, (ours_hook, compress), (their_hook, _) in pairs:
-        ours = build(args.layers, args.width, ours_hook, compress)
-        theirs = build(args.layers, args.width, their_hook, None)
+        models = {"ours": build(shapes, ours_hook, compress)
+                  if "ours" in sides else None,
+                  "theirs": build(shapes, their_hook, None)
+                  if "theirs" in sides else None}
+        times = {"ours": [float("nan")], "theirs": [float("nan")]}
+        for side in sides:
+            times[side] = []
         # Compilation, DDP's bucket rebuild and PowerSGD's 2 plain steps.
         for _ in range(3):
-            step(*ours, x)
-            step(*theirs, x)
-        times = {"ours": [], "theirs": []}
+            for side in sides:
+                step(*models[side])
         for _ in range(args.steps):
-            times["ours"].append(step(*ours, x))
-            times["theirs"].append(step(*theirs, x))
+            for side in sides:
+                times[side].append(step(*models[side]))
         if rank == 0:
             a = statistics.median(times["ours"]) * 1e3
             b = statistics.median(times["theirs"]) * 1e3
             print("%-12s ddp-opt %8.1f ms   PyTorch %-19s %8.1f ms   %.2fx" %
                   (label, a, their_hook, b, b / a), flush=True)
-        del ours, theirs
+        del models
     if rank == 0:
         print("%-12s PyTorch DDP allreduce (no hook) %8.1f ms" % (
             "none", statistics.median(plain_times) * 1e3), flush=True)

@@ -43,8 +43,9 @@ class Options(ctypes.Structure):
                 ("check_shapes", ctypes.c_int),
                 ("simulated_link_gbps", ctypes.c_double),
                 ("simulated_link_latency_us", ctypes.c_double),
-                ("ranks_per_node", ctypes.c_int), ("join", ctypes.c_int),
-                ("join_handle", ctypes.c_void_p), ("join_rank", ctypes.c_int),
+                ("ranks_per_node", ctypes.c_int),
+                ("join_handle", ctypes.c_void_p), ("join", ctypes.c_int),
+                ("join_rank", ctypes.c_int),
                 ("join_world_size", ctypes.c_int),
                 ("nccl_unique_id", ctypes.c_ubyte * NCCL_UNIQUE_ID_BYTES),
                 ("device", ctypes.c_int), ("stream", ctypes.c_void_p)]

@@ -142,7 +142,10 @@ class HookState:
         if compress and pipeline:
             raise ValueError("give compress or pipeline, not both")
         if pipeline is None:
-            pipeline = ("builtin.module(ddp-compress{%s})" % compress
+            # The report says, per gradient, what the scheme decided
+            # (state.reports).
+            pipeline = ("builtin.module(ddp-compress{%s},"
+                        "ddp-compression-report)" % compress
                         if compress else "")
         self.pipeline = pipeline
         names = {}

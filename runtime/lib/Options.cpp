@@ -35,8 +35,8 @@ constexpr OptionsField kOptionsFields[] = {
     DDPRT_OPTIONS_FIELD(simulated_link_gbps),
     DDPRT_OPTIONS_FIELD(simulated_link_latency_us),
     DDPRT_OPTIONS_FIELD(ranks_per_node),
-    DDPRT_OPTIONS_FIELD(join),
     DDPRT_OPTIONS_FIELD(join_handle),
+    DDPRT_OPTIONS_FIELD(join),
     DDPRT_OPTIONS_FIELD(join_rank),
     DDPRT_OPTIONS_FIELD(join_world_size),
     DDPRT_OPTIONS_FIELD(nccl_unique_id),
@@ -59,6 +59,14 @@ constexpr size_t layoutSize(const OptionsField &last) {
   size_t end = last.offset + last.size, align = alignof(ddprt_options);
   return (end + align - 1) / align * align;
 }
+// A caller's struct ends at the padded end of its last field: the first
+// field a later version appends must start past it, else it is read from
+// the padding, the caller's garbage. 0.3.0's struct ended at
+// ranks_per_node.
+static_assert(offsetof(ddprt_options, join_handle) >=
+                  layoutSize(OptionsField{
+                      offsetof(ddprt_options, ranks_per_node), sizeof(int)}),
+              "0.4.0's first field starts past 0.3.0's struct");
 static_assert(layoutSize(kOptionsFields[std::size(kOptionsFields) - 1]) ==
                   sizeof(ddprt_options),
               "every field of ddprt_options is in kOptionsFields");

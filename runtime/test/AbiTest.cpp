@@ -64,6 +64,18 @@ TEST(AbiOptions, InitializerAndDefaultsAgree) {
   EXPECT_EQ(filled.simulated_link_latency_us,
             initialized.simulated_link_latency_us);
   EXPECT_EQ(initialized.simulated_link_gbps, 0.0) << "off by default";
+  EXPECT_EQ(initialized.join, DDPRT_JOIN_NONE);
+  EXPECT_EQ(initialized.join_handle, nullptr);
+  EXPECT_EQ(initialized.device, -1) << "the rank's own device by default";
+  EXPECT_EQ(initialized.stream, nullptr);
+  EXPECT_EQ(filled.join, initialized.join);
+  EXPECT_EQ(filled.join_handle, initialized.join_handle);
+  EXPECT_EQ(filled.join_rank, initialized.join_rank);
+  EXPECT_EQ(filled.join_world_size, initialized.join_world_size);
+  EXPECT_EQ(filled.device, initialized.device);
+  EXPECT_EQ(filled.stream, initialized.stream);
+  for (unsigned char byte : filled.nccl_unique_id)
+    EXPECT_EQ(byte, 0);
 }
 
 /// ddprt_init with `options` (which may be a smaller, older struct); the
@@ -258,6 +270,68 @@ TEST(AbiOptions, AnOlderSmallerStructIsReadOnlyAsFarAsItsSize) {
       sizeof(OptionsUpToCheckShapes), DDPRT_VERSION, DDPRT_BACKEND_CPU, 5.0, 1};
   options = withGarbageAfter(upToCheckShapes);
   EXPECT_EQ(init(&options, message), DDPRT_OK) << message;
+}
+
+/// ddprt_options as 0.3.0 wrote it: everything before the join fields.
+struct OptionsOf030 {
+  size_t size;
+  unsigned int version;
+  ddprt_backend_kind backend;
+  double timeout_seconds;
+  int check_shapes;
+  double simulated_link_gbps;
+  double simulated_link_latency_us;
+  int ranks_per_node;
+};
+
+TEST(AbiOptions, JoiningIsChecked) {
+  std::string message;
+  // A 0.3.0 caller's struct: the join fields after it are not read.
+  OptionsOf030 old = {
+      sizeof(OptionsOf030), 300, DDPRT_BACKEND_CPU, 5.0, 1, 0.0, 0.0, 0};
+  ddprt_options options = withGarbageAfter(old);
+  EXPECT_EQ(init(&options, message), DDPRT_OK) << message;
+  auto refused = [&](const ddprt_options &bad, const char *why) {
+    EXPECT_EQ(init(&bad, message), DDPRT_ERROR_INVALID_ARGUMENT) << why;
+    EXPECT_NE(message.find(why), std::string::npos) << message;
+  };
+  ddprt_options bad = DDPRT_OPTIONS_INITIALIZER;
+  bad.join = DDPRT_JOIN_NCCL_UNIQUE_ID;
+  bad.join_world_size = 1;
+  refused(bad, "only the CUDA backend can join");
+  bad = ddprt_options DDPRT_OPTIONS_INITIALIZER;
+  bad.join = DDPRT_JOIN_MPI;
+  refused(bad, "join_handle is null");
+  bad = ddprt_options DDPRT_OPTIONS_INITIALIZER;
+  bad.join = ddprt_join_kind(9);
+  refused(bad, "unknown join kind 9");
+  bad = ddprt_options DDPRT_OPTIONS_INITIALIZER;
+  int anything = 0;
+  bad.join_handle = &anything;
+  refused(bad, "join is DDPRT_JOIN_NONE");
+  bad = ddprt_options DDPRT_OPTIONS_INITIALIZER;
+  bad.device = 0;
+  refused(bad, "device and stream are the CUDA backend's");
+  bad = ddprt_options DDPRT_OPTIONS_INITIALIZER;
+  bad.backend = DDPRT_BACKEND_CUDA;
+  bad.device = -2;
+  refused(bad, "device -2");
+  bad = ddprt_options DDPRT_OPTIONS_INITIALIZER;
+  bad.backend = DDPRT_BACKEND_CUDA;
+  bad.join = DDPRT_JOIN_NCCL_UNIQUE_ID;
+  bad.join_rank = 2;
+  bad.join_world_size = 2;
+  ddprt_context *context = nullptr;
+  ddprt_status status = ddprt_init(&bad, &context);
+  message = ddprt_last_error(context);
+  ddprt_finalize(context);
+  // A runtime without CUDA refuses the backend first; one with it, the rank.
+  if (status == DDPRT_ERROR_INVALID_ARGUMENT)
+    EXPECT_NE(message.find("join_rank 2 is no rank of join_world_size 2"),
+              std::string::npos)
+        << message;
+  else
+    EXPECT_EQ(status, DDPRT_ERROR_UNSUPPORTED) << message;
 }
 
 TEST(AbiOptions, GetOptionsWritesOnlyAsFarAsTheCallersSize) {

@@ -1313,6 +1313,60 @@ private:
   int rank_;
 };
 
+TEST(MpiJoin, AContextJoinsTheCallersCommunicatorAndLeavesItAlone) {
+  // Two jobs of 2 in one of 4: the even and the odd ranks, each with a
+  // context on its half (DDPRT_JOIN_MPI), as a framework that made its own
+  // communicator would (mpi4py, Horovod).
+  int world = worldRank();
+  MPI_Comm half = MPI_COMM_NULL;
+  ASSERT_EQ(MPI_Comm_split(MPI_COMM_WORLD, world % 2, world, &half),
+            MPI_SUCCESS);
+  MPI_Errhandler before = MPI_ERRHANDLER_NULL;
+  MPI_Comm_get_errhandler(half, &before);
+  ddprt_options options;
+  ddprt_default_options(&options);
+  options.timeout_seconds = 30.0;
+  options.join = DDPRT_JOIN_MPI;
+  options.join_handle = &half;
+  ddprt_context *context = nullptr;
+  MPI_Barrier(MPI_COMM_WORLD);
+  ASSERT_EQ(ddprt_init(&options, &context), DDPRT_OK)
+      << ddprt_last_error(context);
+  EXPECT_EQ(ddprt_world_size(context), 2);
+  EXPECT_EQ(ddprt_rank(context), world / 2);
+  float value = float(world);
+  ddprt_buffer buffer{&value, DDPRT_F32, 1};
+  ASSERT_EQ(
+      ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_GRADIENT, &buffer, 1),
+      DDPRT_OK)
+      << ddprt_last_error(context);
+  // Even: (0 + 2) / 2; odd: (1 + 3) / 2.
+  EXPECT_EQ(value, world % 2 == 0 ? 1.0f : 2.0f);
+  EXPECT_EQ(ddprt_finalize(context), DDPRT_OK);
+  // The caller's communicator is as it was: its error handler untouched,
+  // still usable after the runtime is gone, and MPI still running.
+  MPI_Errhandler after = MPI_ERRHANDLER_NULL;
+  MPI_Comm_get_errhandler(half, &after);
+  EXPECT_EQ(after, before);
+  int sum = 0, one = 1;
+  ASSERT_EQ(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, half), MPI_SUCCESS);
+  EXPECT_EQ(sum, 2);
+  int finalized = 1;
+  MPI_Finalized(&finalized);
+  EXPECT_EQ(finalized, 0);
+  MPI_Errhandler_free(&before);
+  MPI_Errhandler_free(&after);
+  MPI_Comm_free(&half);
+  // A null communicator is refused with a message, not a crash.
+  MPI_Comm null = MPI_COMM_NULL;
+  options.join_handle = &null;
+  EXPECT_EQ(ddprt_init(&options, &context), DDPRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ddprt_last_error(context)).find("MPI_COMM_NULL"),
+            std::string::npos)
+      << ddprt_last_error(context);
+  ddprt_finalize(context);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {

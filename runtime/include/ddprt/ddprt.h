@@ -267,9 +267,11 @@ typedef struct ddprt_options {
      Open MPI's --map-by ppr:k:node places ranks so). The environment
      variable DDPRT_RANKS_PER_NODE=<k> overrides it. Since 0.3.0. */
   int ranks_per_node;
-  /* Since 0.4.0: joining a job someone else started (ddprt_join_kind). */
-  ddprt_join_kind join;
+  /* Since 0.4.0: joining a job someone else started (ddprt_join_kind).
+     The handle comes first: an 8-byte field starts past the padding at
+     the end of a 0.3.0 struct, which is the caller's garbage. */
   const void *join_handle;
+  ddprt_join_kind join;
   int join_rank, join_world_size;
   unsigned char nccl_unique_id[DDPRT_NCCL_UNIQUE_ID_BYTES];
   /* CUDA: the device this rank works on (-1, the default: the rank among
@@ -286,7 +288,7 @@ typedef struct ddprt_options {
 #define DDPRT_OPTIONS_INITIALIZER                                              \
   {                                                                            \
     sizeof(ddprt_options), DDPRT_VERSION, DDPRT_BACKEND_CPU, 300.0, 1, 0, 0,   \
-        0, DDPRT_JOIN_NONE, NULL, 0, 0, {0}, -1, NULL                          \
+        0, NULL, DDPRT_JOIN_NONE, 0, 0, {0}, -1, NULL                          \
   }
 
 /* Fills `options` with DDPRT_OPTIONS_INITIALIZER. Inline, so that it

@@ -283,10 +283,12 @@ ddprt_status ddprt_step_run(ddprt_step *step, ddprt_context *context,
     at += descriptorWordCount(type.shape.size());
     if (failure.status == DDPRT_OK && copied == DDPRT_OK &&
         step->resultBytes[r]) {
+      // A step that updated an argument in place returns its buffer: on
+      // the CPU, nothing to copy when that argument is the destination.
       void *data = memref.data(elementBytes(type.dtype));
       if (device)
         copied = copy(data, results[r], step->resultBytes[r]);
-      else
+      else if (data != results[r])
         std::memmove(results[r], data, step->resultBytes[r]);
     }
     void *allocated = memref.allocated();

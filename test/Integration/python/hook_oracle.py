@@ -17,6 +17,10 @@ powersgd: powerSGD_hook(rank 2, start_powerSGD_iter=S, error feedback,
   ours by writing the runtime's states; compare.py's recipe); then
   compressed tensors agree to rtol 1e-5 of the tensor's norm, and the
   uncompressed bias is the exact mean on our side.
+checkpoint: ours (PowerSGD rank 2, start 2, error feedback) run for all
+  steps, against a second DDP model whose HookState is new and restored
+  from the first's state_dict (through torch.save and torch.load) taken
+  after step 3: from there both give bitwise the same results.
 fp16: fp16_compress_hook against ours with `ddp-compress{narrow=fp16}`:
   both within fp16's rounding bound of the exact mean,
   (N + 1) * (2^-11 * S + 2^-25) per element, S = mean |g|.
@@ -75,7 +79,7 @@ def fail(message):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["powersgd", "fp16"])
+    parser.add_argument("scenario", choices=["powersgd", "fp16", "checkpoint"])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--start-iter", type=int, default=2)
     parser.add_argument("--cache-dir", default=None)
@@ -156,6 +160,8 @@ def main():
                                             cache_dir=args.cache_dir)
         ddp_ours.register_comm_hook(our_state, ddp_opt.torch.hook)
 
+    if args.scenario == "checkpoint":
+        return checkpoint(args, rank, world)
     worst = 0.0
     for step in range(args.steps):
         mine = [torch.from_numpy(g) for g in gradients(rank, step)]
@@ -209,6 +215,52 @@ def main():
             print("OK: state_dict holds %s" % ", ".join(
                 sorted(k for k in state["states"] if not
                        k.startswith("ddp.step."))), flush=True)
+    dist.destroy_process_group()
+
+
+def checkpoint(args, rank, world):
+    start = args.start_iter
+    pipeline = "builtin.module(insert-powersgd{rank=%d start-iter=%d})" % (
+        RANK, start)
+    cut = start + 1
+    if args.steps <= cut:
+        fail("--steps must leave compressed steps after the checkpoint")
+
+    def build():
+        model = Feeder()
+        ddp = DDP(model, bucket_cap_mb=100)
+        state = ddp_opt.torch.HookState(ddp, pipeline=pipeline,
+                                        cache_dir=args.cache_dir)
+        ddp.register_comm_hook(state, ddp_opt.torch.hook)
+        return model, ddp, state
+
+    def run(model, ddp, step):
+        ddp.zero_grad()
+        ddp([torch.from_numpy(g) for g in gradients(rank, step)]).backward()
+        return [p.grad.clone() for p in model.params.values()]
+
+    first = build()
+    path = os.path.join(args.cache_dir or ".", "ddp_opt.rank%d.pt" % rank)
+    for step in range(cut):
+        run(first[0], first[1], step)
+    torch.save({"ddp_opt": first[2].state_dict()}, path)
+    expected = [run(first[0], first[1], step)
+                for step in range(cut, args.steps)]
+    second = build()
+    second[2].load_state_dict(torch.load(path)["ddp_opt"])
+    for k, step in enumerate(range(cut, args.steps)):
+        got = run(second[0], second[1], step)
+        for name, a, b in zip([n for n, _ in SHAPES], expected[k], got):
+            if not torch.equal(a, b):
+                fail("step %d %s: the restored hook differs from the one "
+                     "that ran on (max %.3g)" % (step, name,
+                                                  (a - b).abs().max()))
+    if rank == 0:
+        saved = first[2].state_dict()
+        print("OK: checkpoint after step %d (iteration %d, %d states) "
+              "restored into a new hook: steps %d-%d bitwise the same" % (
+                  cut - 1, saved["iteration"] - (args.steps - cut),
+                  len(saved["states"]), cut, args.steps - 1), flush=True)
     dist.destroy_process_group()
 
 
