@@ -24,6 +24,9 @@ their ratio:
   fp16: ddp_opt.torch.hook with compress="narrow=fp16" against
     fp16_compress_hook
   none: PyTorch's own allreduce (no hook), for scale
+Besides the whole step it prints the hooks' span: from the first bucket's
+hook call to the last bucket's future completing (autograd's work between
+buckets included, on both sides).
 """
 import argparse
 import statistics
@@ -100,34 +103,55 @@ def model_shapes(name):
     return [shape for _ in range(6) for shape in ([2048, 2048], [2048])]
 
 
+def spanned(hook, spans):
+    """`hook`, recording (start, end) of each bucket's hook: from its call
+    to its future's completion."""
+    def wrapper(state, bucket):
+        start = time.perf_counter()
+        future = hook(state, bucket)
+
+        def done(fut):
+            spans.append((start, time.perf_counter()))
+            return fut.value()
+        return future.then(done)
+    return wrapper
+
+
 def build(shapes, hook, compress):
     rank = dist.get_rank()
     # DDP's own fast path for both sides: gradients live in the buckets
     # (no copy into them and back).
     model = DDP(Injected(shapes, rank), gradient_as_bucket_view=True)
+    spans = []
     if hook == "ours":
         state = ddp_opt.torch.HookState(model, compress=compress,
                                         threads=THREADS)
-        model.register_comm_hook(state, ddp_opt.torch.hook)
+        model.register_comm_hook(state, spanned(ddp_opt.torch.hook, spans))
     elif hook == "powerSGD_hook":
         state = psgd.PowerSGDState(process_group=None,
                                    matrix_approximation_rank=2,
                                    start_powerSGD_iter=2)
-        model.register_comm_hook(state,
-                                 one_bucket_at_a_time(psgd.powerSGD_hook))
+        model.register_comm_hook(state, spanned(
+            one_bucket_at_a_time(psgd.powerSGD_hook), spans))
     elif hook == "fp16_compress_hook":
-        model.register_comm_hook(None, default_hooks.fp16_compress_hook)
-    return model, torch.optim.SGD(model.parameters(), lr=1e-6)
+        model.register_comm_hook(None, spanned(
+            default_hooks.fp16_compress_hook, spans))
+    return model, torch.optim.SGD(model.parameters(), lr=1e-6), spans
 
 
-def step(model, optimizer):
+def step(model, optimizer, spans):
+    """(the step's time, its hooks' span), each the slowest rank's."""
+    spans.clear()
     began = time.perf_counter()
     optimizer.zero_grad()
     model().backward()
     optimizer.step()
-    elapsed = torch.tensor([time.perf_counter() - began], dtype=torch.float64)
+    ended = time.perf_counter()
+    hooks = (max(e for _, e in spans) - min(s for s, _ in spans)
+             if spans else 0.0)
+    elapsed = torch.tensor([ended - began, hooks], dtype=torch.float64)
     dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
-    return float(elapsed)
+    return tuple(float(v) for v in elapsed)
 
 
 def main():
@@ -152,17 +176,19 @@ def main():
     pairs = [("PowerSGD r2", ("ours", "powersgd-rank=2 start-iter=2"),
               ("powerSGD_hook", None)),
              ("fp16", ("ours", "narrow=fp16"), ("fp16_compress_hook", None))]
-    plain, plain_optimizer = build(shapes, "none", None)
+    plain = build(shapes, "none", None)
     for _ in range(2):
-        step(plain, plain_optimizer)
-    plain_times = [step(plain, plain_optimizer) for _ in range(args.steps)]
-    del plain, plain_optimizer
+        step(*plain)
+    plain_times = [step(*plain)[0] for _ in range(args.steps)]
+    del plain
+    rows = []
     for label, (ours_hook, compress), (their_hook, _) in pairs:
         models = {"ours": build(shapes, ours_hook, compress)
                   if "ours" in sides else None,
                   "theirs": build(shapes, their_hook, None)
                   if "theirs" in sides else None}
-        times = {"ours": [float("nan")], "theirs": [float("nan")]}
+        times = {side: [(float("nan"), float("nan"))]
+                 for side in ("ours", "theirs")}
         for side in sides:
             times[side] = []
         # Compilation, DDP's bucket rebuild and PowerSGD's 2 plain steps.
@@ -172,15 +198,23 @@ def main():
         for _ in range(args.steps):
             for side in sides:
                 times[side].append(step(*models[side]))
-        if rank == 0:
-            a = statistics.median(times["ours"]) * 1e3
-            b = statistics.median(times["theirs"]) * 1e3
-            print("%-12s ddp-opt %8.1f ms   PyTorch %-19s %8.1f ms   %.2fx" %
-                  (label, a, their_hook, b, b / a), flush=True)
+        median = {side: [statistics.median(t[i] for t in times[side]) * 1e3
+                         for i in (0, 1)] for side in times}
+        rows.append((label, their_hook, median))
         del models
     if rank == 0:
-        print("%-12s PyTorch DDP allreduce (no hook) %8.1f ms" % (
-            "none", statistics.median(plain_times) * 1e3), flush=True)
+        print("%-12s %-22s %10s %10s %8s %12s %12s %8s" % (
+            "", "PyTorch's hook", "step ours", "PyTorch", "ratio",
+            "hooks ours", "PyTorch", "ratio"))
+        for label, their_hook, m in rows:
+            print("%-12s %-22s %7.1f ms %7.1f ms %7.2fx %9.1f ms %9.1f ms "
+                  "%7.2fx" % (label, their_hook, m["ours"][0],
+                              m["theirs"][0], m["theirs"][0] / m["ours"][0],
+                              m["ours"][1], m["theirs"][1],
+                              m["theirs"][1] / m["ours"][1]), flush=True)
+        print("%-12s %-22s %7.1f ms (PyTorch's allreduce, for scale)" % (
+            "none", "(no hook)", statistics.median(plain_times) * 1e3),
+            flush=True)
     dist.destroy_process_group()
 
 
