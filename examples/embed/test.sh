@@ -58,9 +58,24 @@ done
 printf 'func.func @step(%%g: tensor<4xf32>) -> tensor<4xf32> {\n  %%r = ddp.allreduce mean %%g : tensor<4xf32>\n  return %%r : tensor<4xf32>\n}\n' \
   > "$BUILD_DIR/embed/step.mlir"
 "$PREFIX/bin/ddp-run" "$BUILD_DIR/embed/step.mlir" --emit-step="$BUILD_DIR/embed/step" --quiet
+# The installed Python package finds the installed libraries: it compiles
+# a step and runs it (one rank).
+PYTHONPATH="$PWD/$PREFIX/lib/python3/dist-packages" /usr/bin/python3 - "$BUILD_DIR/embed/py-step" <<'PY' |
+import sys
+import numpy as np
+import ddp_opt
+ddp_opt.compile_step(open(sys.argv[1].rsplit("/", 1)[0] + "/step.mlir").read(), sys.argv[1],
+                     pipeline="builtin.module(ddp-compress{narrow=fp16})")
+runtime = ddp_opt.Runtime()
+g = np.arange(4, dtype=np.float32)
+ddp_opt.Step(sys.argv[1]).run(runtime, [g.ctypes.data], [g.ctypes.data])
+print("python:", ddp_opt.library_dir().endswith("embed-prefix/lib"), g.tolist())
+PY
+  grep -q "^python: True \[0.0, 1.0, 2.0, 3.0\]" ||
+  { echo "embed: the installed Python package did not compile and run a step from the prefix" >&2; exit 1; }
 # The installed calibration starts its own ranks and ends with a verdict.
 "$PREFIX/bin/ddprt-calibrate" --np=2 --max-bytes=4K --reps=1 --kernel-shapes=8x8x1 \
   --kernel-elements=1K --kernel-working-set=4K --out="$BUILD_DIR/embed/profile.json" |
   grep -q "^verdict: " ||
   { echo "embed: the installed ddprt-calibrate --np=2 gave no verdict" >&2; exit 1; }
-echo "embed: 5 passed, 0 failed"
+echo "embed: 6 passed, 0 failed"

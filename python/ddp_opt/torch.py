@@ -25,12 +25,16 @@ example RANK=$OMPI_COMM_WORLD_RANK); the runtime joins MPI's world, or the
 mpi4py communicator given as `communicator`. CUDA buckets join through
 NCCL: rank 0's unique id goes to every rank through the process group.
 """
+import atexit
 import contextlib
 import fcntl
 import hashlib
 import os
+import queue
 import shutil
 import tempfile
+import threading
+import weakref
 
 import numpy as np
 import torch
@@ -134,11 +138,17 @@ class HookState:
     cache_dir: where compiled buckets are kept (None: $DDP_OPT_CACHE_DIR,
       else ~/.cache/ddp-opt/steps).
     timeout, threads, communicator: the runtime's (ddp_opt.Runtime).
+    asynchronous: run each bucket's step on a thread of the hook's own and
+      return its future at once, so that autograd computes the next
+      buckets' gradients meanwhile, as PyTorch's own hooks let it (the
+      steps still run one at a time, in DDP's bucket order); False: run
+      it in the hook and return a completed future.
     """
 
     def __init__(self, model, compress=None, pipeline=None,
                  process_group=None, runtime=None, cache_dir=None,
-                 timeout=300.0, threads=None, communicator=None):
+                 timeout=300.0, threads=None, communicator=None,
+                 asynchronous=True):
         if compress and pipeline:
             raise ValueError("give compress or pipeline, not both")
         if pipeline is None:
@@ -166,6 +176,48 @@ class HookState:
         self._pending = {}
         # Per bucket index, the compression report of its latest function.
         self.reports = {}
+        self.asynchronous = asynchronous
+        self._work = None
+        self._worker = None
+
+    # --- the steps' thread ---------------------------------------------
+
+    def _submit(self, job):
+        """Runs job() on the hook's thread, after the jobs before it; the
+        runtime's context is used by that thread only (between drains)."""
+        if self._worker is None:
+            self._work = queue.Queue()
+            self._worker = threading.Thread(target=self._serve, daemon=True,
+                                            name="ddp_opt hook")
+            self._worker.start()
+            # Ended before the interpreter: a thread still inside PyTorch
+            # when Python finalizes aborts the process.
+            atexit.register(HookState._stop_worker, weakref.ref(self))
+        self._work.put(job)
+
+    def _serve(self):
+        while True:
+            job = self._work.get()
+            try:
+                if job is None:
+                    return
+                job()
+            finally:
+                self._work.task_done()
+
+    @staticmethod
+    def _stop_worker(reference):
+        self = reference()
+        if self is not None and self._worker is not None:
+            self._work.put(None)
+            self._worker.join()
+            self._worker = None
+
+    def drain(self):
+        """Waits until every bucket's step handed to the hook's thread has
+        run (state_dict and load_state_dict call it)."""
+        if self._work is not None:
+            self._work.join()
 
     # --- the runtime ---------------------------------------------------
 
@@ -269,6 +321,7 @@ class HookState:
     def state_dict(self):
         """The iteration and every compression state of the runtime (by
         name), as tensors: saved with the model's and optimizer's."""
+        self.drain()
         states = {}
         for name, (dtype, numel, _) in sorted(self._states.items()):
             values = self.runtime.read_state(name, dtype, numel)
@@ -283,6 +336,7 @@ class HookState:
     def load_state_dict(self, state_dict):
         """Restores what state_dict() returned (before or after the first
         iteration)."""
+        self.drain()
         self.iteration = int(state_dict["iteration"])
         for name, tensor in state_dict["states"].items():
             dtype = {v: k for k, v in _TORCH_DTYPES.items()}.get(tensor.dtype)
@@ -316,20 +370,39 @@ def hook(state, bucket):
     if state.runtime is None:
         state._start_runtime(buffer)
     compiled = state._bucket_step(bucket, gradients)
-    runtime = state.runtime
-    if not compiled.started:
-        # The step counters of a function compiled now (a bucket DDP
-        # rebuilt, or a restored checkpoint) continue from this iteration,
-        # as powerSGD_hook's one counter does.
-        for spec in compiled.step.states:
-            if "start_iter" in spec:
-                runtime.write_state(spec["name"], "i64",
-                                    np.array([state.iteration], np.int64))
-        compiled.started = True
-    pointers = [g.data_ptr() for g in gradients]
-    compiled.step.run(runtime, pointers, pointers)
+    iteration = state.iteration
     if bucket.is_last():
         state.iteration += 1
+    pointers = [g.data_ptr() for g in gradients]
     future = torch.futures.Future()
-    future.set_result(buffer)
+
+    def run():
+        runtime = state.runtime
+        if not compiled.started:
+            # The step counters of a function compiled now (a bucket DDP
+            # rebuilt, or a restored checkpoint) continue from this
+            # iteration, as powerSGD_hook's one counter does.
+            for spec in compiled.step.states:
+                if "start_iter" in spec:
+                    runtime.write_state(spec["name"], "i64",
+                                        np.array([iteration], np.int64))
+            compiled.started = True
+        compiled.step.run(runtime, pointers, pointers)
+
+    if not state.asynchronous:
+        run()
+        future.set_result(buffer)
+        return future
+
+    def job():
+        try:
+            run()
+        except BaseException as error:  # noqa: BLE001 (to DDP, through the future)
+            # DDP re-raises what the future holds as a RuntimeError.
+            future.set_exception(RuntimeError("%s: %s" % (
+                type(error).__name__, error)))
+            return
+        future.set_result(buffer)
+
+    state._submit(job)
     return future

@@ -49,3 +49,26 @@ print("ran: mean of ones on %d rank(s) is %g" % (runtime.world_size,
                                                 float(w.mean())), flush=True)
 runtime.finalize()
 case("finalized", lambda: runtime.rank)
+
+# A step that fails inside DDP's backward (here a timeout, made up) fails
+# the backward with the runtime's message, in both modes of the hook.
+import torch  # noqa: E402
+
+ddp_opt.torch.init_process_group("gloo")
+real_run = ddp_opt.Step.run
+
+
+def timed_out(self, *unused):
+    raise ddp_opt.RuntimeFailure(4, "a collective did not complete within 1 s")
+
+
+for asynchronous in (False, True):
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 4))
+    state = ddp_opt.torch.HookState(model, compress="narrow=fp16",
+                                    cache_dir=os.path.join(work, "cache"),
+                                    asynchronous=asynchronous)
+    model.register_comm_hook(state, ddp_opt.torch.hook)
+    ddp_opt.Step.run = timed_out
+    case("backward (asynchronous=%s)" % asynchronous,
+         lambda: model(torch.randn(2, 4)).sum().backward())
+    ddp_opt.Step.run = real_run

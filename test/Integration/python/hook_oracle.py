@@ -137,6 +137,9 @@ def main():
             # The same Q at the same step: our counter past the first
             # compressed step, so that the step loads the Q written here.
             if state.iteration == start:
+                # The hook's thread is idle between steps' buckets only
+                # once the steps before have run.
+                state.drain()
                 compiled = state._bucket_step(bucket, bucket.gradients())
                 for spec in compiled.step.states:
                     if "start_iter" in spec:
