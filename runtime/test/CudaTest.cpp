@@ -285,6 +285,56 @@ TEST(CudaPolicy, AnUnknownProjectionIsRefused) {
   unsetenv("DDPRT_CUDA_PROJECTION");
 }
 
+TEST(CudaJoin, AJobJoinedByAnNcclIdRunsOnTheCallersDeviceAndStream) {
+  if (!machineHasGpu())
+    GTEST_SKIP() << "SKIPPED: no GPU";
+  // What a framework does (ddp_opt.torch on PyTorch's stream): rank 0 makes
+  // the id, every rank joins with it, on a stream of the caller's.
+  ddprt_options options;
+  ddprt_default_options(&options);
+  options.backend = DDPRT_BACKEND_CUDA;
+  options.timeout_seconds = 60;
+  ASSERT_EQ(ddprt_nccl_unique_id(options.nccl_unique_id), DDPRT_OK);
+  options.join = DDPRT_JOIN_NCCL_UNIQUE_ID;
+  options.join_rank = 0;
+  options.join_world_size = 1;
+  options.device = 0;
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  options.stream = stream;
+  ddprt_context *context = nullptr;
+  ASSERT_EQ(ddprt_init(&options, &context), DDPRT_OK)
+      << ddprt_last_error(context);
+  EXPECT_EQ(ddprt_world_size(context), 1);
+  EXPECT_EQ(ddprt_rank(context), 0);
+  // An allreduce queued behind the caller's own work on its stream sees
+  // that work done: the device buffer is filled on the stream first.
+  const int64_t n = 1 << 20;
+  float *device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, n * sizeof(float)), cudaSuccess);
+  std::vector<float> host(size_t(n), 3.0f);
+  ASSERT_EQ(cudaMemcpyAsync(device, host.data(), n * sizeof(float),
+                            cudaMemcpyHostToDevice, stream),
+            cudaSuccess);
+  ddprt_buffer buffer{device, DDPRT_F32, n};
+  ASSERT_EQ(
+      ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_GRADIENT, &buffer, 1),
+      DDPRT_OK)
+      << ddprt_last_error(context);
+  ASSERT_EQ(ddprt_synchronize(context), DDPRT_OK) << ddprt_last_error(context);
+  std::vector<float> back(size_t(n), 0.0f);
+  ASSERT_EQ(cudaMemcpy(back.data(), device, n * sizeof(float),
+                       cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_EQ(back.front(), 3.0f);
+  EXPECT_EQ(back.back(), 3.0f);
+  EXPECT_EQ(ddprt_finalize(context), DDPRT_OK);
+  // The caller's stream outlives the runtime.
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaFree(device);
+  cudaStreamDestroy(stream);
+}
+
 TEST_F(Cuda, OrthogonalizeMatchesTheCpuKernelAndKeepsZeroColumns) {
   const Shape shapes[] = {{1, 1, 1},     {37, 19, 2},    {256, 300, 4},
                           {1000, 72, 8}, {300, 200, 11}, {50257, 1, 2},
