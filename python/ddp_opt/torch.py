@@ -80,6 +80,11 @@ def init_process_group(backend="gloo", **kwargs):
                             **kwargs)
 
 
+# Keeps a DDP bucket's gradients one bucket, in the bucket's order.
+_ONE_BUCKET = ("ddp-bucketize{mode=ddp-param-order first-bucket-mb=0 "
+               "cap-mb=1048576}")
+
+
 def _mlir_string(text):
     return '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
 
@@ -152,11 +157,13 @@ class HookState:
         if compress and pipeline:
             raise ValueError("give compress or pipeline, not both")
         if pipeline is None:
-            # The report says, per gradient, what the scheme decided
-            # (state.reports).
-            pipeline = ("builtin.module(ddp-compress{%s},"
-                        "ddp-compression-report)" % compress
-                        if compress else "")
+            # A function is one DDP bucket: its gradients stay one bucket, in
+            # DDP's order (what PyTorch's hooks see, and the rows of the
+            # per-channel quantization), then the scheme; the report says,
+            # per gradient, what it decided (state.reports).
+            pipeline = "builtin.module(func.func(%s)%s)" % (
+                _ONE_BUCKET, ",ddp-compress{%s},ddp-compression-report" %
+                compress if compress else "")
         self.pipeline = pipeline
         names = {}
         for name, parameter in model.named_parameters():

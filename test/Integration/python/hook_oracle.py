@@ -21,6 +21,12 @@ checkpoint: ours (PowerSGD rank 2, start 2, error feedback) run for all
   steps, against a second DDP model whose HookState is new and restored
   from the first's state_dict (through torch.save and torch.load) taken
   after step 3: from there both give bitwise the same results.
+quant-per-tensor, quant-per-channel: quantization_pertensor_hook and
+  quantization_perchannel_hook(bucket_size=512) against ours with
+  `ddp-compress{quantize=per-tensor}` and `{quantize=per-channel
+  channel-size=512}` (the hook keeps each DDP bucket one bucket, in its
+  order): bit for bit (QUANT_NOTES.md in test/Integration/torch says why). Both DDP models keep their first bucket
+  layout (find_unused_parameters=True), which the per-channel rows follow.
 fp16: fp16_compress_hook against ours with `ddp-compress{narrow=fp16}`:
   both within fp16's rounding bound of the exact mean,
   (N + 1) * (2^-11 * S + 2^-25) per element, S = mean |g|.
@@ -36,9 +42,16 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
+from torch.distributed.algorithms.ddp_comm_hooks import quantization_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import ddp_opt.torch
+
+# PyTorch 1.13's quantization hooks need CUDA and NCCL; this runs them
+# unchanged on CPU and gloo (test/Integration/torch/hooks_on_cpu.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "torch"))
+from hooks_on_cpu import run_quantization_hook  # noqa: E402
 
 SHAPES = [("conv.weight", (16, 3, 3, 3)), ("fc1.weight", (64, 32)),
           ("fc1.bias", (64,)), ("fc2.weight", (24, 64))]
@@ -79,7 +92,9 @@ def fail(message):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["powersgd", "fp16", "checkpoint"])
+    parser.add_argument("scenario", choices=["powersgd", "fp16", "checkpoint",
+                                             "quant-per-tensor",
+                                             "quant-per-channel"])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--start-iter", type=int, default=2)
     parser.add_argument("--cache-dir", default=None)
@@ -89,9 +104,11 @@ def main():
     ddp_opt.torch.init_process_group("gloo")
     start = args.start_iter
 
+    quantized = args.scenario.startswith("quant")
     theirs, ours = Feeder(), Feeder()
-    ddp_theirs = DDP(theirs, bucket_cap_mb=100)
-    ddp_ours = DDP(ours, bucket_cap_mb=100)
+    ddp_theirs = DDP(theirs, bucket_cap_mb=100,
+                     find_unused_parameters=quantized)
+    ddp_ours = DDP(ours, bucket_cap_mb=100, find_unused_parameters=quantized)
     names = [name for name, _ in SHAPES]
     matrices = {name: (shape[0], int(np.prod(shape[1:], dtype=np.int64)))
                 for name, shape in SHAPES if len(shape) > 1}
@@ -157,6 +174,23 @@ def main():
             return ddp_opt.torch.hook(state, bucket)
 
         ddp_ours.register_comm_hook(our_state, our_hook)
+    elif quantized:
+        per_channel = args.scenario == "quant-per-channel"
+
+        def torch_hook(state, bucket):
+            if per_channel:
+                return run_quantization_hook(
+                    quantization_hooks.quantization_perchannel_hook, state,
+                    bucket, bucket_size=512)
+            return run_quantization_hook(
+                quantization_hooks.quantization_pertensor_hook, state, bucket)
+
+        ddp_theirs.register_comm_hook(None, torch_hook)
+        our_state = ddp_opt.torch.HookState(
+            ddp_ours, compress="quantize=per-channel channel-size=512"
+            if per_channel else "quantize=per-tensor",
+            cache_dir=args.cache_dir)
+        ddp_ours.register_comm_hook(our_state, ddp_opt.torch.hook)
     else:
         ddp_theirs.register_comm_hook(None, default_hooks.fp16_compress_hook)
         our_state = ddp_opt.torch.HookState(ddp_ours, compress="narrow=fp16",
@@ -180,7 +214,15 @@ def main():
             t = list(theirs.params.values())[k].grad.numpy().astype(np.float64)
             o = list(ours.params.values())[k].grad.numpy().astype(np.float64)
             where = "step %d %s" % (step, name)
-            if args.scenario == "fp16":
+            if quantized:
+                if not np.array_equal(o, t):
+                    fail("%s: ours and PyTorch's %s hook differ in %d of %d "
+                         "values (max %.3g)" % (
+                             where, args.scenario, int((o != t).sum()),
+                             o.size, np.abs(o - t).max()))
+                if np.array_equal(o, exact[k]):
+                    fail("%s: the quantized result is the exact mean" % where)
+            elif args.scenario == "fp16":
                 bound = (world + 1) * (2.0 ** -11 * scale[k] + 2.0 ** -25)
                 for side, got in (("PyTorch", t), ("ours", o)):
                     excess = np.abs(got - exact[k]) - bound
@@ -205,7 +247,10 @@ def main():
                     fail("%s: the compressed result is the exact mean: "
                          "nothing was compressed" % where)
     if rank == 0:
-        if args.scenario == "fp16":
+        if quantized:
+            print("OK: %s: %d ranks x %d steps: ours and PyTorch's hook bit "
+                  "for bit" % (args.scenario, world, args.steps), flush=True)
+        elif args.scenario == "fp16":
             print("OK: fp16: %d ranks x %d steps: ours and fp16_compress_hook "
                   "both within fp16 rounding of the exact mean" %
                   (world, args.steps), flush=True)
