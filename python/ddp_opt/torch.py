@@ -133,7 +133,7 @@ class HookState:
     model: the DDP model (or the module it wraps): gradients are named
       after its parameters, which names the runtime's states.
     compress: ddp-compress's options ("powersgd-rank=2 start-iter=10",
-      "narrow=f16", "quantize=per-tensor", "hook=FILE.mlir",
+      "narrow=fp16", "quantize=per-tensor", "hook=NAME hook-from=FILE.mlir",
       "plan=PROFILE.json", ...); None or "" averages exactly.
     pipeline: a textual pass pipeline instead ("builtin.module(...)").
     process_group: PyTorch's group DDP reduces over (None: the default

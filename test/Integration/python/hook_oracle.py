@@ -27,6 +27,9 @@ quant-per-tensor, quant-per-channel: quantization_pertensor_hook and
   channel-size=512}` (the hook keeps each DDP bucket one bucket, in its
   order): bit for bit (QUANT_NOTES.md in test/Integration/torch says why). Both DDP models keep their first bucket
   layout (find_unused_parameters=True), which the per-channel rows follow.
+mlir-hook: PyTorch's allreduce_hook against the same hook written in MLIR
+  (examples/hooks/allreduce_hook.mlir, compress="hook=allreduce_hook
+  hook-from=..."): both the exact mean within float32 rounding.
 fp16: fp16_compress_hook against ours with `ddp-compress{narrow=fp16}`:
   both within fp16's rounding bound of the exact mean,
   (N + 1) * (2^-11 * S + 2^-25) per element, S = mean |g|.
@@ -94,7 +97,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("scenario", choices=["powersgd", "fp16", "checkpoint",
                                              "quant-per-tensor",
-                                             "quant-per-channel"])
+                                             "quant-per-channel", "mlir-hook"])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--start-iter", type=int, default=2)
     parser.add_argument("--cache-dir", default=None)
@@ -191,6 +194,15 @@ def main():
             if per_channel else "quantize=per-tensor",
             cache_dir=args.cache_dir)
         ddp_ours.register_comm_hook(our_state, ddp_opt.torch.hook)
+    elif args.scenario == "mlir-hook":
+        ddp_theirs.register_comm_hook(None, default_hooks.allreduce_hook)
+        hook_file = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                 "..", "..", "..", "examples", "hooks",
+                                 "allreduce_hook.mlir")
+        our_state = ddp_opt.torch.HookState(
+            ddp_ours, compress="hook=allreduce_hook hook-from=%s" %
+            os.path.normpath(hook_file), cache_dir=args.cache_dir)
+        ddp_ours.register_comm_hook(our_state, ddp_opt.torch.hook)
     else:
         ddp_theirs.register_comm_hook(None, default_hooks.fp16_compress_hook)
         our_state = ddp_opt.torch.HookState(ddp_ours, compress="narrow=fp16",
@@ -229,12 +241,14 @@ def main():
                     if excess.max() > 0:
                         fail("%s: %s is %.3g beyond fp16's bound of the exact "
                              "mean" % (where, side, excess.max()))
-            elif step < start or name not in matrices:
+            elif args.scenario == "mlir-hook" or step < start or \
+                    name not in matrices:
                 bound = (world + 1) * 2.0 ** -24 * scale[k] + 1e-30
                 if (np.abs(o - exact[k]) > bound).any():
                     fail("%s: ours is not the exact mean (max error %.3g)" %
                          (where, np.abs(o - exact[k]).max()))
-                if step < start and (np.abs(t - exact[k]) > bound).any():
+                if (step < start or args.scenario == "mlir-hook") and \
+                        (np.abs(t - exact[k]) > bound).any():
                     fail("%s: PyTorch is not the exact mean (max error %.3g)"
                          % (where, np.abs(t - exact[k]).max()))
             else:
@@ -247,7 +261,13 @@ def main():
                     fail("%s: the compressed result is the exact mean: "
                          "nothing was compressed" % where)
     if rank == 0:
-        if quantized:
+        if args.scenario == "mlir-hook":
+            print("OK: mlir-hook: %d ranks x %d steps: allreduce_hook.mlir "
+                  "and PyTorch's allreduce_hook both the exact mean" %
+                  (world, args.steps), flush=True)
+            print("OK: report: %s" % our_state.reports[0].strip().splitlines()
+                  [-1], flush=True)
+        elif quantized:
             print("OK: %s: %d ranks x %d steps: ours and PyTorch's hook bit "
                   "for bit" % (args.scenario, world, args.steps), flush=True)
         elif args.scenario == "fp16":
