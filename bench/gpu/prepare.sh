@@ -51,9 +51,12 @@ cp "$STEP/data/step.mlir" "$STEP/plain.mlir"
   "$STEP/data/step.mlir" -o "$STEP/hook.mlir"
 # The GPU machine's runtime is built alone, without LLVM's libomp: the
 # libraries keep every loop on one host thread (--parallel-loops=false).
+# The reference is the library itself, run here: a JIT-compiled step is
+# compiled for this machine's CPU (FMA contractions), the library for any
+# x86-64, and the sign hook's scale then differs in its last bits.
 for kind in plain fp16 powersgd quant quantpc hook; do
   "$BIN/ddp-run" "$STEP/$kind.mlir" --emit-step="$STEP/$kind" --parallel-loops=false
-  "$BIN/ddp-run" "$STEP/$kind.mlir" --steps="$STEPS" --quiet "${inputs[@]}" \
+  "$BIN/ddprt-step-runner" "$STEP/$kind" --steps="$STEPS" --quiet "${inputs[@]}" \
     --output="$STEP/ref/$kind/s{step}.o{result}.npy" \
     --dump-state="$STEP/ref/$kind/state.{name}.npy" \
     --summary-json="$STEP/ref/$kind.json" >/dev/null
@@ -74,6 +77,12 @@ for overlap in true false; do
 done
 # What travels does not need the objects.
 rm -f "$STEP"/*/step.o
+# ddp_opt.torch's hook on the GPU: its buckets compiled here (the GPU
+# machine has no compiler) into a cache carried along, with the CPU's
+# results to compare with.
+cmake --build "$BUILD_DIR" --target ddp-python >/dev/null
+PYTHONPATH="$BUILD_DIR/python" "$PYTHON" bench/gpu/hook_check.py --prepare "$STEP/torch-hook"
+rm -f "$STEP"/torch-hook/cache/*/step.o "$STEP"/torch-hook/cache/*.lock
 
 echo "== the prepared steps, run here by ddprt-step-runner on the CPU"
 WORK=$(mktemp -d)

@@ -21,6 +21,9 @@
 #      memory each side keeps and needs;
 #   5. times PowerSGD through the fused kernels and through cuBLAS at ranks
 #      8, 16 and 32 (the crossover that sets ProjectorPolicy::fusedMaxRank);
+# and, after step 3, runs ddp_opt.torch's hook in a PyTorch DDP loop on
+# CUDA from the buckets prepare.sh compiled (bench/gpu/hook_check.py:
+# fp16 bit for bit and PowerSGD within 1e-4 of the CPU's results);
 # and prints a summary table last, even when a step failed or the script
 # was stopped.
 #
@@ -226,6 +229,16 @@ run_step "GPU tests (ddprt-cuda-tests)" 300 \
 run_step "runtime tests (ddprt-tests)" 300 \
   bash -c "set -o pipefail; build-gpu/test/ddprt-tests --gtest_brief=1 2>&1 | tail -n 15"
 compiled_step
+
+# ddp_opt.torch's hook in a PyTorch DDP loop on CUDA (the runtime joined
+# through NCCL on PyTorch's stream), its buckets from the cache prepare.sh
+# compiled; without a GPU, a rehearsal on the CPU backend.
+hook_device=cpu
+[ "$HAVE_GPU" = 1 ] && hook_device=cuda
+if [ -d .gpu-step/torch-hook/cache ]; then
+  run_step "PyTorch DDP hook ($hook_device, ddp_opt.torch)" 180 \
+    bash -c "set -o pipefail; DDP_OPT_LIBRARY_DIR=$PWD/build-gpu/lib PYTHONPATH=$PWD/python $PYTHON bench/gpu/hook_check.py --check .gpu-step/torch-hook --device $hook_device 2>&1 | tee $OUT/hook-check.txt | tail -n 20"
+fi
 
 # Issue 13: the MLP step scheduled and not, with the host barriers (what
 # compiled steps do) and with a wait after every runtime call (what they did

@@ -19,7 +19,8 @@ import os
 import numpy as np
 
 from . import _native
-from ._config import VERSION as __version__  # noqa: F401
+
+__version__ = _native.version()
 
 __all__ = ["CompileError", "RuntimeFailure", "Runtime", "Step",
            "compile_step", "run_pipeline", "library_dir"]

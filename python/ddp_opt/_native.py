@@ -16,7 +16,10 @@ compiled elsewhere needs only the runtime.
 import ctypes
 import os
 
-from . import _config
+try:
+    from . import _config
+except ImportError:  # the source tree's copy: no build wrote _config.py
+    _config = None
 
 # ddprt.h, checked against the loaded runtime (DDPRT_VERSION).
 VERSION = 400  # 0.4.0: ddprt_options with the join fields
@@ -69,7 +72,24 @@ class Buffer(ctypes.Structure):
 
 
 def library_dir():
-    return os.environ.get("DDP_OPT_LIBRARY_DIR") or _config.LIBRARY_DIR
+    directory = os.environ.get("DDP_OPT_LIBRARY_DIR") or (
+        _config.LIBRARY_DIR if _config else None)
+    if not directory:
+        raise ImportError(
+            "ddp_opt: this copy of the package was not built or installed "
+            "(no _config.py): set DDP_OPT_LIBRARY_DIR to the directory "
+            "holding libddprt.so (a runtime built alone: its lib/)")
+    return directory
+
+
+def version():
+    """The project's version: the build's, or the source tree's VERSION."""
+    if _config:
+        return _config.VERSION
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                        "..", "VERSION")
+    with open(path) as f:
+        return f.readline().strip()
 
 
 def _load(name):

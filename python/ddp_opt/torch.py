@@ -278,9 +278,19 @@ class HookState:
                 scratch = tempfile.mkdtemp(prefix=key + ".",
                                            dir=self.cache_dir)
                 try:
-                    report = ddp_opt.compile_step(module, scratch,
-                                                  pipeline=self.pipeline,
-                                                  entry=entry)
+                    try:
+                        report = ddp_opt.compile_step(module, scratch,
+                                                      pipeline=self.pipeline,
+                                                      entry=entry)
+                    except ImportError as error:
+                        raise ImportError(
+                            "%s\nddp_opt: bucket %s (%d gradients, first "
+                            "'%s') is not in the cache %s, and compiling it "
+                            "needs the compiler: compile the buckets where "
+                            "ddp-opt is built (the same model, compress and "
+                            "version) and carry the cache here" % (
+                                error, key, len(names), names[0],
+                                self.cache_dir)) from None
                     with open(os.path.join(scratch, "report.txt"), "w") as f:
                         f.write(report)
                     with open(os.path.join(scratch, "bucket.mlir"), "w") as f:

@@ -242,6 +242,10 @@ ddprt_status ddprt_step_run(ddprt_step *step, ddprt_context *context,
           return say(message, size, status, ddprt_last_error(context));
       inputs[a] = step->staging[a];
     }
+    // The step's host code may read an argument before its first runtime
+    // call (whose barrier would wait for the copies): wait here.
+    if (ddprt_status status = ddprt_host_barrier(context))
+      return say(message, size, status, ddprt_last_error(context));
   }
 
   // The packed call: a pointer to each word of each argument's descriptor,
