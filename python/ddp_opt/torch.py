@@ -10,8 +10,8 @@ For each of DDP's gradient buckets the hook writes the bucket's
 gradient-sync function (one `ddp.allreduce mean` per gradient, named after
 the parameter, in the bucket's order), compiles it once with ddp-opt's
 pipeline (`ddp-compress{<compress>}`, or `pipeline`) into a library, and
-on every call runs it on the bucket's buffer in place and returns a
-completed future. A bucket DDP rebuilds after its first iteration is a new
+on every call runs it on the bucket's buffer in place, on a thread of its
+own (the future is returned at once; `asynchronous=False`: in the hook). A bucket DDP rebuilds after its first iteration is a new
 function and is compiled again; compiled libraries are cached on disk
 (`cache_dir`), keyed by the function and the pipeline.
 
