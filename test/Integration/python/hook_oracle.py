@@ -149,6 +149,7 @@ def main():
 
         ddp_theirs.register_comm_hook(torch_state, torch_hook)
         our_index = {id(p): i for i, p in enumerate(ours.params.values())}
+        counter = [None]
         our_state = ddp_opt.torch.HookState(
             ddp_ours, pipeline="builtin.module(insert-powersgd{rank=%d "
             "start-iter=%d})" % (RANK, start), cache_dir=args.cache_dir)
@@ -161,6 +162,12 @@ def main():
                 # once the steps before have run.
                 state.drain()
                 compiled = state._bucket_step(bucket, bucket.gradients())
+                for spec in compiled.step.states:
+                    if "start_iter" in spec and compiled.started:
+                        # The rebuilt bucket's function was compiled at
+                        # iteration 1; its counter went on from there.
+                        counter[0] = int(state.runtime.read_state(
+                            spec["name"], "i64", 1)[0])
                 for spec in compiled.step.states:
                     if "start_iter" in spec:
                         state.runtime.write_state(
@@ -279,6 +286,16 @@ def main():
                   "match powerSGD_hook (largest difference %.1e of a "
                   "tensor's norm, rtol 1e-5)" % (start, args.steps - start,
                                                   worst), flush=True)
+            # DDP rebuilt its bucket after the first iteration (in the order
+            # the gradients became ready): a new function, compiled again,
+            # whose step counter went on from the iteration.
+            layouts = sorted(tuple(names) for _, names, _ in
+                             our_state._buckets)
+            print("OK: %d bucket functions compiled (DDP's first bucket and "
+                  "its rebuilt one), %d gradients each; the rebuilt one's "
+                  "step counter was %s at iteration %d" % (
+                      len(layouts), len(layouts[0]), counter[0], start),
+                  flush=True)
             state = our_state.state_dict()
             print("OK: state_dict holds %s" % ", ".join(
                 sorted(k for k in state["states"] if not
