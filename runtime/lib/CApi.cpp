@@ -23,6 +23,7 @@
 #include "Status.h"
 #include "Validation.h"
 
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string_view>
@@ -67,7 +68,11 @@ size_t ddprt_dtype_size(ddprt_dtype dtype) { return dtypeSize(asInt(dtype)); }
 
 ddprt_status ddprt_parse_simulated_link(const char *text, double *gbps,
                                         double *latency_us, const char **why) {
-  thread_local std::string message;
+  // This thread's last message, in a plain array: a thread_local with a
+  // destructor (a std::string) in this library made LeakSanitizer's scan
+  // of dynamic TLS crash at exit (GCC 12's libsanitizer on Debian 12).
+  thread_local char saved[512];
+  std::string message;
   SimulatedLink link;
   if (!text || !gbps || !latency_us)
     message = "a null text or result pointer";
@@ -76,8 +81,9 @@ ddprt_status ddprt_parse_simulated_link(const char *text, double *gbps,
     *latency_us = link.latencyUs;
     return DDPRT_OK;
   }
+  std::snprintf(saved, sizeof saved, "%s", message.c_str());
   if (why)
-    *why = message.c_str();
+    *why = saved;
   return DDPRT_ERROR_INVALID_ARGUMENT;
 }
 
