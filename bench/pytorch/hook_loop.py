@@ -30,7 +30,9 @@ hook call to the last bucket's future completing (autograd's work between
 buckets included, on both sides).
 """
 import argparse
+import os
 import statistics
+import sys
 import time
 
 import torch
@@ -41,6 +43,12 @@ from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import ddp_opt.torch
+
+# torchvision's ResNet-50 parameter shapes, as bench/cpu's PyTorch side has
+# them.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "cpu"))
+from torch_hooks import resnet50_shapes  # noqa: E402
 
 
 # The runtime's compute threads per rank (None: ddp-run's default).
@@ -64,22 +72,6 @@ def one_bucket_at_a_time(hook):
             previous.clear()
         return future
     return wrapper
-
-
-def resnet50_shapes():
-    """torchvision's ResNet-50 parameters, in model.parameters() order."""
-    shapes = [[64, 3, 7, 7], [64], [64]]
-    inp = 64
-    for width, blocks in zip([64, 128, 256, 512], [3, 4, 6, 3]):
-        out = width * 4
-        for block in range(blocks):
-            shapes += [[width, inp, 1, 1], [width], [width],
-                       [width, width, 3, 3], [width], [width],
-                       [out, width, 1, 1], [out], [out]]
-            if block == 0:
-                shapes += [[out, inp, 1, 1], [out], [out]]
-            inp = out
-    return shapes + [[1000, 2048], [1000]]
 
 
 class Injected(nn.Module):

@@ -25,7 +25,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dlfcn.h>
 #include <set>
 #include <string>
 #include <vector>
@@ -263,49 +262,12 @@ bool parseCommandLine(int argc, char **argv, RunOptions &options,
 /// packed entry. Returns null after saying why.
 PackedFunction loadStep(const Job &job, const std::string &directory,
                         const StepSignature &signature) {
-  std::string path = signature.library.front() == '/'
-                         ? signature.library
-                         : directory + "/" + signature.library;
-  void *library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!library) {
-    const char *why = dlerror();
-    job.error() << "cannot load '" << path << "': " << (why ? why : "?")
-                << "\n";
-    return nullptr;
-  }
-  bool ok = true;
-  std::vector<HostFunction> functions = hostFunctions(synchronizeEveryCall);
-  for (const std::string &name : signature.hostFunctions) {
-    const HostFunction *function = nullptr;
-    for (const HostFunction &f : functions)
-      if (name == f.name)
-        function = &f;
-    if (!function) {
-      job.error() << "the step calls '" << name
-                  << "', which this runner does not provide (a step emitted "
-                     "by a newer ddp-run?)\n";
-      ok = false;
-      continue;
-    }
-    std::string slotName = std::string(kHostSlotPrefix) + name;
-    void **slot = static_cast<void **>(dlsym(library, slotName.c_str()));
-    if (!slot) {
-      job.error() << "'" << path << "' has no '" << slotName
-                  << "' (not what ddp-run --emit-step wrote for step.json)\n";
-      ok = false;
-      continue;
-    }
-    *slot = function->address;
-  }
-  std::string entryName = "_mlir_" + signature.entry;
-  void *entry = dlsym(library, entryName.c_str());
-  if (!entry) {
-    job.error() << "'" << path << "' has no packed entry '" << entryName
-                << "'\n";
-    ok = false;
-  }
-  // The library stays loaded until the process exits.
-  return ok ? reinterpret_cast<PackedFunction>(entry) : nullptr;
+  std::vector<std::string> errors;
+  PackedFunction step =
+      loadStepLibrary(directory, signature, synchronizeEveryCall, errors);
+  for (const std::string &error : errors)
+    job.error() << error << "\n";
+  return step;
 }
 
 } // namespace

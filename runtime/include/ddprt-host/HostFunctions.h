@@ -15,6 +15,7 @@
 #ifndef DDPRT_HOST_HOSTFUNCTIONS_H
 #define DDPRT_HOST_HOSTFUNCTIONS_H
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -46,6 +47,19 @@ bool isHostFunction(std::string_view name);
 
 /// The packed entry `_mlir_<entry>(void **)`.
 using PackedFunction = void (*)(void **);
+
+struct StepSignature;
+
+/// Loads the library of a step compiled ahead of time (`directory`/
+/// `signature.library`, unless that is absolute), fills each slot
+/// `__ddp_host_<name>` of the host functions it calls (with
+/// hostFunctions(synchronizeEveryCall)) and returns its packed entry. On
+/// failure returns null with every problem found in `errors`, one line
+/// each. The library stays loaded until the process ends.
+PackedFunction loadStepLibrary(const std::string &directory,
+                               const StepSignature &signature,
+                               bool synchronizeEveryCall,
+                               std::vector<std::string> &errors);
 
 } // namespace stephost
 

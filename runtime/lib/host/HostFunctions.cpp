@@ -8,9 +8,11 @@
 
 #include "Matmul.h"
 #include "Memory.h"
+#include "StepSignature.h"
 
 #include "ddprt/ddprt.h"
 
+#include <dlfcn.h>
 #include <string_view>
 
 namespace stephost {
@@ -50,6 +52,49 @@ std::vector<HostFunction> hostFunctions(bool synchronizeEveryCall) {
       if (std::string_view(function.name) == "ddprt_check")
         function.address = address(&synchronizeAndCheck);
   return functions;
+}
+
+PackedFunction loadStepLibrary(const std::string &directory,
+                               const StepSignature &signature,
+                               bool synchronizeEveryCall,
+                               std::vector<std::string> &errors) {
+  std::string path = signature.library.front() == '/'
+                         ? signature.library
+                         : directory + "/" + signature.library;
+  void *library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!library) {
+    const char *why = dlerror();
+    errors.push_back("cannot load '" + path + "': " + (why ? why : "?"));
+    return nullptr;
+  }
+  size_t before = errors.size();
+  std::vector<HostFunction> functions = hostFunctions(synchronizeEveryCall);
+  for (const std::string &name : signature.hostFunctions) {
+    const HostFunction *function = nullptr;
+    for (const HostFunction &f : functions)
+      if (name == f.name)
+        function = &f;
+    if (!function) {
+      errors.push_back("the step calls '" + name +
+                       "', which this host does not provide (a step "
+                       "emitted by a newer ddp-run?)");
+      continue;
+    }
+    std::string slotName = std::string(kHostSlotPrefix) + name;
+    void **slot = static_cast<void **>(dlsym(library, slotName.c_str()));
+    if (!slot) {
+      errors.push_back("'" + path + "' has no '" + slotName +
+                       "' (not what ddp-run --emit-step wrote for step.json)");
+      continue;
+    }
+    *slot = function->address;
+  }
+  std::string entryName = "_mlir_" + signature.entry;
+  void *entry = dlsym(library, entryName.c_str());
+  if (!entry)
+    errors.push_back("'" + path + "' has no packed entry '" + entryName + "'");
+  return errors.size() == before ? reinterpret_cast<PackedFunction>(entry)
+                                 : nullptr;
 }
 
 bool isHostFunction(std::string_view name) {

@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <dlfcn.h>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -130,39 +129,14 @@ ddprt_status ddprt_step_load(const char *directory, ddprt_step **result,
     step->argumentBytes.push_back(bytesOf(type));
   for (const TensorSpec &type : signature.results)
     step->resultBytes.push_back(bytesOf(type));
-  std::string path = signature.library.front() == '/'
-                         ? signature.library
-                         : dir + "/" + signature.library;
-  void *library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!library) {
-    const char *why = dlerror();
-    return say(message, size, DDPRT_ERROR_IO,
-               "cannot load '" + path + "': " + (why ? why : "?"));
+  std::vector<std::string> errors;
+  step->entry = loadStepLibrary(dir, signature, false, errors);
+  if (!step->entry) {
+    std::string text;
+    for (const std::string &error : errors)
+      text += (text.empty() ? "" : "; ") + error;
+    return say(message, size, DDPRT_ERROR_IO, text);
   }
-  std::vector<HostFunction> functions = hostFunctions();
-  for (const std::string &name : signature.hostFunctions) {
-    auto function =
-        std::find_if(functions.begin(), functions.end(),
-                     [&](const HostFunction &f) { return name == f.name; });
-    if (function == functions.end())
-      return say(message, size, DDPRT_ERROR_UNSUPPORTED,
-                 "the step calls '" + name +
-                     "', which this runtime does not provide (a step "
-                     "compiled by a newer ddp-opt?)");
-    std::string slotName = std::string(kHostSlotPrefix) + name;
-    void **slot = static_cast<void **>(dlsym(library, slotName.c_str()));
-    if (!slot)
-      return say(message, size, DDPRT_ERROR_IO,
-                 "'" + path + "' has no '" + slotName +
-                     "' (not the library step.json describes)");
-    *slot = function->address;
-  }
-  std::string entryName = "_mlir_" + signature.entry;
-  void *entry = dlsym(library, entryName.c_str());
-  if (!entry)
-    return say(message, size, DDPRT_ERROR_IO,
-               "'" + path + "' has no packed entry '" + entryName + "'");
-  step->entry = reinterpret_cast<PackedFunction>(entry);
   *result = step.release();
   return DDPRT_OK;
 }
