@@ -3,7 +3,7 @@
 hook against the same loop with PyTorch's hook, side by side in one job.
 
   mpirun -np 2 python3 bench/pytorch/hook_loop.py [--model resnet50|linear]
-         [--steps 12] [--sides ours,theirs]
+         [--steps 12] [--sides ours,theirs,alone]
 
 The model has ResNet-50's parameters (torchvision's 161 tensors, 25.6 M
 parameters, 102 MB of f32 gradients; --model linear: 6 Linear layers of
@@ -28,6 +28,10 @@ their ratio:
 Besides the whole step it prints the hooks' span: from the first bucket's
 hook call to the last bucket's future completing (autograd's work between
 buckets included, on both sides).
+The loop alone, timed in the same alternation: the same model and step
+with a hook that hands DDP its bucket as it is (nothing averaged, nothing
+sent). No hook's loop can be faster, so PyTorch's step over it is the most
+any hook can gain in this loop on this machine ("at most").
 """
 import argparse
 import os
@@ -96,6 +100,13 @@ def model_shapes(name):
     return [shape for _ in range(6) for shape in ([2048, 2048], [2048])]
 
 
+def returned_as_is(state, bucket):
+    """A hook that averages nothing: the loop's own work."""
+    future = torch.futures.Future()
+    future.set_result(bucket.buffer())
+    return future
+
+
 def spanned(hook, spans):
     """`hook`, recording (start, end) of each bucket's hook: from its call
     to its future's completion."""
@@ -126,6 +137,8 @@ def build(shapes, hook, compress):
                                    start_powerSGD_iter=2)
         model.register_comm_hook(state, spanned(
             one_bucket_at_a_time(psgd.powerSGD_hook), spans))
+    elif hook == "alone":
+        model.register_comm_hook(None, spanned(returned_as_is, spans))
     elif hook == "fp16_compress_hook":
         model.register_comm_hook(None, spanned(
             default_hooks.fp16_compress_hook, spans))
@@ -152,9 +165,10 @@ def main():
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--model", choices=["resnet50", "linear"],
                         default="resnet50")
-    parser.add_argument("--sides", default="ours,theirs",
-                        help="which hooks of each pair run (measuring one "
-                        "alone)")
+    parser.add_argument("--sides", default="ours,theirs,alone",
+                        help="which loops of each row run: ours, PyTorch's "
+                        "(theirs), the loop alone (a hook that averages "
+                        "nothing)")
     args = parser.parse_args()
     sides = args.sides.split(",")
     ddp_opt.torch.init_process_group("gloo")
@@ -175,9 +189,11 @@ def main():
         models = {"ours": build(shapes, ours_hook, compress)
                   if "ours" in sides else None,
                   "theirs": build(shapes, their_hook, None)
-                  if "theirs" in sides else None}
+                  if "theirs" in sides else None,
+                  "alone": build(shapes, "alone", None)
+                  if "alone" in sides else None}
         times = {side: [(float("nan"), float("nan"))]
-                 for side in ("ours", "theirs")}
+                 for side in ("ours", "theirs", "alone")}
         for side in sides:
             times[side] = []
         # Compilation, DDP's bucket rebuild and PowerSGD's 2 plain steps.
@@ -192,18 +208,22 @@ def main():
         rows.append((label, their_hook, median))
         del models
     if rank == 0:
-        print("%-12s %-22s %10s %10s %8s %12s %12s %8s" % (
-            "", "PyTorch's hook", "step ours", "PyTorch", "ratio",
-            "hooks ours", "PyTorch", "ratio"))
+        print("%-12s %-22s %10s %10s %8s %10s %8s %12s %12s %8s" % (
+            "", "PyTorch's hook", "step ours", "PyTorch", "ratio", "alone",
+            "at most", "hooks ours", "PyTorch", "ratio"))
         for label, their_hook, m in rows:
             hooks = ("%9.1f ms %9.1f ms %7.2fx" % (
                 m["ours"][1], m["theirs"][1], m["theirs"][1] / m["ours"][1])
                 if their_hook != "none" else "%9.1f ms %12s %8s" % (
                     m["ours"][1], "-", "-"))
-            print("%-12s %-22s %7.1f ms %7.1f ms %7.2fx %s" % (
+            print("%-12s %-22s %7.1f ms %7.1f ms %7.2fx %7.1f ms %7.2fx %s" % (
                 label, their_hook if their_hook != "none" else "(no hook)",
                 m["ours"][0], m["theirs"][0], m["theirs"][0] / m["ours"][0],
-                hooks), flush=True)
+                m["alone"][0], m["theirs"][0] / m["alone"][0], hooks),
+                flush=True)
+        print("alone: the loop with a hook that averages nothing; at most: "
+              "PyTorch's step over it, the most any hook gains here",
+              flush=True)
     dist.destroy_process_group()
 
 

@@ -55,7 +55,10 @@ int ddprt_step_result_count(const ddprt_step *step);
 /* Runs the step once on `context` (made current for the call; the one it
    was before is restored): arguments[i] is argument i's data, results[j]
    where result j is copied to (it may be an argument's data: results are
-   copied after the step has read every argument). A runtime call that
+   copied after the step has read every argument). The arguments are the
+   step's to overwrite (a compiled step averages a gradient in its own
+   buffer, and computes result j into argument j's buffer where it can):
+   when results[j] is arguments[j], nothing is copied. A runtime call that
    fails inside the step makes this return its status, with the op, its
    source location and the runtime's message in `message`; the results are
    then not written. Not reentrant: one step runs at a time in a

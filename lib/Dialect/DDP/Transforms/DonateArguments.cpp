@@ -9,7 +9,11 @@
 // its buffers over (ddp-run's step loop, which reads fresh inputs every
 // step) marks the function `ddp.donate_arguments`, and the clone is
 // dropped: for a gradient-sync step that is one copy of every gradient per
-// step saved.
+// step saved. A result computed into a new buffer (an fp16 step's gradients
+// widened back from the f16 sum) is computed into its argument's buffer
+// instead, once nothing reads that argument any more: no new buffer, and a
+// caller whose destination is the argument (PyTorch's DDP bucket) has
+// nothing to copy.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +21,7 @@
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 namespace mlir::ddp {
 #define GEN_PASS_DEF_DDPDONATEARGUMENTS
@@ -27,6 +32,57 @@ using namespace mlir;
 using namespace mlir::ddp;
 
 namespace {
+
+/// Whether every op that reaches `argument` through uses (its users, their
+/// results' users, and so on: views, requests of collectives in flight,
+/// pointers taken from it) lies, in the entry block, before `point`. Then
+/// the argument's buffer is free from `point` on.
+bool unusedFrom(BlockArgument argument, Operation *point) {
+  Block &entry = *argument.getOwner();
+  SmallVector<Value> worklist{argument};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    for (Operation *user : value.getUsers()) {
+      if (!seen.insert(user).second)
+        continue;
+      Operation *ancestor = entry.findAncestorOpInBlock(*user);
+      if (!ancestor || !ancestor->isBeforeInBlock(point))
+        return false;
+      llvm::append_range(worklist, user->getResults());
+    }
+  }
+  return true;
+}
+
+/// Result `index` of `function` is a new buffer of its argument's type:
+/// the buffer is replaced by the argument's where nothing uses the argument
+/// after the buffer is allocated. Result i only ever takes argument i's
+/// buffer: a caller whose destinations are its arguments (the step host,
+/// in place) then finds each result where it goes.
+bool reuseArgument(func::FuncOp function, func::ReturnOp ret, unsigned index,
+                   IRRewriter &rewriter) {
+  if (index >= function.getNumArguments())
+    return false;
+  Value result = ret.getOperand(index);
+  auto alloc = result.getDefiningOp<memref::AllocOp>();
+  BlockArgument argument = function.getArgument(index);
+  if (!alloc || alloc->getBlock() != &function.front() ||
+      alloc.getType() != argument.getType() ||
+      !alloc.getType().getLayout().isIdentity())
+    return false;
+  // Returned once, never freed: the caller owns it through the result.
+  if (llvm::count(ret.getOperands(), result) != 1 ||
+      !llvm::all_of(alloc->getUsers(), [](Operation *user) {
+        return !isa<memref::DeallocOp, bufferization::DeallocOp>(user);
+      }))
+    return false;
+  if (!unusedFrom(argument, alloc))
+    return false;
+  rewriter.replaceOp(alloc, argument);
+  return true;
+}
+
 struct DonateArguments
     : public ddp::impl::DDPDonateArgumentsBase<DonateArguments> {
   void runOnOperation() override {
@@ -57,6 +113,16 @@ struct DonateArguments
         ++numDonated;
         ++donatedHere;
       });
+      if (!function.getBody().hasOneBlock())
+        continue;
+      auto ret = dyn_cast<func::ReturnOp>(function.front().getTerminator());
+      if (!ret)
+        continue;
+      for (unsigned index = 0; index < ret.getNumOperands(); ++index)
+        if (reuseArgument(function, ret, index, rewriter)) {
+          ++numReused;
+          ++donatedHere;
+        }
     }
     if (donatedHere == 0)
       markAllAnalysesPreserved(); // nothing changed: no verification either

@@ -541,9 +541,20 @@ def DDPDonateArguments : Pass<"ddp-donate-arguments", "::mlir::ModuleOp"> {
     by the return, is dropped and the argument itself is returned. The
     caller then owns that buffer through the result, and must not free it
     twice.
+
+    In such a function, a result computed into a new buffer of its
+    argument's type (the same index, shape and element type: an fp16 step's
+    gradients widened back from their f16 sum) is computed into that
+    argument's buffer instead, when nothing uses the argument after the
+    buffer is allocated (no op reached from the argument through its uses,
+    views and requests included, comes later in the function's block). The
+    step then needs no buffer of its own for that result, and a caller
+    whose destination is the argument (in place) has nothing to copy.
   }];
   let statistics = [
-    Statistic<"numDonated", "num-donated", "Result copies of arguments dropped">
+    Statistic<"numDonated", "num-donated", "Result copies of arguments dropped">,
+    Statistic<"numReused", "num-reused",
+              "New result buffers replaced by their arguments' buffers">
   ];
   // Its attribute helper is the dialect's, loaded even when no ddp op is.
   let dependentDialects = ["::mlir::ddp::DDPDialect"];
