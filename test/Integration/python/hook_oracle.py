@@ -33,6 +33,10 @@ mlir-hook: PyTorch's allreduce_hook against the same hook written in MLIR
 fp16: fp16_compress_hook against ours with `ddp-compress{narrow=fp16}`:
   both within fp16's rounding bound of the exact mean,
   (N + 1) * (2^-11 * S + 2^-25) per element, S = mean |g|.
+plan: the same against ours with `ddp-compress{plan=PROFILE plan-world=N}`
+  (--profile: a machine profile on which fp16 is the fastest for these
+  gradients): the plan's decision is read from the hook's report, and the
+  results are checked as fp16's.
 Prints one OK line per check; exits 1 with the first failure.
 """
 import argparse
@@ -97,11 +101,16 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("scenario", choices=["powersgd", "fp16", "checkpoint",
                                              "quant-per-tensor",
-                                             "quant-per-channel", "mlir-hook"])
+                                             "quant-per-channel", "mlir-hook",
+                                             "plan"])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--start-iter", type=int, default=2)
     parser.add_argument("--cache-dir", default=None)
+    parser.add_argument("--profile", default=None,
+                        help="plan: the machine profile (ddprt-calibrate)")
     args = parser.parse_args()
+    if args.scenario == "plan" and not args.profile:
+        parser.error("plan needs --profile")
     rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
     world = int(os.environ["OMPI_COMM_WORLD_SIZE"])
     ddp_opt.torch.init_process_group("gloo")
@@ -212,7 +221,9 @@ def main():
         ddp_ours.register_comm_hook(our_state, ddp_opt.torch.hook)
     else:
         ddp_theirs.register_comm_hook(None, default_hooks.fp16_compress_hook)
-        our_state = ddp_opt.torch.HookState(ddp_ours, compress="narrow=fp16",
+        compress = "narrow=fp16" if args.scenario == "fp16" else \
+            "plan=%s plan-world=%d" % (args.profile, world)
+        our_state = ddp_opt.torch.HookState(ddp_ours, compress=compress,
                                             cache_dir=args.cache_dir)
         ddp_ours.register_comm_hook(our_state, ddp_opt.torch.hook)
 
@@ -241,7 +252,7 @@ def main():
                              o.size, np.abs(o - t).max()))
                 if np.array_equal(o, exact[k]):
                     fail("%s: the quantized result is the exact mean" % where)
-            elif args.scenario == "fp16":
+            elif args.scenario in ("fp16", "plan"):
                 bound = (world + 1) * (2.0 ** -11 * scale[k] + 2.0 ** -25)
                 for side, got in (("PyTorch", t), ("ours", o)):
                     excess = np.abs(got - exact[k]) - bound
@@ -281,6 +292,16 @@ def main():
             print("OK: fp16: %d ranks x %d steps: ours and fp16_compress_hook "
                   "both within fp16 rounding of the exact mean" %
                   (world, args.steps), flush=True)
+        elif args.scenario == "plan":
+            report = our_state.reports[0]
+            chosen = [line.split() for line in report.splitlines()
+                      if line.strip().startswith("0 ") and "faster" in line]
+            if not chosen:
+                fail("the hook's report has no plan for bucket 0:\n" + report)
+            decision = chosen[0][chosen[0].index("faster") - 2]
+            print("OK: plan: bucket 0 planned as %s; %d ranks x %d steps: "
+                  "ours and fp16_compress_hook both within fp16 rounding of "
+                  "the exact mean" % (decision, world, args.steps), flush=True)
         else:
             print("OK: powersgd: %d warm-up steps exact; %d compressed steps "
                   "match powerSGD_hook (largest difference %.1e of a "
