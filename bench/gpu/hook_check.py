@@ -12,11 +12,15 @@ sum(p * g)) runs STEPS steps with our hook for each scheme: PowerSGD rank 2
 (start 2, error feedback) and fp16. --prepare runs them on the CPU backend
 (gloo), which compiles every bucket into DIR/cache, and saves what each
 step returned (DIR/ref/SCHEME.sSTEP.NAME.npy). --check runs the same on
-CUDA (nccl, the runtime joined through NCCL on PyTorch's stream) from the
+CUDA (nccl, the runtime joined through NCCL, on its own stream) from the
 cache, never loading the compiler, and compares: fp16 bit for bit with the
 CPU's (one rank: a cast there and back), PowerSGD within rtol 1e-4 of each
 tensor's norm (other kernels, other sums). Prints one line per scheme and
-exits 1 on a difference.
+exits 1 on a difference. On CUDA each backward first holds PyTorch's
+stream about 50 ms (a sleep kernel), so that the gradients reach DDP's
+bucket well after DDP calls the hook: a step that did not wait for them,
+or a future that completed before the results were back in the bucket,
+shows as a difference.
 """
 import argparse
 import os
@@ -45,6 +49,19 @@ class Feeder(nn.Module):
 
     def forward(self, grads):
         return sum((p * g).sum() for p, g in zip(self.params, grads))
+
+
+class LateBackward(torch.autograd.Function):
+    """Identity; its backward holds the current CUDA stream first."""
+
+    @staticmethod
+    def forward(context, loss):
+        return loss
+
+    @staticmethod
+    def backward(context, grad):
+        torch.cuda._sleep(100_000_000)  # cycles: about 50 ms
+        return grad
 
 
 def gradients(step):
@@ -94,7 +111,10 @@ def main():
         for step in range(STEPS):
             grads = [torch.from_numpy(g).to(device) for g in gradients(step)]
             ddp.zero_grad()
-            ddp(grads).backward()
+            loss = ddp(grads)
+            if cuda:
+                loss = LateBackward.apply(loss)
+            loss.backward()
             for (name, _), p in zip(SHAPES, model.params):
                 got = p.grad.detach().cpu().numpy()
                 path = os.path.join(directory, "ref",

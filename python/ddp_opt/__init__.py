@@ -15,6 +15,7 @@ PyTorch's DDP communication hook over the same pieces is ddp_opt.torch
 import ctypes
 import json
 import os
+import weakref
 
 import numpy as np
 
@@ -163,6 +164,9 @@ class Runtime:
                                message.decode("utf-8", "replace"))
         self.backend = backend
         self.threads = st.ddprt_step_set_threads(context, int(threads or 0))
+        # Steps that ran here keep buffers of this context (CUDA staging):
+        # given back before it ends.
+        self._steps = weakref.WeakSet()
 
     @staticmethod
     def nccl_unique_id():
@@ -171,8 +175,10 @@ class Runtime:
         buffer = (ctypes.c_ubyte * _native.NCCL_UNIQUE_ID_BYTES)()
         status = rt.ddprt_nccl_unique_id(buffer)
         if status != _native.OK:
-            raise RuntimeFailure(status, "no NCCL unique id (a runtime built "
-                               "without CUDA?)")
+            rt_status = rt.ddprt_status_string(status).decode()
+            raise RuntimeFailure(status, "no NCCL unique id: %s%s" % (
+                rt_status, " (this runtime was built without CUDA)"
+                if status == _native.UNSUPPORTED else ""))
         return bytes(buffer)
 
     def _live(self):
@@ -250,7 +256,11 @@ class Runtime:
     def finalize(self):
         """Ends the context (waits for the collectives still running)."""
         if self._context:
-            rt, _ = _native.runtime()
+            rt, st = _native.runtime()
+            for step in list(self._steps):
+                if step._handle:
+                    st.ddprt_step_release_buffers(step._handle)
+            self._steps.clear()
             rt.ddprt_finalize(self._context)
             self._context = None
 
@@ -298,7 +308,9 @@ class Step:
         args = (ctypes.c_void_p * max(1, len(arguments)))(*arguments)
         outs = (ctypes.c_void_p * max(1, len(results)))(*results)
         message = ctypes.create_string_buffer(4096)
-        status = st.ddprt_step_run(self._handle, runtime._live(), args, outs,
+        context = runtime._live()
+        runtime._steps.add(self)
+        status = st.ddprt_step_run(self._handle, context, args, outs,
                                    message, 4096)
         text = message.value.decode("utf-8", "replace")
         if status == _native.NONFINITE:

@@ -30,7 +30,7 @@ STATUS = {0: "DDPRT_OK", 1: "DDPRT_ERROR_INVALID_ARGUMENT",
           4: "DDPRT_ERROR_TIMEOUT", 5: "DDPRT_ERROR_MISMATCH",
           6: "DDPRT_ERROR_IO", 7: "DDPRT_ERROR_BACKEND",
           8: "DDPRT_ERROR_STATE", 9: "DDPRT_NONFINITE"}
-OK, NONFINITE = 0, 9
+OK, UNSUPPORTED, NONFINITE = 0, 2, 9
 BACKENDS = {"cpu": 0, "cuda": 1}
 JOIN = {"none": 0, "mpi": 1, "nccl-comm": 2, "nccl-unique-id": 3}
 # ddprt_dtype: the runtime's numbers and step.json's names.
@@ -160,6 +160,7 @@ def runtime():
              [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p),
               ctypes.c_char_p, ctypes.c_size_t]),
             ("ddprt_step_free", None, [ctypes.c_void_p]),
+            ("ddprt_step_release_buffers", None, [ctypes.c_void_p]),
             ("ddprt_step_argument_count", ctypes.c_int, [ctypes.c_void_p]),
             ("ddprt_step_result_count", ctypes.c_int, [ctypes.c_void_p]),
             ("ddprt_step_run", ctypes.c_int,
@@ -180,7 +181,6 @@ def compiler():
     global _compiler
     if _compiler is None:
         lib = _load("libDDPCAPI.so")
-        out = ctypes.POINTER(ctypes.c_char_p)
         lib.ddpRunPipelineWithReport.restype = ctypes.c_int
         lib.ddpRunPipelineWithReport.argtypes = [
             ctypes.c_char_p, ctypes.c_char_p, c_void_pp, c_void_pp, c_void_pp]
@@ -190,7 +190,6 @@ def compiler():
             c_void_pp, c_void_pp]
         lib.ddpFree.restype = None
         lib.ddpFree.argtypes = [ctypes.c_void_p]
-        del out
         _compiler = lib
     return _compiler
 

@@ -23,7 +23,11 @@ The ranks are the job's: start the script under mpirun (`mpirun -np 4
 python train.py`), PyTorch's process group with the same ranks (for
 example RANK=$OMPI_COMM_WORLD_RANK); the runtime joins MPI's world, or the
 mpi4py communicator given as `communicator`. CUDA buckets join through
-NCCL: rank 0's unique id goes to every rank through the process group.
+NCCL: rank 0's unique id goes to every rank through the process group. The
+runtime works on the bucket's device, on a stream of its own: each bucket's
+step waits for an event recorded on PyTorch's current stream when DDP
+called the hook, and its future completes once the results are in the
+bucket.
 """
 import atexit
 import contextlib
@@ -186,6 +190,7 @@ class HookState:
         self.asynchronous = asynchronous
         self._work = None
         self._worker = None
+        self._start_error = None
 
     # --- the steps' thread ---------------------------------------------
 
@@ -233,14 +238,33 @@ class HookState:
         rank = dist.get_rank(group)
         world = dist.get_world_size(group)
         if buffer.is_cuda:
-            unique = [ddp_opt.Runtime.nccl_unique_id() if rank == 0 else None]
-            dist.broadcast_object_list(unique, src=0, group=group)
-            device = buffer.device.index
+            # Rank 0 of the group makes the id (or says why it cannot), and
+            # every rank learns which: a failure on rank 0 alone would leave
+            # the others waiting in the broadcast.
+            made = [None]
+            if rank == 0:
+                try:
+                    made[0] = (True, ddp_opt.Runtime.nccl_unique_id())
+                except ddp_opt.RuntimeFailure as error:
+                    made[0] = (False, str(error))
+            source = 0 if group is None else dist.get_global_rank(group, 0)
+            dist.broadcast_object_list(made, src=source, group=group)
+            ok, unique = made[0]
+            if not ok:
+                raise RuntimeError("ddp_opt: rank 0 could not make an NCCL "
+                                   "unique id: %s" % unique)
+            # Ranks per host, for the runtime's node groups: torchrun's, or
+            # mpirun's (0: every rank on one host).
+            local = os.environ.get("LOCAL_WORLD_SIZE") or \
+                os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or 0
+            # The runtime's own stream: ordered after PyTorch's work by an
+            # event per bucket (hook), not by sharing PyTorch's stream,
+            # whose later backward work its host barriers would wait for.
             self.runtime = ddp_opt.Runtime(
-                backend="cuda", nccl_unique_id=unique[0], rank=rank,
-                world_size=world, device=device,
-                stream=torch.cuda.current_stream(device).cuda_stream,
-                timeout=self.timeout, threads=self.threads)
+                backend="cuda", nccl_unique_id=unique, rank=rank,
+                world_size=world, device=buffer.device.index,
+                ranks_per_node=int(local), timeout=self.timeout,
+                threads=self.threads)
         else:
             self.runtime = ddp_opt.Runtime(
                 communicator=self.communicator, timeout=self.timeout,
@@ -385,15 +409,31 @@ def hook(state, bucket):
     buffer = bucket.buffer()
     gradients = bucket.gradients()
     if state.runtime is None:
-        state._start_runtime(buffer)
+        if state._start_error is not None:
+            # Not tried again: a second try could run the collective start
+            # on some ranks only.
+            raise state._start_error
+        try:
+            state._start_runtime(buffer)
+        except Exception as error:
+            state._start_error = error
+            raise
     compiled = state._bucket_step(bucket, gradients)
     iteration = state.iteration
     if bucket.is_last():
         state.iteration += 1
     pointers = [g.data_ptr() for g in gradients]
     future = torch.futures.Future()
+    # On CUDA, DDP filled the bucket on PyTorch's current stream, maybe
+    # still running: the step, on the runtime's stream, waits for it.
+    ready = None
+    if buffer.is_cuda:
+        ready = torch.cuda.Event()
+        ready.record(torch.cuda.current_stream(buffer.device))
 
     def run():
+        if ready is not None:
+            ready.synchronize()
         runtime = state.runtime
         if not compiled.started:
             # The step counters of a function compiled now (a bucket DDP

@@ -68,9 +68,7 @@ size_t ddprt_dtype_size(ddprt_dtype dtype) { return dtypeSize(asInt(dtype)); }
 
 ddprt_status ddprt_parse_simulated_link(const char *text, double *gbps,
                                         double *latency_us, const char **why) {
-  // This thread's last message, in a plain array: a thread_local with a
-  // destructor (a std::string) in this library made LeakSanitizer's scan
-  // of dynamic TLS crash at exit (GCC 12's libsanitizer on Debian 12).
+  // This thread's last message (valid until its next call).
   thread_local char saved[512];
   std::string message;
   SimulatedLink link;

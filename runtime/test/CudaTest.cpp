@@ -20,12 +20,15 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace ddprt;
@@ -299,39 +302,59 @@ TEST(CudaJoin, AJobJoinedByAnNcclIdRunsOnTheCallersDeviceAndStream) {
   options.join_rank = 0;
   options.join_world_size = 1;
   options.device = 0;
+  // Non-blocking, as PyTorch's side streams are: nothing but the runtime's
+  // use of it orders the runtime's work after the caller's.
   cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+            cudaSuccess);
   options.stream = stream;
   ddprt_context *context = nullptr;
   ASSERT_EQ(ddprt_init(&options, &context), DDPRT_OK)
       << ddprt_last_error(context);
   EXPECT_EQ(ddprt_world_size(context), 1);
   EXPECT_EQ(ddprt_rank(context), 0);
-  // An allreduce queued behind the caller's own work on its stream sees
-  // that work done: the device buffer is filled on the stream first.
+  // The caller's work, late on its stream: a host function holds the
+  // stream 200 ms, then the gradient is filled with 3.0. The runtime's cast
+  // to f16 and allreduce, enqueued right away, must see 3.0: run anywhere
+  // but behind the fill, the cast would read the zeros before it.
   const int64_t n = 1 << 20;
   float *device = nullptr;
+  uint16_t *narrow = nullptr;
   ASSERT_EQ(cudaMalloc(&device, n * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&narrow, n * sizeof(uint16_t)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(device, 0, n * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(narrow, 0, n * sizeof(uint16_t)), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaLaunchHostFunc(
+                stream,
+                [](void *) {
+                  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                },
+                nullptr),
+            cudaSuccess);
   std::vector<float> host(size_t(n), 3.0f);
   ASSERT_EQ(cudaMemcpyAsync(device, host.data(), n * sizeof(float),
                             cudaMemcpyHostToDevice, stream),
             cudaSuccess);
-  ddprt_buffer buffer{device, DDPRT_F32, n};
-  ASSERT_EQ(
-      ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_GRADIENT, &buffer, 1),
-      DDPRT_OK)
+  ddprt_buffer wide{device, DDPRT_F32, n};
+  ddprt_buffer half{narrow, DDPRT_F16, n};
+  ASSERT_EQ(ddprt_cast(context, DDPRT_SCALE_NONE, &wide, &half, 1), DDPRT_OK)
+      << ddprt_last_error(context);
+  ASSERT_EQ(ddprt_allreduce(context, DDPRT_MEAN, DDPRT_ROLE_GRADIENT, &half, 1),
+            DDPRT_OK)
       << ddprt_last_error(context);
   ASSERT_EQ(ddprt_synchronize(context), DDPRT_OK) << ddprt_last_error(context);
-  std::vector<float> back(size_t(n), 0.0f);
-  ASSERT_EQ(cudaMemcpy(back.data(), device, n * sizeof(float),
+  std::vector<uint16_t> back(size_t(n), 0);
+  ASSERT_EQ(cudaMemcpy(back.data(), narrow, n * sizeof(uint16_t),
                        cudaMemcpyDeviceToHost),
             cudaSuccess);
-  EXPECT_EQ(back.front(), 3.0f);
-  EXPECT_EQ(back.back(), 3.0f);
+  EXPECT_EQ(back.front(), 0x4200u) << "f16 bits of 3.0";
+  EXPECT_EQ(back.back(), 0x4200u) << "f16 bits of 3.0";
   EXPECT_EQ(ddprt_finalize(context), DDPRT_OK);
   // The caller's stream outlives the runtime.
   EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   cudaFree(device);
+  cudaFree(narrow);
   cudaStreamDestroy(stream);
 }
 

@@ -46,7 +46,13 @@ typedef struct ddprt_step ddprt_step;
    the process ends; ddprt_step_free frees the rest. */
 ddprt_status ddprt_step_load(const char *directory, ddprt_step **step,
                              char *message, size_t message_size);
+/* Frees the step, and the buffers it keeps for the context it last ran on
+   (on CUDA, the managed copies of its arguments): call it, or
+   ddprt_step_release_buffers, before ddprt_finalize of that context. */
 void ddprt_step_free(ddprt_step *step);
+/* Frees those buffers and keeps the step: the next run allocates them
+   again (on the context it runs on). */
+void ddprt_step_release_buffers(ddprt_step *step);
 
 /* The step's arguments and results (step.json). */
 int ddprt_step_argument_count(const ddprt_step *step);
@@ -62,7 +68,12 @@ int ddprt_step_result_count(const ddprt_step *step);
    fails inside the step makes this return its status, with the op, its
    source location and the runtime's message in `message`; the results are
    then not written. Not reentrant: one step runs at a time in a
-   process (compiled code reports failures to one process-wide handler). */
+   process (compiled code reports failures to one process-wide handler).
+   On the CUDA backend the buffers are device memory, read and written on
+   the runtime's stream (the caller's, if ddprt_options.stream gave one):
+   what the caller enqueued on another stream must be complete before the
+   call (wait for an event recorded after it); when the call returns, the
+   results are in the caller's buffers. */
 ddprt_status ddprt_step_run(ddprt_step *step, ddprt_context *context,
                             void *const *arguments, void *const *results,
                             char *message, size_t message_size);

@@ -143,6 +143,11 @@ ddprt_status ddprt_step_load(const char *directory, ddprt_step **result,
 
 void ddprt_step_free(ddprt_step *step) { delete step; }
 
+void ddprt_step_release_buffers(ddprt_step *step) {
+  if (step)
+    step->releaseStaging();
+}
+
 int ddprt_step_set_threads(ddprt_context *context, int threads) {
   if (threads <= 0)
     threads = defaultComputeThreads(context ? ddprt_world_size(context) : 1);
@@ -285,6 +290,12 @@ ddprt_status ddprt_step_run(ddprt_step *step, ddprt_context *context,
                    ": " + failure.message);
   if (copied != DDPRT_OK)
     return say(message, size, copied, ddprt_last_error(context));
+  // The copies into the caller's buffers are enqueued on the runtime's
+  // stream: the results are there when this returns, whatever stream the
+  // caller reads them on next (PyTorch's DDP copies a bucket out on its own).
+  if (device)
+    if (ddprt_status status = ddprt_host_barrier(context))
+      return say(message, size, status, ddprt_last_error(context));
   if (failure.nonfinite)
     return say(message, size, DDPRT_NONFINITE,
                std::to_string(failure.nonfinite) +

@@ -72,3 +72,30 @@ for asynchronous in (False, True):
     case("backward (asynchronous=%s)" % asynchronous,
          lambda: model(torch.randn(2, 4)).sum().backward())
     ddp_opt.Step.run = real_run
+
+# A runtime that did not start fails the backward with its message, and
+# the next backward with the same one: it is not tried again (on CUDA a
+# second try would start the id's broadcast on some ranks only).
+starts = []
+real_runtime = ddp_opt.Runtime
+
+
+def counted(*args, **kwargs):
+    starts.append(kwargs)
+    return real_runtime(*args, **kwargs)
+
+
+ddp_opt.Runtime = counted
+linear = torch.nn.Linear(4, 4)
+state = None
+for attempt in (1, 2):
+    # DDP (1.13) cannot go on after a hook failed: a new DDP around the
+    # same module, with the same state, for the second backward.
+    model = torch.nn.parallel.DistributedDataParallel(linear)
+    state = state or ddp_opt.torch.HookState(
+        model, communicator=object(), cache_dir=os.path.join(work, "cache"))
+    model.register_comm_hook(state, ddp_opt.torch.hook)
+    case("runtime start, backward %d" % attempt,
+         lambda: model(torch.randn(2, 4)).sum().backward())
+print("runtime starts tried: %d" % len(starts), flush=True)
+ddp_opt.Runtime = real_runtime
