@@ -8,12 +8,21 @@ parameter's gradient is a fixed random G. Only the hooks are timed: per step,
 from the first bucket's hook call to the last bucket's future completing.
 
   /usr/bin/python3 bench/cpu/torch_hooks.py --model resnet50 --world 2
+  /usr/bin/python3 bench/cpu/torch_hooks.py --shapes-from examples/resnet18_grads.mlir \
+      --kinds allreduce,fp16,quant-per-tensor
+
+--shapes-from takes the shapes of a module's f32 tensor arguments (what
+ddp-run feeds on our side). Kinds: allreduce (allreduce_hook), fp16
+(fp16_compress_hook), powersgd (powerSGD_hook, rank --rank, start 2, error
+feedback, warm start), quant-per-tensor (quantization_pertensor_hook, run on
+CPU and gloo unchanged through test/Integration/torch/hooks_on_cpu.py).
 
 Across hosts (bench/net/hosts.sh), one process per host:
   GLOO_SOCKET_IFNAME=eth0 torch_hooks.py --process-rank R --master-addr 10.251.0.1 ...
 """
 import argparse
 import os
+import re
 import statistics
 import sys
 import time
@@ -40,6 +49,26 @@ def resnet50_shapes():
                 shapes += [[out, inp, 1, 1], [out], [out]]
             inp = out
     return shapes + [[1000, 2048], [1000]]
+
+
+def module_shapes(path):
+    """The shapes of a module's f32 tensor arguments, in order."""
+    text = open(path).read()
+    return [[int(d) for d in shape.split("x")] for shape in
+            re.findall(r'tensor<([0-9x]+)xf32> loc\("[^"]+"\)', text)]
+
+
+def quantization_per_tensor_hook():
+    """PyTorch's quantization_pertensor_hook, unchanged, on CPU and gloo."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(
+        __file__)), "..", "..", "test", "Integration", "torch"))
+    from hooks_on_cpu import run_quantization_hook
+    from torch.distributed.algorithms.ddp_comm_hooks import quantization_hooks
+
+    def hook(state, bucket):
+        return run_quantization_hook(
+            quantization_hooks.quantization_pertensor_hook, state, bucket)
+    return hook
 
 
 def gpt2_medium_shapes():
@@ -100,7 +129,11 @@ def worker(rank, args, results):
     os.environ["MASTER_PORT"] = str(args.port)
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=args.world)
-    shapes = resnet50_shapes() if args.model == "resnet50" else gpt2_medium_shapes()
+    if args.shapes_from:
+        shapes = module_shapes(args.shapes_from)
+    else:
+        shapes = resnet50_shapes() if args.model == "resnet50" else \
+            gpt2_medium_shapes()
     lines = []
     for kind in args.kinds.split(","):
         model = DDP(Injected(shapes, rank))
@@ -111,7 +144,10 @@ def worker(rank, args, results):
         elif kind == "fp16":
             model.register_comm_hook(None, timed(default_hooks.fp16_compress_hook, spans))
             warmup = 2
-        else:
+        elif kind == "quant-per-tensor":
+            model.register_comm_hook(None, timed(quantization_per_tensor_hook(), spans))
+            warmup = 2
+        elif kind == "powersgd":
             state = psgd.PowerSGDState(
                 process_group=None, matrix_approximation_rank=args.rank,
                 start_powerSGD_iter=2, min_compression_rate=2,
@@ -149,6 +185,9 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--rank", type=int, default=2)
     parser.add_argument("--port", type=int, default=29517)
+    parser.add_argument("--shapes-from", metavar="MLIR", default=None,
+                        help="the shapes of this module's f32 tensor "
+                        "arguments instead of --model's")
     parser.add_argument("--kinds", default="allreduce,fp16,powersgd")
     parser.add_argument("--process-rank", type=int, default=-1,
                         help="run this rank alone, in this process (one process per "
@@ -156,6 +195,10 @@ def main():
     parser.add_argument("--master-addr", default="127.0.0.1",
                         help="rank 0's address (MASTER_ADDR)")
     args = parser.parse_args()
+    for kind in args.kinds.split(","):
+        if kind not in ("allreduce", "fp16", "powersgd", "quant-per-tensor"):
+            parser.error("unknown kind '%s' (allreduce, fp16, powersgd, "
+                         "quant-per-tensor)" % kind)
     if args.process_rank >= 0:
         results = []
         worker(args.process_rank, args, results)

@@ -9,6 +9,10 @@
 # model of a link in the runtime, not a network: ddp-run --simulated-link),
 # or on real links: LINKS="net:1gbit net:100mbit" runs the 2 ranks on 2
 # hosts of bench/net/hosts.sh (network namespaces, root) with --hostfile.
+# PyTorch 1.13's own hooks on the same gradient shapes (DDP, gloo: its
+# allreduce_hook, fp16_compress_hook and quantization_pertensor_hook,
+# bench/cpu/torch_hooks.py) follow on loopback and on the real links, the
+# same hosts; not on the simulated ones, which only our runtime models.
 #   [LINKS="loopback 10 1 net:1gbit ..."] bash bench/hooks/run.sh [steps]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -101,3 +105,37 @@ print(d['bytes_sent_per_step'], d['ms_per_step'])" "$json")
   done
   echo "$row |"
 done
+
+# PyTorch's hooks, the same shapes and ranks, on the same links.
+TORCH_KINDS=(allreduce fp16 quant-per-tensor)
+declare -A TORCH_NAME=([allreduce]=allreduce_hook [fp16]=fp16_compress_hook
+                       [quant-per-tensor]=quantization_pertensor_hook)
+declare -A TORCH_MS=()
+torch_args=(bench/cpu/torch_hooks.py --shapes-from "$MODEL" --world 2
+            --steps "$STEPS" --kinds "$(IFS=,; echo "${TORCH_KINDS[*]}")")
+for link in $LINKS; do
+  case "$link" in
+    loopback) out=$(/usr/bin/python3 "${torch_args[@]}") ;;
+    net:*)
+      hosts="$WORK/hosts-${link#net:}"
+      master="$(head -n 1 "$hosts/hosts" | cut -d' ' -f1)"
+      GLOO_SOCKET_IFNAME=eth0 bash "$HOSTS_SH" exec "$hosts" 1 /usr/bin/python3 \
+        "${torch_args[@]}" --process-rank 1 --master-addr "$master" >/dev/null &
+      out=$(GLOO_SOCKET_IFNAME=eth0 bash "$HOSTS_SH" exec "$hosts" 0 /usr/bin/python3 \
+        "${torch_args[@]}" --process-rank 0 --master-addr "$master")
+      wait ;;
+    *) out="" ;;
+  esac
+  for kind in "${TORCH_KINDS[@]}"; do
+    TORCH_MS[$kind.$link]=$(awk -v k="$kind" '$1=="torch" && $2==k && $3=="median" {print $4}' <<<"$out")
+  done
+done
+for kind in "${TORCH_KINDS[@]}"; do
+  row="| PyTorch ${TORCH_NAME[$kind]} | -"
+  for link in $LINKS; do
+    row+=" | ${TORCH_MS[$kind.$link]:--}"
+  done
+  echo "$row |"
+done
+echo
+echo "PyTorch's rows: its hooks' span per step (bench/cpu/torch_hooks.py, one thread per rank); '-' on simulated links, which only our runtime models."

@@ -12,6 +12,12 @@
 # and real links net:RATE (net:1gbit, net:100mbit, net:veth): the 2 ranks
 # on 2 hosts of bench/net/hosts.sh (network namespaces, root), calibrated
 # and run across them with --hostfile.
+# PyTorch 1.13's hooks on the same shapes, ranks and link follow each
+# model on loopback and on real links (DDP, gloo: allreduce_hook,
+# fp16_compress_hook, powerSGD_hook at the PowerSGD ranks of PLANS;
+# bench/cpu/torch_hooks.py), and the last table sets the planned step
+# against the fastest of them; TORCH=0 leaves them out. Simulated links have
+# no PyTorch side: only our runtime models them.
 #   bash bench/plan/run.sh [steps]
 # MODELS="resnet50 gpt2-medium" LINKS="loopback 100 10 1" PLANS="plain ..."
 # choose the rows; ROUNDS=N runs every plan N times, interleaved, and
@@ -30,6 +36,7 @@ WORLD=2
 declare -A LATENCY=([100]=10 [10]=20 [1]=50)
 read -r -a PLANS <<<"${PLANS:-plain fp16 bf16 powersgd-r1 powersgd-r2 powersgd-r4 planned}"
 ROUNDS="${ROUNDS:-1}"
+TORCH="${TORCH:-1}"
 
 cmake --build "$BUILD_DIR" --target ddp-opt ddp-run ddprt-calibrate >/dev/null
 WORK=$(mktemp -d)
@@ -72,6 +79,47 @@ options_of() { # plan -> ddp-plan options (start-iter=0: the steady state)
 }
 
 RESULTS="$WORK/results.jsonl"
+
+# torch_hooks MODEL LINK: PyTorch's hooks on WORLD ranks of that link, one
+# JSON line each (plan "torch:KIND").
+torch_hooks() {
+  local model="$1" link="$2" kinds="allreduce,fp16,powersgd" rank out
+  local ranks=()
+  for plan in "${PLANS[@]}"; do
+    [[ "$plan" =~ ^powersgd-r([0-9]+)$ ]] && ranks+=("${BASH_REMATCH[1]}")
+  done
+  [ "${#ranks[@]}" -gt 0 ] || ranks=(2)
+  for rank in "${ranks[@]}"; do
+    local args=(bench/cpu/torch_hooks.py --model "$model" --world "$WORLD"
+                --steps "$STEPS" --rank "$rank" --kinds "$kinds")
+    if [[ "$link" = net:* ]]; then
+      local hosts="$WORK/hosts-${link#net:}" r
+      local master
+      master="$(head -n 1 "$hosts/hosts" | cut -d' ' -f1)"
+      for ((r = WORLD - 1; r >= 1; --r)); do
+        GLOO_SOCKET_IFNAME=eth0 bash "$HOSTS_SH" exec "$hosts" "$r" "$PYTHON" \
+          "${args[@]}" --process-rank "$r" --master-addr "$master" >/dev/null &
+      done
+      out=$(GLOO_SOCKET_IFNAME=eth0 bash "$HOSTS_SH" exec "$hosts" 0 "$PYTHON" \
+        "${args[@]}" --process-rank 0 --master-addr "$master")
+      wait
+    else
+      out=$("$PYTHON" "${args[@]}")
+    fi
+    printf '%s\n' "$out" >"$WORK/torch.out"
+    "$PYTHON" - "$model" "$link" "$rank" "$WORK/torch.out" <<'PY'
+import json, sys
+model, link, rank, path = sys.argv[1:]
+for line in open(path):
+    f = line.split()
+    if len(f) >= 4 and f[0] == "torch" and f[2] == "median":
+        kind = f[1] if f[1] != "powersgd" else "powersgd-r" + rank
+        print(json.dumps({"model": model, "link": link, "plan": "torch:" + kind,
+                          "measured_ms": float(f[3])}))
+PY
+    kinds=powersgd
+  done
+}
 echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $WORLD ranks, $STEPS steps, source $(git rev-parse --short HEAD)"
 for link in $LINKS; do
   sim=()
@@ -120,12 +168,17 @@ print(json.dumps({"model": model, "link": link, "plan": plan,
 PY
     done
     done
+    if [ "$TORCH" != 0 ] && [[ "$link" = loopback || "$link" = net:* ]]; then
+      torch_hooks "$model" "$link" >>"$RESULTS"
+    fi
   done
 done
 
 "$PYTHON" - "$RESULTS" <<'PY' | tee "${OUT:-/dev/null}"
 import json, statistics, sys
-runs = [json.loads(line) for line in open(sys.argv[1])]
+everything = [json.loads(line) for line in open(sys.argv[1])]
+runs = [r for r in everything if not r["plan"].startswith("torch:")]
+torch_runs = [r for r in everything if r["plan"].startswith("torch:")]
 def name(link):
     if link.startswith("net:"):
         return f"{link[4:]} (real link)"
@@ -166,4 +219,18 @@ for (model, link), group in groups.items():
     print(f"| {model} | {name(link)} | {planned['measured_ms']:.1f} | {same} | {best['plan']} | "
           f"{best['measured_ms']:.1f} | {(planned['measured_ms'] / best['measured_ms'] - 1) * 100:+.1f}% | "
           f"{plain['measured_ms'] if plain else float('nan'):.1f} | {worst * 100:.0f}% |")
+if torch_runs:
+    print()
+    print("| model | link | planned ms | PyTorch's hooks, same shapes, ranks and link (ms) | PyTorch's fastest | planned vs it |")
+    print("|---|---|---:|---|---:|---:|")
+    for (model, link), group in groups.items():
+        theirs = {r["plan"][6:]: r["measured_ms"] for r in torch_runs
+                  if r["model"] == model and r["link"] == link}
+        planned = next((r for r in group if r["plan"] == "planned"), None)
+        if not theirs or not planned:
+            continue
+        fastest = min(theirs, key=theirs.get)
+        listed = ", ".join(f"{k} {v:.1f}" for k, v in theirs.items())
+        print(f"| {model} | {name(link)} | {planned['measured_ms']:.1f} | {listed} | "
+              f"{fastest} {theirs[fastest]:.1f} | {theirs[fastest] / planned['measured_ms']:.2f}x faster |")
 PY
