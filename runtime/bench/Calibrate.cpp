@@ -441,6 +441,14 @@ std::vector<KernelResult> measureKernels(const Options &options) {
          check(ddprt_cast(context, DDPRT_SCALE_NONE, &wide, &narrow, 1),
                "ddprt_cast");
        })});
+  // bf16 on its own: where the CPU has F16C but no bf16 conversion, it
+  // converts slower than f16 (ddp-plan's bf16 choices use it).
+  ddprt_buffer brain{randomBuffer(DDPRT_BF16, n, 9), DDPRT_BF16, n};
+  results.push_back(
+      {"cast_f32_bf16", {}, 1, n, timeCall(options.reps, [&] {
+         check(ddprt_cast(context, DDPRT_SCALE_NONE, &wide, &brain, 1),
+               "ddprt_cast");
+       })});
   // Alternately by 1/W and W, so that the values stay where they were.
   int turn = 0;
   results.push_back({"scale_f32", {}, 1, n, timeCall(options.reps, [&] {
@@ -461,7 +469,8 @@ std::vector<KernelResult> measureKernels(const Options &options) {
                        check(ddprt_top_k(context, &wide, &values, &indices),
                              "ddprt_top_k");
                      })});
-  for (void *data : {wide.data, narrow.data, values.data, indices.data})
+  for (void *data :
+       {wide.data, narrow.data, brain.data, values.data, indices.data})
     ddprt_free(context, data);
   return results;
 }

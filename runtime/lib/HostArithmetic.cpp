@@ -24,6 +24,15 @@ bool hasF16C() {
 #endif
 }
 
+bool hasAvx2() {
+#if defined(__x86_64__)
+  static const bool supported = __builtin_cpu_supports("avx2");
+  return supported;
+#else
+  return false;
+#endif
+}
+
 void scaleHost(double factor, const ddprt_buffer &buffer) {
   dispatchDtype(buffer.dtype, [&](auto tag) {
     using T = decltype(tag);

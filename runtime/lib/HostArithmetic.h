@@ -35,6 +35,10 @@ void inspectHost(const ddprt_buffer &buffer, bool &allFinite, bool &anyNonzero);
 /// f32 <-> f16 conversions); false elsewhere.
 bool hasF16C();
 
+/// Whether this x86-64 CPU has AVX2 (the f32 -> bf16 conversion, 8 at a
+/// time); false elsewhere.
+bool hasAvx2();
+
 } // namespace ddprt
 
 #endif // DDPRT_HOSTARITHMETIC_H

@@ -621,6 +621,41 @@ TEST(Kernels, CastKeepsInfinityAndNaN) {
     }
 }
 
+// f32 -> bf16 runs 8 at a time where the CPU has AVX2: bit for bit the
+// portable conversion (round to nearest even on the bits, a quiet NaN),
+// on a sweep of every 4099th bit pattern and the edges: ties either way,
+// subnormals, the largest finite values (which round to infinity), NaNs
+// with payloads. An odd count leaves a tail to the portable loop too.
+TEST(Kernels, CastToBFloat16IsThePortableConversionBitForBit) {
+  std::vector<uint32_t> patterns = {
+      0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00800000u,
+      0x3f808000u, 0x3f818000u, 0x3f808001u, 0xbf818000u, 0x7f7fffffu,
+      0xff7f8000u, 0x7f800000u, 0xff800000u, 0x7f800001u, 0xffc00001u,
+      0x7fbfffffu, 0x3f800000u, 0x4049ffffu};
+  for (uint64_t bits = 0; bits <= 0xffffffffull; bits += 4099)
+    patterns.push_back(uint32_t(bits));
+  if (patterns.size() % 8 == 0)
+    patterns.push_back(0x3f80c000u);
+  std::vector<float> input(patterns.size());
+  for (size_t i = 0; i < patterns.size(); ++i)
+    input[i] = floatOf(patterns[i]);
+  for (double factor : {1.0, 0.25, 3.0}) {
+    std::vector<uint16_t> output(input.size(), 0x1234);
+    ddprt_buffer from{input.data(), DDPRT_F32, int64_t(input.size())};
+    ddprt_buffer to{output.data(), DDPRT_BF16, int64_t(output.size())};
+    cpu::cast(factor, from, to);
+    size_t differing = 0;
+    for (size_t i = 0; i < input.size(); ++i) {
+      uint16_t expected = floatToBFloat16Bits(input[i] * float(factor));
+      if (output[i] != expected && ++differing <= 5)
+        ADD_FAILURE() << std::hex << "f32 0x" << patterns[i] << " * " << factor
+                      << ": bf16 0x" << output[i] << ", expected 0x"
+                      << expected;
+    }
+    EXPECT_EQ(differing, 0u) << "factor " << factor;
+  }
+}
+
 // The header promises "converted to the wider type, multiplied there,
 // converted to the output type (round to nearest even)": from f64 that is
 // one rounding from f64 to f16/bf16. The kernel goes f64 -> f32 -> narrow,

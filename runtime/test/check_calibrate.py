@@ -35,7 +35,8 @@ FLOOR_SLACK = 0.99
 COLLECTIVES = ["allreduce_f32", "allreduce_f16", "allreduce_bf16", "allgather_i8"]
 COLLECTIVE_KEYS = {"latency_us", "gbps", "ring_factor", "max_relative_residual",
                    "constrained_fit", "points"}
-KERNELS = ["project", "backproject", "orthogonalize", "reconstruct", "cast_f32_f16", "scale_f32", "top_k_f32"]
+KERNELS = ["project", "backproject", "orthogonalize", "reconstruct", "cast_f32_f16", "cast_f32_bf16",
+           "scale_f32", "top_k_f32"]
 KERNEL_KEYS = {"elements", "seconds", "elements_per_second"}
 TOP_KEYS = {"version", "mode", "backend", "world_size", "simulated_link", "date",
             "kernel_working_set_bytes", "collectives", "kernels", "verdict"}
@@ -122,7 +123,7 @@ def simulated(tool, mpiexec):
               f"(link {LATENCY_US:g} us, {GBPS:g} Gb/s; not compared: the machine's load bends it)")
     expect(set(profile["kernels"]) == set(KERNELS), f"kernels {sorted(profile['kernels'])}")
     for name, entries in profile["kernels"].items():
-        shaped = name not in ("cast_f32_f16", "scale_f32", "top_k_f32")
+        shaped = name not in ("cast_f32_f16", "cast_f32_bf16", "scale_f32", "top_k_f32")
         expect(len(entries) == (2 if shaped else 1), f"{name}: {len(entries)} entries")
         for entry in entries:
             keys = KERNEL_KEYS | ({"n", "m", "r", "count"} if shaped else set())

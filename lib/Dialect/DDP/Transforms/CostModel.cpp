@@ -380,6 +380,14 @@ MachineProfile::measuredElementwiseSeconds(StringRef kernel,
   return elementwiseSeconds(kernel, elements);
 }
 
+double MachineProfile::narrowCastSeconds(Type narrow, double elements) const {
+  if (narrow && narrow.isBF16())
+    if (std::optional<double> seconds =
+            measuredElementwiseSeconds("cast_f32_bf16", elements))
+      return *seconds;
+  return elementwiseSeconds("cast_f32_f16", elements);
+}
+
 double MachineProfile::bucketAllreduceSeconds(Type element,
                                               ArrayRef<double> bytes,
                                               int64_t world) const {

@@ -251,8 +251,7 @@ public:
     auto element = dyn_cast<FloatType>(bucket.tensors.front().getElementType());
     if (!element || element.getWidth() <= 16)
       return predictPlain(profile, bucket, world, /*compressesNothing=*/true);
-    // Two passes over the bucket (the cast kernel's rate for both; bf16
-    // casts like f16).
+    // Two passes over the bucket (the narrowing cast's rate for both).
     double elements = 0.0;
     SmallVector<double> narrowBytes;
     for (RankedTensorType type : bucket.tensors) {
@@ -260,8 +259,7 @@ public:
       narrowBytes.push_back(double(type.getNumElements()) * 2.0);
     }
     PlanCost cost;
-    cost.computeSeconds =
-        2.0 * profile.elementwiseSeconds("cast_f32_f16", elements);
+    cost.computeSeconds = 2.0 * profile.narrowCastSeconds(narrow, elements);
     cost.linkSeconds =
         profile.bucketAllreduceSeconds(narrow, narrowBytes, world);
     cost.seconds = cost.computeSeconds + cost.linkSeconds;

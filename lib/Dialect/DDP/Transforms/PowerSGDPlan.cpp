@@ -103,7 +103,7 @@ FailureOr<PlanCost> PowerSGDPlanChoice::predict(const MachineProfile &profile,
           ArrayRef<double>(qList)})
       for (double b : list)
         narrowed += b / elementBytes;
-    casts = 2.0 * profile.elementwiseSeconds("cast_f32_f16", narrowed);
+    casts = 2.0 * profile.narrowCastSeconds(narrow, narrowed);
     double ratio = 2.0 / elementBytes;
     for (SmallVector<double> *list : {&uncompressedList, &pList, &qList})
       for (double &b : *list)

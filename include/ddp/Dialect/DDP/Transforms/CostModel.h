@@ -81,6 +81,11 @@ public:
   /// newer ddprt-calibrate measures, "top_k_f32").
   std::optional<double> measuredElementwiseSeconds(StringRef kernel,
                                                    double elements) const;
+  /// One f32 <-> `narrow` conversion over `elements` (f16 or bf16; each
+  /// direction costs about the same): "cast_f32_bf16" for bf16 where the
+  /// profile measured it (a CPU without bf16 instructions converts slower
+  /// than F16C does), else "cast_f32_f16".
+  double narrowCastSeconds(Type narrow, double elements) const;
   /// An allgather of `bytes` from each of `world` ranks (the fit of
   /// collectives.allgather_i8), or nothing if the profile has none.
   std::optional<double> allgatherSeconds(double bytes, int64_t world) const;
