@@ -294,10 +294,20 @@ class HookState:
         directory = os.path.join(self.cache_dir, key)
         report = ""
         os.makedirs(self.cache_dir, exist_ok=True)
-        # One process of a host compiles; the others wait and load it.
+        # One process of a host compiles; the others wait and load it. A
+        # step another compiler made is made again where there is a compiler
+        # (a rebuilt ddp-opt of the same version must not run old code);
+        # where there is none, the cache is what there is.
+        compiler = ddp_opt._native.compiler_identity()
         with open(directory + ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if not os.path.exists(os.path.join(directory, "step.json")):
+            made_by = None
+            with contextlib.suppress(OSError), \
+                    open(os.path.join(directory, "compiler.txt")) as f:
+                made_by = f.read().strip()
+            stale = compiler is not None and made_by != compiler
+            if stale or not os.path.exists(os.path.join(directory,
+                                                        "step.json")):
                 module = bucket_module(names, shapes, element, entry)
                 scratch = tempfile.mkdtemp(prefix=key + ".",
                                            dir=self.cache_dir)
@@ -319,7 +329,17 @@ class HookState:
                         f.write(report)
                     with open(os.path.join(scratch, "bucket.mlir"), "w") as f:
                         f.write(module)
-                    os.rename(scratch, directory)
+                    with open(os.path.join(scratch, "compiler.txt"),
+                              "w") as f:
+                        f.write((compiler or "") + "\n")
+                    if os.path.exists(directory):
+                        old = tempfile.mkdtemp(prefix=key + ".old.",
+                                               dir=self.cache_dir)
+                        os.rename(directory, os.path.join(old, "step"))
+                        os.rename(scratch, directory)
+                        shutil.rmtree(old, ignore_errors=True)
+                    else:
+                        os.rename(scratch, directory)
                 except BaseException:
                     shutil.rmtree(scratch, ignore_errors=True)
                     raise
