@@ -14,6 +14,7 @@ is loaded only when something is compiled: a process that runs steps
 compiled elsewhere needs only the runtime.
 """
 import ctypes
+import functools
 import hashlib
 import os
 
@@ -93,22 +94,15 @@ def version():
         return f.readline().strip()
 
 
-_compiler_identity = []
-
-
+@functools.lru_cache(maxsize=None)
 def compiler_identity():
     """What the compiler here is (a digest of libDDPCAPI.so), or None where
     there is no compiler (a machine with the runtime alone)."""
-    if not _compiler_identity:
-        identity = None
-        try:
-            path = os.path.join(library_dir(), "libDDPCAPI.so")
-            with open(os.path.realpath(path), "rb") as f:
-                identity = hashlib.sha256(f.read()).hexdigest()[:16]
-        except (OSError, ImportError):
-            pass
-        _compiler_identity.append(identity)
-    return _compiler_identity[0]
+    try:
+        with open(os.path.join(library_dir(), "libDDPCAPI.so"), "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()[:16]
+    except (OSError, ImportError):
+        return None
 
 
 def _load(name):

@@ -332,14 +332,15 @@ class HookState:
                     with open(os.path.join(scratch, "compiler.txt"),
                               "w") as f:
                         f.write((compiler or "") + "\n")
+                    # Another compiler's step is moved aside, then removed.
+                    old = None
                     if os.path.exists(directory):
                         old = tempfile.mkdtemp(prefix=key + ".old.",
                                                dir=self.cache_dir)
                         os.rename(directory, os.path.join(old, "step"))
-                        os.rename(scratch, directory)
+                    os.rename(scratch, directory)
+                    if old:
                         shutil.rmtree(old, ignore_errors=True)
-                    else:
-                        os.rename(scratch, directory)
                 except BaseException:
                     shutil.rmtree(scratch, ignore_errors=True)
                     raise
