@@ -11,13 +11,19 @@
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
 #include "ddp/Transforms/Passes.h"
 
+#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/BufferizationToMemRef/BufferizationToMemRef.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Conversion/SCFToOpenMP/SCFToOpenMP.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
@@ -26,7 +32,11 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
 #include <algorithm>
+#include <cstdlib>
 
 using namespace mlir;
 using namespace mlir::ddp;
@@ -106,7 +116,62 @@ LoweringOptions LoweringPipelineOptions::get() const {
   options.sumOrder = sumOrder;
   options.parallelLoops = parallelLoops;
   options.scaleWorkarounds = scaleWorkarounds;
+  options.target = target;
+  options.gpuChip = gpuChip;
+  options.libdevice = libdevice;
   return options;
+}
+
+/// CUDA's libdevice: `given`, or where the toolkit keeps it ("" if not
+/// found).
+static std::string findLibdevice(StringRef given) {
+  if (!given.empty())
+    return given.str();
+  SmallVector<std::string> roots;
+  if (const char *home = std::getenv("CUDA_HOME"))
+    roots.push_back(home);
+  if (const char *path = std::getenv("CUDA_PATH"))
+    roots.push_back(path);
+  roots.push_back("/usr/local/cuda");
+  for (const std::string &root : roots) {
+    SmallString<128> path(root);
+    llvm::sys::path::append(path, "nvvm", "libdevice", "libdevice.10.bc");
+    if (llvm::sys::fs::exists(path))
+      return std::string(path);
+  }
+  return "";
+}
+
+/// target=cuda: the kernels of ddp-map-loops-to-gpu outlined, and each GPU
+/// module compiled to PTX for `options.gpuChip`; the launches stay for
+/// ddp-insert-host-barriers and convert-ddp-to-llvm.
+static void buildKernelPipeline(OpPassManager &pm,
+                                const LoweringOptions &options) {
+  pm.addNestedPass<func::FuncOp>(createDDPMapLoopsToGPU());
+  pm.addPass(createGpuKernelOutliningPass());
+  GpuNVVMAttachTargetOptions target;
+  target.chip = options.gpuChip;
+  target.optLevel = 3;
+  // No fast-math and no flush to zero: each element's operations are the
+  // CPU's, rounded as the CPU rounds them. (NVPTX does not contract a
+  // multiply and an add into an FMA unless the ops allow it.)
+  if (std::string libdevice = findLibdevice(options.libdevice);
+      !libdevice.empty())
+    target.linkLibs.push_back(libdevice);
+  pm.addPass(createGpuNVVMAttachTarget(target));
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createLowerAffinePass());
+  kernels.addPass(createSCFToControlFlowPass());
+  kernels.addPass(memref::createExpandStridedMetadataPass());
+  ConvertGpuOpsToNVVMOpsOptions nvvm;
+  nvvm.indexBitwidth = 64;
+  kernels.addPass(createConvertGpuOpsToNVVMOps(nvvm));
+  kernels.addPass(createReconcileUnrealizedCastsPass());
+  GpuModuleToBinaryPassOptions binary;
+  // PTX: the driver compiles it for the device it runs on when the runtime
+  // loads it (ptxas checks it where the toolkit is).
+  binary.compilationTarget = "isa";
+  pm.addPass(createGpuModuleToBinaryPass(binary));
 }
 
 void mlir::ddp::buildLoweringPipeline(OpPassManager &pm,
@@ -139,7 +204,10 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createDDPFuseElementwise());
   // What element-wise fusion cannot join (an element-wise op after a sum
   // over ranks, the fill that sum starts from) meets in cache, tile by tile.
-  pm.addNestedPass<func::FuncOp>(createDDPTileAndFuse());
+  // (On a GPU each op is a kernel of one thread per element instead.)
+  bool cuda = options.target == LoweringTarget::cuda;
+  if (!cuda)
+    pm.addNestedPass<func::FuncOp>(createDDPTileAndFuse());
   // Indices, slices, shapes and integer division in the step's own code
   // (hooks included) are checked when it runs: ddprt_fail with the op's
   // location rather than a signal or garbage.
@@ -213,16 +281,25 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm,
   // else changes.
   DDPParallelizeLoopsOptions parallelize;
   parallelize.parallel = options.parallelLoops;
+  // On a GPU every element-wise loop nest is parallel, whatever its size.
+  if (cuda) {
+    parallelize.parallel = true;
+    parallelize.everyLoop = true;
+    parallelize.minIterations = 1;
+  }
   pm.addNestedPass<func::FuncOp>(createDDPParallelizeLoops(parallelize));
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   // arith.ceildivsi, floordivsi and ceildivui, which have no LLVM lowering
   // of their own, as ops that have one.
   pm.addNestedPass<func::FuncOp>(createDDPExpandIntegerDivision());
+  // target=cuda: the loops as kernels, compiled to PTX.
+  if (cuda)
+    buildKernelPipeline(pm, options);
   // On a GPU, host code waits for the device only where it needs to.
   pm.addNestedPass<func::FuncOp>(createDDPInsertHostBarriers());
   // The parallel loops as OpenMP work-sharing loops: libomp's threads, as
   // many as the host sets (omp_set_num_threads, from --threads-per-rank).
-  if (options.parallelLoops)
+  if (options.parallelLoops && !cuda)
     pm.addPass(createConvertSCFToOpenMPPass());
   // Views as reinterpret casts, per function (in parallel over the parts),
   // for the conversion below.

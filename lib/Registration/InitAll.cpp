@@ -34,7 +34,9 @@
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Linalg/Transforms/TilingInterfaceImpl.h"
@@ -53,6 +55,11 @@
 #include "mlir/Dialect/Tensor/Transforms/RuntimeOpVerification.h"
 #include "mlir/Dialect/UB/IR/UBOps.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Transforms/Passes.h"
 
 void mlir::ddp::registerAllDialects(DialectRegistry &registry) {
@@ -61,7 +68,8 @@ void mlir::ddp::registerAllDialects(DialectRegistry &registry) {
                   func::FuncDialect, linalg::LinalgDialect, math::MathDialect,
                   memref::MemRefDialect, ml_program::MLProgramDialect,
                   scf::SCFDialect, shard::ShardDialect, tensor::TensorDialect,
-                  LLVM::LLVMDialect, omp::OpenMPDialect, ub::UBDialect>();
+                  LLVM::LLVMDialect, omp::OpenMPDialect, ub::UBDialect,
+                  gpu::GPUDialect, NVVM::NVVMDialect>();
   // What ddp-lower-to-llvm needs: bufferization of every dialect a step
   // function uses, and deallocation of what it allocates.
   ddp::registerBufferizableOpInterfaceExternalModels(registry);
@@ -100,6 +108,14 @@ void mlir::ddp::registerAllDialects(DialectRegistry &registry) {
   // The parallel loops (convert-scf-to-openmp).
   registerConvertOpenMPToLLVMInterface(registry);
   registerConvertToLLVMDependentDialectLoading(registry);
+  // ddp-lower-to-llvm{target=cuda}: kernels compiled to PTX
+  // (gpu-module-to-binary translates each GPU module to LLVM IR and runs
+  // LLVM's NVPTX backend on it).
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+  registerGPUDialectTranslation(registry);
 }
 
 void mlir::ddp::registerAllPasses() {

@@ -8,6 +8,7 @@
 
 #include "HostArithmetic.h"
 
+#include <string>
 #include <vector>
 
 namespace ddprt {
@@ -23,6 +24,15 @@ Error Backend::inspect(const ddprt_buffer *buffers, int count, bool *finite,
                 finite[i], nonzero[i]);
   }
   return Error::success();
+}
+
+Error Backend::launchKernel(const void *, const char *name, const int64_t[3],
+                            const int64_t[3], int32_t, void **) {
+  return fail(DDPRT_ERROR_UNSUPPORTED,
+              std::string("ddprt_launch_kernel: kernel '") + name +
+                  "' was compiled for a GPU (ddp-lower-to-llvm{target=cuda}); "
+                  "this backend runs no device code: lower the step for the "
+                  "CPU, or run it with the CUDA backend");
 }
 
 } // namespace ddprt

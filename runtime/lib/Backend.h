@@ -98,6 +98,12 @@ public:
   virtual Error inspect(const ddprt_buffer *buffers, int count, bool *finite,
                         bool *nonzero);
 
+  /// ddprt_launch_kernel, its arguments checked (every grid and block
+  /// dimension positive). By default: unsupported (no device to run it).
+  virtual Error launchKernel(const void *image, const char *name,
+                             const int64_t grid[3], const int64_t block[3],
+                             int32_t sharedBytes, void **params);
+
   /// Zero-initialized backend memory for persistent state.
   virtual Error allocateZeroed(size_t bytes, void **pointer) = 0;
   virtual void deallocate(void *pointer) = 0;

@@ -23,6 +23,7 @@
 #include "Status.h"
 #include "Validation.h"
 
+#include <climits>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -402,6 +403,38 @@ ddprt_status ddprt_top_k(ddprt_context *context, const ddprt_buffer *input,
     error = timed(context, DDPRT_PHASE_COMPRESSION, [&] {
       return context->backend->topK(*input, *values, *indices);
     });
+  return report(context, error);
+}
+
+ddprt_status ddprt_launch_kernel(ddprt_context *context, const void *image,
+                                 const char *name, int64_t grid_x,
+                                 int64_t grid_y, int64_t grid_z,
+                                 int64_t block_x, int64_t block_y,
+                                 int64_t block_z, int32_t shared_bytes,
+                                 void **params) {
+  Error error = checkContext(context);
+  const int64_t grid[3] = {grid_x, grid_y, grid_z};
+  const int64_t block[3] = {block_x, block_y, block_z};
+  if (!error && (!image || !name))
+    error = invalid("ddprt_launch_kernel: no image or no kernel name");
+  if (!error && shared_bytes < 0)
+    error = invalid(std::string("ddprt_launch_kernel: kernel '") + name +
+                    "' with negative shared memory");
+  for (int d = 0; !error && d < 3; ++d)
+    if (grid[d] < 0 || block[d] < 1 || grid[d] > INT32_MAX || block[d] > 1024)
+      error = invalid(std::string("ddprt_launch_kernel: kernel '") + name +
+                      "' with grid " + std::to_string(grid_x) + "x" +
+                      std::to_string(grid_y) + "x" + std::to_string(grid_z) +
+                      " and block " + std::to_string(block_x) + "x" +
+                      std::to_string(block_y) + "x" + std::to_string(block_z));
+  // An empty iteration space: nothing to launch (CUDA refuses a grid of 0).
+  if (!error && grid_x * grid_y * grid_z == 0)
+    return report(context, error);
+  // Not timed: the launch returns before the kernel runs; the step's own
+  // code is not one of the runtime's phases on either backend.
+  if (!error)
+    error = context->backend->launchKernel(image, name, grid, block,
+                                           shared_bytes, params);
   return report(context, error);
 }
 

@@ -209,6 +209,17 @@ static cl::opt<bool> parallelLoops(
              "--parallel-loops=false keeps them on one. Unless given, a "
              "rank with one thread compiles plain loops"),
     cl::cat(category));
+static cl::opt<mlir::ddp::LoweringTarget> target(
+    "target",
+    cl::desc("Where the step's own loops run (ddp-lower-to-llvm{target}; "
+             "also of --emit-step). Default: cuda with --backend=cuda, "
+             "cpu otherwise"),
+    cl::values(clEnumValN(mlir::ddp::LoweringTarget::cpu, "cpu",
+                          "on the host, over memory the device shares"),
+               clEnumValN(mlir::ddp::LoweringTarget::cuda, "cuda",
+                          "as GPU kernels (PTX) the runtime launches on its "
+                          "compute stream: --backend=cuda only")),
+    cl::init(mlir::ddp::LoweringTarget::cpu), cl::cat(category));
 static cl::opt<bool> scaleWorkarounds(
     "scale-workarounds", cl::init(true), cl::Hidden,
     cl::desc("For measuring upstream: --scale-workarounds=false lowers the "
@@ -311,6 +322,9 @@ mlir::ddp::LoweringOptions loweringOptions() {
   options.sumOrder = sumOrder;
   options.parallelLoops = parallelLoops;
   options.scaleWorkarounds = scaleWorkarounds;
+  options.target = target;
+  if (!target.getNumOccurrences() && backend == "cuda")
+    options.target = mlir::ddp::LoweringTarget::cuda;
   return options;
 }
 
@@ -416,6 +430,11 @@ int main(int argc, char **argv) {
   if (targetCPU.getNumOccurrences()) {
     llvm::errs() << "ddp-run: error: --target-cpu is for --emit-step (the "
                     "JIT compiles for this machine's CPU)\n";
+    return 1;
+  }
+  if (target == mlir::ddp::LoweringTarget::cuda && backend != "cuda") {
+    llvm::errs() << "ddp-run: error: --target=cuda compiles the step's loops "
+                    "into GPU kernels, which only --backend=cuda runs\n";
     return 1;
   }
   stephost::RunOptions options = runOptions();

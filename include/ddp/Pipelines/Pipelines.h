@@ -180,8 +180,20 @@ enum class ContractionLowering { blas, loops };
 /// In what order the step's own reductions add their terms.
 enum class SumOrder { vectorized, source };
 
+/// Where a step's own code (its loops: hooks, quantization, a model's
+/// forward and backward) runs.
+enum class LoweringTarget { cpu, cuda };
+
 /// What ddp-lower-to-llvm does beyond the fixed stages.
 struct LoweringOptions {
+  /// cpu: the step's loops on the host (OpenMP); cuda: as GPU kernels
+  /// (PTX for `gpuChip`) that the runtime launches on its compute stream.
+  LoweringTarget target = LoweringTarget::cpu;
+  /// target=cuda: the GPU architecture the kernels are compiled for.
+  std::string gpuChip = "sm_90";
+  /// target=cuda: libdevice (CUDA's math functions, which the kernels'
+  /// math ops call); "" finds it under /usr/local/cuda or CUDA_HOME.
+  std::string libdevice;
   /// ddp-insert-runtime-checks: indices, slices, shapes and integer
   /// division checked when the step runs.
   bool runtimeChecks = true;
@@ -243,6 +255,28 @@ struct LoweringPipelineOptions
                      "without, the same program from upstream's passes "
                      "alone, slower on large steps"),
       llvm::cl::init(true)};
+
+  PassOptions::Option<LoweringTarget> target{
+      *this, "target", llvm::cl::desc("Where the step's own loops run"),
+      llvm::cl::values(
+          clEnumValN(LoweringTarget::cpu, "cpu",
+                     "on the host, large ones on several threads, the "
+                     "default"),
+          clEnumValN(LoweringTarget::cuda, "cuda",
+                     "as GPU kernels (PTX embedded in the step) that the "
+                     "runtime launches on its compute stream: for the CUDA "
+                     "backend")),
+      llvm::cl::init(LoweringTarget::cpu)};
+  PassOptions::Option<std::string> gpuChip{
+      *this, "gpu-chip",
+      llvm::cl::desc("target=cuda: the GPU architecture of the kernels"),
+      llvm::cl::init("sm_90")};
+  PassOptions::Option<std::string> libdevice{
+      *this, "libdevice",
+      llvm::cl::desc("target=cuda: CUDA's libdevice.10.bc, which kernels "
+                     "with math functions link (default: found under "
+                     "$CUDA_HOME or /usr/local/cuda)"),
+      llvm::cl::init("")};
 
   /// The options as buildLoweringPipeline takes them.
   LoweringOptions get() const;

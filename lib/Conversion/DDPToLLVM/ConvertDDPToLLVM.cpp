@@ -38,6 +38,7 @@
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -146,6 +147,8 @@ struct ConvertDDPToLLVM
       cf::populateControlFlowToLLVMConversionPatterns(converter, patterns);
       populateDDPAssertToLLVMConversionPatterns(converter, patterns,
                                                 &symbolTables);
+      populateDDPLaunchToLLVMConversionPatterns(converter, patterns,
+                                                &symbolTables);
       populateFinalizeMemRefToLLVMConversionPatterns(converter, patterns,
                                                      &upstreamTables);
       // What lower-affine, convert-scf-to-cf and convert-{math,arith,ub}-
@@ -185,7 +188,9 @@ struct ConvertDDPToLLVM
       target.addDynamicallyLegalDialect<
           DDPDialect, cf::ControlFlowDialect, memref::MemRefDialect,
           affine::AffineDialect, scf::SCFDialect, math::MathDialect,
-          arith::ArithDialect, ub::UBDialect>(inBody);
+          arith::ArithDialect, ub::UBDialect, gpu::GPUDialect>(inBody);
+      // The kernels' images (launched from the bodies, step 2).
+      target.addLegalOp<gpu::BinaryOp>();
       for (ConvertToLLVMPatternInterface *other : otherDialects())
         target.addLegalDialect(other->getDialect()->getNamespace());
       RewritePatternSet patterns = bodyPatterns();
@@ -230,6 +235,7 @@ struct ConvertDDPToLLVM
                                memref::MemRefDialect, affine::AffineDialect,
                                scf::SCFDialect, math::MathDialect,
                                arith::ArithDialect, ub::UBDialect>();
+      target.addIllegalOp<gpu::LaunchFuncOp>();
       RewritePatternSet patterns = bodyPatterns();
       // Any other dialect in the bodies (omp, from convert-scf-to-openmp)
       // converts as convert-to-llvm would convert it: through its
@@ -259,6 +265,14 @@ struct ConvertDDPToLLVM
       reconcileUnrealizedCasts(casts);
     });
     declarations->eraseUnused();
+
+    // The kernels' images are globals of the calls now: the binaries (and
+    // what marked the module as holding GPU code) go, so that the module
+    // translates without GPU offloading.
+    for (auto binary :
+         llvm::make_early_inc_range(module.getOps<gpu::BinaryOp>()))
+      binary.erase();
+    module->removeAttr(gpu::GPUDialect::getContainerModuleAttrName());
   }
 
   /// The dialects beyond those runWithUpstream lists whose ops may be in a

@@ -26,6 +26,7 @@
 #include "mlir/Conversion/LLVMCommon/Pattern.h"
 #include "mlir/Conversion/LLVMCommon/TypeConverter.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Transforms/DialectConversion.h"
 
@@ -432,6 +433,64 @@ struct AssertLowering : ConvertOpToLLVMPattern<cf::AssertOp> {
   std::shared_ptr<SharedState> shared;
 };
 
+/// gpu.launch_func of an outlined kernel whose gpu.binary holds its image
+/// (ddp-lower-to-llvm{target=cuda}): ddprt_launch_kernel(context, image,
+/// name, grid, block, shared memory, params), the image a constant global
+/// (NUL-terminated: PTX is text), each parameter a stack slot and `params`
+/// an array of pointers to them, as cuLaunchKernel takes them. Memrefs are
+/// passed as the kernel takes them (convert-gpu-to-nvvm): their
+/// descriptors' fields, one parameter each. No module loading at program
+/// start (upstream's translation of gpu.binary), so a library loaded before
+/// its host functions are bound is safe; the runtime loads each image once,
+/// on first launch, on the context's device.
+struct LaunchFuncLowering : ConvertOpToLLVMPattern<gpu::LaunchFuncOp> {
+  LaunchFuncLowering(const LLVMTypeConverter &converter,
+                     std::shared_ptr<SharedState> shared)
+      : ConvertOpToLLVMPattern(converter), shared(std::move(shared)) {}
+
+  LogicalResult
+  matchAndRewrite(gpu::LaunchFuncOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    if (op.getAsyncToken() || !op.getAsyncDependencies().empty() ||
+        op.hasClusterSize() || op.getAsyncObject())
+      return rewriter.notifyMatchFailure(
+          op, "an async, clustered or stream-given launch");
+    FailureOr<std::string> image = kernelImage(op);
+    if (failed(image))
+      return failure();
+    RuntimeCall rt(rewriter, op, *getTypeConverter(), shared.get());
+    Location loc = op.getLoc();
+    SmallVector<Value, 4> params = getTypeConverter()->promoteOperands(
+        loc, op.getKernelOperands(), adaptor.getKernelOperands(), rewriter,
+        /*useBarePtrCallConv=*/false);
+    Value array = params.empty() ? rt.nullPointer()
+                                 : rt.entryAlloca(rt.ptr, params.size());
+    for (auto [i, param] : llvm::enumerate(params)) {
+      Value slot = rt.entryAlloca(param.getType(), 1);
+      LLVM::StoreOp::create(rewriter, loc, param, slot);
+      Value element = LLVM::GEPOp::create(rewriter, loc, rt.ptr, rt.ptr, array,
+                                          ArrayRef<LLVM::GEPArg>{int32_t(i)});
+      LLVM::StoreOp::create(rewriter, loc, slot, element);
+    }
+    Value shared = adaptor.getDynamicSharedMemorySize();
+    if (!shared)
+      shared = rt.constantI32(0);
+    Value imageGlobal = rt.string(*image);
+    Value name = rt.string(op.getKernelName().getValue());
+    if (!imageGlobal || !name ||
+        failed(rt.checkedCall("ddprt_launch_kernel",
+                              {imageGlobal, name, adaptor.getGridSizeX(),
+                               adaptor.getGridSizeY(), adaptor.getGridSizeZ(),
+                               adaptor.getBlockSizeX(), adaptor.getBlockSizeY(),
+                               adaptor.getBlockSizeZ(), shared, array})))
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+  std::shared_ptr<SharedState> shared;
+};
+
 /// ddp.report_nonfinite: when the flag is false,
 /// ddprt_report_nonfinite(context, "<op> at <location>", message,
 /// this_rank_only); the host warns or stops, and the step goes on if it
@@ -509,6 +568,15 @@ void mlir::ddp::populateDDPToLLVMConversionPatterns(
                ScalarStateStoreLowering, ReportNonFiniteLowering>(converter,
                                                                   shared);
   patterns.add<StateLowering>(converter);
+}
+
+void mlir::ddp::populateDDPLaunchToLLVMConversionPatterns(
+    LLVMTypeConverter &converter, RewritePatternSet &patterns,
+    SymbolTableCollection *symbolTables) {
+  std::shared_ptr<SharedState> shared;
+  if (symbolTables)
+    shared = std::make_shared<SharedState>(*symbolTables);
+  patterns.add<LaunchFuncLowering>(converter, shared);
 }
 
 void mlir::ddp::populateDDPAssertToLLVMConversionPatterns(

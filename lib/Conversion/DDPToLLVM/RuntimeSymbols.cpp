@@ -13,6 +13,7 @@
 #include "ddp/Dialect/DDP/IR/RuntimeABI.h"
 
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/SymbolTable.h"
@@ -134,6 +135,29 @@ std::optional<SmallVector<int64_t, 4>> recordOf(Type type, Layout layout) {
 
 namespace mlir::ddp::lowering {
 
+FailureOr<std::string> kernelImage(Operation *op, bool report) {
+  auto launch = cast<gpu::LaunchFuncOp>(op);
+  auto binary = SymbolTable::lookupNearestSymbolFrom<gpu::BinaryOp>(
+      op, launch.getKernelModuleName());
+  if (!report && (!binary || binary.getObjects().size() != 1 ||
+                  !isa<gpu::ObjectAttr>(binary.getObjects()[0])))
+    return failure();
+  if (!binary)
+    return op->emitOpError()
+           << "launches a kernel of " << launch.getKernelModuleName()
+           << ", which is not a gpu.binary: compile the GPU modules first "
+              "(gpu-module-to-binary)";
+  ArrayRef<Attribute> objects = binary.getObjects().getValue();
+  auto object = objects.size() == 1 ? dyn_cast<gpu::ObjectAttr>(objects[0])
+                                    : gpu::ObjectAttr();
+  if (!object)
+    return op->emitOpError()
+           << "launches a kernel of " << launch.getKernelModuleName()
+           << ", which has " << objects.size()
+           << " objects: the runtime loads exactly one";
+  return object.getObject().getValue().str();
+}
+
 LLVM::LLVMFunctionType runtimeFunctionType(MLIRContext *context,
                                            StringRef name) {
   for (const RuntimeFunction &function : kRuntimeFunctions)
@@ -242,7 +266,8 @@ namespace {
 /// Whether the runtime-call patterns (with the assert lowering) convert
 /// `op`.
 bool callsRuntime(Operation *op) {
-  return isa<cf::AssertOp>(op) || isa<DDPDialect>(op->getDialect());
+  return isa<cf::AssertOp, gpu::LaunchFuncOp>(op) ||
+         isa<DDPDialect>(op->getDialect());
 }
 
 /// The constant globals the runtime calls that replace `op` may refer to:
@@ -262,6 +287,14 @@ void constantsOf(Operation *op, std::vector<ConstantGlobal> &constants) {
   for (Layout layout : {Layout::Buffer, Layout::Matrix})
     if (std::optional<ConstantGlobal> table = operandTable(op, layout))
       constants.push_back(std::move(*table));
+  // A kernel launch: its kernel's name and its module's image.
+  if (auto launch = dyn_cast<gpu::LaunchFuncOp>(op)) {
+    constants.push_back(
+        ConstantGlobal::string(launch.getKernelName().getValue()));
+    if (FailureOr<std::string> image = kernelImage(op, /*report=*/false);
+        succeeded(image))
+      constants.push_back(ConstantGlobal::string(*image));
+  }
 }
 
 } // namespace

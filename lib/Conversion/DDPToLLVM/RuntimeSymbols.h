@@ -90,6 +90,11 @@ std::optional<ConstantGlobal> operandTable(Operation *op, Layout layout);
 /// The text ddprt_check reports for `op`: the op and where it came from.
 std::string describe(Operation *op);
 
+/// The image a gpu.launch_func (`op`) launches: the one object of the
+/// gpu.binary its kernel module names. Fails where there is no such binary,
+/// or it has several objects, with an error on `op` if `report`.
+FailureOr<std::string> kernelImage(Operation *op, bool report = true);
+
 /// The signature of runtime function `name`, if it is one.
 LLVM::LLVMFunctionType runtimeFunctionType(MLIRContext *context,
                                            StringRef name);

@@ -479,6 +479,27 @@ ddprt_status ddprt_inspect(ddprt_context *context, const ddprt_buffer *buffers,
 ddprt_status ddprt_random_normal(ddprt_context *context, ddprt_buffer *output,
                                  uint64_t seed, uint64_t stream, uint64_t step);
 
+/*===--- Compiled kernels -------------------------------------------------===*/
+
+/* Launches kernel `name` of `image` on the compute stream, in stream order
+   with the runtime's own kernels and the collectives: a grid of grid_x *
+   grid_y * grid_z blocks of block_x * block_y * block_z threads,
+   `shared_bytes` of dynamic shared memory, `params` one pointer per kernel
+   parameter (to its value). `image` is what the compiler embedded in the
+   step (NUL-terminated PTX, or a cubin or fatbin); it is loaded once per
+   context, the first time it is launched, and stays loaded until the
+   context is finalized (it is keyed by its address, which must stay valid
+   that long). A grid with no block launches nothing. Returns without
+   waiting; ddprt_host_barrier waits. Steps lowered with
+   ddp-lower-to-llvm{target=cuda} call it; the CPU backend answers
+   DDPRT_ERROR_UNSUPPORTED. Since 0.4.0. */
+ddprt_status ddprt_launch_kernel(ddprt_context *context, const void *image,
+                                 const char *name, int64_t grid_x,
+                                 int64_t grid_y, int64_t grid_z,
+                                 int64_t block_x, int64_t block_y,
+                                 int64_t block_z, int32_t shared_bytes,
+                                 void **params);
+
 /*===--- Sparsification ---------------------------------------------------===*/
 
 /* Top-k selection: the k elements of `input` largest in magnitude, k =
@@ -633,6 +654,7 @@ int32_t ddprt_nonfinite_is_this_rank_only(const ddprt_context *context);
   X(ddprt_inspect)                                                             \
   X(ddprt_random_normal)                                                       \
   X(ddprt_top_k)                                                               \
+  X(ddprt_launch_kernel)                                                       \
   X(ddprt_project)                                                             \
   X(ddprt_backproject)                                                         \
   X(ddprt_orthogonalize)                                                       \

@@ -30,6 +30,7 @@
 
 #include "../Backend.h"
 #include "../Communicator.h"
+#include "CompiledKernels.h"
 #include "CudaKernels.h"
 #include "Gemm.h"
 
@@ -229,6 +230,7 @@ public:
     gemm_.release();
     scratch_.release();
     commScratch_.release();
+    compiled_.release();
     for (cudaEvent_t event : eventPool_)
       cudaEventDestroy(event);
     for (InFlight &entry : inFlight_)
@@ -551,6 +553,14 @@ public:
     DDPRT_TRY(enter());
     CUDA_TRY(cuda::topK(input, values, indices, compute_));
     return Error::success();
+  }
+
+  Error launchKernel(const void *image, const char *name, const int64_t grid[3],
+                     const int64_t block[3], int32_t sharedBytes,
+                     void **params) override {
+    DDPRT_TRY(enter());
+    return compiled_.launch(image, name, grid, block, sharedBytes, params,
+                            compute_);
   }
 
   Error allocateZeroed(size_t bytes, void **pointer) override {
@@ -962,6 +972,8 @@ private:
   ncclComm_t initComm_ = nullptr, ncclComm_ = nullptr;
   // One Scratch per stream: reuse is safe only in one stream's order.
   cuda::Scratch scratch_, commScratch_;
+  /// The kernels compiled steps launch (ddprt_launch_kernel).
+  cuda::CompiledKernels compiled_;
   cuda::ProjectorPolicy policy_;
   cuda::Gemm gemm_;
   bool shutDown_ = false;

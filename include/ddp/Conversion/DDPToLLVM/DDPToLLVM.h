@@ -50,6 +50,13 @@ void populateDDPToLLVMConversionPatterns(
     LLVMTypeConverter &converter, RewritePatternSet &patterns,
     SymbolTableCollection *symbolTables = nullptr);
 
+/// gpu.launch_func (of a kernel compiled into a gpu.binary) as a call of
+/// ddprt_launch_kernel, the image embedded as a constant: the runtime
+/// launches it on its compute stream. `symbolTables` as above.
+void populateDDPLaunchToLLVMConversionPatterns(
+    LLVMTypeConverter &converter, RewritePatternSet &patterns,
+    SymbolTableCollection *symbolTables = nullptr);
+
 /// cf.assert as a report through the runtime: on failure,
 /// ddprt_fail(context, "cf.assert at <location>", message), so that a host
 /// reports it as it reports a failed runtime call and stops the job; abort()

@@ -13,6 +13,7 @@
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -33,9 +34,12 @@ bool touchesMemory(Operation *op) {
   return !effects || !effects->empty();
 }
 
+/// A runtime call, or a kernel launch (ddp-map-loops-to-gpu's, outlined),
+/// which the runtime enqueues on the compute stream the same way.
 bool isRuntimeCall(Operation *op) {
-  return isa_and_nonnull<DDPDialect>(op->getDialect()) &&
-         !isa<BufferHostBarrierOp>(op);
+  return (isa_and_nonnull<DDPDialect>(op->getDialect()) &&
+          !isa<BufferHostBarrierOp>(op)) ||
+         isa<gpu::LaunchFuncOp>(op);
 }
 
 struct Summary {

@@ -268,12 +268,14 @@ struct ParallelizeLoops
           });
     };
     // Then parallel loops until they have enough iterations, never the
-    // innermost of several (the vectorizer's).
-    size_t limit = first + 1 == loops.size() ? loops.size() : loops.size() - 1;
+    // innermost of several (the vectorizer's); with every-loop, all of
+    // them (a GPU's threads).
+    size_t limit = everyLoop || first + 1 == loops.size() ? loops.size()
+                                                          : loops.size() - 1;
     size_t count = first;
     int64_t iterations = 1;
     while (count < limit && isParallel(count) &&
-           iterations < kParallelIterations &&
+           (everyLoop || iterations < kParallelIterations) &&
            (count == first || holdsOnly(count)) &&
            definedOutside(loops[count])) {
       iterations = saturatingProduct(iterations, ranges[count]);

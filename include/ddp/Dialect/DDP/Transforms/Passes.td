@@ -586,6 +586,48 @@ def DDPInsertHostBarriers
   let dependentDialects = ["::mlir::ddp::DDPDialect"];
 }
 
+def DDPMapLoopsToGPU : Pass<"ddp-map-loops-to-gpu", "::mlir::func::FuncOp"> {
+  let summary = "Put the step's own loops on the GPU as gpu.launch kernels";
+  let description = [{
+    Runs in `ddp-lower-to-llvm{target=cuda}` on buffers, after the linalg
+    ops are loops (`ddp-parallelize-loops{every-loop}` made each
+    element-wise nest one `scf.parallel`) and before `gpu-kernel-outlining`.
+    The host code that is left only launches kernels and calls the runtime:
+
+    - an `scf.parallel` (no results, nothing called inside) becomes a
+      `gpu.launch` of one thread per iteration, `block-size` threads a
+      block: the thread's linear index, guarded, delinearized into the
+      loop's induction variables;
+    - a `memref.copy` becomes the same kind of launch, one element per
+      thread;
+    - a loop nest of another kind (a reduction, a row's minimum, a sum in
+      the order `ddp-reassociate-sums` chose) and the stores around it
+      (an accumulator's initial value) become a kernel of one thread: the
+      same operations in the same order as on the CPU, so the same bits.
+      Stores with only pure scalar ops between them and such a loop join
+      its kernel.
+
+    What stays on the host: runtime calls and the control flow around them,
+    allocations and frees, scalar loads whose value the host needs (a
+    branch on a reduced value; `ddp-insert-host-barriers` then waits for
+    the kernels before it), and the bookkeeping of the buffer deallocation
+    (buffers of `index` or `i1` elements). A loop that allocates, calls a
+    function or the runtime, or yields values, stays on the host too.
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "Threads per block of the one-thread-per-iteration kernels">
+  ];
+  let statistics = [
+    Statistic<"numParallel", "num-parallel",
+              "kernels of one thread per iteration or element">,
+    Statistic<"numSerial", "num-serial", "kernels of one thread">
+  ];
+  let dependentDialects = ["::mlir::gpu::GPUDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 def DDPCheckLowerable : Pass<"ddp-check-lowerable", "::mlir::ModuleOp"> {
   let summary = "Check that every tensor op has a bufferization model "
                 "registered, before ddp-lower-to-llvm bufferizes";
@@ -794,7 +836,12 @@ def DDPParallelizeLoops : Pass<"ddp-parallelize-loops", "::mlir::func::FuncOp"> 
            "several threads">,
     Option<"parallel", "parallel", "bool", /*default=*/"true",
            "false: no loop becomes parallel, and every tile loop becomes "
-           "scf.for (ddp-lower-to-llvm{parallel-loops=false})">
+           "scf.for (ddp-lower-to-llvm{parallel-loops=false})">,
+    Option<"everyLoop", "every-loop", "bool", /*default=*/"false",
+           "Make every parallel loop of an element-wise nest part of the "
+           "scf.parallel, the innermost too, however many iterations the "
+           "others have (a GPU's threads, one element each: "
+           "ddp-lower-to-llvm{target=cuda})">
   ];
   let dependentDialects = ["::mlir::affine::AffineDialect",
                            "::mlir::scf::SCFDialect"];

@@ -1,0 +1,288 @@
+//===- MapLoopsToGPU.cpp - the step's own loops as gpu.launch kernels -----===//
+//
+// Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
+// See LICENSE for license information.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+// One walk over the host's blocks. A parallel loop or a copy becomes a
+// launch of one thread per iteration (a linear index over the whole
+// iteration space: any rank, any bounds, no tiling to get right); other
+// loop nests that touch buffers, with the stores just before them, become
+// a launch of one thread, which runs them as the CPU would. Everything
+// with a runtime call inside stays on the host, and the walk goes into it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddp/Dialect/DDP/IR/DDP.h"
+#include "ddp/Dialect/DDP/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/CallInterfaces.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir::ddp {
+#define GEN_PASS_DEF_DDPMAPLOOPSTOGPU
+#include "ddp/Dialect/DDP/Transforms/Passes.h.inc"
+} // namespace mlir::ddp
+
+using namespace mlir;
+using namespace mlir::ddp;
+
+namespace {
+
+/// Buffers of index or i1 elements hold the deallocation's bookkeeping
+/// (which pointers a function owns), which the host reads.
+bool isBookkeeping(Value memref) {
+  Type element = cast<MemRefType>(memref.getType()).getElementType();
+  return element.isIndex() || element.isInteger(1);
+}
+
+/// Whether `op` and what it contains may run in a kernel: no calls (of the
+/// runtime or of functions), no ddp ops, no allocation or free, no global
+/// (a host address), nothing already on the device.
+bool runsOnDevice(Operation *op) {
+  WalkResult result = op->walk([](Operation *nested) {
+    if (isa<CallOpInterface>(nested) ||
+        isa_and_nonnull<DDPDialect, gpu::GPUDialect>(nested->getDialect()) ||
+        isa<memref::AllocOp, memref::AllocaOp, memref::DeallocOp,
+            memref::ReallocOp, memref::GetGlobalOp>(nested))
+      return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return !result.wasInterrupted();
+}
+
+/// Whether `op` (or what it contains) reads or writes a buffer that is not
+/// bookkeeping.
+bool touchesData(Operation *op) {
+  WalkResult result = op->walk([](Operation *nested) {
+    auto effects = dyn_cast<MemoryEffectOpInterface>(nested);
+    if (!effects)
+      return nested->hasTrait<OpTrait::HasRecursiveMemoryEffects>()
+                 ? WalkResult::advance()
+                 : WalkResult::interrupt();
+    SmallVector<MemoryEffects::EffectInstance> instances;
+    effects.getEffects(instances);
+    for (MemoryEffects::EffectInstance &instance : instances) {
+      Value value = instance.getValue();
+      if (!value || !isa<MemRefType>(value.getType()) || !isBookkeeping(value))
+        if (isa<MemoryEffects::Read, MemoryEffects::Write>(
+                instance.getEffect()))
+          return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return result.wasInterrupted();
+}
+
+/// Whether `op` belongs in a one-thread kernel: a store into data, or a
+/// loop nest (no results) over data that may run on the device.
+bool isSerialKernelPart(Operation *op) {
+  if (auto store = dyn_cast<memref::StoreOp>(op))
+    return !isBookkeeping(store.getMemRef());
+  return op->getNumRegions() != 0 && op->getNumResults() == 0 &&
+         runsOnDevice(op) && touchesData(op);
+}
+
+struct MapLoopsToGPU : public ddp::impl::DDPMapLoopsToGPUBase<MapLoopsToGPU> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (blockSize < 1 || blockSize > 1024) {
+      getOperation().emitError()
+          << "ddp-map-loops-to-gpu: block-size must be in [1, 1024], got "
+          << int64_t(blockSize);
+      return signalPassFailure();
+    }
+    if (getOperation().isExternal())
+      return;
+    IRRewriter rewriter(&getContext());
+    mapBlock(rewriter, getOperation().getBody().front());
+  }
+
+  void mapBlock(IRRewriter &rewriter, Block &block) {
+    // The one-thread kernel being gathered: its parts, in order.
+    SmallVector<Operation *> serial;
+    auto flush = [&] {
+      if (!serial.empty())
+        launchSerial(rewriter, serial);
+      serial.clear();
+    };
+    for (Operation &op : llvm::make_early_inc_range(block)) {
+      if (auto loop = dyn_cast<scf::ParallelOp>(op);
+          loop && loop.getNumResults() == 0 && runsOnDevice(loop)) {
+        flush();
+        launchParallel(rewriter, loop);
+        continue;
+      }
+      if (auto copy = dyn_cast<memref::CopyOp>(op);
+          copy && !isBookkeeping(copy.getTarget())) {
+        flush();
+        launchCopy(rewriter, copy);
+        continue;
+      }
+      if (isSerialKernelPart(&op)) {
+        serial.push_back(&op);
+        continue;
+      }
+      // Pure scalar code may sit between the parts of one kernel; it stays
+      // on the host, before the launch.
+      if (!serial.empty() && op.getNumRegions() == 0 && isPure(&op))
+        continue;
+      flush();
+      // Host control flow (a branch or loop around runtime calls): its
+      // blocks have loops of their own.
+      for (Region &region : op.getRegions())
+        for (Block &nested : region)
+          mapBlock(rewriter, nested);
+    }
+    flush();
+  }
+
+  /// A launch of `threads` threads in blocks of blockSize (one block of
+  /// one thread if `threads` is null), at the rewriter's insertion point;
+  /// returns the launch and the thread's linear index (null for one
+  /// thread).
+  std::pair<gpu::LaunchOp, Value> createLaunch(IRRewriter &rewriter,
+                                               Location loc, Value threads) {
+    Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+    Value grid = one, block = one;
+    if (threads) {
+      block = arith::ConstantIndexOp::create(rewriter, loc, blockSize);
+      Value rounded = arith::AddIOp::create(
+          rewriter, loc, threads,
+          arith::ConstantIndexOp::create(rewriter, loc, blockSize - 1));
+      grid = arith::DivUIOp::create(rewriter, loc, rounded, block);
+    }
+    auto launch =
+        gpu::LaunchOp::create(rewriter, loc, grid, one, one, block, one, one);
+    Block &body = launch.getBody().front();
+    rewriter.setInsertionPointToStart(&body);
+    gpu::TerminatorOp::create(rewriter, loc);
+    rewriter.setInsertionPointToStart(&body);
+    Value linear;
+    if (threads) {
+      Value blockId = launch.getBlockIds().x;
+      Value threadId = launch.getThreadIds().x;
+      Value base = arith::MulIOp::create(rewriter, loc, blockId, block);
+      linear = arith::AddIOp::create(rewriter, loc, base, threadId);
+    }
+    return {launch, linear};
+  }
+
+  /// The iterations of `lower` to `upper` by `step` (a positive step; none
+  /// if upper <= lower).
+  static Value tripCount(IRRewriter &rewriter, Location loc, Value lower,
+                         Value upper, Value step) {
+    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+    Value span = arith::SubIOp::create(rewriter, loc, upper, lower);
+    Value rounded = arith::AddIOp::create(
+        rewriter, loc, span, arith::SubIOp::create(rewriter, loc, step, one));
+    Value count = arith::DivSIOp::create(rewriter, loc, rounded, step);
+    return arith::MaxSIOp::create(rewriter, loc, count, zero);
+  }
+
+  /// Within a launch: `linear` < product(`counts`), and then each
+  /// dimension's index (the last one fastest), built by `body` inside the
+  /// guard.
+  static void guardAndDelinearize(IRRewriter &rewriter, Location loc,
+                                  Value linear, Value total,
+                                  ArrayRef<Value> counts,
+                                  function_ref<void(ArrayRef<Value>)> body) {
+    Value inside = arith::CmpIOp::create(
+        rewriter, loc, arith::CmpIPredicate::ult, linear, total);
+    auto guard = scf::IfOp::create(rewriter, loc, inside);
+    rewriter.setInsertionPointToStart(&guard.getThenRegion().front());
+    SmallVector<Value> indices(counts.size());
+    Value rest = linear;
+    for (size_t d = counts.size(); d-- > 0;) {
+      if (d == 0) {
+        indices[d] = rest;
+        break;
+      }
+      indices[d] = arith::RemUIOp::create(rewriter, loc, rest, counts[d]);
+      rest = arith::DivUIOp::create(rewriter, loc, rest, counts[d]);
+    }
+    body(indices);
+  }
+
+  void launchParallel(IRRewriter &rewriter, scf::ParallelOp loop) {
+    Location loc = loop.getLoc();
+    rewriter.setInsertionPoint(loop);
+    SmallVector<Value> counts;
+    Value total;
+    for (auto [lower, upper, step] : llvm::zip(
+             loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
+      Value count = tripCount(rewriter, loc, lower, upper, step);
+      counts.push_back(count);
+      total =
+          total ? arith::MulIOp::create(rewriter, loc, total, count) : count;
+    }
+    auto [launch, linear] = createLaunch(rewriter, loc, total);
+    guardAndDelinearize(
+        rewriter, loc, linear, total, counts, [&](ArrayRef<Value> indices) {
+          SmallVector<Value> ivs;
+          for (auto [index, lower, step] :
+               llvm::zip(indices, loop.getLowerBound(), loop.getStep())) {
+            Value offset = arith::MulIOp::create(rewriter, loc, index, step);
+            ivs.push_back(arith::AddIOp::create(rewriter, loc, lower, offset));
+          }
+          Block *body = loop.getBody();
+          rewriter.eraseOp(body->getTerminator());
+          rewriter.inlineBlockBefore(body, rewriter.getInsertionBlock(),
+                                     rewriter.getInsertionPoint(), ivs);
+        });
+    rewriter.eraseOp(loop);
+    ++numParallel;
+  }
+
+  void launchCopy(IRRewriter &rewriter, memref::CopyOp copy) {
+    Location loc = copy.getLoc();
+    rewriter.setInsertionPoint(copy);
+    Value source = copy.getSource(), target = copy.getTarget();
+    auto type = cast<MemRefType>(source.getType());
+    if (type.getRank() == 0) {
+      auto [launch, linear] = createLaunch(rewriter, loc, Value());
+      Value value = memref::LoadOp::create(rewriter, loc, source);
+      memref::StoreOp::create(rewriter, loc, value, target);
+      rewriter.eraseOp(copy);
+      ++numSerial;
+      return;
+    }
+    SmallVector<Value> counts;
+    Value total;
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      Value count = memref::DimOp::create(rewriter, loc, source, d);
+      counts.push_back(count);
+      total =
+          total ? arith::MulIOp::create(rewriter, loc, total, count) : count;
+    }
+    auto [launch, linear] = createLaunch(rewriter, loc, total);
+    guardAndDelinearize(
+        rewriter, loc, linear, total, counts, [&](ArrayRef<Value> indices) {
+          Value value = memref::LoadOp::create(rewriter, loc, source, indices);
+          memref::StoreOp::create(rewriter, loc, value, target, indices);
+        });
+    rewriter.eraseOp(copy);
+    ++numParallel;
+  }
+
+  /// `parts` (in one block, in order, with only pure ops between them) in
+  /// one launch of one thread, where the last of them was.
+  void launchSerial(IRRewriter &rewriter, ArrayRef<Operation *> parts) {
+    rewriter.setInsertionPoint(parts.back());
+    auto [launch, linear] =
+        createLaunch(rewriter, parts.back()->getLoc(), Value());
+    Operation *terminator = launch.getBody().front().getTerminator();
+    for (Operation *part : parts)
+      rewriter.moveOpBefore(part, terminator);
+    ++numSerial;
+  }
+};
+
+} // namespace
