@@ -44,6 +44,21 @@ for feature in config.ddp_test_python_features:
 config.substitutions.append(("%torch_python", config.ddp_test_python))
 config.substitutions.append(("%numpy_python", config.ddp_test_python))
 
+# CUDA's ptxas, which checks the PTX of steps lowered for a GPU
+# (ddp-lower-to-llvm{target=cuda}); no GPU needed.
+ptxas = None
+for root in [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]:
+    if root and os.access(os.path.join(root, "bin", "ptxas"), os.X_OK):
+        ptxas = os.path.join(root, "bin", "ptxas")
+        break
+if ptxas:
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))
+config.substitutions.append(("%extract_ptx", "%s %s" % (
+    config.ddp_test_python, os.path.join(config.ddp_src_root, "test", "lib", "extract_ptx.py"))))
+config.substitutions.append(("%check_host_code", "%s %s" % (
+    config.ddp_test_python, os.path.join(config.ddp_src_root, "test", "lib", "check_host_code.py"))))
+
 # The plugin that upstream mlir-opt loads, and that mlir-opt.
 config.substitutions.append(
     ("%ddp_plugin", os.path.join(config.ddp_lib_dir, "DDPPlugin.so")))

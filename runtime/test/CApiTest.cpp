@@ -582,6 +582,36 @@ TEST_F(CApi, GetCountersWithNullOutputSaysWhy) {
 // Collectives and counters on one rank
 //===----------------------------------------------------------------------===//
 
+TEST_F(CApi, LaunchKernelIsCheckedAndUnsupportedOnTheCpu) {
+  const char image[] = "//PTX";
+  void *params[] = {nullptr};
+  const ddprt_status invalid = DDPRT_ERROR_INVALID_ARGUMENT;
+  EXPECT_FAILS(
+      ddprt_launch_kernel(context, nullptr, "k", 1, 1, 1, 1, 1, 1, 0, params),
+      invalid, "no image");
+  EXPECT_FAILS(
+      ddprt_launch_kernel(context, image, "k", 1, 1, 1, 0, 1, 1, 0, params),
+      invalid, "block 0x1x1");
+  EXPECT_FAILS(
+      ddprt_launch_kernel(context, image, "k", 1, 1, 1, 2048, 1, 1, 0, params),
+      invalid, "block 2048x1x1");
+  EXPECT_FAILS(
+      ddprt_launch_kernel(context, image, "k", -1, 1, 1, 1, 1, 1, 0, params),
+      invalid, "grid -1x1x1");
+  EXPECT_FAILS(
+      ddprt_launch_kernel(context, image, "k", 1, 1, 1, 1, 1, 1, -4, params),
+      invalid, "negative shared memory");
+  // A step lowered for a GPU, run on the CPU backend: a clear refusal.
+  EXPECT_FAILS(ddprt_launch_kernel(context, image, "step_kernel", 1, 1, 1, 256,
+                                   1, 1, 0, params),
+               DDPRT_ERROR_UNSUPPORTED,
+               "kernel 'step_kernel' was compiled for a GPU");
+  // An empty grid has nothing to run, on any backend.
+  EXPECT_EQ(
+      ddprt_launch_kernel(context, image, "k", 0, 1, 1, 1, 1, 1, 0, params),
+      DDPRT_OK);
+}
+
 TEST_F(CApi, GemmArgumentChecks) {
   float a[6] = {}, b[6] = {}, c[4] = {};
   const ddprt_status invalid = DDPRT_ERROR_INVALID_ARGUMENT;

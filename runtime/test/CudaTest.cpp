@@ -846,6 +846,94 @@ TEST_F(Cuda, AllgatherOnOneRankCopiesEveryDtypeInStreamOrder) {
   EXPECT_TRUE(dBack.toHost().bitwiseEqual(source));
 }
 
+//===----------------------------------------------------------------------===//
+// Kernels of compiled steps (ddprt_launch_kernel)
+//===----------------------------------------------------------------------===//
+
+// What ddp-lower-to-llvm{target=cuda} embeds, written by hand: data[i] =
+// 2 * data[i] + k for i < n.
+const char kTwicePlusPtx[] = ".version 7.8\n"
+                             ".target sm_90\n"
+                             ".address_size 64\n"
+                             "\n"
+                             ".visible .entry twice_plus(\n"
+                             "\t.param .u64 p_data,\n"
+                             "\t.param .u64 p_n,\n"
+                             "\t.param .f32 p_k\n"
+                             ")\n"
+                             "{\n"
+                             "\t.reg .pred \t%p<2>;\n"
+                             "\t.reg .b32 \t%r<5>;\n"
+                             "\t.reg .f32 \t%f<4>;\n"
+                             "\t.reg .b64 \t%rd<7>;\n"
+                             "\tld.param.u64 \t%rd1, [p_data];\n"
+                             "\tld.param.u64 \t%rd2, [p_n];\n"
+                             "\tld.param.f32 \t%f1, [p_k];\n"
+                             "\tmov.u32 \t%r1, %ctaid.x;\n"
+                             "\tmov.u32 \t%r2, %ntid.x;\n"
+                             "\tmov.u32 \t%r3, %tid.x;\n"
+                             "\tmad.lo.s32 \t%r4, %r1, %r2, %r3;\n"
+                             "\tcvt.u64.u32 \t%rd3, %r4;\n"
+                             "\tsetp.ge.u64 \t%p1, %rd3, %rd2;\n"
+                             "\t@%p1 bra \t$DONE;\n"
+                             "\tcvta.to.global.u64 \t%rd4, %rd1;\n"
+                             "\tshl.b64 \t%rd5, %rd3, 2;\n"
+                             "\tadd.s64 \t%rd6, %rd4, %rd5;\n"
+                             "\tld.global.f32 \t%f2, [%rd6];\n"
+                             "\tfma.rn.f32 \t%f3, %f2, 0f40000000, %f1;\n"
+                             "\tst.global.f32 \t[%rd6], %f3;\n"
+                             "$DONE:\n"
+                             "\tret;\n"
+                             "}\n";
+
+TEST_F(Cuda, CompiledKernelsRunInStreamOrderAndLoadOnce) {
+  constexpr int64_t n = 1000;
+  void *pointer = nullptr;
+  ASSERT_EQ(ddprt_alloc(context_, n * sizeof(float), &pointer), DDPRT_OK)
+      << ddprt_last_error(context_);
+  auto *values = static_cast<float *>(pointer);
+  for (int64_t i = 0; i < n; ++i)
+    values[i] = float(i);
+  int64_t count = n;
+  float k = 1.0f;
+  void *params[] = {&pointer, &count, &k};
+  // Twice (the image loaded once, the second launch after the first on the
+  // compute stream), then one of the runtime's own kernels after them.
+  for (int launch = 0; launch < 2; ++launch)
+    ASSERT_EQ(ddprt_launch_kernel(context_, kTwicePlusPtx, "twice_plus", 4, 1,
+                                  1, 256, 1, 1, 0, params),
+              DDPRT_OK)
+        << ddprt_last_error(context_);
+  ddprt_buffer buffer = {pointer, DDPRT_F32, n};
+  ASSERT_EQ(ddprt_scale(context_, DDPRT_SCALE_WORLD_SIZE, &buffer, 1),
+            DDPRT_OK);
+  // An empty grid launches nothing.
+  ASSERT_EQ(ddprt_launch_kernel(context_, kTwicePlusPtx, "twice_plus", 0, 1, 1,
+                                256, 1, 1, 0, params),
+            DDPRT_OK);
+  ASSERT_EQ(ddprt_host_barrier(context_), DDPRT_OK)
+      << ddprt_last_error(context_);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(values[i], 4.0f * float(i) + 3.0f) << "element " << i;
+  ddprt_free(context_, pointer);
+}
+
+TEST_F(Cuda, ABadKernelImageOrNameSaysWhy) {
+  void *params[] = {nullptr};
+  EXPECT_EQ(ddprt_launch_kernel(context_, "not PTX", "twice_plus", 1, 1, 1, 1,
+                                1, 1, 0, params),
+            DDPRT_ERROR_BACKEND);
+  EXPECT_NE(std::string(ddprt_last_error(context_)).find("cudaLibraryLoadData"),
+            std::string::npos)
+      << ddprt_last_error(context_);
+  EXPECT_EQ(ddprt_launch_kernel(context_, kTwicePlusPtx, "no_such_kernel", 1, 1,
+                                1, 1, 1, 1, 0, params),
+            DDPRT_ERROR_BACKEND);
+  EXPECT_NE(std::string(ddprt_last_error(context_)).find("no_such_kernel"),
+            std::string::npos)
+      << ddprt_last_error(context_);
+}
+
 } // namespace
 
 // What ddp-run does on a GPU: host code and runtime calls share managed

@@ -3,10 +3,13 @@
 # SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Writes the PTX images a module lowered with ddp-lower-to-llvm{target=cuda}
 embeds (constant globals that ddprt_launch_kernel is given) to DIR/kernel<N>.ptx,
-and prints how many it wrote and the kernels ('.entry') they define.
+and prints how many it wrote and the kernels ('.entry') they define. With
+--ptxas, also assembles each for --arch (sm_90) and says how many ptxas
+accepted; fails if it refused one (its message on stderr) or found none.
 
-    extract_ptx.py lowered.mlir DIR
+    extract_ptx.py lowered.mlir DIR [--ptxas PATH [--arch sm_90]]
 """
+import subprocess
 import os
 import re
 import sys
@@ -44,9 +47,19 @@ def decode(text):
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit('usage: extract_ptx.py LOWERED.mlir DIR')
-    source, directory = sys.argv[1], sys.argv[2]
+    args = sys.argv[1:]
+    ptxas, arch = None, 'sm_90'
+    if '--ptxas' in args:
+        i = args.index('--ptxas')
+        ptxas = args[i + 1]
+        del args[i:i + 2]
+    if '--arch' in args:
+        i = args.index('--arch')
+        arch = args[i + 1]
+        del args[i:i + 2]
+    if len(args) != 2:
+        sys.exit('usage: extract_ptx.py LOWERED.mlir DIR [--ptxas PATH [--arch sm_90]]')
+    source, directory = args
     os.makedirs(directory, exist_ok=True)
     count = 0
     entries = []
@@ -62,7 +75,21 @@ def main():
             count += 1
     print('ptx images: %d' % count)
     print('kernels: %d' % len(entries))
-    return 0 if count else 1
+    if not count:
+        return 1
+    if ptxas:
+        accepted = 0
+        for n in range(count):
+            path = os.path.join(directory, 'kernel%d.ptx' % n)
+            result = subprocess.run([ptxas, '-arch=' + arch, path, '-o', os.devnull],
+                                    capture_output=True, text=True)
+            if result.returncode == 0:
+                accepted += 1
+            else:
+                sys.stderr.write('ptxas refused %s:\n%s' % (path, result.stderr))
+        print('ptxas -arch=%s accepted: %d of %d' % (arch, accepted, count))
+        return 0 if accepted == count else 1
+    return 0
 
 
 if __name__ == '__main__':

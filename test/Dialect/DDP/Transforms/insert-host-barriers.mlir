@@ -82,3 +82,28 @@ func.func @host_only(%a: memref<4xf32>, %i: index) {
   memref.store %x, %a[%i] : memref<4xf32>
   return
 }
+
+// -----
+
+// A kernel launch (target=cuda) is enqueued like a runtime call: the host
+// waits before it reads what the kernel wrote, and not between launches.
+// CHECK-LABEL: func.func @launches(
+// CHECK:         gpu.launch_func @k::@k
+// CHECK-NEXT:    gpu.launch_func @k::@k
+// CHECK-NEXT:    ddp.buffer.host_barrier
+// CHECK-NEXT:    memref.load
+module attributes {gpu.container_module} {
+  gpu.module @k {
+    gpu.func @k(%a: memref<4xf32>) kernel {
+      gpu.return
+    }
+  }
+  func.func @launches(%a: memref<4xf32>) -> f32 {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    gpu.launch_func @k::@k blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%a : memref<4xf32>)
+    gpu.launch_func @k::@k blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%a : memref<4xf32>)
+    %x = memref.load %a[%c0] : memref<4xf32>
+    return %x : f32
+  }
+}

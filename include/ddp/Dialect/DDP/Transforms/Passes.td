@@ -574,6 +574,8 @@ def DDPInsertHostBarriers
     free memory (by its memory effects; an op of unknown effects, a call,
     counts), and before the terminator if runtime calls come last. Runs of
     runtime calls, and host code that only computes scalars, go without one.
+    A kernel launch (`gpu.launch_func`, from `ddp-map-loops-to-gpu`) counts
+    as a runtime call: the runtime enqueues it on the compute stream.
     A barrier waits for the compute stream only: a collective started and
     not yet waited for keeps running through the host code after it. An op
     with regions is judged by what it contains; a loop's body starts with
