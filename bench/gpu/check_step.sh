@@ -41,4 +41,26 @@ for kind in plain fp16 powersgd quant quantpc hook; do
 done
 "$PYTHON" bench/gpu/check_step.py --data "$STEP/data" --ref "$STEP/ref" \
   --out "$WORK" --steps "$STEPS" --backend "$BACKEND" || status=1
+# The schemes lowered for the GPU (ddp-lower-to-llvm{target=cuda}): on the
+# GPU, bit for bit what the CPU library made (ref/); on the CPU backend, a
+# clear refusal.
+for kind in quant quantpc hook; do
+  [ -d "$STEP/$kind-kernels" ] || { echo "-- $kind-kernels: missing (rerun bench/gpu/prepare.sh)"; status=1; continue; }
+  echo "-- $kind-kernels: ddprt-step-runner --backend=$BACKEND --steps=$STEPS"
+  if [ "$BACKEND" != cuda ]; then
+    if "$RUNNER" "$STEP/$kind-kernels" --backend="$BACKEND" --steps=1 "${inputs[@]}" \
+        > "$WORK/$kind-kernels.log" 2>&1; then
+      echo "FAIL: a step lowered for the GPU ran on the $BACKEND backend"; status=1
+    elif grep -q "DDPRT_ERROR_UNSUPPORTED" "$WORK/$kind-kernels.log"; then
+      echo "OK: refused on the $BACKEND backend (DDPRT_ERROR_UNSUPPORTED)"
+    else
+      echo "FAIL: refused without saying why:"; cat "$WORK/$kind-kernels.log"; status=1
+    fi
+    continue
+  fi
+  "$RUNNER" "$STEP/$kind-kernels" --backend="$BACKEND" --steps="$STEPS" "${inputs[@]}" \
+    --output="$WORK/$kind-kernels/s{step}.o{result}.npy" \
+    --dump-state="$WORK/$kind-kernels/state.{name}.npy" || { status=1; continue; }
+  "$PYTHON" bench/gpu/compare_bitwise.py "$STEP/ref/$kind" "$WORK/$kind-kernels" || status=1
+done
 exit $status

@@ -61,6 +61,13 @@ for kind in plain fp16 powersgd quant quantpc hook; do
     --dump-state="$STEP/ref/$kind/state.{name}.npy" \
     --summary-json="$STEP/ref/$kind.json" >/dev/null
 done
+# The same schemes lowered for the GPU (--target=cuda): their loops are
+# kernels the runtime launches. check_step.sh compares their results on
+# the GPU bit for bit with ref/ (the kernels add in the CPU's order and
+# contract nothing).
+for kind in quant quantpc hook; do
+  "$BIN/ddp-run" "$STEP/$kind.mlir" --emit-step="$STEP/$kind-kernels" --target=cuda
+done
 # The overlap benchmark's MLP step (issue 13), 4 layers of 1024, PowerSGD
 # rank 2, scheduled (ddp-schedule-overlap) and not: run.sh times both on
 # the GPU, with the host barriers and with a wait after every runtime call.
