@@ -42,8 +42,8 @@ done
 "$PYTHON" bench/gpu/check_step.py --data "$STEP/data" --ref "$STEP/ref" \
   --out "$WORK" --steps "$STEPS" --backend "$BACKEND" || status=1
 # The schemes lowered for the GPU (ddp-lower-to-llvm{target=cuda}): on the
-# GPU, bit for bit what the CPU library made (ref/); on the CPU backend, a
-# clear refusal.
+# GPU, bit for bit what the CPU library made with the same sum order
+# (ref/KIND-source); on the CPU backend, a clear refusal.
 for kind in quant quantpc hook; do
   [ -d "$STEP/$kind-kernels" ] || { echo "-- $kind-kernels: missing (rerun bench/gpu/prepare.sh)"; status=1; continue; }
   echo "-- $kind-kernels: ddprt-step-runner --backend=$BACKEND --steps=$STEPS"
@@ -61,6 +61,6 @@ for kind in quant quantpc hook; do
   "$RUNNER" "$STEP/$kind-kernels" --backend="$BACKEND" --steps="$STEPS" "${inputs[@]}" \
     --output="$WORK/$kind-kernels/s{step}.o{result}.npy" \
     --dump-state="$WORK/$kind-kernels/state.{name}.npy" || { status=1; continue; }
-  "$PYTHON" bench/gpu/compare_bitwise.py "$STEP/ref/$kind" "$WORK/$kind-kernels" || status=1
+  "$PYTHON" bench/gpu/compare_bitwise.py "$STEP/ref/$kind-source" "$WORK/$kind-kernels" || status=1
 done
 exit $status

@@ -63,10 +63,18 @@ for kind in plain fp16 powersgd quant quantpc hook; do
 done
 # The same schemes lowered for the GPU (--target=cuda): their loops are
 # kernels the runtime launches. check_step.sh compares their results on
-# the GPU bit for bit with ref/ (the kernels add in the CPU's order and
-# contract nothing).
+# the GPU bit for bit with the CPU library's, both with every sum in source
+# order (the CPU's vector lanes would add in another order; a kernel adds
+# in its loop's order and contracts nothing).
 for kind in quant quantpc hook; do
-  "$BIN/ddp-run" "$STEP/$kind.mlir" --emit-step="$STEP/$kind-kernels" --target=cuda
+  "$BIN/ddp-run" "$STEP/$kind.mlir" --emit-step="$STEP/$kind-source" \
+    --parallel-loops=false --sum-order=source
+  "$BIN/ddprt-step-runner" "$STEP/$kind-source" --steps="$STEPS" --quiet "${inputs[@]}" \
+    --output="$STEP/ref/$kind-source/s{step}.o{result}.npy" \
+    --dump-state="$STEP/ref/$kind-source/state.{name}.npy" >/dev/null
+  "$BIN/ddp-run" "$STEP/$kind.mlir" --emit-step="$STEP/$kind-kernels" --target=cuda \
+    --sum-order=source
+  rm -rf "$STEP/$kind-source"
 done
 # The overlap benchmark's MLP step (issue 13), 4 layers of 1024, PowerSGD
 # rank 2, scheduled (ddp-schedule-overlap) and not: run.sh times both on

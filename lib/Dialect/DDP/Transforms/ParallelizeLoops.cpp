@@ -174,21 +174,58 @@ struct ParallelizeLoops
   /// nest: in a thread's function, where the buffers may alias, the
   /// vectorizer cannot keep it in registers, and one thread in vector
   /// lanes beats several in scalar code.)
+  ///
+  /// With every-loop (a GPU's threads), an op with reduction loops too: its
+  /// parallel loops are the threads, each of which runs the reduction loops
+  /// of its own output elements in their order (the same operations in the
+  /// same order per element as one thread would: the same bits).
   bool worthThreads(linalg::LinalgOp op) {
-    if (op.getNumLoops() == 0 || op.getNumReductionLoops() != 0 ||
+    if (op.getNumLoops() == 0 || op.getNumParallelLoops() == 0 ||
+        (op.getNumReductionLoops() != 0 && !everyLoop) ||
         iterationsOf(op) < minIterations || !callsNothing(op))
       return false;
     // Every iteration writes its own elements: each output uses every
-    // loop (an op that says "parallel" of a loop its outputs do not use
-    // would have the threads write the same elements).
-    unsigned loops = op.getNumLoops();
+    // parallel loop (an op that says "parallel" of a loop its outputs do
+    // not use would have the threads write the same elements).
+    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
     for (OpOperand &init : op.getDpsInitsMutable()) {
       AffineMap map = op.getMatchingIndexingMap(&init);
-      for (unsigned d = 0; d < loops; ++d)
-        if (!map.isFunctionOfDim(d))
+      for (unsigned d = 0; d < iterators.size(); ++d)
+        if (iterators[d] == utils::IteratorType::parallel &&
+            !map.isFunctionOfDim(d))
           return false;
     }
     return true;
+  }
+
+  /// every-loop: `op` with its parallel loops first (a column's sum over
+  /// rows runs over the columns in parallel), as a linalg.generic if it
+  /// has to move a loop; the reduction loops keep their order.
+  static linalg::LinalgOp parallelLoopsFirst(RewriterBase &rewriter,
+                                             linalg::LinalgOp op) {
+    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+    SmallVector<unsigned> order;
+    for (unsigned d = 0; d < iterators.size(); ++d)
+      if (iterators[d] == utils::IteratorType::parallel)
+        order.push_back(d);
+    for (unsigned d = 0; d < iterators.size(); ++d)
+      if (iterators[d] != utils::IteratorType::parallel)
+        order.push_back(d);
+    if (llvm::equal(order, llvm::seq<unsigned>(0, iterators.size())))
+      return op;
+    rewriter.setInsertionPoint(op);
+    auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
+    if (!generic) {
+      FailureOr<linalg::GenericOp> generalized =
+          linalg::generalizeNamedOp(rewriter, op);
+      if (failed(generalized))
+        return op;
+      generic = *generalized;
+    }
+    FailureOr<linalg::GenericOp> interchanged =
+        linalg::interchangeGenericOp(rewriter, generic, order);
+    return succeeded(interchanged) ? linalg::LinalgOp(*interchanged)
+                                   : linalg::LinalgOp(generic);
   }
 
   /// A tile loop (outermost, with no results once bufferized) as
@@ -223,6 +260,8 @@ struct ParallelizeLoops
   /// to `made`).
   LogicalResult parallelizeOp(RewriterBase &rewriter, linalg::LinalgOp op,
                               SmallVectorImpl<Parallelized> &made) {
+    if (everyLoop && op.getNumReductionLoops() != 0)
+      op = parallelLoopsFirst(rewriter, op);
     SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
     SmallVector<int64_t> ranges = loopRangeBounds(op);
     // What the op only reads (an element-wise op writes its outputs alone).
