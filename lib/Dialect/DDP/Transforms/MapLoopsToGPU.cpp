@@ -23,6 +23,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 namespace mlir::ddp {
 #define GEN_PASS_DEF_DDPMAPLOOPSTOGPU
@@ -41,16 +42,38 @@ bool isBookkeeping(Value memref) {
   return element.isIndex() || element.isInteger(1);
 }
 
+/// Whether `memref` is host memory the device cannot address: the host's
+/// stack (memref.alloca) or a global of the module, seen through views.
+bool isHostOnly(Value memref) {
+  while (Operation *def = memref.getDefiningOp()) {
+    if (isa<memref::AllocaOp, memref::GetGlobalOp>(def))
+      return true;
+    auto view = dyn_cast<ViewLikeOpInterface>(def);
+    if (!view)
+      return false;
+    memref = view.getViewSource();
+  }
+  return false;
+}
+
 /// Whether `op` and what it contains may run in a kernel: no calls (of the
 /// runtime or of functions), no ddp ops, no allocation or free, no global
-/// (a host address), nothing already on the device.
+/// (a host address), no loop that is parallel itself (a kernel of one
+/// thread runs loops in order), nothing already on the device, and no
+/// buffer from outside that lives on the host's stack or in a global.
 bool runsOnDevice(Operation *op) {
-  WalkResult result = op->walk([](Operation *nested) {
+  WalkResult result = op->walk([&](Operation *nested) {
     if (isa<CallOpInterface>(nested) ||
         isa_and_nonnull<DDPDialect, gpu::GPUDialect>(nested->getDialect()) ||
         isa<memref::AllocOp, memref::AllocaOp, memref::DeallocOp,
-            memref::ReallocOp, memref::GetGlobalOp>(nested))
+            memref::ReallocOp, memref::GetGlobalOp>(nested) ||
+        (nested != op && isa<scf::ParallelOp>(nested)))
       return WalkResult::interrupt();
+    for (Value operand : nested->getOperands())
+      if (isa<MemRefType>(operand.getType()) &&
+          !op->isAncestor(operand.getParentBlock()->getParentOp()) &&
+          isHostOnly(operand))
+        return WalkResult::interrupt();
     return WalkResult::advance();
   });
   return !result.wasInterrupted();
@@ -83,7 +106,7 @@ bool touchesData(Operation *op) {
 /// loop nest (no results) over data that may run on the device.
 bool isSerialKernelPart(Operation *op) {
   if (auto store = dyn_cast<memref::StoreOp>(op))
-    return !isBookkeeping(store.getMemRef());
+    return !isBookkeeping(store.getMemRef()) && runsOnDevice(op);
   return op->getNumRegions() != 0 && op->getNumResults() == 0 &&
          runsOnDevice(op) && touchesData(op);
 }
@@ -120,7 +143,7 @@ struct MapLoopsToGPU : public ddp::impl::DDPMapLoopsToGPUBase<MapLoopsToGPU> {
         continue;
       }
       if (auto copy = dyn_cast<memref::CopyOp>(op);
-          copy && !isBookkeeping(copy.getTarget())) {
+          copy && !isBookkeeping(copy.getTarget()) && runsOnDevice(copy)) {
         flush();
         launchCopy(rewriter, copy);
         continue;

@@ -292,9 +292,11 @@ struct ParallelizeLoops
       return loops[i - 1].getBody()->getOperations().size() == 2;
     };
     // Leading loops of one iteration (a bucket's [1 x n] view) stay as
-    // they are; the parallel ones follow them.
+    // they are; the parallel ones follow them. (With every-loop they are
+    // part of the parallel loop: a GPU's kernel has no host loop around
+    // it.)
     size_t first = 0;
-    while (first + 1 < loops.size() && ranges[first] == 1 &&
+    while (!everyLoop && first + 1 < loops.size() && ranges[first] == 1 &&
            isParallel(first) && holdsOnly(first + 1))
       ++first;
     scf::ForOp outer = loops[first];

@@ -141,3 +141,42 @@ func.func @host(%a: memref<64xf32>, %flag: i1, %p: index, %book: memref<2xindex>
   return %r : f32
 }
 
+
+// -----
+
+// Host memory the device cannot address (the host's stack, a global) stays
+// with the host (the store of what the host read goes to the device), and
+// so does a loop around a parallel loop (a kernel of one thread runs its
+// loops in order): the parallel loop inside becomes the kernel.
+// CHECK-LABEL: func.func @host_memory(
+// CHECK:         memref.copy %{{.*}}, %[[STACK:.*]] : memref<4xf32> to memref<4xf32>
+// CHECK:         scf.for
+// CHECK-NEXT:      memref.load %{{.*}} : memref<4xf32>
+// CHECK:           gpu.launch
+// CHECK-NEXT:        memref.store
+// CHECK:         scf.for
+// CHECK-NOT:       memref.load
+// CHECK:           gpu.launch
+// CHECK:             memref.load
+// CHECK:         return
+memref.global "private" constant @table : memref<4xf32> = dense<[1.0, 2.0, 3.0, 4.0]>
+func.func @host_memory(%a: memref<4xf32>, %b: memref<4x4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %stack = memref.alloca() : memref<4xf32>
+  memref.copy %a, %stack : memref<4xf32> to memref<4xf32>
+  %t = memref.get_global @table : memref<4xf32>
+  scf.for %i = %c0 to %c4 step %c1 {
+    %x = memref.load %t[%i] : memref<4xf32>
+    memref.store %x, %a[%i] : memref<4xf32>
+  }
+  scf.for %i = %c0 to %c4 step %c1 {
+    scf.parallel (%j) = (%c0) to (%c4) step (%c1) {
+      %x = memref.load %a[%j] : memref<4xf32>
+      memref.store %x, %b[%i, %j] : memref<4x4xf32>
+      scf.reduce
+    }
+  }
+  return
+}

@@ -1,5 +1,5 @@
 // RUN: ddp-opt %s -split-input-file --ddp-parallelize-loops="every-loop min-iterations=1" | FileCheck %s
-// RUN: ddp-opt %s -split-input-file --ddp-parallelize-loops | FileCheck %s --check-prefix=CPU
+// RUN: ddp-opt %s -split-input-file --ddp-parallelize-loops=min-iterations=1 | FileCheck %s --check-prefix=CPU
 
 // every-loop (ddp-lower-to-llvm{target=cuda}): every parallel loop of a
 // nest, the innermost too, however small.
@@ -9,7 +9,8 @@
 // CHECK-NOT: scf.for
 // CHECK: scf.reduce
 // CPU-LABEL: func.func @elementwise(
-// CPU-NOT: scf.parallel
+// CPU: scf.parallel (%{{.*}}) = (%c0) to (%c4) step (%c1) {
+// CPU-NEXT: scf.for
 func.func @elementwise(%x: memref<4x8xf32>, %y: memref<4x8xf32>) {
   linalg.map { math.exp } ins(%x : memref<4x8xf32>) outs(%y : memref<4x8xf32>)
   return
@@ -67,5 +68,20 @@ func.func @total(%x: memref<4096xf32>, %y: memref<f32>) {
       %s = arith.addf %a, %b : f32
       linalg.yield %s : f32
     }
+  return
+}
+
+// -----
+
+// A bucket's [1 x n] view: its loop of one iteration is part of the
+// parallel loop (no host loop around a kernel), unlike on the CPU.
+// CHECK-LABEL: func.func @bucket(
+// CHECK-NOT: scf.for
+// CHECK: scf.parallel (%{{.*}}, %{{.*}}) = (%c0, %c0) to (%c1, %c9610) step (%c1, %c1) {
+// CPU-LABEL: func.func @bucket(
+// CPU: scf.for %{{.*}} = %c0 to %c1 step %c1 {
+// CPU-NEXT: scf.parallel (%{{.*}}) = (%c0) to (%c9610) step (%c1) {
+func.func @bucket(%x: memref<1x9610xf32>, %y: memref<1x9610xf32>) {
+  linalg.map { math.absf } ins(%x : memref<1x9610xf32>) outs(%y : memref<1x9610xf32>)
   return
 }
