@@ -24,6 +24,7 @@
 #include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::ddp {
 #define GEN_PASS_DEF_DDPMAPLOOPSTOGPU
@@ -111,6 +112,57 @@ bool isSerialKernelPart(Operation *op) {
          runsOnDevice(op) && touchesData(op);
 }
 
+/// Whether `op` may sit between the parts of a one-thread kernel and stay
+/// on the host, before the launch: pure scalar code, or an allocation
+/// (which touches no memory in use).
+bool mayStayBefore(Operation *op) {
+  return op->getNumRegions() == 0 && !op->hasTrait<OpTrait::IsTerminator>() &&
+         (isPure(op) || isa<memref::AllocOp>(op));
+}
+
+/// A host load of data whose value only reaches, through pure scalar ops
+/// of its block, stores into data (a loss divided by the batch and stored
+/// as the step's result): the load, those ops and the stores need no host,
+/// and go into `chain`. Everything between the load and the last of them
+/// must be able to join one kernel with them (pure ops stay before it).
+bool isSinkableLoad(memref::LoadOp load, llvm::SetVector<Operation *> &chain) {
+  if (isBookkeeping(load.getMemRef()) || !runsOnDevice(load))
+    return false;
+  Block *block = load->getBlock();
+  llvm::SetVector<Operation *> found;
+  found.insert(load);
+  SmallVector<Operation *> worklist{load};
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val();
+    for (Operation *user : op->getUsers()) {
+      if (user->getBlock() != block)
+        return false;
+      if (found.contains(user))
+        continue;
+      if (auto store = dyn_cast<memref::StoreOp>(user)) {
+        if (!isSerialKernelPart(store))
+          return false;
+        found.insert(store);
+        continue;
+      }
+      if (user->getNumRegions() != 0 || !isPure(user) ||
+          user->hasTrait<OpTrait::IsTerminator>())
+        return false;
+      found.insert(user);
+      worklist.push_back(user);
+    }
+  }
+  Operation *last = load;
+  for (Operation *op : found)
+    if (last->isBeforeInBlock(op))
+      last = op;
+  for (Operation *op = load->getNextNode(); op != last; op = op->getNextNode())
+    if (!found.contains(op) && !isSerialKernelPart(op) && !mayStayBefore(op))
+      return false;
+  chain.insert(found.begin(), found.end());
+  return true;
+}
+
 struct MapLoopsToGPU : public ddp::impl::DDPMapLoopsToGPUBase<MapLoopsToGPU> {
   using Base::Base;
 
@@ -128,8 +180,10 @@ struct MapLoopsToGPU : public ddp::impl::DDPMapLoopsToGPUBase<MapLoopsToGPU> {
   }
 
   void mapBlock(IRRewriter &rewriter, Block &block) {
-    // The one-thread kernel being gathered: its parts, in order.
+    // The one-thread kernel being gathered: its parts, in order; and the
+    // loads (with what they feed) that join it.
     SmallVector<Operation *> serial;
+    llvm::SetVector<Operation *> sunk;
     auto flush = [&] {
       if (!serial.empty())
         launchSerial(rewriter, serial);
@@ -148,13 +202,15 @@ struct MapLoopsToGPU : public ddp::impl::DDPMapLoopsToGPUBase<MapLoopsToGPU> {
         launchCopy(rewriter, copy);
         continue;
       }
-      if (isSerialKernelPart(&op)) {
+      auto load = dyn_cast<memref::LoadOp>(op);
+      if (sunk.contains(&op) || isSerialKernelPart(&op) ||
+          (load && isSinkableLoad(load, sunk))) {
         serial.push_back(&op);
         continue;
       }
-      // Pure scalar code may sit between the parts of one kernel; it stays
-      // on the host, before the launch.
-      if (!serial.empty() && op.getNumRegions() == 0 && isPure(&op))
+      // Pure scalar code and allocations may sit between the parts of one
+      // kernel; they stay on the host, before the launch.
+      if (!serial.empty() && mayStayBefore(&op))
         continue;
       flush();
       // Host control flow (a branch or loop around runtime calls): its

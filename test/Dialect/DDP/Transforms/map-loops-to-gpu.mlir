@@ -180,3 +180,42 @@ func.func @host_memory(%a: memref<4xf32>, %b: memref<4x4xf32>) {
   }
   return
 }
+
+// -----
+
+// A scalar the host would read only to store what it computes from it (a
+// loss divided by the batch, stored as the step's result) joins the kernel
+// of the reduction before it: the host reads nothing, and does not wait.
+// A scalar the host needs (returned) is read on the host.
+// CHECK-LABEL: func.func @loss(
+// CHECK:         gpu.launch
+// CHECK:           scf.for
+// CHECK:             memref.store %{{.*}}, %[[ACC:.*]][] : memref<f32>
+// CHECK-NEXT:      }
+// CHECK-NEXT:      %[[SUM:.*]] = memref.load %[[ACC]][] : memref<f32>
+// CHECK-NEXT:      %[[NEG:.*]] = arith.negf %[[SUM]]
+// CHECK-NEXT:      %[[MEAN:.*]] = arith.divf %[[NEG]]
+// CHECK-NEXT:      memref.store %[[MEAN]], %{{.*}}[] : memref<f32>
+// CHECK-NEXT:      gpu.terminator
+// CHECK:         %[[R:.*]] = memref.load %[[ACC]][]
+// CHECK-NEXT:    return %[[R]]
+func.func @loss(%a: memref<64xf32>, %acc: memref<f32>, %out: memref<f32>) -> f32 {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %zero = arith.constant 0.0 : f32
+  %n = arith.constant 64.0 : f32
+  memref.store %zero, %acc[] : memref<f32>
+  scf.for %i = %c0 to %c64 step %c1 {
+    %x = memref.load %a[%i] : memref<64xf32>
+    %sum = memref.load %acc[] : memref<f32>
+    %z = arith.addf %sum, %x : f32
+    memref.store %z, %acc[] : memref<f32>
+  }
+  %total = memref.load %acc[] : memref<f32>
+  %neg = arith.negf %total : f32
+  %mean = arith.divf %neg, %n : f32
+  memref.store %mean, %out[] : memref<f32>
+  %r = memref.load %acc[] : memref<f32>
+  return %r : f32
+}

@@ -606,15 +606,24 @@ def DDPMapLoopsToGPU : Pass<"ddp-map-loops-to-gpu", "::mlir::func::FuncOp"> {
       the order `ddp-reassociate-sums` chose) and the stores around it
       (an accumulator's initial value) become a kernel of one thread: the
       same operations in the same order as on the CPU, so the same bits.
-      Stores with only pure scalar ops between them and such a loop join
-      its kernel.
+      Stores with only pure scalar ops or allocations between them and such
+      a loop join its kernel, and so does a scalar load whose value only
+      reaches such stores through pure ops (a loss divided by the batch).
+
+    (`ddp-parallelize-loops{every-loop}` has already made a reduction with
+    parallel loops, a row's maximum or a column's sum, an `scf.parallel`
+    over its output elements; only reductions to one value are left for
+    kernels of one thread.)
 
     What stays on the host: runtime calls and the control flow around them,
     allocations and frees, scalar loads whose value the host needs (a
-    branch on a reduced value; `ddp-insert-host-barriers` then waits for
-    the kernels before it), and the bookkeeping of the buffer deallocation
-    (buffers of `index` or `i1` elements). A loop that allocates, calls a
-    function or the runtime, or yields values, stays on the host too.
+    branch on a reduced value, a scale a later kernel takes;
+    `ddp-insert-host-barriers` then waits for the kernels before it), the
+    host's stack and the module's globals (which the device cannot
+    address), and the bookkeeping of the buffer deallocation (buffers of
+    `index` or `i1` elements). A loop that allocates, calls a function or
+    the runtime, yields values or has a parallel loop inside stays on the
+    host too (the parallel loop inside becomes its kernel).
   }];
   let options = [
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
