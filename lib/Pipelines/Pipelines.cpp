@@ -149,6 +149,9 @@ static void buildKernelPipeline(OpPassManager &pm,
                                 const LoweringOptions &options) {
   pm.addNestedPass<func::FuncOp>(createDDPMapLoopsToGPU());
   pm.addPass(createGpuKernelOutliningPass());
+  // Buffers only kernels and runtime calls touch: device memory, freed in
+  // stream order.
+  pm.addNestedPass<func::FuncOp>(createDDPDeviceAllocations());
   GpuNVVMAttachTargetOptions target;
   target.chip = options.gpuChip;
   target.optLevel = 3;

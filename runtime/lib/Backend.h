@@ -114,6 +114,15 @@ public:
   /// that host code and runtime calls share).
   virtual Error allocateShared(size_t bytes, void **pointer) = 0;
   virtual void deallocateShared(void *pointer) = 0;
+  /// Memory only the backend addresses, allocated and freed in stream
+  /// order (ddprt_device_alloc). By default, shared memory.
+  virtual Error allocateDevice(size_t bytes, void **pointer) {
+    return allocateShared(bytes, pointer);
+  }
+  virtual Error deallocateDevice(void *pointer) {
+    deallocateShared(pointer);
+    return Error::success();
+  }
   /// Copies between any two buffers the backend can address (host or
   /// device), ordered with the other calls.
   virtual Error copy(void *destination, const void *source, size_t bytes) = 0;

@@ -512,6 +512,22 @@ void ddprt_free(ddprt_context *context, void *pointer) {
     context->backend->deallocateShared(pointer);
 }
 
+ddprt_status ddprt_device_alloc(ddprt_context *context, size_t bytes,
+                                void **pointer) {
+  Error error = checkAlloc(context, pointer);
+  if (!error)
+    error = guarded(
+        [&] { return context->backend->allocateDevice(bytes, pointer); });
+  return report(context, error);
+}
+
+ddprt_status ddprt_device_free(ddprt_context *context, void *pointer) {
+  Error error = checkContext(context);
+  if (!error && pointer)
+    error = context->backend->deallocateDevice(pointer);
+  return report(context, error);
+}
+
 void ddprt_set_current_context(ddprt_context *context) {
   setCurrentContext(context);
 }

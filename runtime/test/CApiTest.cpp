@@ -612,6 +612,18 @@ TEST_F(CApi, LaunchKernelIsCheckedAndUnsupportedOnTheCpu) {
       DDPRT_OK);
 }
 
+TEST_F(CApi, DeviceMemoryIsHostMemoryOnTheCpu) {
+  void *pointer = nullptr;
+  ASSERT_EQ(ddprt_device_alloc(context, 100, &pointer), DDPRT_OK);
+  ASSERT_NE(pointer, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(pointer) % 64, 0u);
+  static_cast<char *>(pointer)[99] = 1;
+  EXPECT_EQ(ddprt_device_free(context, pointer), DDPRT_OK);
+  EXPECT_EQ(ddprt_device_free(context, nullptr), DDPRT_OK);
+  EXPECT_FAILS(ddprt_device_alloc(context, 8, nullptr),
+               DDPRT_ERROR_INVALID_ARGUMENT, "");
+}
+
 TEST_F(CApi, GemmArgumentChecks) {
   float a[6] = {}, b[6] = {}, c[4] = {};
   const ddprt_status invalid = DDPRT_ERROR_INVALID_ARGUMENT;

@@ -918,6 +918,36 @@ TEST_F(Cuda, CompiledKernelsRunInStreamOrderAndLoadOnce) {
   ddprt_free(context_, pointer);
 }
 
+TEST_F(Cuda, DeviceMemoryIsStreamOrdered) {
+  // Allocated, written by a kernel, copied out, freed: all enqueued, the
+  // host waits once; then again, from what the pool kept.
+  for (int round = 0; round < 2; ++round) {
+    constexpr int64_t n = 300;
+    void *device = nullptr;
+    ASSERT_EQ(ddprt_device_alloc(context_, n * sizeof(float), &device),
+              DDPRT_OK)
+        << ddprt_last_error(context_);
+    std::vector<float> zeros(n, 0.0f), back(n, -1.0f);
+    ddprt_buffer host = {zeros.data(), DDPRT_F32, n};
+    ddprt_buffer buffer = {device, DDPRT_F32, n};
+    ASSERT_EQ(ddprt_copy(context_, &host, &buffer, 1), DDPRT_OK);
+    int64_t count = n;
+    float k = float(round + 1);
+    void *params[] = {&device, &count, &k};
+    ASSERT_EQ(ddprt_launch_kernel(context_, kTwicePlusPtx, "twice_plus", 2, 1,
+                                  1, 256, 1, 1, 0, params),
+              DDPRT_OK)
+        << ddprt_last_error(context_);
+    ddprt_buffer out = {back.data(), DDPRT_F32, n};
+    ASSERT_EQ(ddprt_copy(context_, &buffer, &out, 1), DDPRT_OK);
+    ASSERT_EQ(ddprt_device_free(context_, device), DDPRT_OK)
+        << ddprt_last_error(context_);
+    sync();
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(back[i], k) << "element " << i;
+  }
+}
+
 TEST_F(Cuda, ABadKernelImageOrNameSaysWhy) {
   void *params[] = {nullptr};
   EXPECT_EQ(ddprt_launch_kernel(context_, "not PTX", "twice_plus", 1, 1, 1, 1,

@@ -188,9 +188,13 @@ struct ConvertDDPToLLVM
       target.addDynamicallyLegalDialect<
           DDPDialect, cf::ControlFlowDialect, memref::MemRefDialect,
           affine::AffineDialect, scf::SCFDialect, math::MathDialect,
-          arith::ArithDialect, ub::UBDialect, gpu::GPUDialect>(inBody);
-      // The kernels' images (launched from the bodies, step 2).
-      target.addLegalOp<gpu::BinaryOp>();
+          arith::ArithDialect, ub::UBDialect>(inBody);
+      // Launches (converted with the bodies, step 2), the kernels' images,
+      // and kernels not compiled yet (their launches say so in step 2).
+      target.addDynamicallyLegalDialect<gpu::GPUDialect>([&](Operation *op) {
+        return inBody(op) || isa<gpu::BinaryOp, gpu::GPUModuleOp>(op) ||
+               op->getParentOfType<gpu::GPUModuleOp>();
+      });
       for (ConvertToLLVMPatternInterface *other : otherDialects())
         target.addLegalDialect(other->getDialect()->getNamespace());
       RewritePatternSet patterns = bodyPatterns();

@@ -28,6 +28,7 @@
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 using namespace mlir;
@@ -433,6 +434,67 @@ struct AssertLowering : ConvertOpToLLVMPattern<cf::AssertOp> {
   std::shared_ptr<SharedState> shared;
 };
 
+/// memref.alloc with ddp.device_memory (ddp-device-allocations): the
+/// buffer from ddprt_device_alloc, an identity-layout descriptor around it
+/// (its allocated and aligned pointers the same: the runtime's memory is
+/// aligned for every element type).
+struct DeviceAllocLowering : ConvertOpToLLVMPattern<memref::AllocOp> {
+  DeviceAllocLowering(const LLVMTypeConverter &converter,
+                      std::shared_ptr<SharedState> shared)
+      : ConvertOpToLLVMPattern(converter, /*benefit=*/2),
+        shared(std::move(shared)) {}
+
+  LogicalResult
+  matchAndRewrite(memref::AllocOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    MemRefType type = op.getType();
+    if (!op->hasAttr(DDPDialect::DeviceMemoryAttrHelper::getNameStr()) ||
+        !isConvertibleAndHasIdentityMaps(type))
+      return failure();
+    Location loc = op.getLoc();
+    SmallVector<Value, 4> sizes, strides;
+    Value bytes;
+    getMemRefDescriptorSizes(loc, type, adaptor.getDynamicSizes(), rewriter,
+                             sizes, strides, bytes, /*sizeInBytes=*/true);
+    RuntimeCall rt(rewriter, op, *getTypeConverter(), shared.get());
+    Value slot = rt.entryAlloca(rt.ptr, 1);
+    if (failed(rt.checkedCall("ddprt_device_alloc", {bytes, slot})))
+      return failure();
+    Value pointer = LLVM::LoadOp::create(rewriter, loc, rt.ptr, slot);
+    MemRefDescriptor descriptor = createMemRefDescriptor(
+        loc, type, pointer, pointer, sizes, strides, rewriter);
+    rewriter.replaceOp(op, Value(descriptor));
+    return success();
+  }
+
+  std::shared_ptr<SharedState> shared;
+};
+
+/// memref.dealloc with ddp.device_memory: ddprt_device_free, in stream
+/// order.
+struct DeviceDeallocLowering : ConvertOpToLLVMPattern<memref::DeallocOp> {
+  DeviceDeallocLowering(const LLVMTypeConverter &converter,
+                        std::shared_ptr<SharedState> shared)
+      : ConvertOpToLLVMPattern(converter, /*benefit=*/2),
+        shared(std::move(shared)) {}
+
+  LogicalResult
+  matchAndRewrite(memref::DeallocOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    if (!op->hasAttr(DDPDialect::DeviceMemoryAttrHelper::getNameStr()))
+      return failure();
+    RuntimeCall rt(rewriter, op, *getTypeConverter(), shared.get());
+    Value pointer = MemRefDescriptor(adaptor.getMemref())
+                        .allocatedPtr(rewriter, op.getLoc());
+    if (failed(rt.checkedCall("ddprt_device_free", {pointer})))
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+  std::shared_ptr<SharedState> shared;
+};
+
 /// gpu.launch_func of an outlined kernel whose gpu.binary holds its image
 /// (ddp-lower-to-llvm{target=cuda}): ddprt_launch_kernel(context, image,
 /// name, grid, block, shared memory, params), the image a constant global
@@ -576,7 +638,8 @@ void mlir::ddp::populateDDPLaunchToLLVMConversionPatterns(
   std::shared_ptr<SharedState> shared;
   if (symbolTables)
     shared = std::make_shared<SharedState>(*symbolTables);
-  patterns.add<LaunchFuncLowering>(converter, shared);
+  patterns.add<LaunchFuncLowering, DeviceAllocLowering, DeviceDeallocLowering>(
+      converter, shared);
 }
 
 void mlir::ddp::populateDDPAssertToLLVMConversionPatterns(

@@ -14,6 +14,7 @@
 
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/SymbolTable.h"
@@ -144,7 +145,8 @@ FailureOr<std::string> kernelImage(Operation *op, bool report) {
     return failure();
   if (!binary)
     return op->emitOpError()
-           << "launches a kernel of " << launch.getKernelModuleName()
+           << "launches a kernel of @"
+           << launch.getKernelModuleName().getValue()
            << ", which is not a gpu.binary: compile the GPU modules first "
               "(gpu-module-to-binary)";
   ArrayRef<Attribute> objects = binary.getObjects().getValue();
@@ -152,9 +154,9 @@ FailureOr<std::string> kernelImage(Operation *op, bool report) {
                                     : gpu::ObjectAttr();
   if (!object)
     return op->emitOpError()
-           << "launches a kernel of " << launch.getKernelModuleName()
-           << ", which has " << objects.size()
-           << " objects: the runtime loads exactly one";
+           << "launches a kernel of @"
+           << launch.getKernelModuleName().getValue() << ", which has "
+           << objects.size() << " objects: the runtime loads exactly one";
   return object.getObject().getValue().str();
 }
 
@@ -267,7 +269,9 @@ namespace {
 /// `op`.
 bool callsRuntime(Operation *op) {
   return isa<cf::AssertOp, gpu::LaunchFuncOp>(op) ||
-         isa<DDPDialect>(op->getDialect());
+         isa<DDPDialect>(op->getDialect()) ||
+         (isa<memref::AllocOp, memref::DeallocOp>(op) &&
+          op->hasAttr(DDPDialect::DeviceMemoryAttrHelper::getNameStr()));
 }
 
 /// The constant globals the runtime calls that replace `op` may refer to:

@@ -582,6 +582,19 @@ ddprt_status ddprt_checkpoint_load(ddprt_context *context, const char *path);
    inputs, and the allocations of a step run on a GPU). */
 ddprt_status ddprt_alloc(ddprt_context *context, size_t bytes, void **pointer);
 void ddprt_free(ddprt_context *context, void *pointer);
+/* Memory of the backend alone, in stream order: on the CUDA backend device
+   memory from the device's stream-ordered pool (cudaMallocAsync on the
+   compute stream; the pool keeps what is freed for the next allocation
+   instead of returning it to the driver), usable by every call and kernel
+   enqueued after the allocation; ddprt_device_free gives it back after the
+   work enqueued before the free, without waiting. The host must not read
+   or write it (ddprt_copy does). On the CPU backend, 64-byte aligned host
+   memory. Steps lowered for the GPU (ddp-lower-to-llvm{target=cuda})
+   allocate the buffers only their kernels and runtime calls touch with it.
+   Since 0.4.0. */
+ddprt_status ddprt_device_alloc(ddprt_context *context, size_t bytes,
+                                void **pointer);
+ddprt_status ddprt_device_free(ddprt_context *context, void *pointer);
 /*===--- Compiled code ---------------------------------------------------===*/
 /* Code lowered from the ddp dialect (convert-ddp-to-llvm) calls the runtime
    with the current context and passes every status to ddprt_check.
@@ -655,6 +668,8 @@ int32_t ddprt_nonfinite_is_this_rank_only(const ddprt_context *context);
   X(ddprt_random_normal)                                                       \
   X(ddprt_top_k)                                                               \
   X(ddprt_launch_kernel)                                                       \
+  X(ddprt_device_alloc)                                                        \
+  X(ddprt_device_free)                                                         \
   X(ddprt_project)                                                             \
   X(ddprt_backproject)                                                         \
   X(ddprt_orthogonalize)                                                       \

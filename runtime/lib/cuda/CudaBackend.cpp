@@ -607,6 +607,28 @@ public:
     cudaSetDevice(device_);
     cudaFree(pointer);
   }
+  /// From the device's default pool, which keeps freed memory (its
+  /// release threshold raised once): a step's temporaries cost no driver
+  /// call after the first step.
+  Error allocateDevice(size_t bytes, void **pointer) override {
+    DDPRT_TRY(enter());
+    if (!poolKept_) {
+      cudaMemPool_t pool = nullptr;
+      CUDA_TRY(cudaDeviceGetDefaultMemPool(&pool, device_));
+      uint64_t keep = UINT64_MAX;
+      CUDA_TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold,
+                                       &keep));
+      poolKept_ = true;
+    }
+    CUDA_TRY(cudaMallocAsync(pointer, bytes == 0 ? 1 : bytes, compute_));
+    return Error::success();
+  }
+  Error deallocateDevice(void *pointer) override {
+    // (Also after a failure: the step's frees still run.)
+    DDPRT_TRY(selectDevice());
+    CUDA_TRY(cudaFreeAsync(pointer, compute_));
+    return Error::success();
+  }
   /// cudaMemcpyDefault lets unified addressing find where each side lives.
   /// A host destination is only complete after ddprt_synchronize.
   Error copy(void *destination, const void *source, size_t bytes) override {
@@ -974,6 +996,8 @@ private:
   cuda::Scratch scratch_, commScratch_;
   /// The kernels compiled steps launch (ddprt_launch_kernel).
   cuda::CompiledKernels compiled_;
+  /// Whether the default pool keeps what ddprt_device_free returns.
+  bool poolKept_ = false;
   cuda::ProjectorPolicy policy_;
   cuda::Gemm gemm_;
   bool shutDown_ = false;

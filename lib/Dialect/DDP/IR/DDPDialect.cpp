@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMTypes.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -102,6 +103,14 @@ LogicalResult DDPDialect::verifyOperationAttribute(Operation *op,
         value.getInt() < 1 || !isa<FunctionOpInterface>(op))
       return op->emitError() << "'" << name.getValue()
                              << "' is an i64 attribute >= 1 of a function";
+    return success();
+  }
+  if (name == getDeviceMemoryAttrHelper().getName()) {
+    if (!isa<UnitAttr>(attribute.getValue()) ||
+        !isa<memref::AllocOp, memref::DeallocOp>(op))
+      return op->emitError() << "'" << name.getValue()
+                             << "' is a unit attribute of a 'memref.alloc' "
+                                "or 'memref.dealloc'";
     return success();
   }
   if (name == getPlanAttrHelper().getName()) {

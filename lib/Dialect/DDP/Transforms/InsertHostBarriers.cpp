@@ -14,6 +14,7 @@
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -34,12 +35,15 @@ bool touchesMemory(Operation *op) {
   return !effects || !effects->empty();
 }
 
-/// A runtime call, or a kernel launch (ddp-map-loops-to-gpu's, outlined),
-/// which the runtime enqueues on the compute stream the same way.
+/// A runtime call, a kernel launch (ddp-map-loops-to-gpu's, outlined), or
+/// a free of device memory (ddp-device-allocations'), which the runtime
+/// enqueues on the compute stream the same way.
 bool isRuntimeCall(Operation *op) {
   return (isa_and_nonnull<DDPDialect>(op->getDialect()) &&
           !isa<BufferHostBarrierOp>(op)) ||
-         isa<gpu::LaunchFuncOp>(op);
+         isa<gpu::LaunchFuncOp>(op) ||
+         (isa<memref::DeallocOp>(op) &&
+          op->hasAttr(DDPDialect::DeviceMemoryAttrHelper::getNameStr()));
 }
 
 struct Summary {

@@ -546,3 +546,11 @@ func.func @count_negative() {
   ddp.count_uncompressed -3
   return
 }
+
+// -----
+
+func.func @device_memory_on_a_load(%m: memref<4xf32>, %i: index) -> f32 {
+  // expected-error @+1 {{'ddp.device_memory' is a unit attribute of a 'memref.alloc' or 'memref.dealloc'}}
+  %x = memref.load %m[%i] {ddp.device_memory} : memref<4xf32>
+  return %x : f32
+}

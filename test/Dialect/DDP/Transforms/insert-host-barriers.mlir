@@ -107,3 +107,35 @@ module attributes {gpu.container_module} {
     return %x : f32
   }
 }
+
+// -----
+
+// A free of device memory (ddp-device-allocations') is enqueued after the
+// kernels too: no wait before it; the free of a buffer the host can read
+// waits; the return waits for the rest.
+// CHECK-LABEL: func.func @frees(
+// CHECK:         gpu.launch_func @k::@k
+// CHECK-NEXT:    memref.dealloc %{{.*}} {ddp.device_memory}
+// CHECK-NEXT:    ddp.buffer.host_barrier
+// CHECK-NEXT:    memref.dealloc %{{.*}} : memref<4xf32>
+// CHECK-NEXT:    memref.dealloc %{{.*}} {ddp.device_memory}
+// CHECK-NEXT:    ddp.buffer.host_barrier
+// CHECK-NEXT:    return
+module attributes {gpu.container_module} {
+  gpu.module @k {
+    gpu.func @k(%a: memref<4xf32>) kernel {
+      gpu.return
+    }
+  }
+  func.func @frees() {
+    %c1 = arith.constant 1 : index
+    %device = memref.alloc() {ddp.device_memory} : memref<4xf32>
+    %shared = memref.alloc() : memref<4xf32>
+    %other = memref.alloc() {ddp.device_memory} : memref<4xf32>
+    gpu.launch_func @k::@k blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%device : memref<4xf32>)
+    memref.dealloc %device {ddp.device_memory} : memref<4xf32>
+    memref.dealloc %shared : memref<4xf32>
+    memref.dealloc %other {ddp.device_memory} : memref<4xf32>
+    return
+  }
+}

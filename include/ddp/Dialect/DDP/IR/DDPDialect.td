@@ -51,6 +51,11 @@ def DDP_Dialect : Dialect {
     // turned into ddp collectives over every rank); hosts refuse a job of
     // another size.
     "::mlir::IntegerAttr":$world_size,
+    // On a memref.alloc and the memref.dealloc that frees it, in a step
+    // lowered for the GPU: the buffer is device memory from the runtime's
+    // stream-ordered pool (ddprt_device_alloc, ddprt_device_free), which
+    // only kernels and runtime calls touch (ddp-device-allocations).
+    "::mlir::UnitAttr":$device_memory,
     // On a function's argument or result: the gradient's name
     // ("fc1.weight"), the name hosts use for it (ddp-run's --inputs and
     // {name}, step.json, checkpoints of its states). The passes record it

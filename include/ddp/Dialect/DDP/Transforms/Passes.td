@@ -639,6 +639,32 @@ def DDPMapLoopsToGPU : Pass<"ddp-map-loops-to-gpu", "::mlir::func::FuncOp"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def DDPDeviceAllocations
+    : Pass<"ddp-device-allocations", "::mlir::func::FuncOp"> {
+  let summary = "Put the buffers only the device touches in the runtime's "
+                "stream-ordered device memory";
+  let description = [{
+    Runs in `ddp-lower-to-llvm{target=cuda}` after the kernels are outlined
+    (`gpu.launch_func`). A `memref.alloc` whose buffer is used only by
+    kernel launches, runtime calls (ddp ops) and views of it, and freed by
+    `memref.dealloc` in the function, gets `ddp.device_memory`, and so do
+    its deallocations: convert-ddp-to-llvm lowers them to
+    `ddprt_device_alloc` and `ddprt_device_free` (on CUDA, `cudaMallocAsync`
+    and `cudaFreeAsync` on the compute stream, from a pool that keeps
+    memory between steps), and `ddp-insert-host-barriers` lets such a free
+    go without waiting for the device (it is enqueued after the kernels
+    that use the buffer). Every other buffer stays where the host can read
+    it (managed memory on CUDA): what the step returns, what the host reads
+    or writes, what a function call or the deallocation's bookkeeping
+    (`extract_aligned_pointer_as_index`, conditional frees through the
+    ownership helper) sees.
+  }];
+  let statistics = [
+    Statistic<"numDevice", "num-device", "allocations in device memory">
+  ];
+  let dependentDialects = ["::mlir::ddp::DDPDialect"];
+}
+
 def DDPCheckLowerable : Pass<"ddp-check-lowerable", "::mlir::ModuleOp"> {
   let summary = "Check that every tensor op has a bufferization model "
                 "registered, before ddp-lower-to-llvm bufferizes";
