@@ -119,6 +119,7 @@ LoweringOptions LoweringPipelineOptions::get() const {
   options.target = target;
   options.gpuChip = gpuChip;
   options.libdevice = libdevice;
+  options.splitReductions = splitReductions;
   return options;
 }
 
@@ -284,7 +285,11 @@ void mlir::ddp::buildLoweringPipeline(OpPassManager &pm,
   // else changes.
   DDPParallelizeLoopsOptions parallelize;
   parallelize.parallel = options.parallelLoops;
-  // On a GPU every element-wise loop nest is parallel, whatever its size.
+  // A minimum or maximum over a long loop in parallel chunks (on a GPU
+  // always); then on a GPU every element-wise loop nest is parallel,
+  // whatever its size.
+  if (cuda || options.splitReductions)
+    pm.addNestedPass<func::FuncOp>(createDDPSplitReductions());
   if (cuda) {
     parallelize.parallel = true;
     parallelize.everyLoop = true;

@@ -2,7 +2,7 @@
 // (an option of ddp-lower-to-llvm failed with no message at all, and with
 // powersgd-rank=0 PowerSGD's values were never checked).
 // RUN: not ddp-opt %s --ddp-lower-to-llvm=bogus=1 2>&1 | FileCheck %s --check-prefix=LOWER
-// LOWER: error: ddp-lower-to-llvm: no such option 'bogus'; the options are contractions, gpu-chip, libdevice, parallel-loops, runtime-checks, scale-workarounds, sum-order, target
+// LOWER: error: ddp-lower-to-llvm: no such option 'bogus'; the options are contractions, gpu-chip, libdevice, parallel-loops, runtime-checks, scale-workarounds, split-reductions, sum-order, target
 // RUN: not ddp-opt %s --pass-pipeline='builtin.module(ddp-lower-to-llvm{bogus=1})' 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=LOWER
 // RUN: not ddp-opt %s --ddp-compress="powersgd-rank=0 min-compression-rate=-1" 2>&1 \

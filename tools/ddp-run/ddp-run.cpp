@@ -220,6 +220,13 @@ static cl::opt<mlir::ddp::LoweringTarget> target(
                           "as GPU kernels (PTX) the runtime launches on its "
                           "compute stream: --backend=cuda only")),
     cl::init(mlir::ddp::LoweringTarget::cpu), cl::cat(category));
+static cl::opt<bool> splitReductions(
+    "split-reductions", cl::init(false), cl::Hidden,
+    cl::desc("Reduce minimums and maximums over long loops in parallel "
+             "chunks, as steps lowered for the GPU do "
+             "(ddp-lower-to-llvm{split-reductions}): for checking on the "
+             "CPU that the results are the same bits"),
+    cl::cat(category));
 static cl::opt<bool> scaleWorkarounds(
     "scale-workarounds", cl::init(true), cl::Hidden,
     cl::desc("For measuring upstream: --scale-workarounds=false lowers the "
@@ -323,6 +330,7 @@ mlir::ddp::LoweringOptions loweringOptions() {
   options.parallelLoops = parallelLoops;
   options.scaleWorkarounds = scaleWorkarounds;
   options.target = target;
+  options.splitReductions = splitReductions;
   if (!target.getNumOccurrences() && backend == "cuda")
     options.target = mlir::ddp::LoweringTarget::cuda;
   return options;

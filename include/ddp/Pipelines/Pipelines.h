@@ -194,6 +194,9 @@ struct LoweringOptions {
   /// target=cuda: libdevice (CUDA's math functions, which the kernels'
   /// math ops call); "" finds it under /usr/local/cuda or CUDA_HOME.
   std::string libdevice;
+  /// ddp-split-reductions: minimums and maximums over long loops in
+  /// parallel chunks (always with target=cuda).
+  bool splitReductions = false;
   /// ddp-insert-runtime-checks: indices, slices, shapes and integer
   /// division checked when the step runs.
   bool runtimeChecks = true;
@@ -271,6 +274,12 @@ struct LoweringPipelineOptions
       *this, "gpu-chip",
       llvm::cl::desc("target=cuda: the GPU architecture of the kernels"),
       llvm::cl::init("sm_90")};
+  PassOptions::Option<bool> splitReductions{
+      *this, "split-reductions",
+      llvm::cl::desc("Reduce minimums and maximums over long loops in "
+                     "parallel chunks (ddp-split-reductions; the same "
+                     "bits); always with target=cuda"),
+      llvm::cl::init(false)};
   PassOptions::Option<std::string> libdevice{
       *this, "libdevice",
       llvm::cl::desc("target=cuda: CUDA's libdevice.10.bc, which kernels "

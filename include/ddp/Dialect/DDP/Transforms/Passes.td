@@ -588,6 +588,37 @@ def DDPInsertHostBarriers
   let dependentDialects = ["::mlir::ddp::DDPDialect"];
 }
 
+def DDPSplitReductions
+    : Pass<"ddp-split-reductions", "::mlir::func::FuncOp"> {
+  let summary = "Split reductions whose result does not depend on their "
+                "order into chunks reduced in parallel";
+  let description = [{
+    Runs in `ddp-lower-to-llvm{target=cuda}` on buffers, before
+    `ddp-parallelize-loops`. A linalg op with one reduction loop longer
+    than `chunk` whose every output combines with a minimum or a maximum
+    (`arith.minimumf`, `maximumf`, `minsi`, `maxsi`, `minui`, `maxui`: a
+    quantizer's range over a bucket) becomes two loop nests: an
+    `scf.parallel` over the chunks of `chunk` iterations (and the op's
+    parallel loops), each reducing its chunk from the output's initial
+    value into a partial result (in registers), and an `scf.parallel` over
+    the output elements that combines their chunks' partial results. The
+    result is the same bits in any order (NaN and signed zeros included),
+    so the same as one thread's. Sums, products and `minnumf`/`maxnumf`
+    (whose choice between -0 and +0 is left open) are left alone.
+  }];
+  let options = [
+    Option<"chunk", "chunk", "int64_t", /*default=*/"1024",
+           "Iterations of the reduction loop each thread reduces">
+  ];
+  let statistics = [
+    Statistic<"numSplit", "num-split", "reductions split">
+  ];
+  let dependentDialects = ["::mlir::affine::AffineDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 def DDPMapLoopsToGPU : Pass<"ddp-map-loops-to-gpu", "::mlir::func::FuncOp"> {
   let summary = "Put the step's own loops on the GPU as gpu.launch kernels";
   let description = [{
