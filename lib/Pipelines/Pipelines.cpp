@@ -150,6 +150,8 @@ static void buildKernelPipeline(OpPassManager &pm,
                                 const LoweringOptions &options) {
   pm.addNestedPass<func::FuncOp>(createDDPMapLoopsToGPU());
   pm.addPass(createGpuKernelOutliningPass());
+  // One module, compiled once, whatever the number of kernels.
+  pm.addPass(createDDPMergeGPUModules());
   // Buffers only kernels and runtime calls touch: device memory, freed in
   // stream order.
   pm.addNestedPass<func::FuncOp>(createDDPDeviceAllocations());

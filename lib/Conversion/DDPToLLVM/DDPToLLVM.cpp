@@ -517,8 +517,8 @@ struct LaunchFuncLowering : ConvertOpToLLVMPattern<gpu::LaunchFuncOp> {
         op.hasClusterSize() || op.getAsyncObject())
       return rewriter.notifyMatchFailure(
           op, "an async, clustered or stream-given launch");
-    FailureOr<std::string> image = kernelImage(op);
-    if (failed(image))
+    SymbolTableCollection *tables = shared ? &shared->symbolTables : nullptr;
+    if (failed(kernelImage(op, /*report=*/true, tables)))
       return failure();
     RuntimeCall rt(rewriter, op, *getTypeConverter(), shared.get());
     Location loc = op.getLoc();
@@ -537,7 +537,12 @@ struct LaunchFuncLowering : ConvertOpToLLVMPattern<gpu::LaunchFuncOp> {
     Value shared = adaptor.getDynamicSharedMemorySize();
     if (!shared)
       shared = rt.constantI32(0);
-    Value imageGlobal = rt.string(*image);
+    // One lookup of the image (all of the step's kernels) per function.
+    Value imageGlobal = rt.cachedString(
+        StringAttr::get(op.getContext(),
+                        "ddp.kernel_image:" +
+                            op.getKernelModuleName().getValue()),
+        [&] { return kernelImage(op, /*report=*/true, tables)->str(); });
     Value name = rt.string(op.getKernelName().getValue());
     if (!imageGlobal || !name ||
         failed(rt.checkedCall("ddprt_launch_kernel",

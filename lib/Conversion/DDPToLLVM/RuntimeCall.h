@@ -153,6 +153,12 @@ public:
   /// A pointer to a NUL-terminated constant string, one global per text.
   Value string(StringRef text) { return global(ConstantGlobal::string(text)); }
 
+  /// string(text()) for `key`, looked up once per function (for large
+  /// texts, such as a kernel image, which are hashed to be found).
+  Value cachedString(Attribute key, function_ref<std::string()> text) {
+    return cached(key, [&] { return string(text()); });
+  }
+
   /// An alloca of `count` elements of `type` at the start of the function,
   /// so that calls in loops do not grow the stack. Shared, the n-th array
   /// of an op is the n-th array of the same type and size of every other op

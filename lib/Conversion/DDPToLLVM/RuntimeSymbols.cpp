@@ -136,10 +136,18 @@ std::optional<SmallVector<int64_t, 4>> recordOf(Type type, Layout layout) {
 
 namespace mlir::ddp::lowering {
 
-FailureOr<std::string> kernelImage(Operation *op, bool report) {
+FailureOr<StringRef> kernelImage(Operation *op, bool report,
+                                 SymbolTableCollection *tables) {
   auto launch = cast<gpu::LaunchFuncOp>(op);
-  auto binary = SymbolTable::lookupNearestSymbolFrom<gpu::BinaryOp>(
-      op, launch.getKernelModuleName());
+  gpu::BinaryOp binary;
+  if (tables) {
+    Operation *symbolTable = SymbolTable::getNearestSymbolTable(op);
+    binary = tables->lookupSymbolIn<gpu::BinaryOp>(
+        symbolTable, launch.getKernelModuleName());
+  } else {
+    binary = SymbolTable::lookupNearestSymbolFrom<gpu::BinaryOp>(
+        op, launch.getKernelModuleName());
+  }
   if (!report && (!binary || binary.getObjects().size() != 1 ||
                   !isa<gpu::ObjectAttr>(binary.getObjects()[0])))
     return failure();
@@ -157,7 +165,7 @@ FailureOr<std::string> kernelImage(Operation *op, bool report) {
            << "launches a kernel of @"
            << launch.getKernelModuleName().getValue() << ", which has "
            << objects.size() << " objects: the runtime loads exactly one";
-  return object.getObject().getValue().str();
+  return object.getObject().getValue();
 }
 
 LLVM::LLVMFunctionType runtimeFunctionType(MLIRContext *context,
@@ -277,7 +285,8 @@ bool callsRuntime(Operation *op) {
 /// The constant globals the runtime calls that replace `op` may refer to:
 /// its description, the state it names, its message, and its operands'
 /// tables in either layout. Every op has at least its description.
-void constantsOf(Operation *op, std::vector<ConstantGlobal> &constants) {
+void constantsOf(Operation *op, std::vector<ConstantGlobal> &constants,
+                 llvm::DenseSet<StringAttr> &images) {
   constants.push_back(ConstantGlobal::string(describe(op)));
   for (StringRef name : {"state", "msg", "message"}) {
     std::optional<Attribute> attribute = op->getInherentAttr(name);
@@ -292,12 +301,15 @@ void constantsOf(Operation *op, std::vector<ConstantGlobal> &constants) {
     if (std::optional<ConstantGlobal> table = operandTable(op, layout))
       constants.push_back(std::move(*table));
   // A kernel launch: its kernel's name and its module's image.
+  // A kernel launch: its kernel's name and its module's image (once per
+  // module: an image is all of a step's kernels).
   if (auto launch = dyn_cast<gpu::LaunchFuncOp>(op)) {
     constants.push_back(
         ConstantGlobal::string(launch.getKernelName().getValue()));
-    if (FailureOr<std::string> image = kernelImage(op, /*report=*/false);
-        succeeded(image))
-      constants.push_back(ConstantGlobal::string(*image));
+    if (images.insert(launch.getKernelModuleName()).second)
+      if (FailureOr<StringRef> image = kernelImage(op, /*report=*/false);
+          succeeded(image))
+        constants.push_back(ConstantGlobal::string(*image));
   }
 }
 
@@ -336,9 +348,10 @@ DDPRuntimeDeclarations::declare(ModuleOp module,
     roots.push_back(&op);
   std::vector<std::vector<ConstantGlobal>> constants(roots.size());
   parallelFor(context, 0, roots.size(), [&](size_t i) {
+    llvm::DenseSet<StringAttr> images;
     roots[i]->walk([&](Operation *op) {
       if (callsRuntime(op))
-        constantsOf(op, constants[i]);
+        constantsOf(op, constants[i], images);
     });
   });
   if (llvm::all_of(constants, [](const auto &list) { return list.empty(); }))

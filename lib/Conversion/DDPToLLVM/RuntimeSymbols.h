@@ -17,6 +17,7 @@
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Operation.h"
+#include "mlir/IR/SymbolTable.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/xxhash.h"
@@ -91,9 +92,12 @@ std::optional<ConstantGlobal> operandTable(Operation *op, Layout layout);
 std::string describe(Operation *op);
 
 /// The image a gpu.launch_func (`op`) launches: the one object of the
-/// gpu.binary its kernel module names. Fails where there is no such binary,
-/// or it has several objects, with an error on `op` if `report`.
-FailureOr<std::string> kernelImage(Operation *op, bool report = true);
+/// gpu.binary its kernel module names (looked up in `tables` if given: a
+/// module's cached table, rather than a scan of the module per launch).
+/// Fails where there is no such binary, or it has several objects, with an
+/// error on `op` if `report`.
+FailureOr<StringRef> kernelImage(Operation *op, bool report = true,
+                                 SymbolTableCollection *tables = nullptr);
 
 /// The signature of runtime function `name`, if it is one.
 LLVM::LLVMFunctionType runtimeFunctionType(MLIRContext *context,

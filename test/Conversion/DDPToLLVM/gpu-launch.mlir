@@ -11,6 +11,8 @@
 // CHECK-DAG: llvm.mlir.global internal constant @[[NAME:__ddp_str_[0-9A-F_]+]]("k\00")
 // CHECK-LABEL: llvm.func @step(
 // CHECK-SAME:    %[[N:[^:]*]]: i64
+// The image's address once per function, at its entry.
+// CHECK-NEXT:    %[[IMAGE_PTR:.*]] = llvm.mlir.addressof @[[IMAGE]]
 // CHECK:         %[[FIVE:.*]] = llvm.mlir.constant(5 : i64) : i64
 // CHECK-NEXT:    %[[PARAMS:.*]] = llvm.alloca %[[FIVE]] x !llvm.ptr
 // CHECK:         %[[END:.*]] = llvm.getelementptr %{{.*}}[%[[N]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
@@ -19,7 +21,6 @@
 // CHECK:         llvm.call @ddprt_check(%[[CTX]], %[[STATUS]],
 // CHECK:         llvm.load %[[SLOT]] : !llvm.ptr -> !llvm.ptr
 // CHECK-COUNT-5: llvm.store %{{.*}}, %{{.*}} : !llvm.ptr, !llvm.ptr
-// CHECK:         %[[IMAGE_PTR:.*]] = llvm.mlir.addressof @[[IMAGE]]
 // CHECK:         %[[NAME_PTR:.*]] = llvm.mlir.addressof @[[NAME]]
 // CHECK:         %[[LAUNCHED:.*]] = llvm.call @ddprt_launch_kernel(%[[CTX]], %[[IMAGE_PTR]], %[[NAME_PTR]], %[[N]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[PARAMS]])
 // CHECK:         llvm.call @ddprt_check(%[[CTX]], %[[LAUNCHED]],

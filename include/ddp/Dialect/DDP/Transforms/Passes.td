@@ -696,6 +696,25 @@ def DDPDeviceAllocations
   let dependentDialects = ["::mlir::ddp::DDPDialect"];
 }
 
+def DDPMergeGPUModules
+    : Pass<"ddp-merge-gpu-modules", "::mlir::ModuleOp"> {
+  let summary = "Put every outlined kernel in one GPU module";
+  let description = [{
+    Runs in `ddp-lower-to-llvm{target=cuda}` right after
+    `gpu-kernel-outlining`, which makes one `gpu.module` per kernel. Every
+    kernel moves into the first module, named after the module it came from
+    (unique in the module), and every `gpu.launch_func` is pointed at it: the
+    kernels are compiled to PTX in one LLVM module, once, instead of setting
+    up the NVPTX backend for each of thousands of kernels, and the runtime
+    loads one image per step. Modules with other targets, attributes or
+    contents than one kernel are left as they are.
+  }];
+  let statistics = [
+    Statistic<"numMerged", "num-merged", "kernels moved into one module">
+  ];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
 def DDPCheckLowerable : Pass<"ddp-check-lowerable", "::mlir::ModuleOp"> {
   let summary = "Check that every tensor op has a bufferization model "
                 "registered, before ddp-lower-to-llvm bufferizes";
