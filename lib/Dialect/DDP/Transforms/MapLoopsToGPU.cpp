@@ -156,8 +156,11 @@ bool isSinkableLoad(memref::LoadOp load, llvm::SetVector<Operation *> &chain) {
   for (Operation *op : found)
     if (last->isBeforeInBlock(op))
       last = op;
+  // (A parallel loop or a copy is a launch of its own, which would split
+  // the kernel.)
   for (Operation *op = load->getNextNode(); op != last; op = op->getNextNode())
-    if (!found.contains(op) && !isSerialKernelPart(op) && !mayStayBefore(op))
+    if (isa<scf::ParallelOp, memref::CopyOp>(op) ||
+        (!found.contains(op) && !isSerialKernelPart(op) && !mayStayBefore(op)))
       return false;
   chain.insert(found.begin(), found.end());
   return true;

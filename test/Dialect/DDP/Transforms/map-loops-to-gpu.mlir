@@ -219,3 +219,26 @@ func.func @loss(%a: memref<64xf32>, %acc: memref<f32>, %out: memref<f32>) -> f32
   %r = memref.load %acc[] : memref<f32>
   return %r : f32
 }
+
+// -----
+
+// A parallel loop between the load and the store it feeds is a launch of
+// its own: the load stays on the host (one kernel cannot hold both).
+// CHECK-LABEL: func.func @split_chain(
+// CHECK:         %[[V:.*]] = memref.load %{{.*}}[] : memref<f32>
+// CHECK:         gpu.launch
+// CHECK:         gpu.launch
+// CHECK-NEXT:      memref.store %[[V]]
+func.func @split_chain(%acc: memref<f32>, %a: memref<64xf32>, %out: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %zero = arith.constant 0.0 : f32
+  %v = memref.load %acc[] : memref<f32>
+  scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+    memref.store %zero, %a[%i] : memref<64xf32>
+    scf.reduce
+  }
+  memref.store %v, %out[] : memref<f32>
+  return
+}
