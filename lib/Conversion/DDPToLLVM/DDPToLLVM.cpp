@@ -517,8 +517,9 @@ struct LaunchFuncLowering : ConvertOpToLLVMPattern<gpu::LaunchFuncOp> {
         op.hasClusterSize() || op.getAsyncObject())
       return rewriter.notifyMatchFailure(
           op, "an async, clustered or stream-given launch");
-    SymbolTableCollection *tables = shared ? &shared->symbolTables : nullptr;
-    if (failed(kernelImage(op, /*report=*/true, tables)))
+    FailureOr<StringRef> image = kernelImage(
+        op, /*report=*/true, shared ? &shared->symbolTables : nullptr);
+    if (failed(image))
       return failure();
     RuntimeCall rt(rewriter, op, *getTypeConverter(), shared.get());
     Location loc = op.getLoc();
@@ -542,7 +543,7 @@ struct LaunchFuncLowering : ConvertOpToLLVMPattern<gpu::LaunchFuncOp> {
         StringAttr::get(op.getContext(),
                         "ddp.kernel_image:" +
                             op.getKernelModuleName().getValue()),
-        [&] { return kernelImage(op, /*report=*/true, tables)->str(); });
+        [&] { return image->str(); });
     Value name = rt.string(op.getKernelName().getValue());
     if (!imageGlobal || !name ||
         failed(rt.checkedCall("ddprt_launch_kernel",

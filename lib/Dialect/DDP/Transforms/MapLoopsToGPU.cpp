@@ -293,34 +293,40 @@ struct MapLoopsToGPU : public ddp::impl::DDPMapLoopsToGPUBase<MapLoopsToGPU> {
     body(indices);
   }
 
+  /// A launch of one thread per point of the iteration space `counts`
+  /// (the last dimension fastest), at the rewriter's insertion point; `body`
+  /// builds a thread's work from its point's indices, inside the guard.
+  void launchEach(IRRewriter &rewriter, Location loc, ArrayRef<Value> counts,
+                  function_ref<void(ArrayRef<Value>)> body) {
+    Value total;
+    for (Value count : counts)
+      total =
+          total ? arith::MulIOp::create(rewriter, loc, total, count) : count;
+    auto [launch, linear] = createLaunch(rewriter, loc, total);
+    guardAndDelinearize(rewriter, loc, linear, total, counts, body);
+    ++numParallel;
+  }
+
   void launchParallel(IRRewriter &rewriter, scf::ParallelOp loop) {
     Location loc = loop.getLoc();
     rewriter.setInsertionPoint(loop);
     SmallVector<Value> counts;
-    Value total;
-    for (auto [lower, upper, step] : llvm::zip(
-             loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
-      Value count = tripCount(rewriter, loc, lower, upper, step);
-      counts.push_back(count);
-      total =
-          total ? arith::MulIOp::create(rewriter, loc, total, count) : count;
-    }
-    auto [launch, linear] = createLaunch(rewriter, loc, total);
-    guardAndDelinearize(
-        rewriter, loc, linear, total, counts, [&](ArrayRef<Value> indices) {
-          SmallVector<Value> ivs;
-          for (auto [index, lower, step] :
-               llvm::zip(indices, loop.getLowerBound(), loop.getStep())) {
-            Value offset = arith::MulIOp::create(rewriter, loc, index, step);
-            ivs.push_back(arith::AddIOp::create(rewriter, loc, lower, offset));
-          }
-          Block *body = loop.getBody();
-          rewriter.eraseOp(body->getTerminator());
-          rewriter.inlineBlockBefore(body, rewriter.getInsertionBlock(),
-                                     rewriter.getInsertionPoint(), ivs);
-        });
+    for (auto [lower, upper, step] :
+         llvm::zip(loop.getLowerBound(), loop.getUpperBound(), loop.getStep()))
+      counts.push_back(tripCount(rewriter, loc, lower, upper, step));
+    launchEach(rewriter, loc, counts, [&](ArrayRef<Value> indices) {
+      SmallVector<Value> ivs;
+      for (auto [index, lower, step] :
+           llvm::zip(indices, loop.getLowerBound(), loop.getStep())) {
+        Value offset = arith::MulIOp::create(rewriter, loc, index, step);
+        ivs.push_back(arith::AddIOp::create(rewriter, loc, lower, offset));
+      }
+      Block *body = loop.getBody();
+      rewriter.eraseOp(body->getTerminator());
+      rewriter.inlineBlockBefore(body, rewriter.getInsertionBlock(),
+                                 rewriter.getInsertionPoint(), ivs);
+    });
     rewriter.eraseOp(loop);
-    ++numParallel;
   }
 
   void launchCopy(IRRewriter &rewriter, memref::CopyOp copy) {
@@ -329,7 +335,7 @@ struct MapLoopsToGPU : public ddp::impl::DDPMapLoopsToGPUBase<MapLoopsToGPU> {
     Value source = copy.getSource(), target = copy.getTarget();
     auto type = cast<MemRefType>(source.getType());
     if (type.getRank() == 0) {
-      auto [launch, linear] = createLaunch(rewriter, loc, Value());
+      createLaunch(rewriter, loc, Value());
       Value value = memref::LoadOp::create(rewriter, loc, source);
       memref::StoreOp::create(rewriter, loc, value, target);
       rewriter.eraseOp(copy);
@@ -337,21 +343,13 @@ struct MapLoopsToGPU : public ddp::impl::DDPMapLoopsToGPUBase<MapLoopsToGPU> {
       return;
     }
     SmallVector<Value> counts;
-    Value total;
-    for (int64_t d = 0; d < type.getRank(); ++d) {
-      Value count = memref::DimOp::create(rewriter, loc, source, d);
-      counts.push_back(count);
-      total =
-          total ? arith::MulIOp::create(rewriter, loc, total, count) : count;
-    }
-    auto [launch, linear] = createLaunch(rewriter, loc, total);
-    guardAndDelinearize(
-        rewriter, loc, linear, total, counts, [&](ArrayRef<Value> indices) {
-          Value value = memref::LoadOp::create(rewriter, loc, source, indices);
-          memref::StoreOp::create(rewriter, loc, value, target, indices);
-        });
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      counts.push_back(memref::DimOp::create(rewriter, loc, source, d));
+    launchEach(rewriter, loc, counts, [&](ArrayRef<Value> indices) {
+      Value value = memref::LoadOp::create(rewriter, loc, source, indices);
+      memref::StoreOp::create(rewriter, loc, value, target, indices);
+    });
     rewriter.eraseOp(copy);
-    ++numParallel;
   }
 
   /// `parts` (in one block, in order, with only pure ops between them) in

@@ -12,6 +12,7 @@
 
 #include "ddp/Dialect/DDP/IR/DDP.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
+#include "ddp/Dialect/DDP/Transforms/Utils.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -198,36 +199,6 @@ struct ParallelizeLoops
     return true;
   }
 
-  /// every-loop: `op` with its parallel loops first (a column's sum over
-  /// rows runs over the columns in parallel), as a linalg.generic if it
-  /// has to move a loop; the reduction loops keep their order.
-  static linalg::LinalgOp parallelLoopsFirst(RewriterBase &rewriter,
-                                             linalg::LinalgOp op) {
-    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
-    SmallVector<unsigned> order;
-    for (unsigned d = 0; d < iterators.size(); ++d)
-      if (iterators[d] == utils::IteratorType::parallel)
-        order.push_back(d);
-    for (unsigned d = 0; d < iterators.size(); ++d)
-      if (iterators[d] != utils::IteratorType::parallel)
-        order.push_back(d);
-    if (llvm::equal(order, llvm::seq<unsigned>(0, iterators.size())))
-      return op;
-    rewriter.setInsertionPoint(op);
-    auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
-    if (!generic) {
-      FailureOr<linalg::GenericOp> generalized =
-          linalg::generalizeNamedOp(rewriter, op);
-      if (failed(generalized))
-        return op;
-      generic = *generalized;
-    }
-    FailureOr<linalg::GenericOp> interchanged =
-        linalg::interchangeGenericOp(rewriter, generic, order);
-    return succeeded(interchanged) ? linalg::LinalgOp(*interchanged)
-                                   : linalg::LinalgOp(generic);
-  }
-
   /// A tile loop (outermost, with no results once bufferized) as
   /// scf.parallel, or as scf.for nests if it is too small or calls
   /// something.
@@ -260,8 +231,15 @@ struct ParallelizeLoops
   /// to `made`).
   LogicalResult parallelizeOp(RewriterBase &rewriter, linalg::LinalgOp op,
                               SmallVectorImpl<Parallelized> &made) {
-    if (everyLoop && op.getNumReductionLoops() != 0)
-      op = parallelLoopsFirst(rewriter, op);
+    // (An op that cannot be reordered keeps its order: its leading
+    // parallel loops, if any, are the threads.)
+    if (everyLoop && op.getNumReductionLoops() != 0) {
+      rewriter.setInsertionPoint(op);
+      if (FailureOr<linalg::GenericOp> reordered =
+              parallelLoopsFirst(rewriter, op);
+          succeeded(reordered))
+        op = *reordered;
+    }
     SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
     SmallVector<int64_t> ranges = loopRangeBounds(op);
     // What the op only reads (an element-wise op writes its outputs alone).

@@ -14,6 +14,7 @@
 
 #include "ddp/Dialect/DDP/IR/DDP.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
+#include "ddp/Dialect/DDP/Transforms/Utils.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -101,34 +102,6 @@ struct SplitReductions
       split(rewriter, op);
   }
 
-  /// `op` as a generic with its reduction loop last, if it has to move.
-  static linalg::GenericOp reductionLast(IRRewriter &rewriter,
-                                         linalg::LinalgOp op) {
-    rewriter.setInsertionPoint(op);
-    auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
-    if (!generic) {
-      FailureOr<linalg::GenericOp> generalized =
-          linalg::generalizeNamedOp(rewriter, op);
-      if (failed(generalized))
-        return {};
-      generic = *generalized;
-    }
-    SmallVector<utils::IteratorType> iterators =
-        generic.getIteratorTypesArray();
-    SmallVector<unsigned> order;
-    for (unsigned d = 0; d < iterators.size(); ++d)
-      if (iterators[d] == utils::IteratorType::parallel)
-        order.push_back(d);
-    for (unsigned d = 0; d < iterators.size(); ++d)
-      if (iterators[d] != utils::IteratorType::parallel)
-        order.push_back(d);
-    if (llvm::equal(order, llvm::seq<unsigned>(0, iterators.size())))
-      return generic;
-    FailureOr<linalg::GenericOp> interchanged =
-        linalg::interchangeGenericOp(rewriter, generic, order);
-    return succeeded(interchanged) ? *interchanged : linalg::GenericOp();
-  }
-
   void split(IRRewriter &rewriter, linalg::LinalgOp linalgOp) {
     // Cheap checks first: a named op is generalized only if it qualifies.
     std::optional<int64_t> staticSize;
@@ -150,12 +123,19 @@ struct SplitReductions
       for (unsigned k = 0; k < generic.getNumDpsInits(); ++k)
         if (!exactCombiner(generic, k))
           return;
-    linalg::GenericOp op = reductionLast(rewriter, linalgOp);
-    if (!op)
+    rewriter.setInsertionPoint(linalgOp);
+    FailureOr<linalg::GenericOp> reordered =
+        parallelLoopsFirst(rewriter, linalgOp);
+    if (failed(reordered))
       return;
+    linalg::GenericOp op = *reordered;
+    if (op.getIteratorTypesArray().back() != utils::IteratorType::reduction)
+      return;
+    SmallVector<Operation *> combiners;
     for (unsigned k = 0; k < op.getNumDpsInits(); ++k)
-      if (!exactCombiner(op, k))
-        return;
+      combiners.push_back(exactCombiner(op, k));
+    if (llvm::is_contained(combiners, nullptr))
+      return;
     for (OpOperand *input : op.getDpsInputOperands())
       if (!isa<MemRefType>(input->get().getType()))
         return;
@@ -280,7 +260,7 @@ struct SplitReductions
         llvm::append_range(partialIndices, indices);
         Value part =
             memref::LoadOp::create(rewriter, loc, partials[k], partialIndices);
-        Operation *combine = exactCombiner(op, k);
+        Operation *combine = combiners[k];
         IRMapping mapping;
         mapping.map(combine->getOperand(0), loop.getRegionIterArgs()[0]);
         mapping.map(combine->getOperand(1), part);

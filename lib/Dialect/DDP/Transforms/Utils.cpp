@@ -9,6 +9,8 @@
 #include "ddp/Dialect/DDP/IR/GradientNames.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/Support/FileSystem.h"
@@ -246,6 +248,31 @@ static void orderByReadiness(Block &block, MergeKeyFn keyOf, bool reverseTies) {
     flush(&op);
   }
   // A run that ends a block without a terminator stays as it is.
+}
+
+FailureOr<linalg::GenericOp>
+mlir::ddp::parallelLoopsFirst(RewriterBase &rewriter, linalg::LinalgOp op) {
+  auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
+  if (!generic) {
+    FailureOr<linalg::GenericOp> generalized =
+        linalg::generalizeNamedOp(rewriter, op);
+    if (failed(generalized))
+      return failure();
+    generic = *generalized;
+  }
+  SmallVector<utils::IteratorType> iterators = generic.getIteratorTypesArray();
+  SmallVector<unsigned> order;
+  for (unsigned d = 0; d < iterators.size(); ++d)
+    if (iterators[d] == utils::IteratorType::parallel)
+      order.push_back(d);
+  for (unsigned d = 0; d < iterators.size(); ++d)
+    if (iterators[d] != utils::IteratorType::parallel)
+      order.push_back(d);
+  if (llvm::equal(order, llvm::seq<unsigned>(0, iterators.size())))
+    return generic;
+  FailureOr<linalg::GenericOp> interchanged =
+      linalg::interchangeGenericOp(rewriter, generic, order);
+  return succeeded(interchanged) ? *interchanged : generic;
 }
 
 std::optional<SmallVector<MemoryEffects::EffectInstance>>

@@ -19,7 +19,21 @@
 #include <optional>
 #include <string>
 
+namespace mlir::linalg {
+class GenericOp;
+class LinalgOp;
+} // namespace mlir::linalg
+
 namespace mlir::ddp {
+
+/// `op` as a linalg.generic (a named op generalized) with its parallel loops
+/// first and its other loops after them, each group in its order (a
+/// column's sum over rows: the columns first), at the rewriter's insertion
+/// point. Each output element's reduction keeps its order. Fails (and
+/// leaves `op`) where a named op cannot be generalized; a generic that
+/// cannot be interchanged is returned as it is (its iterators say).
+FailureOr<linalg::GenericOp> parallelLoopsFirst(RewriterBase &rewriter,
+                                                linalg::LinalgOp op);
 
 /// The memory effects of `op` itself (not of the ops it contains) that may
 /// conflict with other ops: every effect but an allocation (a fresh buffer
