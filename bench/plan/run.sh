@@ -69,12 +69,12 @@ for link in $LINKS; do
   fi
 done
 
-options_of() { # plan -> ddp-plan options (start-iter=0: the steady state)
+options_of() { # plan -> ddp-compress's plan options
   case "$1" in
     planned) echo "" ;;
-    powersgd-r*+fp16) local r=${1#powersgd-r}; echo "choices=powersgd+fp16 ranks=${r%+fp16}" ;;
-    powersgd-r*) echo "choices=powersgd ranks=${1#powersgd-r}" ;;
-    *) echo "choices=$1" ;;
+    powersgd-r*+fp16) local r=${1#powersgd-r}; echo "plan-choices=powersgd+fp16 plan-ranks=${r%+fp16}" ;;
+    powersgd-r*) echo "plan-choices=powersgd plan-ranks=${1#powersgd-r}" ;;
+    *) echo "plan-choices=$1" ;;
   esac
 }
 
@@ -143,8 +143,7 @@ for link in $LINKS; do
     done
     for plan in "${PLANS[@]}"; do
       "$WORK/bin/ddp-opt" "$dir/step.mlir" \
-        --ddp-plan="profile=$profile start-iter=0 tolerance=0 $(options_of "$plan")" \
-        --ddp-compress="narrow=none bucket-cap-mb=0" \
+        --ddp-compress="plan=$profile start-iter=0 plan-tolerance=0 $(options_of "$plan")" \
         --ddp-compression-report="output=/dev/null json=$WORK/$model.$link.$plan.report.json" \
         -o "$WORK/$model.$link.$plan.mlir"
     done

@@ -70,9 +70,10 @@ pass
 "${opt[@]}" --insert-random-k=ratio=0.25 --ddp-lower-to-llvm "$HERE/step.mlir" 2>/dev/null |
   $FILECHECK --check-prefix=LOWER "$HERE/expected.txt"
 pass
-# ddp-plan weighs the plugin's scheme by its cost hook, beside plain.
+# ddp-plan weighs the plugin's scheme by its cost hook, beside plain;
+# ddp-apply-planned-schemes compresses the buckets it chose the scheme for.
 "${opt[@]}" --ddp-plan="profile=test/Dialect/DDP/Transforms/Inputs/plan-1gbps.json \
-choices=plain,random-k{ratio=0.25} tolerance=0 bucket-cap-mb=0" \
+choices=plain,random-k{ratio=0.25} tolerance=0 bucket-cap-mb=0" --ddp-apply-planned-schemes \
   --ddp-compression-report "$HERE/step.mlir" -o /dev/null 2>"$WORK/plan.txt"
 $FILECHECK --check-prefix=PLAN "$HERE/expected.txt" < "$WORK/plan.txt"
 pass

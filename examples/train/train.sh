@@ -76,8 +76,7 @@ compile_args() {
     auto)
       # Among the choices the demo checks against numpy (no bf16), with
       # the PowerSGD rows' warm-up and seed.
-      echo "--ddp-plan=profile=$WORK_DIR/profile.json choices=plain,fp16,powersgd start-iter=$START_ITER seed=$SEED"
-      echo "--ddp-compress=narrow=none"
+      echo "--ddp-compress=plan=$WORK_DIR/profile.json plan-choices=plain,fp16,powersgd start-iter=$START_ITER seed=$SEED"
       ;;
     topk)
       # The largest 1% of the bucket and their indices.

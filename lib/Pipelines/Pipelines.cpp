@@ -71,8 +71,20 @@ void mlir::ddp::buildCompressionPipeline(
     plan.ranks.assign(options.planRanks.begin(), options.planRanks.end());
     plan.minRank = options.planMinRank;
     plan.never = options.planNever;
-    copyPowerSGDOptions(options, plan);
+    plan.tolerance = options.planTolerance;
+    plan.minCompressionRate = options.minCompressionRate;
+    // Bucketed above.
+    plan.bucketCapMb = 0.0;
     pm.addPass(createDDPPlan(plan));
+    // The stages that honour the plan's decisions, each taking the buckets
+    // planned its way: PowerSGD at each bucket's rank (and the shared
+    // options given here), the schemes with a cost model, fp16, bf16.
+    InsertPowerSGDOptions powersgd;
+    copyPowerSGDOptions(options, powersgd);
+    pm.addPass(createInsertPowerSGD(powersgd));
+    pm.addPass(createDDPApplyPlannedSchemes());
+    pm.addNestedPass<func::FuncOp>(createInsertFP16Compression());
+    pm.addNestedPass<func::FuncOp>(createInsertBF16Compression());
   }
   if (options.powersgdRank > 0) {
     InsertPowerSGDOptions powersgd;
@@ -384,7 +396,8 @@ void mlir::ddp::registerPipelines() {
         bool planOptions =
             !options.planKernels.empty() || !options.planChoices.empty() ||
             !options.planRanks.empty() || options.planMinRank != 1 ||
-            !options.planNever.empty() || options.planWorld != 0;
+            !options.planNever.empty() || options.planWorld != 0 ||
+            options.planTolerance != 0.05;
         if (options.plan.empty() && planOptions)
           return errorHandler("ddp-compress: the plan-* options need "
                               "plan=<profile.json>");

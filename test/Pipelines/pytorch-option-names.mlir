@@ -35,8 +35,8 @@
 // TYPO-PT: error: insert-powersgd: no such option 'use-error-feedbak'; did you mean 'use-error-feedback'?
 // RUN: not ddp-opt %s --ddp-compress="powersgd-rnak=2" 2>&1 | FileCheck %s --check-prefix=TYPO-PIPE
 // TYPO-PIPE: error: ddp-compress: no such option 'powersgd-rnak'; did you mean 'powersgd-rank'?
-// RUN: not ddp-opt %s --ddp-plan="profile=p.json strt-iter=2" 2>&1 | FileCheck %s --check-prefix=TYPO-PLAN
-// TYPO-PLAN: error: ddp-plan: no such option 'strt-iter'; did you mean 'start-iter'?
+// RUN: not ddp-opt %s --ddp-plan="profile=p.json min-compresion-rate=2" 2>&1 | FileCheck %s --check-prefix=TYPO-PLAN
+// TYPO-PLAN: error: ddp-plan: no such option 'min-compresion-rate'; did you mean 'min-compression-rate'?
 // List options are names too (they print nothing without a value).
 // RUN: not ddp-opt %s --ddp-plan="profile=p.json rnaks=1,2" 2>&1 | FileCheck %s --check-prefix=TYPO-LIST
 // TYPO-LIST: error: ddp-plan: no such option 'rnaks'; did you mean 'ranks'?

@@ -137,6 +137,10 @@ struct CompressionPipelineOptions
       *this, "plan-world",
       llvm::cl::desc("ddp-plan's world= (default: the profile's)"),
       llvm::cl::init(0)};
+  PassOptions::Option<double> planTolerance{
+      *this, "plan-tolerance",
+      llvm::cl::desc("ddp-plan's tolerance= (default: 0.05)"),
+      llvm::cl::init(0.05)};
   PassOptions::Option<double> bucketCapMb{
       *this, "bucket-cap-mb",
       llvm::cl::desc("Bucket size cap in MiB (default: 25)"),

@@ -113,6 +113,16 @@ LogicalResult DDPDialect::verifyOperationAttribute(Operation *op,
                                 "or 'memref.dealloc'";
     return success();
   }
+  if (name == getPlannedAttrHelper().getName()) {
+    auto allreduce = dyn_cast<AllReduceOp>(op);
+    if (!isa<CompressionAttr>(attribute.getValue()) || !allreduce ||
+        !allreduce.isCompressible())
+      return op->emitError() << "'" << name.getValue()
+                             << "' is a #ddp.compression attribute of a "
+                                "gradient 'ddp.allreduce' (role gradient, "
+                                "group world or across_nodes)";
+    return success();
+  }
   if (name == getPlanAttrHelper().getName()) {
     auto plan = dyn_cast<DictionaryAttr>(attribute.getValue());
     if (!plan || !isa<ModuleOp>(op) ||

@@ -616,15 +616,19 @@ mlir::ddp::applyCompressionScheme(ArrayRef<AllReduceOp> allreduces,
 
 namespace {
 /// A scheme with a cost hook as one of ddp-plan's choices: it predicts
-/// with the hook and compresses the buckets it was chosen for together, as
-/// its pass would (one initialize).
+/// with the hook; its decision names the scheme as registered and the
+/// options it was made with, from which ddp-apply-planned-schemes makes it
+/// again.
 class SchemePlanChoice : public PlanChoice {
 public:
   SchemePlanChoice(std::unique_ptr<CompressionScheme> scheme,
-                   std::string spelling)
-      : scheme(std::move(scheme)), spelling(std::move(spelling)) {}
+                   StringRef registered, StringRef options)
+      : scheme(std::move(scheme)), registered(registered.str()),
+        options(options.str()) {}
 
-  std::string name() const override { return spelling; }
+  std::string name() const override {
+    return options.empty() ? registered : registered + "{" + options + "}";
+  }
 
   FailureOr<PlanCost> predict(const MachineProfile &profile,
                               const BucketShape &bucket, int64_t world,
@@ -632,24 +636,22 @@ public:
     return scheme->predict(profile, bucket, world, why);
   }
 
-  LogicalResult apply(AllReduceOp bucket, StringRef) override {
-    buckets.push_back(bucket);
-    return success();
-  }
-
-  LogicalResult finish(StringRef passName) override {
-    return applyCompressionScheme(buckets, *scheme, passName);
+  CompressionAttr decision(MLIRContext *context) const override {
+    Builder b(context);
+    return CompressionAttr::get(context, registered,
+                                b.getDictionaryAttr(b.getNamedAttr(
+                                    "options", b.getStringAttr(options))));
   }
 
 private:
   std::unique_ptr<CompressionScheme> scheme;
-  std::string spelling;
-  SmallVector<AllReduceOp> buckets;
+  std::string registered, options;
 };
 } // namespace
 
 std::shared_ptr<PlanChoice>
 mlir::ddp::makeSchemePlanChoice(std::unique_ptr<CompressionScheme> scheme,
-                                StringRef spelling) {
-  return std::make_shared<SchemePlanChoice>(std::move(scheme), spelling.str());
+                                StringRef registered, StringRef options) {
+  return std::make_shared<SchemePlanChoice>(std::move(scheme), registered,
+                                            options);
 }

@@ -8,7 +8,8 @@
 // the context. The models are registered by the host (external models),
 // so a host that forgot them gets a failure deep in the pipeline, or a
 // fatal error for an interface the ddp dialect promised. Checked here
-// first, with a located error that names the registration call.
+// first, with a located error that names the registration call. Also
+// refused here: a bucket ddp-plan annotated that no stage compressed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,7 +48,21 @@ struct DDPCheckLowerablePass
     llvm::StringSet<> reported;
     bool failed = false;
     // Outer ops first: a function is reported before the ops in it.
+    // Null in a module without the ddp dialect (nothing planned there).
+    auto *dialect = getContext().getLoadedDialect<DDPDialect>();
     getOperation().walk<WalkOrder::PreOrder>([&](Operation *op) {
+      // ddp-plan only annotates: a decision no stage took would be sent
+      // plain, silently.
+      if (dialect && dialect->getPlannedAttrHelper().isAttrPresent(op)) {
+        auto planned = dialect->getPlannedAttrHelper();
+        failed = true;
+        op->emitError()
+            << "this bucket is planned as " << planned.getAttr(op)
+            << " but was never compressed: ddp-plan only chooses; run "
+               "ddp-compress{plan=...}, or the stage of that choice "
+               "(insert-powersgd, insert-fp16-compression, "
+               "insert-bf16-compression, ddp-apply-planned-schemes) after it";
+      }
       // A hook's state template is instantiated per bucket by ddp-apply-hook;
       // the runtime cannot allocate one of unknown size.
       if (auto state = dyn_cast<StateOp>(op)) {

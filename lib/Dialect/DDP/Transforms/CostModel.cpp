@@ -481,7 +481,34 @@ double MachineProfile::elementwiseSeconds(StringRef kernel,
 
 PlanChoice::~PlanChoice() = default;
 
-LogicalResult PlanChoice::finish(StringRef) { return success(); }
+bool mlir::ddp::isPlannedModule(Operation *op) {
+  auto module = dyn_cast<ModuleOp>(op);
+  if (!module)
+    module = op->getParentOfType<ModuleOp>();
+  auto *dialect = op->getContext()->getLoadedDialect<DDPDialect>();
+  return module && dialect &&
+         dialect->getPlanAttrHelper().isAttrPresent(module);
+}
+
+SmallVector<std::pair<AllReduceOp, CompressionAttr>>
+mlir::ddp::takePlannedBuckets(Operation *root,
+                              function_ref<bool(CompressionAttr)> mine) {
+  SmallVector<std::pair<AllReduceOp, CompressionAttr>> taken;
+  auto *dialect = root->getContext()->getLoadedDialect<DDPDialect>();
+  if (!dialect)
+    return taken;
+  auto planned = dialect->getPlannedAttrHelper();
+  root->walk([&](AllReduceOp op) {
+    if (!planned.isAttrPresent(op))
+      return;
+    CompressionAttr decision = planned.getAttr(op);
+    if (!mine(decision))
+      return;
+    planned.removeAttr(op);
+    taken.push_back({op, decision});
+  });
+  return taken;
+}
 
 double mlir::ddp::bytesAsDouble(RankedTensorType type) {
   return double(type.getNumElements()) * double(type.getElementTypeBitWidth()) /

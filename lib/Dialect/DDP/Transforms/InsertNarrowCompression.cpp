@@ -189,10 +189,45 @@ FailureOr<unsigned> narrowAllReduces(func::FuncOp function, FloatType narrow,
   return count;
 }
 
+/// The name of `narrow`'s choice and decision: "fp16" or "bf16".
+StringRef narrowName(FloatType narrow) {
+  return isa<Float16Type>(narrow) ? "fp16" : "bf16";
+}
+
+/// In a module ddp-plan annotated: the buckets of `function` planned as
+/// `narrow`, sent so; everything else is left to its own stage.
+unsigned narrowPlannedBuckets(func::FuncOp function, FloatType narrow,
+                              StringRef passName) {
+  SmallVector<Operation *> buckets;
+  for (auto [bucket, decision] :
+       takePlannedBuckets(function, [&](CompressionAttr decision) {
+         return decision.getScheme() == narrowName(narrow);
+       }))
+    buckets.push_back(bucket);
+  unsigned count = 0;
+  if (buckets.empty())
+    return count;
+  RewritePatternSet patterns(narrow.getContext());
+  populateNarrowCompressionPatterns(patterns, narrow, passName, &count);
+  GreedyRewriteConfig config;
+  config.setStrictness(GreedyRewriteStrictness::ExistingOps);
+  (void)applyOpPatternsGreedily(buckets, std::move(patterns), config);
+  return count;
+}
+
+/// The pass of `narrow`: every allreduce of the function, or in a planned
+/// module the buckets planned so.
+FailureOr<unsigned> runNarrowPass(func::FuncOp function, FloatType narrow,
+                                  StringRef passName) {
+  if (isPlannedModule(function))
+    return narrowPlannedBuckets(function, narrow, passName);
+  return narrowAllReduces(function, narrow, passName);
+}
+
 struct InsertFP16CompressionPass
     : public ddp::impl::InsertFP16CompressionBase<InsertFP16CompressionPass> {
   void runOnOperation() override {
-    FailureOr<unsigned> count = narrowAllReduces(
+    FailureOr<unsigned> count = runNarrowPass(
         getOperation(), Float16Type::get(&getContext()), getArgument());
     if (failed(count))
       return signalPassFailure();
@@ -203,7 +238,7 @@ struct InsertFP16CompressionPass
 struct InsertBF16CompressionPass
     : public ddp::impl::InsertBF16CompressionBase<InsertBF16CompressionPass> {
   void runOnOperation() override {
-    FailureOr<unsigned> count = narrowAllReduces(
+    FailureOr<unsigned> count = runNarrowPass(
         getOperation(), BFloat16Type::get(&getContext()), getArgument());
     if (failed(count))
       return signalPassFailure();
@@ -239,9 +274,7 @@ class NarrowPlanChoice : public PlanChoice {
 public:
   explicit NarrowPlanChoice(FloatType narrow) : narrow(narrow) {}
 
-  std::string name() const override {
-    return isa<Float16Type>(narrow) ? "fp16" : "bf16";
-  }
+  std::string name() const override { return narrowName(narrow).str(); }
 
   FailureOr<PlanCost> predict(const MachineProfile &profile,
                               const BucketShape &bucket, int64_t world,
@@ -267,19 +300,12 @@ public:
     return cost;
   }
 
-  LogicalResult apply(AllReduceOp bucket, StringRef) override {
-    buckets.push_back(bucket);
-    return success();
-  }
-
-  LogicalResult finish(StringRef passName) override {
-    narrowCollectives(buckets, narrow, passName);
-    return success();
+  CompressionAttr decision(MLIRContext *context) const override {
+    return CompressionAttr::get(context, narrowName(narrow));
   }
 
 private:
   FloatType narrow;
-  SmallVector<Operation *> buckets;
 };
 } // namespace
 

@@ -6,12 +6,15 @@
 //
 // insert-powersgd: forms the gradient buckets (formGradientBuckets) and
 // rewrites each one with PowerSGDRewriter (PowerSGD.h) at the pass's rank,
-// PyTorch's powerSGD_hook for a whole model.
+// PyTorch's powerSGD_hook for a whole model. In a module ddp-plan
+// annotated, it rewrites only the buckets planned as PowerSGD, each at the
+// rank (and with the narrow collectives) of its decision.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/PowerSGD.h"
+#include "ddp/Dialect/DDP/Transforms/Transforms.h"
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -49,22 +52,40 @@ void InsertPowerSGDPass::runOnOperation() {
           })))
     return signalPassFailure();
 
-  // The rewrite sees ddp.allreduce buckets only; a module as users write
-  // it gets them here.
-  if (failed(formGradientBuckets(module, bucketCapMb)))
-    return signalPassFailure();
-
+  // In a module ddp-plan annotated, the buckets it planned as PowerSGD,
+  // each at its rank, and nothing else: the plan bucketed already.
+  bool planned = isPlannedModule(module);
   SmallVector<AllReduceOp> buckets;
-  module.walk([&](AllReduceOp op) {
-    if (!op.isCompressible())
-      return;
-    if (!op->getParentOfType<FunctionOpInterface>()) {
-      op.emitRemark("insert-powersgd leaves an allreduce outside any "
-                    "function as it is");
-      return;
+  SmallVector<std::pair<unsigned, FloatType>> decisions;
+  if (planned) {
+    for (auto [bucket, decision] :
+         takePlannedBuckets(module, [](CompressionAttr decision) {
+           return decision.getScheme() == kPowerSGDDecision;
+         })) {
+      FailureOr<std::pair<unsigned, FloatType>> parsed =
+          parsePowerSGDDecision(bucket, decision);
+      if (failed(parsed))
+        return signalPassFailure();
+      buckets.push_back(bucket);
+      decisions.push_back(*parsed);
     }
-    buckets.push_back(op);
-  });
+  } else {
+    // The rewrite sees ddp.allreduce buckets only; a module as users write
+    // it gets them here.
+    if (failed(formGradientBuckets(module, bucketCapMb)))
+      return signalPassFailure();
+    module.walk([&](AllReduceOp op) {
+      if (!op.isCompressible())
+        return;
+      if (!op->getParentOfType<FunctionOpInterface>()) {
+        op.emitRemark("insert-powersgd leaves an allreduce outside any "
+                      "function as it is");
+        return;
+      }
+      buckets.push_back(op);
+      decisions.push_back({unsigned(rank), FloatType()});
+    });
+  }
   InsertPowerSGDOptions options;
 #define COPY_OPTION(name) options.name = name;
   DDP_POWERSGD_SHARED_OPTIONS(COPY_OPTION)
@@ -83,8 +104,12 @@ void InsertPowerSGDPass::runOnOperation() {
   if (!representable)
     return signalPassFailure();
   IRRewriter rewriter(&getContext());
-  for (AllReduceOp bucket : buckets) {
-    PowerSGDRewrite made = powersgd.rewrite(rewriter, bucket, rank);
+  for (auto [bucket, decision] : llvm::zip_equal(buckets, decisions)) {
+    auto [bucketRank, narrow] = decision;
+    PowerSGDRewrite made = powersgd.rewrite(rewriter, bucket, bucketRank);
+    // ddp-plan's "+fp16": the bucket's collectives sent narrow.
+    if (narrow)
+      narrowCollectives(made.collectives, narrow, getArgument());
     numCompressed += made.compressed;
     numUncompressed += made.uncompressed;
     numSkipped += made.skipped;

@@ -6,9 +6,11 @@
 //
 // ddp-plan: for each gradient bucket, the predicted time of every allowed
 // way of sending it (a PlanChoice: plain, fp16, bf16, PowerSGD at a rank, a
-// scheme with a cost hook), the fastest taken, and the bucket rewritten by
-// that choice, and nothing else. Every choice predicts its own cost and
-// applies its own rewrite; this pass only parses the choices, compares and
+// scheme with a cost hook), the fastest taken, and the bucket annotated
+// with it, and nothing else: plain marks the bucket `uncompressed`, any
+// other choice puts its decision in the bucket's `ddp.planned`, for the
+// stage that compresses that way. Every choice predicts its own cost and
+// names its own decision; this pass only parses the choices, compares and
 // records. The predictions and reasons stay in the module's `ddp.plan`
 // attribute for the compression report.
 //
@@ -50,8 +52,8 @@ struct Decision {
   SmallVector<std::pair<Choice, PlanCost>> costs;
 };
 
-/// Sending the bucket as it is: its allreduce marked uncompressed, and its
-/// location saying the plan chose it (see plannedPlainLoc).
+/// Sending the bucket as it is: ddp-plan marks its allreduce uncompressed,
+/// with a location saying the plan chose it (see plannedPlainLoc).
 class PlainPlanChoice : public PlanChoice {
 public:
   std::string name() const override { return "plain"; }
@@ -61,11 +63,7 @@ public:
                               std::string &) const override {
     return predictPlain(profile, bucket, world);
   }
-  LogicalResult apply(AllReduceOp bucket, StringRef) override {
-    bucket.setRole(CommRole::uncompressed);
-    bucket->setLoc(plannedPlainLoc(bucket.getLoc()));
-    return success();
-  }
+  CompressionAttr decision(MLIRContext *) const override { return {}; }
 };
 
 struct DDPPlanPass : public PassWithOptionNames<ddp::impl::DDPPlanBase<DDPPlanPass>> {
@@ -73,9 +71,6 @@ struct DDPPlanPass : public PassWithOptionNames<ddp::impl::DDPPlanBase<DDPPlanPa
   void runOnOperation() override;
 
 protected:
-  ArrayRef<OptionAlias> getOptionAliases() const override {
-    return powerSGDOptionAliases();
-  }
   const llvm::cl::Option *getAnyOption() const override { return &profile; }
 
 private:
@@ -140,7 +135,7 @@ Choice DDPPlanPass::parseSchemeChoice(StringRef text) {
       (*factory)(module, options);
   if (failed(scheme))
     return nullptr;
-  return makeSchemePlanChoice(std::move(*scheme), text);
+  return makeSchemePlanChoice(std::move(*scheme), name, options);
 }
 
 bool DDPPlanPass::parseOptions(SmallVectorImpl<Choice> &allowed) {
@@ -164,13 +159,6 @@ bool DDPPlanPass::parseOptions(SmallVectorImpl<Choice> &allowed) {
   SmallVector<std::string> choiceList(choices.begin(), choices.end());
   if (choiceList.empty())
     choiceList = {"plain", "fp16", "bf16", "powersgd", "powersgd+fp16"};
-  // Every PowerSGD choice rewrites through one rewriter, so that buckets
-  // are rewritten in program order whatever rank each gets.
-  InsertPowerSGDOptions powersgdOptions;
-#define COPY_OPTION(name) powersgdOptions.name = name;
-  DDP_POWERSGD_SHARED_OPTIONS(COPY_OPTION)
-#undef COPY_OPTION
-  std::shared_ptr<PowerSGDRewriter> powersgd;
   MLIRContext *context = &getContext();
   for (const std::string &name : choiceList) {
     if (name == "plain")
@@ -180,9 +168,6 @@ bool DDPPlanPass::parseOptions(SmallVectorImpl<Choice> &allowed) {
     else if (name == "bf16")
       allowed.push_back(makeNarrowPlanChoice(BFloat16Type::get(context)));
     else if (name == "powersgd" || name == "powersgd+fp16") {
-      if (!powersgd)
-        powersgd = std::make_shared<PowerSGDRewriter>(module, powersgdOptions,
-                                                      getArgument());
       FloatType narrow;
       if (name == "powersgd+fp16")
         narrow = Float16Type::get(context);
@@ -190,7 +175,7 @@ bool DDPPlanPass::parseOptions(SmallVectorImpl<Choice> &allowed) {
       for (unsigned r : rankList)
         if (r >= minRank)
           allowed.push_back(
-              makePowerSGDPlanChoice(powersgd, r, narrow, minCompressionRate));
+              makePowerSGDPlanChoice(r, narrow, minCompressionRate));
       if (allowed.size() == before)
         return fail(llvm::formatv(
             "no rank in ranks={0} is at least "
@@ -227,9 +212,10 @@ bool DDPPlanPass::parseOptions(SmallVectorImpl<Choice> &allowed) {
   unsigned largest = 1;
   for (unsigned r : rankList)
     largest = std::max(largest, r);
-  return succeeded(checkPowerSGDOptions(
-      largest, minCompressionRate, startIter, orthogonalizationEpsilon,
-      bucketCapMb, [&](const Twine &message) { fail(message); }));
+  return succeeded(
+      checkPowerSGDOptions(largest, minCompressionRate, /*startIter=*/0,
+                           /*epsilon=*/0.0, bucketCapMb,
+                           [&](const Twine &message) { fail(message); }));
 }
 
 std::pair<AllReduceOp, AllReduceOp>
@@ -480,14 +466,17 @@ void DDPPlanPass::runOnOperation() {
     ++(decision->choice->isPlain() ? numPlain : numOther);
   }
 
-  // The rewrites: each bucket by its choice, in program order, then what
-  // the choices rewrite together, in the order they were allowed.
-  for (auto &[op, choice] : decided)
-    if (failed(choice->apply(op, getArgument())))
-      return signalPassFailure();
-  for (const Choice &choice : allowed)
-    if (failed(choice->finish(getArgument())))
-      return signalPassFailure();
+  // The annotations, for the stages that send each bucket its way.
+  auto planned =
+      context->getLoadedDialect<DDPDialect>()->getPlannedAttrHelper();
+  for (auto &[op, choice] : decided) {
+    if (choice->isPlain()) {
+      op.setRole(CommRole::uncompressed);
+      op->setLoc(plannedPlainLoc(op.getLoc()));
+      continue;
+    }
+    planned.setAttr(op, choice->decision(context));
+  }
 
   context->getLoadedDialect<DDPDialect>()->getPlanAttrHelper().setAttr(
       module,

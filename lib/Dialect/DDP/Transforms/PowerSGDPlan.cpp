@@ -6,7 +6,7 @@
 //
 // PowerSGD at one rank, its collectives perhaps sent in fp16, as a
 // PlanChoice: its cost model (docs/cost-model.md) and its rewrite through
-// the PowerSGDRewriter that all of a module's PowerSGD choices share.
+// the decision insert-powersgd honours in a planned module.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,10 +21,8 @@ using namespace mlir::ddp;
 namespace {
 class PowerSGDPlanChoice : public PlanChoice {
 public:
-  PowerSGDPlanChoice(std::shared_ptr<PowerSGDRewriter> rewriter, unsigned rank,
-                     FloatType narrow, double minCompressionRate)
-      : rewriter(std::move(rewriter)), rank(rank), narrow(narrow),
-        minCompressionRate(minCompressionRate) {}
+  PowerSGDPlanChoice(unsigned rank, FloatType narrow, double minCompressionRate)
+      : rank(rank), narrow(narrow), minCompressionRate(minCompressionRate) {}
 
   std::string name() const override {
     return "powersgd-r" + std::to_string(rank) + (narrow ? "+fp16" : "");
@@ -34,16 +32,17 @@ public:
                               const BucketShape &bucket, int64_t world,
                               std::string &why) const override;
 
-  LogicalResult apply(AllReduceOp bucket, StringRef passName) override {
-    IRRewriter builder(bucket->getContext());
-    PowerSGDRewrite made = rewriter->rewrite(builder, bucket, rank);
+  CompressionAttr decision(MLIRContext *context) const override {
+    Builder b(context);
+    SmallVector<NamedAttribute> options = {
+        b.getNamedAttr("rank", b.getI64IntegerAttr(rank))};
     if (narrow)
-      narrowCollectives(made.collectives, narrow, passName);
-    return success();
+      options.push_back(b.getNamedAttr("narrow", TypeAttr::get(narrow)));
+    return CompressionAttr::get(context, kPowerSGDDecision,
+                                b.getDictionaryAttr(options));
   }
 
 private:
-  std::shared_ptr<PowerSGDRewriter> rewriter;
   unsigned rank;
   FloatType narrow;
   double minCompressionRate;
@@ -128,9 +127,26 @@ FailureOr<PlanCost> PowerSGDPlanChoice::predict(const MachineProfile &profile,
 }
 
 std::shared_ptr<PlanChoice>
-mlir::ddp::makePowerSGDPlanChoice(std::shared_ptr<PowerSGDRewriter> rewriter,
-                                  unsigned rank, FloatType narrow,
+mlir::ddp::makePowerSGDPlanChoice(unsigned rank, FloatType narrow,
                                   double minCompressionRate) {
-  return std::make_shared<PowerSGDPlanChoice>(std::move(rewriter), rank, narrow,
-                                              minCompressionRate);
+  return std::make_shared<PowerSGDPlanChoice>(rank, narrow, minCompressionRate);
+}
+
+FailureOr<std::pair<unsigned, FloatType>>
+mlir::ddp::parsePowerSGDDecision(AllReduceOp bucket, CompressionAttr decision) {
+  DictionaryAttr options = decision.getOptions();
+  auto rank = options ? options.getAs<IntegerAttr>("rank") : IntegerAttr();
+  auto narrow = options ? options.getAs<TypeAttr>("narrow") : TypeAttr();
+  if (!rank || rank.getInt() < 1 || rank.getInt() > INT32_MAX ||
+      (options.get("narrow") &&
+       !(narrow && isa<Float16Type, BFloat16Type>(narrow.getValue()))) ||
+      options.size() != 1u + bool(narrow)) {
+    bucket.emitError() << "ddp.planned " << decision
+                       << ": a PowerSGD decision is {rank = R : i64} (R >= "
+                          "1), with narrow = f16 or bf16 for its collectives";
+    return failure();
+  }
+  return std::make_pair(unsigned(rank.getInt()),
+                        narrow ? cast<FloatType>(narrow.getValue())
+                               : FloatType());
 }

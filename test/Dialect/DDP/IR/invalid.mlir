@@ -554,3 +554,20 @@ func.func @device_memory_on_a_load(%m: memref<4xf32>, %i: index) -> f32 {
   %x = memref.load %m[%i] {ddp.device_memory} : memref<4xf32>
   return %x : f32
 }
+
+// -----
+
+// ddp-plan's decision belongs on a bucket still to be compressed.
+func.func @planned_not_a_gradient(%g: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'ddp.planned' is a #ddp.compression attribute of a gradient 'ddp.allreduce' (role gradient, group world or across_nodes)}}
+  %0 = ddp.allreduce mean %g role uncompressed {ddp.planned = #ddp.compression<"fp16">} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @planned_not_a_compression(%g: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'ddp.planned' is a #ddp.compression attribute of a gradient 'ddp.allreduce' (role gradient, group world or across_nodes)}}
+  %0 = ddp.allreduce mean %g {ddp.planned = "fp16"} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

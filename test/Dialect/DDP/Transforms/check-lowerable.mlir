@@ -27,3 +27,15 @@ func.func @scalars(%x: f32) -> f32 {
 // declares one of each bucket's size.
 // expected-error @+1 {{state 'error' has type 'tensor<?xf32>', with a dynamic size: only a hook's state may (--ddp-apply-hook declares one of each bucket's size); give it a static shape}}
 ddp.state @error : tensor<?xf32>
+
+// -----
+
+// ddp-plan only chooses: a bucket still annotated was compressed by no
+// stage, and would travel plain without a word.
+module attributes {ddp.plan = {buckets = []}} {
+  func.func @planned(%g: tensor<64xf32>) -> tensor<64xf32> {
+    // expected-error @+1 {{this bucket is planned as #ddp.compression<"fp16"> but was never compressed: ddp-plan only chooses; run ddp-compress{plan=...}, or the stage of that choice (insert-powersgd, insert-fp16-compression, insert-bf16-compression, ddp-apply-planned-schemes) after it}}
+    %0 = ddp.allreduce mean %g {ddp.planned = #ddp.compression<"fp16">} : tensor<64xf32>
+    return %0 : tensor<64xf32>
+  }
+}

@@ -20,7 +20,7 @@
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json never=(" 2>&1 | FileCheck %s --check-prefix=REGEX
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json tolerance=1.5" 2>&1 | FileCheck %s --check-prefix=TOLERANCE
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json world=-1" 2>&1 | FileCheck %s --check-prefix=WORLD
-// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json start-iter=-1" 2>&1 | FileCheck %s --check-prefix=START
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json min-compression-rate=-1" 2>&1 | FileCheck %s --check-prefix=MINRATE
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json bogus=1" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // Absurd values, each in one field: refused with the field and its range
 // (a finite 1e308 latency made every prediction overflow int64
@@ -80,7 +80,7 @@
 // REGEX: error: ddp-plan: never='(' is not a valid regular expression:
 // TOLERANCE: error: ddp-plan: tolerance=1.5: a fraction in [0, 1)
 // WORLD: error: ddp-plan: world=-1: a number of ranks >= 1, or 0 for the profile's
-// START: error: ddp-plan: start-iter must be >= 0, got -1
+// MINRATE: error: ddp-plan: min-compression-rate must be a finite number >= 0, got -1
 // UNKNOWN: error: ddp-plan: no such option 'bogus'; the options are
 // KERNEL: error: ddp-plan: machine profile '{{.*}}': 'kernels' has no usable 'project'
 

@@ -3,19 +3,20 @@
 // quantization, given by name with their passes' options. Inputs/plan-1gbps.json and
 // plan-400gbps.json have the kernel time it needs (top_k_f32) and the
 // link's allgather (allgather_i8).
-// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,fp16,powersgd,topk,topk{ratio=0.001}" \
+// DEFINE: %{stages} = --insert-powersgd --ddp-apply-planned-schemes --insert-fp16-compression --insert-bf16-compression
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,fp16,powersgd,topk,topk{ratio=0.001}" %{stages} \
 // RUN:   --ddp-compression-report=output=- | FileCheck %s --check-prefix=SLOW
 // On a fast link the top-k kernels cost more than the link saves.
-// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-400gbps.json choices=plain,topk" | FileCheck %s --check-prefix=FAST
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-400gbps.json choices=plain,topk" %{stages} | FileCheck %s --check-prefix=FAST
 // A scheme chosen by the plan is the scheme's pass on that bucket.
-// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-400gbps.json choices=topk{ratio=0.01}" \
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-400gbps.json choices=topk{ratio=0.01}" %{stages} \
 // RUN:   | sed -e 's/^module attributes {ddp.plan = .*} {$/module {/' > %t.planned
 // RUN: ddp-opt %s --ddp-bucketize --insert-topk=ratio=0.01 > %t.fixed
 // RUN: diff %t.planned %t.fixed
 // PyTorch's quantization hooks (insert-quantization's options): one byte
 // per element and a scale per channel cross the link.
-// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,quantize" | FileCheck %s --check-prefix=QUANTIZE
-// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=quantize{granularity=per-channel}" \
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,quantize" %{stages} | FileCheck %s --check-prefix=QUANTIZE
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=quantize{granularity=per-channel}" %{stages} \
 // RUN:   | sed -e 's/^module attributes {ddp.plan = .*} {$/module {/' > %t.planned-q
 // RUN: ddp-opt %s --ddp-bucketize --insert-quantization=granularity=per-channel > %t.fixed-q
 // RUN: diff %t.planned-q %t.fixed-q

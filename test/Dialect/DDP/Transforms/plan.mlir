@@ -1,29 +1,40 @@
-// ddp-plan chooses per bucket from a machine profile. The profiles in
+// ddp-plan chooses per bucket from a machine profile and only annotates
+// each bucket with its choice; the stages of ddp-compress (the %{stages}
+// defined below) compress the buckets planned their way. The profiles in
 // Inputs/ are written by hand (the CUDA backend's collectives, one per
 // bucket; the same kernel times): a 1 Gb/s link, where PowerSGD pays; 10
 // Gb/s, where only fp16 does; 400 Gb/s, where nothing does.
-// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,fp16,bf16,powersgd" | FileCheck %s --check-prefix=SLOW
+// DEFINE: %{stages} = --insert-powersgd --ddp-apply-planned-schemes --insert-fp16-compression --insert-bf16-compression
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,fp16,bf16,powersgd" %{stages} | FileCheck %s --check-prefix=SLOW
 // With PowerSGD's collectives in fp16 allowed (the default), they are
 // slightly faster still: P, Q and the uncompressed bias travel in f16.
-// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json" | FileCheck %s --check-prefix=COMBO
-// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-10gbps.json" | FileCheck %s --check-prefix=MEDIUM
-// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-400gbps.json" | FileCheck %s --check-prefix=FAST
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json" %{stages} | FileCheck %s --check-prefix=COMBO
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-10gbps.json" %{stages} | FileCheck %s --check-prefix=MEDIUM
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-400gbps.json" %{stages} | FileCheck %s --check-prefix=FAST
 // The user's limits: a rank floor, fp16 only, names never compressed, a
 // tolerance that plain keeps what saves less.
-// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json min-rank=2" | FileCheck %s --check-prefix=FLOOR
-// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,fp16" | FileCheck %s --check-prefix=FP16
-// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json never=weight" 2>&1 | FileCheck %s --check-prefix=NEVER
-// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-10gbps.json tolerance=0.5" | FileCheck %s --check-prefix=TOLERANCE
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json min-rank=2" %{stages} | FileCheck %s --check-prefix=FLOOR
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,fp16" %{stages} | FileCheck %s --check-prefix=FP16
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json never=weight" %{stages} 2>&1 | FileCheck %s --check-prefix=NEVER
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-10gbps.json tolerance=0.5" %{stages} | FileCheck %s --check-prefix=TOLERANCE
 // More ranks, more bytes per rank on the ring: 4 ranks at 10 Gb/s.
-// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-10gbps.json world=4" | FileCheck %s --check-prefix=WORLD
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-10gbps.json world=4" %{stages} | FileCheck %s --check-prefix=WORLD
 // A fixed choice is the fixed pass: powersgd at rank 2 on every bucket is
 // insert-powersgd's rewrite, but for the plan attribute.
-// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-400gbps.json choices=powersgd ranks=2" \
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-400gbps.json choices=powersgd ranks=2" %{stages} \
 // RUN:   | sed -e 's/^module attributes {ddp.plan = .*} {$/module {/' > %t.planned
 // RUN: ddp-opt %s --insert-powersgd=rank=2 > %t.fixed
 // RUN: diff %t.planned %t.fixed
+// ddp-plan alone: the decision on the bucket, nothing rewritten.
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json" | FileCheck %s --check-prefix=ANNOTATED
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-10gbps.json" | FileCheck %s --check-prefix=ANNOTATED-FP16
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-400gbps.json" | FileCheck %s --check-prefix=ANNOTATED-PLAIN
+// Lowered without its stages, the annotation is refused, not sent plain.
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json" --ddp-lower-to-llvm 2>&1 | FileCheck %s --check-prefix=UNTAKEN
+// A stage of another choice leaves the bucket to its own.
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-10gbps.json" --insert-powersgd --insert-bf16-compression | FileCheck %s --check-prefix=ANNOTATED-FP16
 // A kernel profile for a --hand link profile.
-// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-hand.json kernels=%S/Inputs/plan-1gbps.json" | FileCheck %s --check-prefix=HAND
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-hand.json kernels=%S/Inputs/plan-1gbps.json" %{stages} | FileCheck %s --check-prefix=HAND
 
 func.func @step(%w: tensor<1024x1024xf32> loc("fc.weight"),
                 %b: tensor<1024xf32> loc("fc.bias"))
@@ -85,3 +96,11 @@ func.func @step(%w: tensor<1024x1024xf32> loc("fc.weight"),
 
 // HAND: choice = "plain"
 // HAND-SAME: profile = "{{.*}}plan-hand.json (hand, cuda, 2 ranks; allreduce f32 10.0 us + 100.000 Gb/s; kernels from {{.*}}plan-1gbps.json)"
+
+// ANNOTATED: ddp.allreduce  mean %arg1, %arg0 {ddp.planned = #ddp.compression<"powersgd", {narrow = f16, rank = 1 : i64}>}
+// ANNOTATED-NOT: ddp.state
+// ANNOTATED-FP16: ddp.allreduce  mean %arg1, %arg0 {ddp.planned = #ddp.compression<"fp16">}
+// ANNOTATED-FP16-NOT: ddp.cast
+// ANNOTATED-PLAIN: ddp.allreduce  mean %arg1, %arg0 role  uncompressed :
+// ANNOTATED-PLAIN-NOT: ddp.planned
+// UNTAKEN: error: this bucket is planned as #ddp.compression<"powersgd", {narrow = f16, rank = 1 : i64}> but was never compressed

@@ -25,12 +25,13 @@
 
 #include <functional>
 
-#include "ddp/Dialect/DDP/IR/DDPOpsDialect.h.inc"
-
 #include "ddp/Dialect/DDP/IR/DDPEnums.h.inc"
 
+// Before the dialect: its discardable attributes (ddp.planned) use them.
 #define GET_ATTRDEF_CLASSES
 #include "ddp/Dialect/DDP/IR/DDPAttrs.h.inc"
+
+#include "ddp/Dialect/DDP/IR/DDPOpsDialect.h.inc"
 
 #define GET_TYPEDEF_CLASSES
 #include "ddp/Dialect/DDP/IR/DDPOpsTypes.h.inc"

@@ -46,6 +46,13 @@ def DDP_Dialect : Dialect {
     // chose (a dictionary with `profile`, `world` and `buckets`; the
     // compression report prints it).
     "::mlir::DictionaryAttr":$plan,
+    // On a gradient ddp.allreduce of a planned module: how ddp-plan chose
+    // to send the bucket (`#ddp.compression<"powersgd", {rank = 2 : i64}>`,
+    // `<"fp16">`, `<"topk", {options = "ratio=0.001"}>`). The stage that
+    // compresses that way (insert-powersgd, insert-fp16/bf16-compression,
+    // ddp-apply-planned-schemes) takes the bucket and removes the
+    // attribute; the lowering refuses one left behind.
+    "::mlir::ddp::CompressionAttr":$planned,
     // On a function: the number of ranks its collectives were written for
     // (the size of the shard.grid whose all_reduces convert-shard-to-ddp
     // turned into ddp collectives over every rank); hosts refuse a job of

@@ -141,17 +141,20 @@ std::optional<SchemeFactory> lookupPlannableScheme(StringRef name);
 /// The names registered, sorted.
 std::vector<std::string> getPlannableSchemeNames();
 
-/// `scheme` as one of ddp-plan's choices, named `spelling` (how the user
-/// wrote it: "topk{ratio=0.001}"): it predicts with the scheme's cost hook
-/// and compresses the buckets chosen for it as applyCompressionScheme does.
+/// `scheme`, made by the factory registered as `registered` from
+/// `options` ("ratio=0.001", or ""), as one of ddp-plan's choices (named
+/// "topk{ratio=0.001}", or "topk"): it predicts with the scheme's cost hook,
+/// and its decision, `#ddp.compression<"topk", {options = "ratio=0.001"}>`,
+/// is what ddp-apply-planned-schemes makes the scheme again from.
 std::shared_ptr<PlanChoice>
 makeSchemePlanChoice(std::unique_ptr<CompressionScheme> scheme,
-                     StringRef spelling);
+                     StringRef registered, StringRef options);
 
 /// Rewrites the given gradient ddp.allreduce ops of one module (each inside
 /// a func.func), in order, with `scheme`, as applyCompressionScheme does
-/// for a whole module: the way ddp-plan applies a scheme to the buckets it
-/// chose it for. Returns the number of buckets compressed.
+/// for a whole module: the way ddp-apply-planned-schemes applies a scheme
+/// to the buckets ddp-plan chose it for. Returns the number of buckets
+/// compressed.
 FailureOr<unsigned> applyCompressionScheme(ArrayRef<AllReduceOp> allreduces,
                                            CompressionScheme &scheme,
                                            StringRef passName);

@@ -120,8 +120,9 @@ struct PlanCost {
 
 /// A way ddp-plan can send a gradient bucket: plain, fp16 or bf16, PowerSGD
 /// at a rank, or any CompressionScheme with a cost hook. Each predicts its
-/// own cost and rewrites the buckets it is chosen for, so that ddp-plan
-/// weighs and applies them all alike.
+/// own cost and names itself as a decision, so that ddp-plan weighs them
+/// all alike and annotates each bucket with the one it chose; the stage
+/// that compresses that way honours the annotation (takePlannedBuckets).
 class PlanChoice {
 public:
   virtual ~PlanChoice();
@@ -141,17 +142,24 @@ public:
                                       const BucketShape &bucket, int64_t world,
                                       std::string &why) const = 0;
 
-  /// Rewrites `bucket` (a ddp.allreduce with role `gradient` inside a
-  /// function) the way this choice sends it, or records it for finish.
-  /// ddp-plan calls it for each bucket the choice was made for, in program
-  /// order, once every bucket is decided.
-  virtual LogicalResult apply(AllReduceOp bucket, StringRef passName) = 0;
-
-  /// Called once after the last apply, in the order the choices were
-  /// allowed: for a choice that rewrites its buckets together. Errors are
-  /// emitted.
-  virtual LogicalResult finish(StringRef passName);
+  /// The annotation (`ddp.planned`) of a bucket this choice was made for:
+  /// the scheme's name and what its stage needs to send the bucket this
+  /// way (`#ddp.compression<"powersgd", {rank = 2 : i64}>`). Null for plain,
+  /// whose buckets ddp-plan marks `uncompressed` itself.
+  virtual CompressionAttr decision(MLIRContext *context) const = 0;
 };
+
+/// Whether ddp-plan annotated the module that holds `op` (it has a
+/// `ddp.plan`): then each compression stage takes only the buckets planned
+/// its way, and leaves the others to theirs.
+bool isPlannedModule(Operation *op);
+
+/// The buckets under `root` whose decision (`ddp.planned`) `mine` accepts,
+/// in program order, each with its decision. The annotation is removed
+/// from each: the caller compresses them.
+SmallVector<std::pair<AllReduceOp, CompressionAttr>>
+takePlannedBuckets(Operation *root,
+                   function_ref<bool(CompressionAttr decision)> mine);
 
 /// The time of a plain allreduce of `bucket` (what the profile's backend
 /// issues for it), with `compressesNothing` as given: the cost of plain,

@@ -127,6 +127,12 @@ def InsertPowerSGD : Pass<"insert-powersgd", "::mlir::ModuleOp"> {
     manager, `convert-shard-to-ddp` (upstream `shard.all_reduce` with sum or
     average over the whole grid) and, unless `bucket-cap-mb=0`,
     `ddp-bucketize` on every function.
+
+    In a module `ddp-plan` annotated, it rewrites only the buckets planned
+    as PowerSGD (`ddp.planned = #ddp.compression<"powersgd", {rank = 2 :
+    i64}>`), each at its decision's rank, their collectives cast to its
+    `narrow` type where it has one; `rank` is not used then, and nothing
+    is bucketed again.
   }];
   let options = [
     Option<"rank", "rank", "unsigned", "1",
@@ -187,7 +193,8 @@ def InsertFP16Compression : Pass<"insert-fp16-compression", "::mlir::func::FuncO
     `--insert-powersgd --insert-fp16-compression` sends P and Q as f16.
     Whole-grid `shard.all_reduce`s are converted first (with
     convert-shard-to-ddp's patterns; their grids stay until the lowering).
-    Runs on each function on its own.
+    Runs on each function on its own. In a module `ddp-plan` annotated, it
+    sends only the buckets planned as fp16 (`#ddp.compression<"fp16">`).
   }];
   let statistics = [
     Statistic<"numCompressed", "num-compressed", "Tensors sent as f16">
@@ -198,7 +205,8 @@ def InsertFP16Compression : Pass<"insert-fp16-compression", "::mlir::func::FuncO
 def InsertBF16Compression : Pass<"insert-bf16-compression", "::mlir::func::FuncOp"> {
   let summary = "Communicate float allreduces in bf16 (bf16_compress_hook)";
   let description = [{
-    Like insert-fp16-compression, with bf16.
+    Like insert-fp16-compression, with bf16 (in a planned module: the
+    buckets planned as bf16).
   }];
   let statistics = [
     Statistic<"numCompressed", "num-compressed", "Tensors sent as bf16">
@@ -208,31 +216,42 @@ def InsertBF16Compression : Pass<"insert-bf16-compression", "::mlir::func::FuncO
 
 def DDPPlan : Pass<"ddp-plan", "::mlir::ModuleOp"> {
   let summary = "Choose per bucket how it is sent (plain, fp16, bf16, "
-                "PowerSGD at a rank) from a machine profile, and rewrite it so";
+                "PowerSGD at a rank, a scheme) from a machine profile";
   let description = [{
     For every gradient bucket (after `convert-shard-to-ddp` and, unless
-    `bucket-cap-mb=0`, `ddp-bucketize`, as insert-powersgd does) predicts
-    the time its exchange takes under each allowed choice, from a machine
-    profile written by `ddprt-calibrate` (measured here, or `--hand` for a
-    cluster you are not on), and rewrites the bucket with the fastest, as
-    the fixed passes would: plain (role `uncompressed`), fp16 or bf16
-    (insert-fp16/bf16-compression on that bucket), PowerSGD at a rank
-    (insert-powersgd on that bucket), PowerSGD whose collectives travel
-    in fp16 (both), or a compression scheme with a cost model, given by
-    name with its pass's options (`topk`, `topk{ratio=0.001}`: insert-topk
-    on that bucket; `quantize`, `quantize{granularity=per-channel}`:
-    insert-quantization; a plugin's scheme once the plugin registers it). What
-    it predicted and why it chose
-    is kept in the module attribute `ddp.plan`, which
+    `bucket-cap-mb=0`, `ddp-bucketize`) predicts the time its exchange
+    takes under each allowed choice, from a machine profile written by
+    `ddprt-calibrate` (measured here, or `--hand` for a cluster you are not
+    on), and annotates the bucket with the fastest. It rewrites nothing
+    itself: a bucket to send plain gets the role `uncompressed`; any other
+    gets the discardable attribute `ddp.planned`, a `#ddp.compression`
+    naming the choice, which the stage that compresses that way honours:
+
+    | choice | `ddp.planned` | stage |
+    |---|---|---|
+    | fp16, bf16 | `<"fp16">`, `<"bf16">` | insert-fp16/bf16-compression |
+    | powersgd at rank R | `<"powersgd", {rank = R : i64}>` | insert-powersgd |
+    | powersgd+fp16 | `<"powersgd", {narrow = f16, rank = R : i64}>` | insert-powersgd |
+    | a scheme with a cost model | `<"topk", {options = "ratio=0.001"}>` | ddp-apply-planned-schemes |
+
+    In a planned module (one with `ddp.plan`) each stage takes only the
+    buckets planned its way. `ddp-compress{plan=...}` runs all of them; the
+    lowering refuses a bucket whose annotation no stage took.
+
+    Schemes are given by name with their pass's options (`topk`,
+    `topk{ratio=0.001}`; `quantize`, `quantize{granularity=per-channel}`; a
+    plugin's scheme once the plugin registers it). What it predicted and
+    why it chose is kept in the module attribute `ddp.plan`, which
     `ddp-compression-report` prints as a table. The model (collective
     latency and bandwidth, kernel times scaled by work; the exchange alone,
     without overlap with the backward pass) is in docs/cost-model.md.
 
     What the user allows: `choices` (a subset of plain, fp16, bf16,
-    powersgd, powersgd+fp16, plus any scheme with a cost model), PowerSGD `ranks` and a floor `min-rank`, `never` (a regular
-    expression: gradients whose names match are split off and sent plain).
-    A choice within `tolerance` of plain is not taken (compression that does
-    not pay clearly is not worth its error).
+    powersgd, powersgd+fp16, plus any scheme with a cost model), PowerSGD
+    `ranks` and a floor `min-rank`, `never` (a regular expression:
+    gradients whose names match are split off and sent plain). A choice
+    within `tolerance` of plain is not taken (compression that does not pay
+    clearly is not worth its error).
   }];
   let options = [
     Option<"profile", "profile", "std::string", "\"\"",
@@ -259,20 +278,8 @@ def DDPPlan : Pass<"ddp-plan", "::mlir::ModuleOp"> {
            "Compress only if predicted faster than plain by this fraction "
            "(default: 0.05)">,
     Option<"minCompressionRate", "min-compression-rate", "double", "2.0",
-           "PowerSGD's per-tensor rule, as insert-powersgd (default: 2)">,
-    Option<"startIter", "start-iter", "int64_t", "1000",
-           "PowerSGD's warm-up steps, as insert-powersgd (also: "
-           "start-powersgd-iter; default: 1000)">,
-    Option<"errorFeedback", "error-feedback", "bool", "true",
-           "PowerSGD error feedback (also: use-error-feedback; default: "
-           "true)">,
-    Option<"warmStart", "warm-start", "bool", "true",
-           "PowerSGD warm start (default: true)">,
-    Option<"orthogonalizationEpsilon", "orthogonalization-epsilon", "double",
-           "0.0", "Added to column norms in Gram-Schmidt (default: 0)">,
-    Option<"seed", "seed", "int64_t", "0",
-           "Seed of PowerSGD's random initial Q (also: random-seed; default: "
-           "0)">,
+           "PowerSGD's per-tensor rule, as insert-powersgd's: give both the "
+           "same (default: 2)">,
     Option<"bucketCapMb", "bucket-cap-mb", "double", "25.0",
            "Bucket single allreduces first, as ddp-bucketize; 0 keeps each "
            "allreduce a bucket (default: 25)">
@@ -284,6 +291,28 @@ def DDPPlan : Pass<"ddp-plan", "::mlir::ModuleOp"> {
   ];
   let dependentDialects = [
     "::mlir::ddp::DDPDialect", "::mlir::arith::ArithDialect",
+    "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect"
+  ];
+}
+
+def DDPApplyPlannedSchemes
+    : Pass<"ddp-apply-planned-schemes", "::mlir::ModuleOp"> {
+  let summary = "Compress the buckets ddp-plan chose a registered scheme for";
+  let description = [{
+    The stage of `ddp-compress{plan=...}` for the schemes with a cost model:
+    every bucket whose `ddp.planned` names a scheme registered for
+    `ddp-plan` (`#ddp.compression<"topk", {options = "ratio=0.001"}>`) is
+    compressed by that scheme, made from those options as its own pass
+    makes it (`--insert-topk="ratio=0.001"`), as that pass would compress
+    it. Buckets planned as PowerSGD, fp16 or bf16 are left to their stages.
+  }];
+  let statistics = [
+    Statistic<"numCompressed", "num-compressed",
+              "Buckets compressed by a planned scheme">
+  ];
+  let dependentDialects = [
+    "::mlir::ddp::DDPDialect", "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect", "::mlir::math::MathDialect",
     "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect"
   ];
 }
@@ -728,7 +757,9 @@ def DDPCheckLowerable : Pass<"ddp-check-lowerable", "::mlir::ModuleOp"> {
     would otherwise get "op was not bufferized" deep inside the pipeline,
     or, for a ddp op, a fatal error about a promised interface. This pass
     reports each op kind without a model once, at its first location, with
-    the call that registers it.
+    the call that registers it. It also refuses a bucket still annotated by
+    `ddp-plan` (`ddp.planned`): no stage compressed it, so it would travel
+    plain without a word.
   }];
 }
 

@@ -6,8 +6,8 @@
 //
 // PyTorch's powerSGD_hook as a rewrite of one gradient ddp.allreduce at a
 // time, through a rewriter, for whoever decides which buckets to compress:
-// insert-powersgd takes every bucket at one rank, ddp-plan the buckets its
-// cost model chose, each at its own rank (makePowerSGDPlanChoice). The sequence
+// insert-powersgd takes every bucket at one rank, or in a planned module the
+// buckets ddp-plan's cost model chose, each at its own rank. The sequence
 // it emits is in PowerSGD.cpp's header and docs/ir-design.md.
 //
 //===----------------------------------------------------------------------===//
@@ -86,15 +86,22 @@ private:
 
 /// ddp-plan's "powersgd-r<rank>", and with `narrow` (f16)
 /// "powersgd-r<rank>+fp16": PowerSGD at `rank`, its collectives then sent in
-/// `narrow`, as --insert-powersgd --insert-fp16-compression sends them.
-/// `rewriter` is the one every PowerSGD choice of the module shares, so that
-/// buckets are rewritten in program order whatever rank each gets. The model
-/// follows insert-powersgd's per-tensor rule (`minCompressionRate`) and its
-/// order of collectives and kernels.
-std::shared_ptr<PlanChoice>
-makePowerSGDPlanChoice(std::shared_ptr<PowerSGDRewriter> rewriter,
-                       unsigned rank, FloatType narrow,
-                       double minCompressionRate);
+/// `narrow`, as --insert-powersgd --insert-fp16-compression sends them. Its
+/// decision is `#ddp.compression<"powersgd", {rank = R : i64[, narrow =
+/// f16]}>`, which insert-powersgd honours. The model follows
+/// insert-powersgd's per-tensor rule (`minCompressionRate`) and its order
+/// of collectives and kernels.
+std::shared_ptr<PlanChoice> makePowerSGDPlanChoice(unsigned rank,
+                                                   FloatType narrow,
+                                                   double minCompressionRate);
+
+/// The name of PowerSGD's decisions (`ddp.planned`).
+inline constexpr llvm::StringLiteral kPowerSGDDecision = "powersgd";
+
+/// The rank and narrow type (null: none) of a PowerSGD decision on
+/// `bucket`; an error at `bucket` if it is not one ddp-plan writes.
+FailureOr<std::pair<unsigned, FloatType>>
+parsePowerSGDDecision(AllReduceOp bucket, CompressionAttr decision);
 
 } // namespace mlir::ddp
 

@@ -1,0 +1,39 @@
+// Decisions ddp-plan never writes, for plan-stages.mlir.
+module attributes {ddp.plan = {buckets = []}} {
+  func.func @step(%w: tensor<256x128xf32>) -> tensor<256x128xf32> {
+    %r = ddp.allreduce mean %w {ddp.planned = #ddp.compression<"powersgd", {rank = 0 : i64}>} : tensor<256x128xf32>
+    return %r : tensor<256x128xf32>
+  }
+}
+// BAD: error: ddp.planned #ddp.compression<"powersgd", {rank = 0 : i64}>: a PowerSGD decision is {rank = R : i64} (R >= 1), with narrow = f16 or bf16 for its collectives
+
+// -----
+
+module attributes {ddp.plan = {buckets = []}} {
+  func.func @step(%w: tensor<256x128xf32>) -> tensor<256x128xf32> {
+    %r = ddp.allreduce mean %w {ddp.planned = #ddp.compression<"powersgd", {rank = 2 : i64, narrow = i8}>} : tensor<256x128xf32>
+    return %r : tensor<256x128xf32>
+  }
+}
+// BAD: error: ddp.planned #ddp.compression<"powersgd", {narrow = i8, rank = 2 : i64}>: a PowerSGD decision
+
+// -----
+
+module attributes {ddp.plan = {buckets = []}} {
+  func.func @step(%v: tensor<512xf32>) -> tensor<512xf32> {
+    %r = ddp.allreduce mean %v {ddp.planned = #ddp.compression<"topk", {ratio = 0.25 : f64}>} : tensor<512xf32>
+    return %r : tensor<512xf32>
+  }
+}
+// BAD: error: ddp.planned #ddp.compression<"topk", {ratio = 2.500000e-01 : f64}>: a scheme's decision is {options = "..."}, its options as its pass takes them
+
+// -----
+
+module attributes {ddp.plan = {buckets = []}} {
+  func.func @step(%v: tensor<512xf32>) -> tensor<512xf32> {
+    %r = ddp.allreduce mean %v {ddp.planned = #ddp.compression<"topk", {options = "ratio=3"}>} : tensor<512xf32>
+    return %r : tensor<512xf32>
+  }
+}
+// BAD: error: ddp-plan: choices: 'topk{ratio=3}': ratio=3 must be in (0, 1]
+// BAD: error: ddp-apply-planned-schemes: this bucket's decision #ddp.compression<"topk", {options = "ratio=3"}> names options its scheme refuses

@@ -1,0 +1,61 @@
+// In a module ddp-plan annotated (it has ddp.plan), each stage of
+// ddp-compress takes only the buckets planned its way, with the decision's
+// options, and removes the annotation; every other bucket is left to its
+// own stage. The decisions here are written by hand.
+// RUN: ddp-opt %s -split-input-file --insert-powersgd | FileCheck %s --check-prefix=POWERSGD
+// RUN: ddp-opt %s -split-input-file --insert-powersgd --insert-fp16-compression | FileCheck %s --check-prefix=FP16
+// RUN: ddp-opt %s -split-input-file --insert-powersgd --ddp-apply-planned-schemes --insert-fp16-compression \
+// RUN:   --insert-bf16-compression --ddp-lower-to-llvm -o /dev/null
+// Decisions the stages cannot honour are errors at the bucket.
+// RUN: not ddp-opt %S/Inputs/plan-bad-decisions.mlir -split-input-file --insert-powersgd --ddp-apply-planned-schemes 2>&1 \
+// RUN:   | FileCheck %S/Inputs/plan-bad-decisions.mlir --check-prefix=BAD
+
+module attributes {ddp.plan = {buckets = []}} {
+  func.func @step(%w: tensor<256x128xf32> loc("fc.weight"),
+                  %v: tensor<512xf32> loc("fc2.weight"),
+                  %b: tensor<128xf32> loc("fc.bias"))
+      -> (tensor<256x128xf32>, tensor<512xf32>, tensor<128xf32>) {
+    %rw = ddp.allreduce mean %w {ddp.planned = #ddp.compression<"powersgd", {rank = 2 : i64}>} : tensor<256x128xf32>
+    %rv = ddp.allreduce mean %v {ddp.planned = #ddp.compression<"fp16">} : tensor<512xf32>
+    %rb = ddp.allreduce mean %b role uncompressed : tensor<128xf32>
+    return %rw, %rv, %rb : tensor<256x128xf32>, tensor<512xf32>, tensor<128xf32>
+  }
+}
+
+// insert-powersgd: the PowerSGD bucket at its decision's rank (not the
+// pass's rank=1); the fp16 bucket keeps its annotation for its stage.
+// POWERSGD: ddp.state @ddp.q.fc.weight : tensor<128x2xf32>
+// POWERSGD-NOT: ddp.planned = #ddp.compression<"powersgd"
+// POWERSGD: ddp.allreduce  sum %{{.*}} role  compressed : tensor<256x2xf32>
+// POWERSGD: ddp.allreduce  mean %arg1 {ddp.planned = #ddp.compression<"fp16">} : tensor<512xf32>
+// POWERSGD: ddp.allreduce  mean %arg2 role  uncompressed : tensor<128xf32>
+
+// insert-fp16-compression: the bucket planned fp16 only; PowerSGD's
+// factors and the plain bucket stay f32 (unplanned, the pass sends every
+// allreduce in fp16).
+// FP16: ddp.allreduce  sum %{{.*}} role  compressed : tensor<256x2xf32>
+// FP16: ddp.allreduce  mean %{{.*}} role  compressed : tensor<128x2xf32>
+// FP16: ddp.cast %{{.*}} : tensor<512xf32> to tensor<512xf16>
+// FP16-NEXT: ddp.allreduce  sum %{{.*}} : tensor<512xf16>
+// FP16: ddp.allreduce  mean %arg2 role  uncompressed : tensor<128xf32>
+// FP16-NOT: ddp.planned
+// FP16: // -----
+
+// -----
+
+// PowerSGD with narrow collectives (the plan's powersgd+fp16), and a
+// scheme with its options (the plan's topk{ratio=0.25}).
+module attributes {ddp.plan = {buckets = []}} {
+  func.func @step(%w: tensor<256x128xf32> loc("fc.weight"),
+                  %v: tensor<512xf32> loc("fc2.weight"))
+      -> (tensor<256x128xf32>, tensor<512xf32>) {
+    %rw = ddp.allreduce mean %w {ddp.planned = #ddp.compression<"powersgd", {narrow = f16, rank = 1 : i64}>} : tensor<256x128xf32>
+    %rv = ddp.allreduce mean %v {ddp.planned = #ddp.compression<"topk", {options = "ratio=0.25"}>} : tensor<512xf32>
+    return %rw, %rv : tensor<256x128xf32>, tensor<512xf32>
+  }
+}
+
+// POWERSGD: ddp.state @ddp.q.fc.weight : tensor<128x1xf32>
+// POWERSGD: ddp.allreduce  sum %{{.*}} role  compressed : tensor<256x1xf16>
+// POWERSGD: ddp.allreduce  sum %{{.*}} role  compressed : tensor<128x1xf16>
+// POWERSGD: ddp.allreduce  mean %arg1 {ddp.planned = #ddp.compression<"topk", {options = "ratio=0.25"}>} : tensor<512xf32>
