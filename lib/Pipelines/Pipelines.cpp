@@ -81,10 +81,13 @@ void mlir::ddp::buildCompressionPipeline(
     // options given here), the schemes with a cost model, fp16, bf16.
     InsertPowerSGDOptions powersgd;
     copyPowerSGDOptions(options, powersgd);
+    powersgd.planned = true;
     pm.addPass(createInsertPowerSGD(powersgd));
     pm.addPass(createDDPApplyPlannedSchemes());
-    pm.addNestedPass<func::FuncOp>(createInsertFP16Compression());
-    pm.addNestedPass<func::FuncOp>(createInsertBF16Compression());
+    pm.addNestedPass<func::FuncOp>(
+        createInsertFP16Compression(InsertFP16CompressionOptions{true}));
+    pm.addNestedPass<func::FuncOp>(
+        createInsertBF16Compression(InsertBF16CompressionOptions{true}));
   }
   if (options.powersgdRank > 0) {
     InsertPowerSGDOptions powersgd;

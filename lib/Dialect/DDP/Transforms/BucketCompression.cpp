@@ -583,6 +583,8 @@ mlir::ddp::applyCompressionScheme(ModuleOp module, CompressionScheme &scheme,
     return emitPassError(module, passName)
            << "buckets='" << filter.pattern
            << "' is not a valid regular expression: " << error;
+  if (failed(refusePlannedBuckets(module, passName)))
+    return failure();
   return applyWith(module, scheme, passName,
                    [&](Applier &applier, unsigned &compressed) {
                      return applier.run(filter, compressed);

@@ -481,13 +481,27 @@ double MachineProfile::elementwiseSeconds(StringRef kernel,
 
 PlanChoice::~PlanChoice() = default;
 
-bool mlir::ddp::isPlannedModule(Operation *op) {
-  auto module = dyn_cast<ModuleOp>(op);
-  if (!module)
-    module = op->getParentOfType<ModuleOp>();
-  auto *dialect = op->getContext()->getLoadedDialect<DDPDialect>();
-  return module && dialect &&
-         dialect->getPlanAttrHelper().isAttrPresent(module);
+LogicalResult mlir::ddp::refusePlannedBuckets(Operation *root,
+                                              StringRef passName,
+                                              StringRef would) {
+  auto *dialect = root->getContext()->getLoadedDialect<DDPDialect>();
+  if (!dialect)
+    return success();
+  auto planned = dialect->getPlannedAttrHelper();
+  WalkResult walked = root->walk([&](AllReduceOp op) {
+    if (!planned.isAttrPresent(op))
+      return WalkResult::advance();
+    op.emitError() << passName << " " << would
+                   << ", but this bucket is planned as " << planned.getAttr(op)
+                   << " by ddp-plan: compress planned buckets with "
+                      "ddp-compress{plan=...}, or with the stages that "
+                      "honour the plan (insert-powersgd{planned}, "
+                      "insert-fp16-compression{planned}, "
+                      "insert-bf16-compression{planned}, "
+                      "ddp-apply-planned-schemes)";
+    return WalkResult::interrupt();
+  });
+  return failure(walked.wasInterrupted());
 }
 
 SmallVector<std::pair<AllReduceOp, CompressionAttr>>

@@ -194,16 +194,25 @@ StringRef narrowName(FloatType narrow) {
   return isa<Float16Type>(narrow) ? "fp16" : "bf16";
 }
 
-/// In a module ddp-plan annotated: the buckets of `function` planned as
-/// `narrow`, sent so; everything else is left to its own stage.
-unsigned narrowPlannedBuckets(func::FuncOp function, FloatType narrow,
-                              StringRef passName) {
+/// The buckets of `function` ddp-plan planned as `narrow`, sent so;
+/// everything else is left to its own stage.
+FailureOr<unsigned> narrowPlannedBuckets(func::FuncOp function,
+                                         FloatType narrow, StringRef passName) {
   SmallVector<Operation *> buckets;
+  bool valid = true;
   for (auto [bucket, decision] :
        takePlannedBuckets(function, [&](CompressionAttr decision) {
          return decision.getScheme() == narrowName(narrow);
-       }))
+       })) {
+    if (decision.getOptions() && !decision.getOptions().empty()) {
+      bucket.emitError() << "ddp.planned " << decision << ": "
+                         << narrowName(narrow) << " takes no options";
+      valid = false;
+    }
     buckets.push_back(bucket);
+  }
+  if (!valid)
+    return failure();
   unsigned count = 0;
   if (buckets.empty())
     return count;
@@ -215,20 +224,24 @@ unsigned narrowPlannedBuckets(func::FuncOp function, FloatType narrow,
   return count;
 }
 
-/// The pass of `narrow`: every allreduce of the function, or in a planned
-/// module the buckets planned so.
+/// The pass of `narrow`: every allreduce of the function, or with
+/// `planned` the buckets ddp-plan planned so.
 FailureOr<unsigned> runNarrowPass(func::FuncOp function, FloatType narrow,
-                                  StringRef passName) {
-  if (isPlannedModule(function))
+                                  bool planned, StringRef passName) {
+  if (planned)
     return narrowPlannedBuckets(function, narrow, passName);
+  if (failed(refusePlannedBuckets(function, passName)))
+    return failure();
   return narrowAllReduces(function, narrow, passName);
 }
 
 struct InsertFP16CompressionPass
     : public ddp::impl::InsertFP16CompressionBase<InsertFP16CompressionPass> {
+  using Base::Base;
   void runOnOperation() override {
-    FailureOr<unsigned> count = runNarrowPass(
-        getOperation(), Float16Type::get(&getContext()), getArgument());
+    FailureOr<unsigned> count =
+        runNarrowPass(getOperation(), Float16Type::get(&getContext()), planned,
+                      getArgument());
     if (failed(count))
       return signalPassFailure();
     numCompressed += *count;
@@ -237,9 +250,11 @@ struct InsertFP16CompressionPass
 
 struct InsertBF16CompressionPass
     : public ddp::impl::InsertBF16CompressionBase<InsertBF16CompressionPass> {
+  using Base::Base;
   void runOnOperation() override {
-    FailureOr<unsigned> count = runNarrowPass(
-        getOperation(), BFloat16Type::get(&getContext()), getArgument());
+    FailureOr<unsigned> count =
+        runNarrowPass(getOperation(), BFloat16Type::get(&getContext()), planned,
+                      getArgument());
     if (failed(count))
       return signalPassFailure();
     numCompressed += *count;

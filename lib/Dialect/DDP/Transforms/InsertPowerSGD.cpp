@@ -6,9 +6,9 @@
 //
 // insert-powersgd: forms the gradient buckets (formGradientBuckets) and
 // rewrites each one with PowerSGDRewriter (PowerSGD.h) at the pass's rank,
-// PyTorch's powerSGD_hook for a whole model. In a module ddp-plan
-// annotated, it rewrites only the buckets planned as PowerSGD, each at the
-// rank (and with the narrow collectives) of its decision.
+// PyTorch's powerSGD_hook for a whole model. With `planned`, it rewrites
+// only the buckets ddp-plan planned as PowerSGD, each at the rank (and with
+// the narrow collectives) of its decision.
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,9 +52,8 @@ void InsertPowerSGDPass::runOnOperation() {
           })))
     return signalPassFailure();
 
-  // In a module ddp-plan annotated, the buckets it planned as PowerSGD,
-  // each at its rank, and nothing else: the plan bucketed already.
-  bool planned = isPlannedModule(module);
+  // planned: the buckets ddp-plan planned as PowerSGD, each at its rank,
+  // and nothing else (the plan bucketed already).
   SmallVector<AllReduceOp> buckets;
   SmallVector<std::pair<unsigned, FloatType>> decisions;
   if (planned) {
@@ -70,6 +69,8 @@ void InsertPowerSGDPass::runOnOperation() {
       decisions.push_back(*parsed);
     }
   } else {
+    if (failed(refusePlannedBuckets(module, getArgument())))
+      return signalPassFailure();
     // The rewrite sees ddp.allreduce buckets only; a module as users write
     // it gets them here.
     if (failed(formGradientBuckets(module, bucketCapMb)))

@@ -366,6 +366,15 @@ void DDPPlanPass::runOnOperation() {
   SmallVector<Choice> allowed;
   if (!parseOptions(allowed))
     return signalPassFailure();
+  // Its plain buckets are pinned (role uncompressed) and its others may be
+  // compressed already: a second plan would see only what is left.
+  auto *dialect = context->getLoadedDialect<DDPDialect>();
+  if (dialect->getPlanAttrHelper().isAttrPresent(module)) {
+    emitPassError(module, getArgument())
+        << "the module is planned already (it has 'ddp.plan'): plan the "
+           "module as it was before ddp-plan or ddp-compress{plan=...}";
+    return signalPassFailure();
+  }
   std::string error;
   FailureOr<MachineProfile> loaded =
       MachineProfile::load(profile, kernels, error);
@@ -478,7 +487,7 @@ void DDPPlanPass::runOnOperation() {
     planned.setAttr(op, choice->decision(context));
   }
 
-  context->getLoadedDialect<DDPDialect>()->getPlanAttrHelper().setAttr(
+  dialect->getPlanAttrHelper().setAttr(
       module,
       b.getDictionaryAttr({
           b.getNamedAttr("profile", b.getStringAttr(machine.getDescription())),

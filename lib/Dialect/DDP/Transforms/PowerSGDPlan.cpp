@@ -137,7 +137,8 @@ mlir::ddp::parsePowerSGDDecision(AllReduceOp bucket, CompressionAttr decision) {
   DictionaryAttr options = decision.getOptions();
   auto rank = options ? options.getAs<IntegerAttr>("rank") : IntegerAttr();
   auto narrow = options ? options.getAs<TypeAttr>("narrow") : TypeAttr();
-  if (!rank || rank.getInt() < 1 || rank.getInt() > INT32_MAX ||
+  if (!rank || !rank.getType().isSignlessInteger(64) || rank.getInt() < 1 ||
+      rank.getInt() > INT32_MAX ||
       (options.get("narrow") &&
        !(narrow && isa<Float16Type, BFloat16Type>(narrow.getValue()))) ||
       options.size() != 1u + bool(narrow)) {

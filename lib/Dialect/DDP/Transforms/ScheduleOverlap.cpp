@@ -29,6 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ddp/Dialect/DDP/Transforms/CostModel.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/Utils.h"
 
@@ -640,6 +641,11 @@ struct DDPScheduleOverlapPass
     func::FuncOp function = getOperation();
     if (function.isExternal())
       return;
+    // A bucket still to be compressed as ddp-plan chose would lose its
+    // decision in the started allreduce, and be sent plain.
+    if (failed(refusePlannedBuckets(function, getArgument(),
+                                    "would start this allreduce as it is")))
+      return signalPassFailure();
     DenseSet<Operation *> quiet;
     bool alreadyVersioned = false;
     if (unswitch)

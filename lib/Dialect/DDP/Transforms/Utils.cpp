@@ -312,6 +312,10 @@ unsigned mlir::ddp::bucketizeAllReduces(Operation *root,
     auto allreduce = dyn_cast<AllReduceOp>(op);
     if (!allreduce || allreduce.getRole() != CommRole::gradient)
       return std::nullopt;
+    // A bucket ddp-plan decided on (ddp.planned) stays the bucket it
+    // planned: merged, one decision would be lost.
+    if (op->hasAttr("ddp.planned"))
+      return std::nullopt;
     Type element = nullptr;
     for (Type type : allreduce.getInputs().getTypes()) {
       auto tensor = cast<RankedTensorType>(type);

@@ -1,7 +1,8 @@
 // A plan that sends each bucket its own way: PowerSGD for the matrix, top-k
 // for the vector PowerSGD cannot compress and for the bias. Every choice
 // rewrites only the buckets it won, and the module lowers.
-// DEFINE: %{stages} = --insert-powersgd --ddp-apply-planned-schemes --insert-fp16-compression --insert-bf16-compression
+// DEFINE: %{stages} = --insert-powersgd=planned=true --ddp-apply-planned-schemes \
+// DEFINE:   --insert-fp16-compression=planned=true --insert-bf16-compression=planned=true
 // RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,powersgd,topk{ratio=0.1} bucket-cap-mb=0" %{stages} \
 // RUN:   --ddp-compression-report=output=%t.report | FileCheck %s
 // RUN: FileCheck %s --check-prefix=REPORT < %t.report

@@ -3,7 +3,8 @@
 // quantization, given by name with their passes' options. Inputs/plan-1gbps.json and
 // plan-400gbps.json have the kernel time it needs (top_k_f32) and the
 // link's allgather (allgather_i8).
-// DEFINE: %{stages} = --insert-powersgd --ddp-apply-planned-schemes --insert-fp16-compression --insert-bf16-compression
+// DEFINE: %{stages} = --insert-powersgd=planned=true --ddp-apply-planned-schemes \
+// DEFINE:   --insert-fp16-compression=planned=true --insert-bf16-compression=planned=true
 // RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,fp16,powersgd,topk,topk{ratio=0.001}" %{stages} \
 // RUN:   --ddp-compression-report=output=- | FileCheck %s --check-prefix=SLOW
 // On a fast link the top-k kernels cost more than the link saves.

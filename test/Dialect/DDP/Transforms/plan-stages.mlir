@@ -1,13 +1,18 @@
-// In a module ddp-plan annotated (it has ddp.plan), each stage of
-// ddp-compress takes only the buckets planned its way, with the decision's
-// options, and removes the annotation; every other bucket is left to its
-// own stage. The decisions here are written by hand.
-// RUN: ddp-opt %s -split-input-file --insert-powersgd | FileCheck %s --check-prefix=POWERSGD
-// RUN: ddp-opt %s -split-input-file --insert-powersgd --insert-fp16-compression | FileCheck %s --check-prefix=FP16
-// RUN: ddp-opt %s -split-input-file --insert-powersgd --ddp-apply-planned-schemes --insert-fp16-compression \
-// RUN:   --insert-bf16-compression --ddp-lower-to-llvm -o /dev/null
+// Each stage of ddp-compress{plan=...} (the passes with `planned`, and
+// ddp-apply-planned-schemes) takes only the buckets ddp-plan planned its
+// way, with the decision's options, and removes the annotation; every
+// other bucket is left to its own stage. The decisions here are written by
+// hand.
+// RUN: ddp-opt %s -split-input-file --insert-powersgd=planned=true | FileCheck %s --check-prefix=POWERSGD
+// RUN: ddp-opt %s -split-input-file --insert-powersgd=planned=true --insert-fp16-compression=planned=true \
+// RUN:   | FileCheck %s --check-prefix=FP16
+// RUN: ddp-opt %s -split-input-file --insert-powersgd=planned=true --ddp-apply-planned-schemes \
+// RUN:   --insert-fp16-compression=planned=true --insert-bf16-compression=planned=true --ddp-lower-to-llvm -o /dev/null
+// Bucketing keeps each planned bucket the bucket it was planned as.
+// RUN: ddp-opt %s -split-input-file --ddp-bucketize | FileCheck %s --check-prefix=BUCKETIZE
 // Decisions the stages cannot honour are errors at the bucket.
-// RUN: not ddp-opt %S/Inputs/plan-bad-decisions.mlir -split-input-file --insert-powersgd --ddp-apply-planned-schemes 2>&1 \
+// RUN: not ddp-opt %S/Inputs/plan-bad-decisions.mlir -split-input-file --insert-powersgd=planned=true --ddp-apply-planned-schemes \
+// RUN:   --insert-fp16-compression=planned=true 2>&1 \
 // RUN:   | FileCheck %S/Inputs/plan-bad-decisions.mlir --check-prefix=BAD
 
 module attributes {ddp.plan = {buckets = []}} {
@@ -21,6 +26,9 @@ module attributes {ddp.plan = {buckets = []}} {
     return %rw, %rv, %rb : tensor<256x128xf32>, tensor<512xf32>, tensor<128xf32>
   }
 }
+
+// BUCKETIZE: ddp.allreduce  mean %arg0 {ddp.planned = #ddp.compression<"powersgd", {rank = 2 : i64}>} : tensor<256x128xf32>
+// BUCKETIZE: ddp.allreduce  mean %arg1 {ddp.planned = #ddp.compression<"fp16">} : tensor<512xf32>
 
 // insert-powersgd: the PowerSGD bucket at its decision's rank (not the
 // pass's rank=1); the fp16 bucket keeps its annotation for its stage.

@@ -4,7 +4,8 @@
 // Inputs/ are written by hand (the CUDA backend's collectives, one per
 // bucket; the same kernel times): a 1 Gb/s link, where PowerSGD pays; 10
 // Gb/s, where only fp16 does; 400 Gb/s, where nothing does.
-// DEFINE: %{stages} = --insert-powersgd --ddp-apply-planned-schemes --insert-fp16-compression --insert-bf16-compression
+// DEFINE: %{stages} = --insert-powersgd=planned=true --ddp-apply-planned-schemes \
+// DEFINE:   --insert-fp16-compression=planned=true --insert-bf16-compression=planned=true
 // RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,fp16,bf16,powersgd" %{stages} | FileCheck %s --check-prefix=SLOW
 // With PowerSGD's collectives in fp16 allowed (the default), they are
 // slightly faster still: P, Q and the uncompressed bias travel in f16.
@@ -32,7 +33,17 @@
 // Lowered without its stages, the annotation is refused, not sent plain.
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json" --ddp-lower-to-llvm 2>&1 | FileCheck %s --check-prefix=UNTAKEN
 // A stage of another choice leaves the bucket to its own.
-// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-10gbps.json" --insert-powersgd --insert-bf16-compression | FileCheck %s --check-prefix=ANNOTATED-FP16
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-10gbps.json" --insert-powersgd=planned=true \
+// RUN:   --insert-bf16-compression=planned=true | FileCheck %s --check-prefix=ANNOTATED-FP16
+// A fixed pass would overrule the plan: refused.
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-10gbps.json" --insert-powersgd=rank=2 2>&1 | FileCheck %s --check-prefix=OVERRULE
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json" --insert-fp16-compression 2>&1 | FileCheck %s --check-prefix=OVERRULE
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json" --insert-topk 2>&1 | FileCheck %s --check-prefix=OVERRULE
+// Scheduled before its stage, a planned bucket would start as it is.
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json" --ddp-schedule-overlap 2>&1 | FileCheck %s --check-prefix=SCHEDULE
+// A second plan would see only what the first left.
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-400gbps.json" -o %t.once
+// RUN: not ddp-opt %t.once --ddp-plan="profile=%S/Inputs/plan-1gbps.json" 2>&1 | FileCheck %s --check-prefix=TWICE
 // A kernel profile for a --hand link profile.
 // RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-hand.json kernels=%S/Inputs/plan-1gbps.json" %{stages} | FileCheck %s --check-prefix=HAND
 
@@ -104,3 +115,6 @@ func.func @step(%w: tensor<1024x1024xf32> loc("fc.weight"),
 // ANNOTATED-PLAIN: ddp.allreduce  mean %arg1, %arg0 role  uncompressed :
 // ANNOTATED-PLAIN-NOT: ddp.planned
 // UNTAKEN: error: this bucket is planned as #ddp.compression<"powersgd", {narrow = f16, rank = 1 : i64}> but was never compressed
+// OVERRULE: error: {{insert-powersgd|insert-fp16-compression|insert-topk}} would compress every bucket, but this bucket is planned as #ddp.compression<{{.*}}> by ddp-plan: compress planned buckets with ddp-compress{plan=...}, or with the stages that honour the plan (insert-powersgd{planned}, insert-fp16-compression{planned}, insert-bf16-compression{planned}, ddp-apply-planned-schemes)
+// SCHEDULE: error: ddp-schedule-overlap would start this allreduce as it is, but this bucket is planned as #ddp.compression<"powersgd", {narrow = f16, rank = 1 : i64}> by ddp-plan
+// TWICE: error: ddp-plan: the module is planned already (it has 'ddp.plan'): plan the module as it was before ddp-plan or ddp-compress{plan=...}

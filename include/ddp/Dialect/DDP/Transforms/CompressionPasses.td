@@ -132,11 +132,12 @@ def InsertPowerSGD : Pass<"insert-powersgd", "::mlir::ModuleOp"> {
     average over the whole grid) and, unless `bucket-cap-mb=0`,
     `ddp-bucketize` on every function.
 
-    In a module `ddp-plan` annotated, it rewrites only the buckets planned
-    as PowerSGD (`ddp.planned = #ddp.compression<"powersgd", {rank = 2 :
+    With `planned`, it rewrites only the buckets `ddp-plan` planned as
+    PowerSGD (`ddp.planned = #ddp.compression<"powersgd", {rank = 2 :
     i64}>`), each at its decision's rank, their collectives cast to its
     `narrow` type where it has one; `rank` is not used then, and nothing
-    is bucketed again.
+    is bucketed again. Without it, a module that carries ddp-plan's
+    decisions is refused: compressing every bucket would overrule them.
   }];
   let options = [
     Option<"rank", "rank", "unsigned", "1",
@@ -172,7 +173,11 @@ def InsertPowerSGD : Pass<"insert-powersgd", "::mlir::ModuleOp"> {
                         "(batched_powerSGD_hook)"))}]>,
     Option<"bucketCapMb", "bucket-cap-mb", "double", "25.0",
            "Bucket single allreduces first, as ddp-bucketize does; 0 keeps "
-           "each allreduce a bucket of its own (default: 25)">
+           "each allreduce a bucket of its own (default: 25)">,
+    Option<"planned", "planned", "bool", "false",
+           "Only the buckets ddp-plan planned as PowerSGD, each at its "
+           "decision's rank (what ddp-compress{plan=...} runs; default: "
+           "false)">
   ];
   let statistics = [
     Statistic<"numCompressed", "num-compressed", "Tensors compressed">,
@@ -197,9 +202,15 @@ def InsertFP16Compression : Pass<"insert-fp16-compression", "::mlir::func::FuncO
     `--insert-powersgd --insert-fp16-compression` sends P and Q as f16.
     Whole-grid `shard.all_reduce`s are converted first (with
     convert-shard-to-ddp's patterns; their grids stay until the lowering).
-    Runs on each function on its own. In a module `ddp-plan` annotated, it
-    sends only the buckets planned as fp16 (`#ddp.compression<"fp16">`).
+    Runs on each function on its own. With `planned`, it sends only the
+    buckets `ddp-plan` planned as fp16 (`#ddp.compression<"fp16">`);
+    without it, a function with ddp-plan's decisions is refused.
   }];
+  let options = [
+    Option<"planned", "planned", "bool", "false",
+           "Only the buckets ddp-plan planned as fp16 (what "
+           "ddp-compress{plan=...} runs; default: false)">
+  ];
   let statistics = [
     Statistic<"numCompressed", "num-compressed", "Tensors sent as f16">
   ];
@@ -209,9 +220,14 @@ def InsertFP16Compression : Pass<"insert-fp16-compression", "::mlir::func::FuncO
 def InsertBF16Compression : Pass<"insert-bf16-compression", "::mlir::func::FuncOp"> {
   let summary = "Communicate float allreduces in bf16 (bf16_compress_hook)";
   let description = [{
-    Like insert-fp16-compression, with bf16 (in a planned module: the
-    buckets planned as bf16).
+    Like insert-fp16-compression, with bf16 (with `planned`: the buckets
+    planned as bf16).
   }];
+  let options = [
+    Option<"planned", "planned", "bool", "false",
+           "Only the buckets ddp-plan planned as bf16 (what "
+           "ddp-compress{plan=...} runs; default: false)">
+  ];
   let statistics = [
     Statistic<"numCompressed", "num-compressed", "Tensors sent as bf16">
   ];
@@ -233,14 +249,15 @@ def DDPPlan : Pass<"ddp-plan", "::mlir::ModuleOp"> {
 
     | choice | `ddp.planned` | stage |
     |---|---|---|
-    | fp16, bf16 | `<"fp16">`, `<"bf16">` | insert-fp16/bf16-compression |
-    | powersgd at rank R | `<"powersgd", {rank = R : i64}>` | insert-powersgd |
-    | powersgd+fp16 | `<"powersgd", {narrow = f16, rank = R : i64}>` | insert-powersgd |
+    | fp16, bf16 | `<"fp16">`, `<"bf16">` | insert-fp16/bf16-compression{planned} |
+    | powersgd at rank R | `<"powersgd", {rank = R : i64}>` | insert-powersgd{planned} |
+    | powersgd+fp16 | `<"powersgd", {narrow = f16, rank = R : i64}>` | insert-powersgd{planned} |
     | a scheme with a cost model | `<"topk", {options = "ratio=0.001"}>` | ddp-apply-planned-schemes |
 
-    In a planned module (one with `ddp.plan`) each stage takes only the
-    buckets planned its way. `ddp-compress{plan=...}` runs all of them; the
-    lowering refuses a bucket whose annotation no stage took.
+    Each stage takes only the buckets planned its way.
+    `ddp-compress{plan=...}` runs all of them; the fixed passes (without
+    `planned`) refuse a module with decisions, and the lowering refuses a
+    bucket whose decision no stage took.
 
     Schemes are given by name with their pass's options (`topk`,
     `topk{ratio=0.001}`; `quantize`, `quantize{granularity=per-channel}`; a

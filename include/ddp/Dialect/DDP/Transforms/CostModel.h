@@ -149,10 +149,14 @@ public:
   virtual CompressionAttr decision(MLIRContext *context) const = 0;
 };
 
-/// Whether ddp-plan annotated the module that holds `op` (it has a
-/// `ddp.plan`): then each compression stage takes only the buckets planned
-/// its way, and leaves the others to theirs.
-bool isPlannedModule(Operation *op);
+/// For a pass that would overrule ddp-plan's decisions (`ddp.planned`):
+/// compress every bucket, or start a bucket's allreduce as it is. Fails,
+/// with an error at the first planned bucket under `root` saying what
+/// `passName` `would` do and which stages honour the plan (those that take
+/// `planned`, and ddp-apply-planned-schemes).
+LogicalResult
+refusePlannedBuckets(Operation *root, StringRef passName,
+                     StringRef would = "would compress every bucket");
 
 /// The buckets under `root` whose decision (`ddp.planned`) `mine` accepts,
 /// in program order, each with its decision. The annotation is removed

@@ -20,6 +20,16 @@ module attributes {ddp.plan = {buckets = []}} {
 // -----
 
 module attributes {ddp.plan = {buckets = []}} {
+  func.func @step(%w: tensor<256x128xf32>) -> tensor<256x128xf32> {
+    %r = ddp.allreduce mean %w {ddp.planned = #ddp.compression<"powersgd", {rank = 2 : i32}>} : tensor<256x128xf32>
+    return %r : tensor<256x128xf32>
+  }
+}
+// BAD: error: ddp.planned #ddp.compression<"powersgd", {rank = 2 : i32}>: a PowerSGD decision
+
+// -----
+
+module attributes {ddp.plan = {buckets = []}} {
   func.func @step(%v: tensor<512xf32>) -> tensor<512xf32> {
     %r = ddp.allreduce mean %v {ddp.planned = #ddp.compression<"topk", {ratio = 0.25 : f64}>} : tensor<512xf32>
     return %r : tensor<512xf32>
@@ -37,3 +47,13 @@ module attributes {ddp.plan = {buckets = []}} {
 }
 // BAD: error: ddp-plan: choices: 'topk{ratio=3}': ratio=3 must be in (0, 1]
 // BAD: error: ddp-apply-planned-schemes: this bucket's decision #ddp.compression<"topk", {options = "ratio=3"}> names options its scheme refuses
+
+// -----
+
+module attributes {ddp.plan = {buckets = []}} {
+  func.func @step(%v: tensor<512xf32>) -> tensor<512xf32> {
+    %r = ddp.allreduce mean %v {ddp.planned = #ddp.compression<"fp16", {rank = 2 : i64}>} : tensor<512xf32>
+    return %r : tensor<512xf32>
+  }
+}
+// BAD: error: ddp.planned #ddp.compression<"fp16", {rank = 2 : i64}>: fp16 takes no options
