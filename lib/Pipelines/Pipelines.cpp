@@ -81,6 +81,7 @@ void mlir::ddp::buildCompressionPipeline(
     // options given here), the schemes with a cost model, fp16, bf16.
     InsertPowerSGDOptions powersgd;
     copyPowerSGDOptions(options, powersgd);
+    powersgd.batchSameShape = options.batchSameShape;
     powersgd.planned = true;
     pm.addPass(createInsertPowerSGD(powersgd));
     pm.addPass(createDDPApplyPlannedSchemes());
@@ -396,6 +397,11 @@ void mlir::ddp::registerPipelines() {
               "ddp-compress: plan= chooses each bucket's compression; it "
               "does not combine with powersgd-rank, hook, quantize or "
               "narrow (limit its choices with plan-choices=)");
+        // The plan's model is PowerSGD per tensor.
+        if (!options.plan.empty() && options.mode == PowerSGDMode::batched)
+          return errorHandler(
+              "ddp-compress: plan= plans PowerSGD per tensor (layerwise); "
+              "mode=batched does not combine with it");
         bool planOptions =
             !options.planKernels.empty() || !options.planChoices.empty() ||
             !options.planRanks.empty() || options.planMinRank != 1 ||

@@ -15,6 +15,7 @@
 #include "ddp/Dialect/DDP/Transforms/BucketCompression.h"
 #include "ddp/Dialect/DDP/Transforms/CostModel.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
+#include "ddp/Dialect/DDP/Transforms/PowerSGD.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -42,7 +43,13 @@ struct DDPApplyPlannedSchemesPass
     bool valid = true;
     for (auto [bucket, decision] :
          takePlannedBuckets(module, [](CompressionAttr decision) {
-           return lookupPlannableScheme(decision.getScheme()).has_value();
+           // The built-in choices are their own stages' even where a
+           // scheme was registered under the same name.
+           StringRef name = decision.getScheme();
+           return !llvm::is_contained(
+                      ArrayRef<StringRef>{kPowerSGDDecision, "fp16", "bf16"},
+                      name) &&
+                  lookupPlannableScheme(name).has_value();
          })) {
       DictionaryAttr options = decision.getOptions();
       if (!options || options.size() != 1 ||

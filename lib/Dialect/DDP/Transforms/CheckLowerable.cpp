@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ddp/Dialect/DDP/IR/DDP.h"
+#include "ddp/Dialect/DDP/Transforms/CostModel.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 
 #include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
@@ -58,10 +59,8 @@ struct DDPCheckLowerablePass
         failed = true;
         op->emitError()
             << "this bucket is planned as " << planned.getAttr(op)
-            << " but was never compressed: ddp-plan only chooses; run "
-               "ddp-compress{plan=...}, or the stage of that choice "
-               "(insert-powersgd, insert-fp16-compression, "
-               "insert-bf16-compression, ddp-apply-planned-schemes) after it";
+            << " but was never compressed (it would be sent plain): "
+            << plannedStagesAdvice();
       }
       // A hook's state template is instantiated per bucket by ddp-apply-hook;
       // the runtime cannot allocate one of unknown size.

@@ -481,6 +481,14 @@ double MachineProfile::elementwiseSeconds(StringRef kernel,
 
 PlanChoice::~PlanChoice() = default;
 
+StringRef mlir::ddp::plannedStagesAdvice() {
+  return "compress with ddp-compress{plan=...} in place of ddp-plan, or "
+         "follow ddp-plan with the stages that honour its decisions: "
+         "insert-powersgd{planned}, ddp-apply-planned-schemes, "
+         "insert-fp16-compression{planned}, "
+         "insert-bf16-compression{planned}";
+}
+
 LogicalResult mlir::ddp::refusePlannedBuckets(Operation *root,
                                               StringRef passName,
                                               StringRef would) {
@@ -493,12 +501,7 @@ LogicalResult mlir::ddp::refusePlannedBuckets(Operation *root,
       return WalkResult::advance();
     op.emitError() << passName << " " << would
                    << ", but this bucket is planned as " << planned.getAttr(op)
-                   << " by ddp-plan: compress planned buckets with "
-                      "ddp-compress{plan=...}, or with the stages that "
-                      "honour the plan (insert-powersgd{planned}, "
-                      "insert-fp16-compression{planned}, "
-                      "insert-bf16-compression{planned}, "
-                      "ddp-apply-planned-schemes)";
+                   << " by ddp-plan: " << plannedStagesAdvice();
     return WalkResult::interrupt();
   });
   return failure(walked.wasInterrupted());

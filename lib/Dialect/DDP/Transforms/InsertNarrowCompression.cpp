@@ -208,19 +208,19 @@ FailureOr<unsigned> narrowPlannedBuckets(func::FuncOp function,
       bucket.emitError() << "ddp.planned " << decision << ": "
                          << narrowName(narrow) << " takes no options";
       valid = false;
+    } else if (!hasWideFloat(bucket.getInputs().getTypes(), narrow)) {
+      // The patterns would leave it as it is: sent plain, against the plan.
+      bucket.emitError() << "ddp.planned " << decision
+                         << ": no tensor of this bucket is a float wider "
+                            "than 16 bits";
+      valid = false;
     }
     buckets.push_back(bucket);
   }
   if (!valid)
     return failure();
   unsigned count = 0;
-  if (buckets.empty())
-    return count;
-  RewritePatternSet patterns(narrow.getContext());
-  populateNarrowCompressionPatterns(patterns, narrow, passName, &count);
-  GreedyRewriteConfig config;
-  config.setStrictness(GreedyRewriteStrictness::ExistingOps);
-  (void)applyOpPatternsGreedily(buckets, std::move(patterns), config);
+  narrowCollectives(buckets, narrow, passName, &count);
   return count;
 }
 
@@ -272,11 +272,11 @@ void mlir::ddp::populateNarrowCompressionPatterns(RewritePatternSet &patterns,
 }
 
 void mlir::ddp::narrowCollectives(ArrayRef<Operation *> ops, FloatType narrow,
-                                  StringRef passName) {
+                                  StringRef passName, unsigned *count) {
   if (ops.empty())
     return;
   RewritePatternSet patterns(narrow.getContext());
-  populateNarrowCompressionPatterns(patterns, narrow, passName);
+  populateNarrowCompressionPatterns(patterns, narrow, passName, count);
   GreedyRewriteConfig config;
   config.setStrictness(GreedyRewriteStrictness::ExistingOps);
   (void)applyOpPatternsGreedily(ops, std::move(patterns), config);

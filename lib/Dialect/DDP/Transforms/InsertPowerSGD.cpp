@@ -61,6 +61,13 @@ void InsertPowerSGDPass::runOnOperation() {
          takePlannedBuckets(module, [](CompressionAttr decision) {
            return decision.getScheme() == kPowerSGDDecision;
          })) {
+      if (!bucket->getParentOfType<FunctionOpInterface>()) {
+        bucket.emitError() << getArgument()
+                           << ": a bucket planned as PowerSGD must be in a "
+                              "function (its step counter is the "
+                              "function's)";
+        return signalPassFailure();
+      }
       FailureOr<std::pair<unsigned, FloatType>> parsed =
           parsePowerSGDDecision(bucket, decision);
       if (failed(parsed))

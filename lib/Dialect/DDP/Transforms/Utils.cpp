@@ -314,7 +314,10 @@ unsigned mlir::ddp::bucketizeAllReduces(Operation *root,
       return std::nullopt;
     // A bucket ddp-plan decided on (ddp.planned) stays the bucket it
     // planned: merged, one decision would be lost.
-    if (op->hasAttr("ddp.planned"))
+    if (op->getContext()
+            ->getLoadedDialect<DDPDialect>()
+            ->getPlannedAttrHelper()
+            .isAttrPresent(op))
       return std::nullopt;
     Type element = nullptr;
     for (Type type : allreduce.getInputs().getTypes()) {

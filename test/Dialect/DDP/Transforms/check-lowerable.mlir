@@ -34,7 +34,7 @@ ddp.state @error : tensor<?xf32>
 // stage, and would travel plain without a word.
 module attributes {ddp.plan = {buckets = []}} {
   func.func @planned(%g: tensor<64xf32>) -> tensor<64xf32> {
-    // expected-error @+1 {{this bucket is planned as #ddp.compression<"fp16"> but was never compressed: ddp-plan only chooses; run ddp-compress{plan=...}, or the stage of that choice (insert-powersgd, insert-fp16-compression, insert-bf16-compression, ddp-apply-planned-schemes) after it}}
+    // expected-error @+1 {{this bucket is planned as #ddp.compression<"fp16"> but was never compressed (it would be sent plain): compress with ddp-compress{plan=...} in place of ddp-plan, or follow ddp-plan with the stages that honour its decisions: insert-powersgd{planned}, ddp-apply-planned-schemes, insert-fp16-compression{planned}, insert-bf16-compression{planned}}}
     %0 = ddp.allreduce mean %g {ddp.planned = #ddp.compression<"fp16">} : tensor<64xf32>
     return %0 : tensor<64xf32>
   }

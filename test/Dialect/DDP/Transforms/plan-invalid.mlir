@@ -21,6 +21,8 @@
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json tolerance=1.5" 2>&1 | FileCheck %s --check-prefix=TOLERANCE
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json world=-1" 2>&1 | FileCheck %s --check-prefix=WORLD
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json min-compression-rate=-1" 2>&1 | FileCheck %s --check-prefix=MINRATE
+// The plan models PowerSGD per tensor: batched mode is refused with it.
+// RUN: not ddp-opt %s --ddp-compress="plan=%S/Inputs/plan-1gbps.json mode=batched" 2>&1 | FileCheck %s --check-prefix=BATCHED
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json bogus=1" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // Absurd values, each in one field: refused with the field and its range
 // (a finite 1e308 latency made every prediction overflow int64
@@ -80,6 +82,7 @@
 // REGEX: error: ddp-plan: never='(' is not a valid regular expression:
 // TOLERANCE: error: ddp-plan: tolerance=1.5: a fraction in [0, 1)
 // WORLD: error: ddp-plan: world=-1: a number of ranks >= 1, or 0 for the profile's
+// BATCHED: error: ddp-compress: plan= plans PowerSGD per tensor (layerwise); mode=batched does not combine with it
 // MINRATE: error: ddp-plan: min-compression-rate must be a finite number >= 0, got -1
 // UNKNOWN: error: ddp-plan: no such option 'bogus'; the options are
 // KERNEL: error: ddp-plan: machine profile '{{.*}}': 'kernels' has no usable 'project'

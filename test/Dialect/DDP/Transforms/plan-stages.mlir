@@ -6,6 +6,8 @@
 // RUN: ddp-opt %s -split-input-file --insert-powersgd=planned=true | FileCheck %s --check-prefix=POWERSGD
 // RUN: ddp-opt %s -split-input-file --insert-powersgd=planned=true --insert-fp16-compression=planned=true \
 // RUN:   | FileCheck %s --check-prefix=FP16
+// RUN: ddp-opt %s -split-input-file --insert-powersgd=planned=true --insert-bf16-compression=planned=true \
+// RUN:   | FileCheck %s --check-prefix=BF16
 // RUN: ddp-opt %s -split-input-file --insert-powersgd=planned=true --ddp-apply-planned-schemes \
 // RUN:   --insert-fp16-compression=planned=true --insert-bf16-compression=planned=true --ddp-lower-to-llvm -o /dev/null
 // Bucketing keeps each planned bucket the bucket it was planned as.
@@ -67,3 +69,27 @@ module attributes {ddp.plan = {buckets = []}} {
 // POWERSGD: ddp.allreduce  sum %{{.*}} role  compressed : tensor<256x1xf16>
 // POWERSGD: ddp.allreduce  sum %{{.*}} role  compressed : tensor<128x1xf16>
 // POWERSGD: ddp.allreduce  mean %arg1 {ddp.planned = #ddp.compression<"topk", {options = "ratio=0.25"}>} : tensor<512xf32>
+
+// -----
+
+// bf16: PowerSGD's factors in bf16 (narrow = bf16), and a bucket planned
+// bf16; the bucket planned fp16 is left to its stage.
+module attributes {ddp.plan = {buckets = []}} {
+  func.func @step(%w: tensor<256x128xf32> loc("fc.weight"),
+                  %v: tensor<512xf32> loc("fc2.weight"),
+                  %b: tensor<128xf32> loc("fc.bias"))
+      -> (tensor<256x128xf32>, tensor<512xf32>, tensor<128xf32>) {
+    %rw = ddp.allreduce mean %w {ddp.planned = #ddp.compression<"powersgd", {narrow = bf16, rank = 1 : i64}>} : tensor<256x128xf32>
+    %rv = ddp.allreduce mean %v {ddp.planned = #ddp.compression<"bf16">} : tensor<512xf32>
+    %rb = ddp.allreduce mean %b {ddp.planned = #ddp.compression<"fp16">} : tensor<128xf32>
+    return %rw, %rv, %rb : tensor<256x128xf32>, tensor<512xf32>, tensor<128xf32>
+  }
+}
+
+// BF16: // -----
+// BF16: // -----
+// BF16: ddp.allreduce  sum %{{.*}} role  compressed : tensor<256x1xbf16>
+// BF16: ddp.allreduce  sum %{{.*}} role  compressed : tensor<128x1xbf16>
+// BF16: ddp.cast %{{.*}} : tensor<512xf32> to tensor<512xbf16>
+// BF16-NEXT: ddp.allreduce  sum %{{.*}} : tensor<512xbf16>
+// BF16: ddp.allreduce  mean %arg2 {ddp.planned = #ddp.compression<"fp16">} : tensor<128xf32>

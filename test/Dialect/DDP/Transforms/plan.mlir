@@ -108,13 +108,13 @@ func.func @step(%w: tensor<1024x1024xf32> loc("fc.weight"),
 // HAND: choice = "plain"
 // HAND-SAME: profile = "{{.*}}plan-hand.json (hand, cuda, 2 ranks; allreduce f32 10.0 us + 100.000 Gb/s; kernels from {{.*}}plan-1gbps.json)"
 
-// ANNOTATED: ddp.allreduce  mean %arg1, %arg0 {ddp.planned = #ddp.compression<"powersgd", {narrow = f16, rank = 1 : i64}>}
 // ANNOTATED-NOT: ddp.state
+// ANNOTATED: ddp.allreduce  mean %arg1, %arg0 {ddp.planned = #ddp.compression<"powersgd", {narrow = f16, rank = 1 : i64}>}
 // ANNOTATED-FP16: ddp.allreduce  mean %arg1, %arg0 {ddp.planned = #ddp.compression<"fp16">}
 // ANNOTATED-FP16-NOT: ddp.cast
 // ANNOTATED-PLAIN: ddp.allreduce  mean %arg1, %arg0 role  uncompressed :
 // ANNOTATED-PLAIN-NOT: ddp.planned
 // UNTAKEN: error: this bucket is planned as #ddp.compression<"powersgd", {narrow = f16, rank = 1 : i64}> but was never compressed
-// OVERRULE: error: {{insert-powersgd|insert-fp16-compression|insert-topk}} would compress every bucket, but this bucket is planned as #ddp.compression<{{.*}}> by ddp-plan: compress planned buckets with ddp-compress{plan=...}, or with the stages that honour the plan (insert-powersgd{planned}, insert-fp16-compression{planned}, insert-bf16-compression{planned}, ddp-apply-planned-schemes)
+// OVERRULE: error: {{insert-powersgd|insert-fp16-compression|insert-topk}} would compress every bucket, but this bucket is planned as #ddp.compression<{{.*}}> by ddp-plan: compress with ddp-compress{plan=...} in place of ddp-plan, or follow ddp-plan with the stages that honour its decisions: insert-powersgd{planned}, ddp-apply-planned-schemes, insert-fp16-compression{planned}, insert-bf16-compression{planned}
 // SCHEDULE: error: ddp-schedule-overlap would start this allreduce as it is, but this bucket is planned as #ddp.compression<"powersgd", {narrow = f16, rank = 1 : i64}> by ddp-plan
 // TWICE: error: ddp-plan: the module is planned already (it has 'ddp.plan'): plan the module as it was before ddp-plan or ddp-compress{plan=...}

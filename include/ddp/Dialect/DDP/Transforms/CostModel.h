@@ -149,6 +149,10 @@ public:
   virtual CompressionAttr decision(MLIRContext *context) const = 0;
 };
 
+/// How to compress the buckets ddp-plan decided on, for messages:
+/// ddp-compress{plan=...} in its place, or the stages that honour them.
+StringRef plannedStagesAdvice();
+
 /// For a pass that would overrule ddp-plan's decisions (`ddp.planned`):
 /// compress every bucket, or start a bucket's allreduce as it is. Fails,
 /// with an error at the first planned bucket under `root` saying what

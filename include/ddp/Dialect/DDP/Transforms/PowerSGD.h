@@ -25,9 +25,10 @@
 
 namespace mlir::ddp {
 
-/// The options of PowerSGD's rewrite that insert-powersgd, ddp-plan and the
-/// ddp-compress pipeline all have, under the same member names: whoever
-/// hands them on copies them with `X(name)` = `to.name = from.name;`.
+/// The options of PowerSGD's rewrite that insert-powersgd and the
+/// ddp-compress pipeline both have, under the same member names: whoever
+/// hands them on copies them with `X(name)` = `to.name = from.name;`
+/// (ddp-plan has only `minCompressionRate`, for its predictions).
 #define DDP_POWERSGD_SHARED_OPTIONS(X)                                         \
   X(minCompressionRate)                                                        \
   X(startIter)                                                                 \

@@ -29,10 +29,11 @@ void populateNarrowCompressionPatterns(RewritePatternSet &patterns,
                                        unsigned *count = nullptr);
 
 /// Sends `ops` (ddp.allreduce and ddp.allreduce_start ops) in `narrow` with
-/// those patterns, touching no other op: ddp-plan's fp16 and bf16 buckets,
-/// and the collectives of its "powersgd+fp16" ones.
+/// those patterns, touching no other op: the buckets ddp-plan planned as
+/// fp16 or bf16, and the collectives of its "powersgd+fp16" ones. Adds the
+/// tensors narrowed to `count` if given.
 void narrowCollectives(ArrayRef<Operation *> ops, FloatType narrow,
-                       StringRef passName);
+                       StringRef passName, unsigned *count = nullptr);
 
 } // namespace mlir::ddp
 

@@ -133,9 +133,9 @@ LogicalResult checkPowerSGDOptions(unsigned rank, double minCompressionRate,
                                    function_ref<void(const Twine &)> fail);
 
 /// Turns a module as users write it into the gradient buckets insert-powersgd
-/// and ddp-plan rewrite: records the gradients' names, converts whole-grid
-/// shard.all_reduces into ddp.allreduce (as convert-shard-to-ddp), then
-/// merges each function's gradient allreduces into buckets of at most
+/// rewrites and ddp-plan plans: records the gradients' names, converts
+/// whole-grid shard.all_reduces into ddp.allreduce (as convert-shard-to-ddp),
+/// then merges each function's gradient allreduces into buckets of at most
 /// `bucketCapMb` MiB by DDP's rule (as ddp-bucketize with its defaults;
 /// nothing is merged if it is 0). Fails with an error where a shard op
 /// cannot be converted.
@@ -149,8 +149,8 @@ struct OptionAlias {
 };
 
 /// PyTorch's names of PowerSGD's options (PowerSGDState's arguments, in
-/// kebab case) and ours, for insert-powersgd, ddp-plan and ddp-compress:
-/// each pass takes those whose name of ours it has.
+/// kebab case) and ours, for insert-powersgd and ddp-compress: each takes
+/// those whose name of ours it has.
 ArrayRef<OptionAlias> powerSGDOptionAliases();
 
 /// Rewrites the textual options of a pass or pipeline (`key=value`

@@ -57,3 +57,22 @@ module attributes {ddp.plan = {buckets = []}} {
   }
 }
 // BAD: error: ddp.planned #ddp.compression<"fp16", {rank = 2 : i64}>: fp16 takes no options
+
+// -----
+
+// Already f16: the fp16 stage would send it as it is, against the plan.
+module attributes {ddp.plan = {buckets = []}} {
+  func.func @step(%v: tensor<64xf16>) -> tensor<64xf16> {
+    %r = ddp.allreduce mean %v {ddp.planned = #ddp.compression<"fp16">} : tensor<64xf16>
+    return %r : tensor<64xf16>
+  }
+}
+// BAD: error: ddp.planned #ddp.compression<"fp16">: no tensor of this bucket is a float wider than 16 bits
+
+// -----
+
+module attributes {ddp.plan = {buckets = []}} {
+  %c = arith.constant dense<1.0> : tensor<64x64xf32>
+  %r = ddp.allreduce mean %c {ddp.planned = #ddp.compression<"powersgd", {rank = 2 : i64}>} : tensor<64x64xf32>
+}
+// BAD: error: insert-powersgd: a bucket planned as PowerSGD must be in a function (its step counter is the function's)
