@@ -49,16 +49,13 @@ struct DDPCheckLowerablePass
     llvm::StringSet<> reported;
     bool failed = false;
     // Outer ops first: a function is reported before the ops in it.
-    // Null in a module without the ddp dialect (nothing planned there).
-    auto *dialect = getContext().getLoadedDialect<DDPDialect>();
     getOperation().walk<WalkOrder::PreOrder>([&](Operation *op) {
       // ddp-plan only annotates: a decision no stage took would be sent
       // plain, silently.
-      if (dialect && dialect->getPlannedAttrHelper().isAttrPresent(op)) {
-        auto planned = dialect->getPlannedAttrHelper();
+      if (CompressionAttr decision = plannedDecision(op)) {
         failed = true;
         op->emitError()
-            << "this bucket is planned as " << planned.getAttr(op)
+            << "this bucket is planned as " << decision
             << " but was never compressed (it would be sent plain): "
             << plannedStagesAdvice();
       }

@@ -481,6 +481,11 @@ double MachineProfile::elementwiseSeconds(StringRef kernel,
 
 PlanChoice::~PlanChoice() = default;
 
+CompressionAttr mlir::ddp::plannedDecision(Operation *op) {
+  return op->getAttrOfType<CompressionAttr>(
+      DDPDialect::PlannedAttrHelper::getNameStr());
+}
+
 StringRef mlir::ddp::plannedStagesAdvice() {
   return "compress with ddp-compress{plan=...} in place of ddp-plan, or "
          "follow ddp-plan with the stages that honour its decisions: "
@@ -492,15 +497,12 @@ StringRef mlir::ddp::plannedStagesAdvice() {
 LogicalResult mlir::ddp::refusePlannedBuckets(Operation *root,
                                               StringRef passName,
                                               StringRef would) {
-  auto *dialect = root->getContext()->getLoadedDialect<DDPDialect>();
-  if (!dialect)
-    return success();
-  auto planned = dialect->getPlannedAttrHelper();
   WalkResult walked = root->walk([&](AllReduceOp op) {
-    if (!planned.isAttrPresent(op))
+    CompressionAttr decision = plannedDecision(op);
+    if (!decision)
       return WalkResult::advance();
     op.emitError() << passName << " " << would
-                   << ", but this bucket is planned as " << planned.getAttr(op)
+                   << ", but this bucket is planned as " << decision
                    << " by ddp-plan: " << plannedStagesAdvice();
     return WalkResult::interrupt();
   });
@@ -511,17 +513,11 @@ SmallVector<std::pair<AllReduceOp, CompressionAttr>>
 mlir::ddp::takePlannedBuckets(Operation *root,
                               function_ref<bool(CompressionAttr)> mine) {
   SmallVector<std::pair<AllReduceOp, CompressionAttr>> taken;
-  auto *dialect = root->getContext()->getLoadedDialect<DDPDialect>();
-  if (!dialect)
-    return taken;
-  auto planned = dialect->getPlannedAttrHelper();
   root->walk([&](AllReduceOp op) {
-    if (!planned.isAttrPresent(op))
+    CompressionAttr decision = plannedDecision(op);
+    if (!decision || !mine(decision))
       return;
-    CompressionAttr decision = planned.getAttr(op);
-    if (!mine(decision))
-      return;
-    planned.removeAttr(op);
+    op->removeAttr(DDPDialect::PlannedAttrHelper::getNameStr());
     taken.push_back({op, decision});
   });
   return taken;

@@ -314,10 +314,7 @@ unsigned mlir::ddp::bucketizeAllReduces(Operation *root,
       return std::nullopt;
     // A bucket ddp-plan decided on (ddp.planned) stays the bucket it
     // planned: merged, one decision would be lost.
-    if (op->getContext()
-            ->getLoadedDialect<DDPDialect>()
-            ->getPlannedAttrHelper()
-            .isAttrPresent(op))
+    if (op->hasAttr(DDPDialect::PlannedAttrHelper::getNameStr()))
       return std::nullopt;
     Type element = nullptr;
     for (Type type : allreduce.getInputs().getTypes()) {

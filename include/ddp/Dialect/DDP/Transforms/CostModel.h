@@ -149,6 +149,9 @@ public:
   virtual CompressionAttr decision(MLIRContext *context) const = 0;
 };
 
+/// ddp-plan's decision on `op` (its `ddp.planned`), or null.
+CompressionAttr plannedDecision(Operation *op);
+
 /// How to compress the buckets ddp-plan decided on, for messages:
 /// ddp-compress{plan=...} in its place, or the stages that honour them.
 StringRef plannedStagesAdvice();
