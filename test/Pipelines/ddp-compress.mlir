@@ -34,7 +34,7 @@
 // CHECK-NOT: ddp.add_residual
 
 // FP16-LABEL: func.func @step(
-// FP16: ddp.cast %{{.*}}, %{{.*}}, %{{.*}} scaled by inverse_world_size : tensor<32x32xf32>, tensor<64xf32>, tensor<64x32xf32> to tensor<32x32xf16>, tensor<64xf16>, tensor<64x32xf16>
+// FP16: ddp.cast %{{.*}}, %{{.*}}, %{{.*}} scaled by inverse_world_size scheme <"fp16"> : tensor<32x32xf32>, tensor<64xf32>, tensor<64x32xf32> to tensor<32x32xf16>, tensor<64xf16>, tensor<64x32xf16>
 // FP16: ddp.allreduce_start sum
 // FP16: ddp.wait
 // FP16: ddp.cast

@@ -19,7 +19,7 @@ shard.grid @dp(shape = 8)
 // FP16: ddp.allreduce sum %{{.*}} : tensor<128x64xf16>
 // FP16: ddp.allreduce sum %{{.*}} : tensor<128xf16>
 // PIPE-LABEL: func.func @train_step(
-// PIPE: ddp.cast %{{.*}} scaled by inverse_world_size : tensor<128xf32> to tensor<128xbf16>
+// PIPE: ddp.cast %{{.*}} scaled by inverse_world_size scheme <"bf16"> : tensor<128xf32> to tensor<128xbf16>
 // PIPE: ddp.project_residual
 // PIPE: ddp.allreduce_start sum %{{.*}} role compressed : tensor<128x2xbf16>
 func.func @train_step(%x: tensor<128x32xf32>, %dy: tensor<32x64xf32>, %db: tensor<128xf32>,

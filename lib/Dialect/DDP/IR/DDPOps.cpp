@@ -297,11 +297,20 @@ LogicalResult CastOp::verify() {
       failed(verifyCountable(*this, getInputs().getTypes())) ||
       failed(verifyCountable(*this, getResultTypes())))
     return failure();
-  return verifyPairs(*this, getInputs().getTypes(), getResultTypes(), "results",
-                     [&](size_t i, ShapedType from, ShapedType to) {
-                       return verifyCastKeepsShape(*this, "result", i, from,
-                                                   to);
-                     });
+  return verifyPairs(
+      *this, getInputs().getTypes(), getResultTypes(), "results",
+      [&](size_t i, ShapedType from, ShapedType to) -> LogicalResult {
+        if (failed(verifyCastKeepsShape(*this, "result", i, from, to)))
+          return failure();
+        // A compression sends fewer bytes: only a narrowing cast is one.
+        if (getSchemeAttr() &&
+            to.getElementTypeBitWidth() >= from.getElementTypeBitWidth())
+          return emitOpError() << "with scheme " << getSchemeAttr()
+                               << " narrows what it sends, but result #" << i
+                               << " (" << to << ") is not narrower than its "
+                               << "input (" << from << ")";
+        return success();
+      });
 }
 
 //===----------------------------------------------------------------------===//

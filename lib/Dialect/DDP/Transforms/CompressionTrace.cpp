@@ -93,7 +93,6 @@ static ReportRow describeGradient(Value gradient) {
 
 static ReportRow describeBatchedBucket(tensor::ConcatOp concat, Value square) {
   ReportRow row;
-  row.decision = "powersgd-batched";
   auto squareType = cast<RankedTensorType>(square.getType());
   row.shape.assign(squareType.getShape().begin(), squareType.getShape().end());
   row.dtype = typeName(squareType.getElementType());
@@ -280,17 +279,23 @@ static Reduction reductionOf(Value input, Operation *comm, unsigned index,
   return {comm, index};
 }
 
-/// Which of PowerSGD's factors a compressed collective's operand is: P
-/// comes from a projection, Q from a backprojection, each perhaps narrowed
-/// or scaled on the way.
-enum class Factor { none, p, q };
+/// Which factor of a low-rank scheme (PowerSGD's) a compressed
+/// collective's operand is: P comes from a projection, Q from a
+/// backprojection, each perhaps narrowed or scaled on the way. `scheme` is
+/// the projection's (null where no pass named one).
+struct Factor {
+  enum Kind { none, p, q } kind = none;
+  CompressionAttr scheme;
+};
 
 static Factor factorOf(Value value) {
   while (Operation *op = value.getDefiningOp()) {
-    if (isa<ProjectOp, ProjectResidualOp>(op))
-      return Factor::p;
-    if (isa<BackprojectOp, BackprojectResidualOp>(op))
-      return Factor::q;
+    if (isa<ProjectOp, ProjectResidualOp, BackprojectOp, BackprojectResidualOp>(
+            op)) {
+      bool isP = isa<ProjectOp, ProjectResidualOp>(op);
+      return {isP ? Factor::p : Factor::q,
+              op->getAttrOfType<CompressionAttr>("scheme")};
+    }
     if (Value reduced = nodeInput(value)) {
       value = reduced;
       continue;
@@ -299,7 +304,33 @@ static Factor factorOf(Value value) {
       break;
     value = op->getOperand(cast<OpResult>(value).getResultNumber());
   }
-  return Factor::none;
+  return {};
+}
+
+/// The scheme a collective's operand was narrowed by for sending (the
+/// `scheme` of the ddp.cast that made it, through a later scaling), or
+/// null.
+static CompressionAttr narrowedBy(Value value) {
+  while (Operation *op = value.getDefiningOp()) {
+    if (auto cast = dyn_cast<CastOp>(op))
+      return cast.getSchemeAttr();
+    if (!isa<ScaleOp>(op))
+      break;
+    value = op->getOperand(cast<OpResult>(value).getResultNumber());
+  }
+  return nullptr;
+}
+
+/// `decision` sent narrow by `narrow`: "powersgd+fp16"; a plain gradient
+/// sent narrow is the narrowing's own decision ("fp16").
+static void addNarrowing(std::string &decision, CompressionAttr narrow) {
+  if (!narrow)
+    return;
+  std::string suffix = narrow.getScheme().str();
+  if (decision == "plain")
+    decision = suffix;
+  else if (decision != suffix && !StringRef(decision).ends_with("+" + suffix))
+    decision += "+" + suffix;
 }
 
 /// ReportRows are keyed by the gradient (or batched bucket) and the reduction.
@@ -358,7 +389,7 @@ static void collectRows(ModuleOp module,
     if (role == CommRole::warmup)
       return;
     for (auto [index, input] : llvm::enumerate(inputs)) {
-      Factor factor = Factor::none;
+      Factor factor;
       if (role == CommRole::compressed) {
         // A scheme's collective: what it sends counts for its bucket, once
         // per step (after the walk: see stepAmount).
@@ -374,6 +405,7 @@ static void collectRows(ModuleOp module,
           Amount &amount = sends[flatten][op];
           amount.numel += numElements(sent);
           amount.bytes += numBytes(sent);
+          addNarrowing(row.decision, narrowedBy(input));
           std::string type = typeName(sent.getElementType());
           if (row.sentAs == "-")
             row.sentAs = type;
@@ -384,13 +416,16 @@ static void collectRows(ModuleOp module,
         // Else PowerSGD's factor of a gradient, or nothing the report can
         // attribute to one.
         factor = factorOf(input);
-        if (factor == Factor::none)
+        if (factor.kind == Factor::none)
           continue;
       }
       Value source = input;
       ReportRow *row;
-      Reduction reduction = reductionOf(input, op, index, factor == Factor::q);
+      Reduction reduction =
+          reductionOf(input, op, index, factor.kind == Factor::q);
+      bool batched = false;
       if (tensor::ConcatOp concat = traceSource(source)) {
+        batched = true;
         auto [it, inserted] =
             rows.insert({{concat.getOperation(), reduction}, ReportRow()});
         if (inserted) {
@@ -411,14 +446,26 @@ static void collectRows(ModuleOp module,
       row->numelAfter += numElements(sent);
       row->bytesAfter += numBytes(sent);
       row->sentAs = typeName(sent.getElementType());
-      if (factor != Factor::none) {
+      // The decision: the projection's scheme (a projection no pass named
+      // is a "low-rank" one), then how it was narrowed for sending.
+      std::string decision = row->decision;
+      if (factor.kind != Factor::none) {
         row->compressed = true;
-        if (row->decision != "powersgd-batched")
-          row->decision = "powersgd";
+        decision = factor.scheme ? factor.scheme.getScheme().str()
+                                 : std::string("low-rank");
+        if (factor.scheme && factor.scheme.getOptions() && row->options.empty())
+          llvm::append_range(row->options,
+                             factor.scheme.getOptions().getValue());
+        if (batched)
+          decision += "-batched";
         row->rank = sent.getDimSize(1);
       } else if (role == CommRole::uncompressed) {
-        row->decision = isPlannedPlain(op) ? "plain (plan)" : "uncompressed";
+        decision = isPlannedPlain(op) ? "plain (plan)" : "uncompressed";
+      } else {
+        decision = "plain";
       }
+      addNarrowing(decision, narrowedBy(input));
+      row->decision = decision;
     }
   });
   for (auto &[flatten, amounts] : sends) {

@@ -26,6 +26,9 @@ struct ReportRow {
   std::string where;
   SmallVector<int64_t> shape;
   std::string dtype;
+  /// "plain", "uncompressed" (a scheme left it), "plain (plan)", or the
+  /// scheme the IR names ("powersgd", "topk", "fp16"), with "+fp16" or
+  /// "+bf16" where what it sends was narrowed after.
   std::string decision = "plain";
   bool compressed = false;
   int64_t rank = 0;

@@ -94,7 +94,7 @@ struct FuseResidualIntoProjection : FusionPattern<OpTy> {
       return failure();
     Operation *sum = op.getMatrices().front().getDefiningOp();
     rewriter.replaceOpWithNewOp<FusedOpTy>(op, split->first, split->second,
-                                           op.getFactors());
+                                           op.getFactors(), op.getSchemeAttr());
     eraseIfDead(rewriter, sum);
     ++this->fused;
     return success();
@@ -152,7 +152,8 @@ struct FuseScaleIntoCast : FusionPattern<CastOp> {
     for (unsigned i : indices)
       inputs.push_back(scale.getInputs()[i]);
     rewriter.replaceOpWithNewOp<CastOp>(op, op.getResultTypes(), inputs,
-                                        scale.getFactorAttr());
+                                        scale.getFactorAttr(),
+                                        op.getSchemeAttr());
     eraseIfDead(rewriter, scale);
     ++fused;
     return success();
@@ -172,7 +173,8 @@ struct FuseCastIntoScale : FusionPattern<ScaleOp> {
     for (unsigned i : indices)
       inputs.push_back(cast.getInputs()[i]);
     rewriter.replaceOpWithNewOp<CastOp>(op, op.getResultTypes(), inputs,
-                                        op.getFactorAttr());
+                                        op.getFactorAttr(),
+                                        cast.getSchemeAttr());
     eraseIfDead(rewriter, cast);
     ++fused;
     return success();

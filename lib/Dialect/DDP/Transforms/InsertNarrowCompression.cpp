@@ -43,8 +43,14 @@ static std::string whyNotNarrowable(Type type, FloatType narrow) {
   return "";
 }
 
+/// The name of `narrow`'s choice and decision: "fp16" or "bf16".
+static StringRef narrowName(FloatType narrow) {
+  return isa<Float16Type>(narrow) ? "fp16" : "bf16";
+}
+
 /// Casts `inputs` to `narrow`, pre-scaled by 1/W, W the members of `group`
 /// (fine-grained: ddp.scale then ddp.cast; ddp-fuse-kernels merges them).
+/// The cast names the decision (`<"fp16">`, `<"bf16">`).
 static SmallVector<Value> castDown(OpBuilder &builder, Location loc,
                                    ValueRange inputs, FloatType narrow,
                                    CommGroup group) {
@@ -53,8 +59,9 @@ static SmallVector<Value> castDown(OpBuilder &builder, Location loc,
   SmallVector<Type> narrowTypes;
   for (Type type : inputs.getTypes())
     narrowTypes.push_back(cast<RankedTensorType>(type).clone(narrow));
-  auto cast = CastOp::create(builder, loc, narrowTypes, scaled.getResults(),
-                             WorldScaleAttr());
+  auto cast = CastOp::create(
+      builder, loc, narrowTypes, scaled.getResults(), WorldScaleAttr(),
+      CompressionAttr::get(builder.getContext(), narrowName(narrow)));
   return cast.getResults();
 }
 
@@ -187,11 +194,6 @@ FailureOr<unsigned> narrowAllReduces(func::FuncOp function, FloatType narrow,
   populateNarrowCompressionPatterns(patterns, narrow, passName, &count);
   walkAndApplyPatterns(function, std::move(patterns));
   return count;
-}
-
-/// The name of `narrow`'s choice and decision: "fp16" or "bf16".
-StringRef narrowName(FloatType narrow) {
-  return isa<Float16Type>(narrow) ? "fp16" : "bf16";
 }
 
 /// The buckets of `function` ddp-plan planned as `narrow`, sent so;

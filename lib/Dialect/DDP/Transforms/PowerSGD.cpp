@@ -625,11 +625,13 @@ SmallVector<Value> PowerSGDRewriter::Impl::emitPowerSGD(
                      .getResult(0));
   }
 
-  // P = M Q, summed over ranks, orthogonalized.
+  // P = M Q, summed over ranks, orthogonalized. The projections name the
+  // scheme (the compression report reads it).
+  auto scheme = CompressionAttr::get(b.getContext(), kPowerSGDDecision);
   SmallVector<Value> ps;
   for (auto [m, q, at] : llvm::zip(ms, qs, locs))
-    ps.push_back(
-        ProjectOp::create(b, at, ValueRange{m}, ValueRange{q}).getResult(0));
+    ps.push_back(ProjectOp::create(b, at, ValueRange{m}, ValueRange{q}, scheme)
+                     .getResult(0));
   auto pSum = AllReduceOp::create(b, bucketLoc, ReductionKind::sum, ps,
                                   CommRole::compressed, group);
   SmallVector<Value> orthoPs;
@@ -640,8 +642,9 @@ SmallVector<Value> PowerSGDRewriter::Impl::emitPowerSGD(
   // Q = M^T P, averaged over ranks.
   SmallVector<Value> newQs;
   for (auto [m, p, at] : llvm::zip(ms, orthoPs, locs))
-    newQs.push_back(BackprojectOp::create(b, at, ValueRange{m}, ValueRange{p})
-                        .getResult(0));
+    newQs.push_back(
+        BackprojectOp::create(b, at, ValueRange{m}, ValueRange{p}, scheme)
+            .getResult(0));
   auto qMean = AllReduceOp::create(b, bucketLoc, ReductionKind::mean, newQs,
                                    CommRole::compressed, group);
 

@@ -74,6 +74,23 @@ func.func @cast_shape(%x: tensor<4xf32>) -> tensor<8xf16> {
 
 // -----
 
+// Only a cast that narrows what is sent is a compression.
+func.func @cast_scheme_widens(%x: tensor<4xf16>) -> tensor<4xf32> {
+  // expected-error @+1 {{'ddp.cast' op with scheme #ddp.compression<"fp16"> narrows what it sends, but result #0 ('tensor<4xf32>') is not narrower than its input ('tensor<4xf16>')}}
+  %r = ddp.cast %x scheme <"fp16"> : tensor<4xf16> to tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+func.func @cast_scheme_same_width(%x: tensor<4xf16>) -> tensor<4xbf16> {
+  // expected-error @+1 {{result #0 ('tensor<4xbf16>') is not narrower than its input ('tensor<4xf16>')}}
+  %r = ddp.cast %x scheme <"bf16"> : tensor<4xf16> to tensor<4xbf16>
+  return %r : tensor<4xbf16>
+}
+
+// -----
+
 func.func @add_residual_empty() {
   // expected-error @+1 {{'ddp.add_residual' op needs at least one tensor}}
   "ddp.add_residual"() <{operandSegmentSizes = array<i32: 0, 0>}> : () -> ()

@@ -41,6 +41,11 @@ func.func @scale_and_cast(%x: tensor<8xf32>, %y: tensor<2x3xf32>) -> (tensor<8xf
   %f = ddp.cast %h scaled by world_size : tensor<8xf16> to tensor<8xf32>
   // CHECK: ddp.cast %[[S]]#1 scaled by inverse_world_size : tensor<2x3xf32> to tensor<2x3xbf16>
   %g = ddp.cast %s#1 scaled by inverse_world_size : tensor<2x3xf32> to tensor<2x3xbf16>
+  // A cast that narrows what is sent names the compression.
+  // CHECK: ddp.cast %[[S]]#1 scaled by inverse_world_size scheme <"bf16"> : tensor<2x3xf32> to tensor<2x3xbf16>
+  %gs = ddp.cast %s#1 scaled by inverse_world_size scheme <"bf16"> : tensor<2x3xf32> to tensor<2x3xbf16>
+  // CHECK: ddp.cast %[[S]]#0 scheme <"fp16"> : tensor<8xf32> to tensor<8xf16>
+  %hs = ddp.cast %s#0 scheme <"fp16"> : tensor<8xf32> to tensor<8xf16>
   return %f, %g : tensor<8xf32>, tensor<2x3xbf16>
 }
 
@@ -60,6 +65,11 @@ func.func @powersgd_fine_grained(%g: tensor<64x32xf32>, %step: i64) -> tensor<64
   %po = ddp.orthogonalize %p : tensor<64x2xf32>
   // CHECK: %[[Q1:.*]] = ddp.backproject %[[M]] times %[[PO]] : tensor<64x32xf32> times tensor<64x2xf32>
   %q1 = ddp.backproject %m times %po : tensor<64x32xf32> times tensor<64x2xf32>
+  // The scheme the projections belong to.
+  // CHECK: ddp.project %[[M]] times %[[Q]] scheme <"powersgd"> : tensor<64x32xf32> times tensor<32x2xf32>
+  %ps = ddp.project %m times %q scheme <"powersgd"> : tensor<64x32xf32> times tensor<32x2xf32>
+  // CHECK: ddp.backproject %[[M]] times %[[PO]] scheme <"lowrank", {rank = 2 : i64}> : tensor<64x32xf32> times tensor<64x2xf32>
+  %qs = ddp.backproject %m times %po scheme <"lowrank", {rank = 2 : i64}> : tensor<64x32xf32> times tensor<64x2xf32>
   // CHECK: %[[MH:.*]] = ddp.reconstruct %[[PO]] times %[[Q1]] : tensor<64x2xf32> times tensor<32x2xf32>
   %mh = ddp.reconstruct %po times %q1 : tensor<64x2xf32> times tensor<32x2xf32>
   // CHECK: %[[E1:.*]] = ddp.update_residual %[[M]] minus %[[MH]] : tensor<64x32xf32>
@@ -80,6 +90,12 @@ func.func @powersgd_fused(%g0: tensor<64x32xf32>, %e0: tensor<64x32xf32>, %q0: t
       : tensor<64x32xf32>, tensor<8x4xf16> times tensor<32x2xf32>, tensor<4x1xf16>
   // CHECK: %[[Q:.*]]:2 = ddp.backproject_residual {{.*}} times %[[P]]#0, %[[P]]#1 : tensor<64x32xf32>, tensor<8x4xf16> times tensor<64x2xf32>, tensor<8x1xf16>
   %q:2 = ddp.backproject_residual %g0, %g1 plus %e0, %e1 times %p#0, %p#1
+      : tensor<64x32xf32>, tensor<8x4xf16> times tensor<64x2xf32>, tensor<8x1xf16>
+  // CHECK: ddp.project_residual {{.*}} times %{{.*}}, %{{.*}} scheme <"powersgd"> : tensor<64x32xf32>
+  %ps:2 = ddp.project_residual %g0, %g1 plus %e0, %e1 times %q0, %q1 scheme <"powersgd">
+      : tensor<64x32xf32>, tensor<8x4xf16> times tensor<32x2xf32>, tensor<4x1xf16>
+  // CHECK: ddp.backproject_residual {{.*}} times %[[P]]#0, %[[P]]#1 scheme <"powersgd"> : tensor<64x32xf32>
+  %qs:2 = ddp.backproject_residual %g0, %g1 plus %e0, %e1 times %p#0, %p#1 scheme <"powersgd">
       : tensor<64x32xf32>, tensor<8x4xf16> times tensor<64x2xf32>, tensor<8x1xf16>
   // CHECK: %[[R:.*]]:4 = ddp.reconstruct_residual %[[P]]#0, %[[P]]#1 times %[[Q]]#0, %[[Q]]#1 from {{.*}} plus {{.*}} : tensor<64x2xf32>, tensor<8x1xf16> times tensor<32x2xf32>, tensor<4x1xf16> from tensor<64x32xf32>, tensor<8x4xf16>
   %r:4 = ddp.reconstruct_residual %p#0, %p#1 times %q#0, %q#1 from %g0, %g1 plus %e0, %e1

@@ -91,3 +91,20 @@ func.func @shared_sum(%g: tensor<8x4xf32>, %e: tensor<8x4xf32>, %q: tensor<4x1xf
   %p = ddp.project %m times %q : tensor<8x4xf32> times tensor<4x1xf32>
   return %m, %p : tensor<8x4xf32>, tensor<8x1xf32>
 }
+
+// A cast's scheme survives fusion in both directions, and casts of
+// different schemes (or one with none) stay apart: each names what it sends.
+// CHECK-LABEL: func.func @cast_schemes(
+// CHECK: ddp.cast %arg0, %arg1 scaled by inverse_world_size scheme <"fp16"> : tensor<8xf32>, tensor<4xf32> to tensor<8xf16>, tensor<4xf16>
+// CHECK: ddp.cast %arg2 scaled by inverse_world_size : tensor<2xf32> to tensor<2xf16>
+// CHECK: ddp.cast %{{.*}} scaled by world_size scheme <"bf16"> : tensor<2xf32> to tensor<2xbf16>
+func.func @cast_schemes(%a: tensor<8xf32>, %b: tensor<4xf32>, %c: tensor<2xf32>)
+    -> (tensor<8xf16>, tensor<4xf16>, tensor<2xf16>, tensor<2xbf16>) {
+  %s:3 = ddp.scale %a, %b, %c by inverse_world_size : tensor<8xf32>, tensor<4xf32>, tensor<2xf32>
+  %h = ddp.cast %s#0 scheme <"fp16"> : tensor<8xf32> to tensor<8xf16>
+  %i = ddp.cast %s#1 scheme <"fp16"> : tensor<4xf32> to tensor<4xf16>
+  %j = ddp.cast %s#2 : tensor<2xf32> to tensor<2xf16>
+  %k = ddp.cast %c scheme <"bf16"> : tensor<2xf32> to tensor<2xbf16>
+  %l = ddp.scale %k by world_size : tensor<2xbf16>
+  return %h, %i, %j, %l : tensor<8xf16>, tensor<4xf16>, tensor<2xf16>, tensor<2xbf16>
+}

@@ -6,8 +6,8 @@
 // CHECK-LABEL: func.func @mean(
 // CHECK-SAME: %[[W:[^:]*]]: tensor<64x32xf32>, %[[B:[^:]*]]: tensor<64xf32>
 // CHECK: %[[S:.*]]:2 = ddp.scale %[[W]], %[[B]] by inverse_world_size : tensor<64x32xf32>, tensor<64xf32>
-// FP16: %[[N:.*]]:2 = ddp.cast %[[S]]#0, %[[S]]#1 : tensor<64x32xf32>, tensor<64xf32> to tensor<64x32xf16>, tensor<64xf16>
-// BF16: %[[N:.*]]:2 = ddp.cast %[[S]]#0, %[[S]]#1 : tensor<64x32xf32>, tensor<64xf32> to tensor<64x32xbf16>, tensor<64xbf16>
+// FP16: %[[N:.*]]:2 = ddp.cast %[[S]]#0, %[[S]]#1 scheme <"fp16"> : tensor<64x32xf32>, tensor<64xf32> to tensor<64x32xf16>, tensor<64xf16>
+// BF16: %[[N:.*]]:2 = ddp.cast %[[S]]#0, %[[S]]#1 scheme <"bf16"> : tensor<64x32xf32>, tensor<64xf32> to tensor<64x32xbf16>, tensor<64xbf16>
 // FP16: %[[R:.*]]:2 = ddp.allreduce sum %[[N]]#0, %[[N]]#1 : tensor<64x32xf16>, tensor<64xf16>
 // BF16: %[[R:.*]]:2 = ddp.allreduce sum %[[N]]#0, %[[N]]#1 : tensor<64x32xbf16>, tensor<64xbf16>
 // CHECK: %[[F:.*]]:2 = ddp.cast %[[R]]#0, %[[R]]#1 : {{.*}} to tensor<64x32xf32>, tensor<64xf32>

@@ -45,14 +45,14 @@ func.func @mlp(%w: tensor<64x32xf32>, %b: tensor<64xf32>, %c: tensor<16x8x3x3xf3
   // CHECK:   %[[MA:.*]] = ddp.add_residual %[[W]] plus %[[EA]] : tensor<64x32xf32>
   // CHECK:   %[[EB:.*]] = ddp.state_load @ddp.error.mlp.1
   // CHECK:   %[[MB:.*]] = ddp.add_residual %[[CM]] plus %[[EB]] : tensor<16x72xf32>
-  // CHECK:   %[[PA:.*]] = ddp.project %[[MA]] times %[[QA]]
-  // CHECK:   %[[PB:.*]] = ddp.project %[[MB]] times %[[QB]]
+  // CHECK:   %[[PA:.*]] = ddp.project %[[MA]] times %[[QA]] scheme <"powersgd"> :
+  // CHECK:   %[[PB:.*]] = ddp.project %[[MB]] times %[[QB]] scheme <"powersgd"> :
   // All P's in one allreduce, summed.
   // CHECK:   %[[PS:.*]]:2 = ddp.allreduce sum %[[PA]], %[[PB]] role compressed : tensor<64x2xf32>, tensor<16x2xf32>
   // CHECK:   %[[POA:.*]] = ddp.orthogonalize %[[PS]]#0
   // CHECK:   %[[POB:.*]] = ddp.orthogonalize %[[PS]]#1
-  // CHECK:   %[[NQA:.*]] = ddp.backproject %[[MA]] times %[[POA]] : tensor<64x32xf32> times tensor<64x2xf32>
-  // CHECK:   %[[NQB:.*]] = ddp.backproject %[[MB]] times %[[POB]] : tensor<16x72xf32> times tensor<16x2xf32>
+  // CHECK:   %[[NQA:.*]] = ddp.backproject %[[MA]] times %[[POA]] scheme <"powersgd"> : tensor<64x32xf32> times tensor<64x2xf32>
+  // CHECK:   %[[NQB:.*]] = ddp.backproject %[[MB]] times %[[POB]] scheme <"powersgd"> : tensor<16x72xf32> times tensor<16x2xf32>
   // All Q's in one allreduce, averaged.
   // CHECK:   %[[QS:.*]]:2 = ddp.allreduce mean %[[NQA]], %[[NQB]] role compressed : tensor<32x2xf32>, tensor<72x2xf32>
   // CHECK:   %[[RA:.*]] = ddp.reconstruct %[[POA]] times %[[QS]]#0

@@ -10,7 +10,7 @@
 shard.grid @dp(shape = 4)
 
 // CHECK-LABEL: func.func @first(
-// CHECK: %[[H:.*]]:2 = ddp.cast %{{.*}}, %{{.*}} scaled by inverse_world_size : tensor<4xf32>, tensor<8xf32> to tensor<4xf16>, tensor<8xf16>
+// CHECK: %[[H:.*]]:2 = ddp.cast %{{.*}}, %{{.*}} scaled by inverse_world_size scheme <"fp16"> : tensor<4xf32>, tensor<8xf32> to tensor<4xf16>, tensor<8xf16>
 // CHECK: ddp.allreduce sum %[[H]]#0, %[[H]]#1 : tensor<4xf16>, tensor<8xf16>
 // ONLY-LABEL: func.func @first(
 // ONLY: ddp.allreduce mean %{{.*}}, %{{.*}} : tensor<4xf32>, tensor<8xf32>

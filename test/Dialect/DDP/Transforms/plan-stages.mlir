@@ -11,6 +11,11 @@
 // RUN: ddp-opt %s -split-input-file --insert-powersgd=planned=true --ddp-apply-planned-schemes \
 // RUN:   --insert-fp16-compression=planned=true --insert-bf16-compression=planned=true --ddp-lower-to-llvm -o /dev/null
 // Bucketing keeps each planned bucket the bucket it was planned as.
+// What the stages make names each decision in the IR: the compression
+// report's decision column is the plan's (powersgd+fp16 for narrow = f16).
+// RUN: ddp-opt %s -split-input-file --insert-powersgd=planned=true --ddp-apply-planned-schemes \
+// RUN:   --insert-fp16-compression=planned=true --insert-bf16-compression=planned=true --ddp-fuse-kernels \
+// RUN:   --ddp-compression-report=output=- -o /dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: ddp-opt %s -split-input-file --ddp-bucketize | FileCheck %s --check-prefix=BUCKETIZE
 // Decisions the stages cannot honour are errors at the bucket.
 // RUN: not ddp-opt %S/Inputs/plan-bad-decisions.mlir -split-input-file --insert-powersgd=planned=true --ddp-apply-planned-schemes \
@@ -28,6 +33,15 @@ module attributes {ddp.plan = {buckets = []}} {
     return %rw, %rv, %rb : tensor<256x128xf32>, tensor<512xf32>, tensor<128xf32>
   }
 }
+
+// REPORT: 0 fc.weight 256x128 f32 powersgd 2 f32 32768 768
+// REPORT-NEXT: 1 fc2.weight 512 f32 fp16 - f16 512 512
+// REPORT-NEXT: 2 fc.bias 128 f32 uncompressed - f32 128 128
+// REPORT: 0 fc.weight 256x128 f32 powersgd+fp16 1 f16 32768 384
+// REPORT-NEXT: 1 bucket of 1 [fc2.weight] 512 f32 topk - f32+i32 512 256
+// REPORT: 0 fc.weight 256x128 f32 powersgd+bf16 1 bf16 32768 384
+// REPORT-NEXT: 1 fc2.weight 512 f32 bf16 - bf16 512 512
+// REPORT-NEXT: 2 fc.bias 128 f32 fp16 - f16 128 128
 
 // BUCKETIZE: ddp.allreduce  mean %arg0 {ddp.planned = #ddp.compression<"powersgd", {rank = 2 : i64}>} : tensor<256x128xf32>
 // BUCKETIZE: ddp.allreduce  mean %arg1 {ddp.planned = #ddp.compression<"fp16">} : tensor<512xf32>

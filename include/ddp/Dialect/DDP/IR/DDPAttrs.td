@@ -86,16 +86,21 @@ def DDP_CommGroupEnum : DDP_I32Enum<"CommGroup", "a group", "which ranks a colle
 def DDP_CommGroup : EnumAttr<DDP_Dialect, DDP_CommGroupEnum, "group">;
 
 // What a compression scheme does to a bucket, as the scheme says it: its
-// name and its options. ddp.flatten carries it, so that what reads the IR
-// (the compression report, a later pass) learns the decision from the IR,
-// not from the ops the scheme emitted.
+// name and its options. The op where gradients enter the scheme carries it
+// (ddp.flatten for a scheme over flat buckets, PowerSGD's projections, the
+// narrowing ddp.cast of fp16/bf16), and ddp-plan's decisions are written
+// with it, so that what reads the IR (the compression report, a later pass)
+// learns the decision from the IR, not from the ops the scheme emitted.
 def DDP_CompressionAttr : AttrDef<DDP_Dialect, "Compression"> {
   let mnemonic = "compression";
   let summary = "a compression scheme and its options";
   let description = [{
     The scheme that reduces a bucket (`ddp.flatten`'s `scheme`): its name
     (`topk`, `quantize-per-tensor`, `hook:sign_ef_hook`) and the options it
-    was applied with, which the compression report prints.
+    was applied with, which the compression report prints. PowerSGD's
+    projections carry `<"powersgd">` and the casts that send tensors narrow
+    `<"fp16">` or `<"bf16">` (what the report calls `powersgd+fp16`);
+    ddp-plan writes its decisions in the same form (`ddp.planned`).
 
     ```mlir
     #ddp.compression<"quantize-per-channel", {channel_size = 512 : i64, exchange = "fused"}>

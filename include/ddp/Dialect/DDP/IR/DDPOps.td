@@ -282,17 +282,31 @@ def DDP_CastOp : DDP_Op<"cast", [DDP_MultiTensorOpInterface, Pure]> {
     multiplied by the factor in the wider of the two types (one rounding),
     which is the fused form of `ddp.scale` followed by `ddp.cast`.
 
+    A cast that narrows what is sent as a compression (fp16 or bf16, as
+    insert-fp16/bf16-compression and a plan's `+fp16` send it) carries that
+    decision as `scheme`, which the compression report reads; only a cast
+    to narrower types may.
+
     ```mlir
-    %h = ddp.cast %g scaled by inverse_world_size : tensor<64xf32> to tensor<64xf16>
+    %h = ddp.cast %g scaled by inverse_world_size scheme <"fp16"> : tensor<64xf32> to tensor<64xf16>
     %f = ddp.cast %h : tensor<64xf16> to tensor<64xf32>
     ```
   }];
   let arguments = (ins Variadic<DDP_CommTensor>:$inputs,
-                       OptionalAttr<DDP_WorldScale>:$factor);
+                       OptionalAttr<DDP_WorldScale>:$factor,
+                       OptionalAttr<DDP_CompressionAttr>:$scheme);
   let results = (outs Variadic<DDP_CommTensor>:$results);
   let assemblyFormat = [{
-    $inputs (`scaled` `by` $factor^)? attr-dict `:` type($inputs) `to` type($results)
+    $inputs (`scaled` `by` $factor^)? (`scheme` $scheme^)? attr-dict `:` type($inputs) `to` type($results)
   }];
+  let builders = [
+    // A cast that is no compression's (no `scheme`).
+    OpBuilder<(ins "::mlir::TypeRange":$results, "::mlir::ValueRange":$inputs,
+                   "::mlir::ddp::WorldScaleAttr":$factor), [{
+      build($_builder, $_state, results, inputs, factor,
+            ::mlir::ddp::CompressionAttr());
+    }]>
+  ];
   let hasVerifier = 1;
 }
 
@@ -324,17 +338,21 @@ def DDP_ProjectOp : DDP_Op<"project",
   let summary = "PowerSGD's projection P = M * Q";
   let description = [{
     For each i, `M_i` is n x m and `Q_i` is m x r; the result `P_i = M_i Q_i`
-    is n x r.
+    is n x r. `scheme` names the compression the projection belongs to
+    (insert-powersgd writes `<"powersgd">`; the rank is the factors'
+    width), which the compression report prints for the gradients it
+    compresses.
 
     ```mlir
-    %p = ddp.project %m times %q : tensor<64x32xf32> times tensor<32x2xf32>
+    %p = ddp.project %m times %q scheme <"powersgd"> : tensor<64x32xf32> times tensor<32x2xf32>
     ```
   }];
   let arguments = (ins Variadic<DDP_Matrix>:$matrices,
-                       Variadic<DDP_Matrix>:$factors);
+                       Variadic<DDP_Matrix>:$factors,
+                       OptionalAttr<DDP_CompressionAttr>:$scheme);
   let results = (outs Variadic<DDP_Matrix>:$results);
   let assemblyFormat = [{
-    $matrices `times` $factors attr-dict `:` type($matrices) `times` type($factors)
+    $matrices `times` $factors (`scheme` $scheme^)? attr-dict `:` type($matrices) `times` type($factors)
   }];
   let hasVerifier = 1;
 }
@@ -344,17 +362,18 @@ def DDP_BackprojectOp : DDP_Op<"backproject",
   let summary = "PowerSGD's second projection Q = M^T * P";
   let description = [{
     For each i, `M_i` is n x m and `P_i` is n x r; the result `Q_i = M_i^T P_i`
-    is m x r.
+    is m x r. `scheme` as `ddp.project`'s.
 
     ```mlir
-    %q = ddp.backproject %m times %p : tensor<64x32xf32> times tensor<64x2xf32>
+    %q = ddp.backproject %m times %p scheme <"powersgd"> : tensor<64x32xf32> times tensor<64x2xf32>
     ```
   }];
   let arguments = (ins Variadic<DDP_Matrix>:$matrices,
-                       Variadic<DDP_Matrix>:$factors);
+                       Variadic<DDP_Matrix>:$factors,
+                       OptionalAttr<DDP_CompressionAttr>:$scheme);
   let results = (outs Variadic<DDP_Matrix>:$results);
   let assemblyFormat = [{
-    $matrices `times` $factors attr-dict `:` type($matrices) `times` type($factors)
+    $matrices `times` $factors (`scheme` $scheme^)? attr-dict `:` type($matrices) `times` type($factors)
   }];
   let hasVerifier = 1;
 }
@@ -424,7 +443,7 @@ def DDP_ProjectResidualOp : DDP_Op<"project_residual",
   let summary = "fused P = (G + E) * Q, reading G and E once";
   let description = [{
     `ddp.add_residual` fused into `ddp.project`: the sum G + E is never
-    stored.
+    stored. `scheme` as `ddp.project`'s.
 
     ```mlir
     %p = ddp.project_residual %g plus %e times %q
@@ -433,10 +452,11 @@ def DDP_ProjectResidualOp : DDP_Op<"project_residual",
   }];
   let arguments = (ins Variadic<DDP_Matrix>:$matrices,
                        Variadic<DDP_Matrix>:$residuals,
-                       Variadic<DDP_Matrix>:$factors);
+                       Variadic<DDP_Matrix>:$factors,
+                       OptionalAttr<DDP_CompressionAttr>:$scheme);
   let results = (outs Variadic<DDP_Matrix>:$results);
   let assemblyFormat = [{
-    $matrices `plus` $residuals `times` $factors attr-dict `:`
+    $matrices `plus` $residuals `times` $factors (`scheme` $scheme^)? attr-dict `:`
     custom<PairedTypes>(type($matrices), type($residuals))
     `times` type($factors)
   }];
@@ -447,7 +467,8 @@ def DDP_BackprojectResidualOp : DDP_Op<"backproject_residual",
     [DDP_MultiTensorOpInterface, Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
   let summary = "fused Q = (G + E)^T * P";
   let description = [{
-    `ddp.add_residual` fused into `ddp.backproject`.
+    `ddp.add_residual` fused into `ddp.backproject`. `scheme` as
+    `ddp.project`'s.
 
     ```mlir
     %q = ddp.backproject_residual %g plus %e times %p
@@ -456,10 +477,11 @@ def DDP_BackprojectResidualOp : DDP_Op<"backproject_residual",
   }];
   let arguments = (ins Variadic<DDP_Matrix>:$matrices,
                        Variadic<DDP_Matrix>:$residuals,
-                       Variadic<DDP_Matrix>:$factors);
+                       Variadic<DDP_Matrix>:$factors,
+                       OptionalAttr<DDP_CompressionAttr>:$scheme);
   let results = (outs Variadic<DDP_Matrix>:$results);
   let assemblyFormat = [{
-    $matrices `plus` $residuals `times` $factors attr-dict `:`
+    $matrices `plus` $residuals `times` $factors (`scheme` $scheme^)? attr-dict `:`
     custom<PairedTypes>(type($matrices), type($residuals))
     `times` type($factors)
   }];
