@@ -43,25 +43,25 @@ module attributes {ddp.plan = {buckets = []}} {
 // REPORT-NEXT: 1 fc2.weight 512 f32 bf16 - bf16 512 512
 // REPORT-NEXT: 2 fc.bias 128 f32 fp16 - f16 128 128
 
-// BUCKETIZE: ddp.allreduce  mean %arg0 {ddp.planned = #ddp.compression<"powersgd", {rank = 2 : i64}>} : tensor<256x128xf32>
-// BUCKETIZE: ddp.allreduce  mean %arg1 {ddp.planned = #ddp.compression<"fp16">} : tensor<512xf32>
+// BUCKETIZE: ddp.allreduce mean %arg0 {ddp.planned = #ddp.compression<"powersgd", {rank = 2 : i64}>} : tensor<256x128xf32>
+// BUCKETIZE: ddp.allreduce mean %arg1 {ddp.planned = #ddp.compression<"fp16">} : tensor<512xf32>
 
 // insert-powersgd: the PowerSGD bucket at its decision's rank (not the
 // pass's rank=1); the fp16 bucket keeps its annotation for its stage.
 // POWERSGD: ddp.state @ddp.q.fc.weight : tensor<128x2xf32>
 // POWERSGD-NOT: ddp.planned = #ddp.compression<"powersgd"
-// POWERSGD: ddp.allreduce  sum %{{.*}} role  compressed : tensor<256x2xf32>
-// POWERSGD: ddp.allreduce  mean %arg1 {ddp.planned = #ddp.compression<"fp16">} : tensor<512xf32>
-// POWERSGD: ddp.allreduce  mean %arg2 role  uncompressed : tensor<128xf32>
+// POWERSGD: ddp.allreduce sum %{{.*}} role compressed : tensor<256x2xf32>
+// POWERSGD: ddp.allreduce mean %arg1 {ddp.planned = #ddp.compression<"fp16">} : tensor<512xf32>
+// POWERSGD: ddp.allreduce mean %arg2 role uncompressed : tensor<128xf32>
 
 // insert-fp16-compression: the bucket planned fp16 only; PowerSGD's
 // factors and the plain bucket stay f32 (unplanned, the pass sends every
 // allreduce in fp16).
-// FP16: ddp.allreduce  sum %{{.*}} role  compressed : tensor<256x2xf32>
-// FP16: ddp.allreduce  mean %{{.*}} role  compressed : tensor<128x2xf32>
+// FP16: ddp.allreduce sum %{{.*}} role compressed : tensor<256x2xf32>
+// FP16: ddp.allreduce mean %{{.*}} role compressed : tensor<128x2xf32>
 // FP16: ddp.cast %{{.*}} : tensor<512xf32> to tensor<512xf16>
-// FP16-NEXT: ddp.allreduce  sum %{{.*}} : tensor<512xf16>
-// FP16: ddp.allreduce  mean %arg2 role  uncompressed : tensor<128xf32>
+// FP16-NEXT: ddp.allreduce sum %{{.*}} : tensor<512xf16>
+// FP16: ddp.allreduce mean %arg2 role uncompressed : tensor<128xf32>
 // FP16-NOT: ddp.planned
 // FP16: // -----
 
@@ -80,9 +80,9 @@ module attributes {ddp.plan = {buckets = []}} {
 }
 
 // POWERSGD: ddp.state @ddp.q.fc.weight : tensor<128x1xf32>
-// POWERSGD: ddp.allreduce  sum %{{.*}} role  compressed : tensor<256x1xf16>
-// POWERSGD: ddp.allreduce  sum %{{.*}} role  compressed : tensor<128x1xf16>
-// POWERSGD: ddp.allreduce  mean %arg1 {ddp.planned = #ddp.compression<"topk", {options = "ratio=0.25"}>} : tensor<512xf32>
+// POWERSGD: ddp.allreduce sum %{{.*}} role compressed : tensor<256x1xf16>
+// POWERSGD: ddp.allreduce sum %{{.*}} role compressed : tensor<128x1xf16>
+// POWERSGD: ddp.allreduce mean %arg1 {ddp.planned = #ddp.compression<"topk", {options = "ratio=0.25"}>} : tensor<512xf32>
 
 // -----
 
@@ -102,8 +102,8 @@ module attributes {ddp.plan = {buckets = []}} {
 
 // BF16: // -----
 // BF16: // -----
-// BF16: ddp.allreduce  sum %{{.*}} role  compressed : tensor<256x1xbf16>
-// BF16: ddp.allreduce  sum %{{.*}} role  compressed : tensor<128x1xbf16>
+// BF16: ddp.allreduce sum %{{.*}} role compressed : tensor<256x1xbf16>
+// BF16: ddp.allreduce sum %{{.*}} role compressed : tensor<128x1xbf16>
 // BF16: ddp.cast %{{.*}} : tensor<512xf32> to tensor<512xbf16>
-// BF16-NEXT: ddp.allreduce  sum %{{.*}} : tensor<512xbf16>
-// BF16: ddp.allreduce  mean %arg2 {ddp.planned = #ddp.compression<"fp16">} : tensor<128xf32>
+// BF16-NEXT: ddp.allreduce sum %{{.*}} : tensor<512xbf16>
+// BF16: ddp.allreduce mean %arg2 {ddp.planned = #ddp.compression<"fp16">} : tensor<128xf32>

@@ -62,24 +62,24 @@ func.func @step(%w: tensor<1024x1024xf32> loc("fc.weight"),
 // SLOW-SAME: choices = ["plain", "fp16", "bf16", "powersgd-r1", "powersgd-r2", "powersgd-r4"]
 // SLOW-SAME: profile = "{{.*}}plan-1gbps.json (hand, cuda, 2 ranks; allreduce f32 50.0 us + 1.000 Gb/s)", world = 2 : i64}}
 // SLOW: ddp.state @ddp.q.fc.weight : tensor<1024x1xf32>
-// SLOW: ddp.allreduce_start  mean %arg1 role  uncompressed
-// SLOW: ddp.allreduce  sum %{{.*}} role  compressed : tensor<1024x1xf32>
+// SLOW: ddp.allreduce_start mean %arg1 role uncompressed
+// SLOW: ddp.allreduce sum %{{.*}} role compressed : tensor<1024x1xf32>
 
 // COMBO: choice = "powersgd-r1+fp16"
 // COMBO-SAME: "powersgd-r1+fp16" = 6159233 : i64
 // COMBO-SAME: reason = "5.46x faster than plain (6.16 ms vs 33.64 ms); next powersgd-r1 6.19 ms"
-// COMBO: ddp.allreduce_start  sum %{{.*}} role  uncompressed : tensor<1024xf16>
-// COMBO: ddp.allreduce  sum %{{.*}} role  compressed : tensor<1024x1xf16>
-// COMBO: ddp.allreduce  sum %{{.*}} role  compressed : tensor<1024x1xf16>
+// COMBO: ddp.allreduce_start sum %{{.*}} role uncompressed : tensor<1024xf16>
+// COMBO: ddp.allreduce sum %{{.*}} role compressed : tensor<1024x1xf16>
+// COMBO: ddp.allreduce sum %{{.*}} role compressed : tensor<1024x1xf16>
 
 // MEDIUM: choice = "fp16"
 // MEDIUM-SAME: reason = "1.54x faster than plain (2.20 ms vs 3.38 ms); next bf16 2.20 ms"
 // MEDIUM: ddp.cast %{{.*}}, %{{.*}} : tensor<1024xf32>, tensor<1024x1024xf32> to tensor<1024xf16>, tensor<1024x1024xf16>
-// MEDIUM-NEXT: ddp.allreduce  sum %{{.*}}, %{{.*}} : tensor<1024xf16>, tensor<1024x1024xf16>
+// MEDIUM-NEXT: ddp.allreduce sum %{{.*}}, %{{.*}} : tensor<1024xf16>, tensor<1024x1024xf16>
 
 // FAST: choice = "plain"
 // FAST-SAME: reason = "plain 89.0 us is fastest: fp16 would take 547.5 us (47.0 us on the link, 500.5 us computing)"
-// FAST: ddp.allreduce  mean %arg1, %arg0 role  uncompressed
+// FAST: ddp.allreduce mean %arg1, %arg0 role uncompressed
 // FAST-NOT: ddp.cast
 
 // FLOOR: choice = "powersgd-r2+fp16"
@@ -95,12 +95,12 @@ func.func @step(%w: tensor<1024x1024xf32> loc("fc.weight"),
 // NEVER-SAME: {choice = "fp16", elements = 1024 : i64
 // NEVER-SAME: reason = "{{.*}}x faster than plain
 // NEVER-SAME: where = "fc.bias"}
-// NEVER: ddp.allreduce  mean %arg0 role  uncompressed : tensor<1024x1024xf32>
-// NEVER: ddp.allreduce  sum %{{.*}} : tensor<1024xf16>
+// NEVER: ddp.allreduce mean %arg0 role uncompressed : tensor<1024x1024xf32>
+// NEVER: ddp.allreduce sum %{{.*}} : tensor<1024xf16>
 
 // TOLERANCE: choice = "plain"
 // TOLERANCE-SAME: reason = "fp16 would save 34.9% of plain's 3.38 ms, under tolerance=0.5: not worth its error"
-// TOLERANCE: ddp.allreduce  mean %arg1, %arg0 role  uncompressed
+// TOLERANCE: ddp.allreduce mean %arg1, %arg0 role uncompressed
 
 // WORLD: plain = 5058{{[0-9]+}} : i64
 // WORLD-SAME: world = 4 : i64
@@ -109,10 +109,10 @@ func.func @step(%w: tensor<1024x1024xf32> loc("fc.weight"),
 // HAND-SAME: profile = "{{.*}}plan-hand.json (hand, cuda, 2 ranks; allreduce f32 10.0 us + 100.000 Gb/s; kernels from {{.*}}plan-1gbps.json)"
 
 // ANNOTATED-NOT: ddp.state
-// ANNOTATED: ddp.allreduce  mean %arg1, %arg0 {ddp.planned = #ddp.compression<"powersgd", {narrow = f16, rank = 1 : i64}>}
-// ANNOTATED-FP16: ddp.allreduce  mean %arg1, %arg0 {ddp.planned = #ddp.compression<"fp16">}
+// ANNOTATED: ddp.allreduce mean %arg1, %arg0 {ddp.planned = #ddp.compression<"powersgd", {narrow = f16, rank = 1 : i64}>}
+// ANNOTATED-FP16: ddp.allreduce mean %arg1, %arg0 {ddp.planned = #ddp.compression<"fp16">}
 // ANNOTATED-FP16-NOT: ddp.cast
-// ANNOTATED-PLAIN: ddp.allreduce  mean %arg1, %arg0 role  uncompressed :
+// ANNOTATED-PLAIN: ddp.allreduce mean %arg1, %arg0 role uncompressed :
 // ANNOTATED-PLAIN-NOT: ddp.planned
 // UNTAKEN: error: this bucket is planned as #ddp.compression<"powersgd", {narrow = f16, rank = 1 : i64}> but was never compressed
 // OVERRULE: error: {{insert-powersgd|insert-fp16-compression|insert-topk}} would compress every bucket, but this bucket is planned as #ddp.compression<{{.*}}> by ddp-plan: compress with ddp-compress{plan=...} in place of ddp-plan, or follow ddp-plan with the stages that honour its decisions: insert-powersgd{planned}, ddp-apply-planned-schemes, insert-fp16-compression{planned}, insert-bf16-compression{planned}

@@ -68,7 +68,7 @@ def DDP_BufferAllReduceOp : DDP_BufferOp<"allreduce", [DDP_MultiTensorOpInterfac
                        DefaultValuedAttr<DDP_CommGroup,
                                          "::mlir::ddp::CommGroup::world">:$group);
   let assemblyFormat = [{
-    $kind $buffers (`role` $role^)? (`group` $group^)? attr-dict `:` type($buffers)
+    `` $kind $buffers (`role` `` $role^)? (`group` `` $group^)? attr-dict `:` type($buffers)
   }];
   let hasVerifier = 1;
 }
@@ -87,7 +87,7 @@ def DDP_BufferAllReduceStartOp : DDP_BufferOp<"allreduce_start"> {
                                          "::mlir::ddp::CommGroup::world">:$group);
   let results = (outs DDP_RequestType:$request);
   let assemblyFormat = [{
-    $kind $buffers (`role` $role^)? (`group` $group^)? attr-dict `:` type($buffers) `->` qualified(type($request))
+    `` $kind $buffers (`role` `` $role^)? (`group` `` $group^)? attr-dict `:` type($buffers) `->` qualified(type($request))
   }];
   let hasVerifier = 1;
 }
@@ -117,7 +117,7 @@ def DDP_BufferAllGatherOp : DDP_BufferOp<"allgather", [DDP_MultiTensorOpInterfac
                        DefaultValuedAttr<DDP_CommRole,
                                          "::mlir::ddp::CommRole::compressed">:$role);
   let assemblyFormat = [{
-    $inputs `into` $outputs (`role` $role^)? attr-dict `:` type($inputs) `into` type($outputs)
+    $inputs `into` $outputs (`role` `` $role^)? attr-dict `:` type($inputs) `into` type($outputs)
   }];
   let hasVerifier = 1;
 }
@@ -140,7 +140,7 @@ def DDP_BufferScaleOp : DDP_BufferOp<"scale", [DDP_MultiTensorOpInterface]> {
   let summary = "ddp.scale in place on buffers";
   let arguments = (ins Arg<Variadic<DDP_CommBuffer>, "", [MemRead, MemWrite]>:$buffers,
                        DDP_WorldScale:$factor);
-  let assemblyFormat = "$buffers `by` $factor attr-dict `:` type($buffers)";
+  let assemblyFormat = "$buffers `by` `` $factor attr-dict `:` type($buffers)";
   let hasVerifier = 1;
 }
 
@@ -150,7 +150,7 @@ def DDP_BufferCastOp : DDP_BufferOp<"cast", [DDP_MultiTensorOpInterface, AttrSiz
                        Arg<Variadic<DDP_CommBuffer>, "", [MemWrite]>:$outputs,
                        OptionalAttr<DDP_WorldScale>:$factor);
   let assemblyFormat = [{
-    $inputs (`scaled` `by` $factor^)? `into` $outputs attr-dict
+    $inputs (`scaled` `by` `` $factor^)? `into` $outputs attr-dict
     `:` type($inputs) `into` type($outputs)
   }];
   let hasVerifier = 1;
