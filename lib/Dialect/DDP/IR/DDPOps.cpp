@@ -292,6 +292,15 @@ LogicalResult ScaleOp::verify() {
   return verifyCountable(*this, getOperandTypes());
 }
 
+FloatType mlir::ddp::getNarrowingSchemeType(MLIRContext *context,
+                                            StringRef scheme) {
+  if (scheme == "fp16")
+    return Float16Type::get(context);
+  if (scheme == "bf16")
+    return BFloat16Type::get(context);
+  return nullptr;
+}
+
 LogicalResult CastOp::verify() {
   if (failed(verifyNonEmpty(*this, getInputs().size())) ||
       failed(verifyCountable(*this, getInputs().getTypes())) ||
@@ -302,13 +311,21 @@ LogicalResult CastOp::verify() {
       [&](size_t i, ShapedType from, ShapedType to) -> LogicalResult {
         if (failed(verifyCastKeepsShape(*this, "result", i, from, to)))
           return failure();
-        // A compression sends fewer bytes: only a narrowing cast is one.
-        if (getSchemeAttr() &&
-            to.getElementTypeBitWidth() >= from.getElementTypeBitWidth())
-          return emitOpError() << "with scheme " << getSchemeAttr()
+        CompressionAttr scheme = getSchemeAttr();
+        if (!scheme)
+          return success();
+        // A compression sends fewer bytes: only a narrowing cast is one,
+        // and fp16's and bf16's send their own type.
+        if (to.getElementTypeBitWidth() >= from.getElementTypeBitWidth())
+          return emitOpError() << "with scheme " << scheme
                                << " narrows what it sends, but result #" << i
                                << " (" << to << ") is not narrower than its "
                                << "input (" << from << ")";
+        FloatType sent =
+            getNarrowingSchemeType(getContext(), scheme.getScheme());
+        if (sent && to.getElementType() != sent)
+          return emitOpError() << "with scheme " << scheme << " sends " << sent
+                               << ", but result #" << i << " is " << to;
         return success();
       });
 }

@@ -195,6 +195,19 @@ LogicalResult AddResidualOp::verify() {
                           getResiduals().getTypes(), "input", "residual");
 }
 
+/// A projection's types, as inferred, and its scheme: fp16 and bf16 name
+/// a narrowing cast's compression, never a projection's.
+template <typename OpTy> static LogicalResult verifyProjection(OpTy op) {
+  if (failed(verifyByInference(op)))
+    return failure();
+  CompressionAttr scheme = op.getSchemeAttr();
+  if (scheme && getNarrowingSchemeType(op.getContext(), scheme.getScheme()))
+    return op.emitOpError() << "scheme " << scheme
+                            << " names a narrowing cast's compression, not "
+                               "a projection's";
+  return success();
+}
+
 LogicalResult ProjectOp::inferReturnTypes(MLIRContext *,
                                           std::optional<Location> loc,
                                           Adaptor adaptor,
@@ -204,7 +217,7 @@ LogicalResult ProjectOp::inferReturnTypes(MLIRContext *,
                          results);
 }
 
-LogicalResult ProjectOp::verify() { return verifyByInference(*this); }
+LogicalResult ProjectOp::verify() { return verifyProjection(*this); }
 
 LogicalResult BackprojectOp::inferReturnTypes(MLIRContext *,
                                               std::optional<Location> loc,
@@ -215,7 +228,7 @@ LogicalResult BackprojectOp::inferReturnTypes(MLIRContext *,
                          results);
 }
 
-LogicalResult BackprojectOp::verify() { return verifyByInference(*this); }
+LogicalResult BackprojectOp::verify() { return verifyProjection(*this); }
 
 LogicalResult
 OrthogonalizeOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
@@ -275,7 +288,7 @@ ProjectResidualOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                          /*transposeMatrix=*/false, results);
 }
 
-LogicalResult ProjectResidualOp::verify() { return verifyByInference(*this); }
+LogicalResult ProjectResidualOp::verify() { return verifyProjection(*this); }
 
 LogicalResult BackprojectResidualOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
@@ -289,7 +302,7 @@ LogicalResult BackprojectResidualOp::inferReturnTypes(
 }
 
 LogicalResult BackprojectResidualOp::verify() {
-  return verifyByInference(*this);
+  return verifyProjection(*this);
 }
 
 LogicalResult ReconstructResidualOp::inferReturnTypes(

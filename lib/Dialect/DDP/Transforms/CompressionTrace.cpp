@@ -60,9 +60,15 @@ static Value nodeInput(Value value) {
 /// Follows a communicated value back through the compression steps to the
 /// gradient it carries, updating `value`. Returns the tensor.concat that
 /// batched PowerSGD built from a whole bucket if the trace ends there.
-static tensor::ConcatOp traceSource(Value &value) {
+/// `narrowed`, if given, gets the scheme of a narrowing ddp.cast on the way
+/// (the gradient was sent narrow by fp16/bf16 before another scheme took
+/// it).
+static tensor::ConcatOp traceSource(Value &value,
+                                    CompressionAttr *narrowed = nullptr) {
   while (Operation *op = value.getDefiningOp()) {
     unsigned index = cast<OpResult>(value).getResultNumber();
+    if (auto cast = dyn_cast<CastOp>(op); cast && narrowed && !*narrowed)
+      *narrowed = cast.getSchemeAttr();
     // A compression step computes tensor i from tensor i of its first
     // operand group (the gradient, or a matrix made from it).
     auto step = dyn_cast<MultiTensorOpInterface>(op);
@@ -118,7 +124,9 @@ static Value matrixOf(Value communicated) {
   Value value = communicated;
   while (Operation *op = value.getDefiningOp()) {
     unsigned index = cast<OpResult>(value).getResultNumber();
-    if (isa<CastOp, ScaleOp>(op))
+    if (Value reduced = nodeInput(value))
+      value = reduced;
+    else if (isa<CastOp, ScaleOp>(op))
       value = op->getOperand(index);
     else if (isa<ProjectOp, BackprojectOp, ProjectResidualOp,
                  BackprojectResidualOp>(op))
@@ -127,6 +135,17 @@ static Value matrixOf(Value communicated) {
       break;
   }
   return value;
+}
+
+/// Whether `op` reduces within a node: a `group node` allreduce, or the
+/// wait of a started one.
+static bool isWithinNode(Operation *op) {
+  if (auto allreduce = dyn_cast<AllReduceOp>(op))
+    return allreduce.getGroup() == CommGroup::node;
+  if (auto wait = dyn_cast<WaitOp>(op))
+    if (auto start = wait.getRequest().getDefiningOp<AllReduceStartOp>())
+      return start.getGroup() == CommGroup::node;
+  return false;
 }
 
 /// The ddp.flatten a compression scheme's collective operand was computed
@@ -146,6 +165,13 @@ public:
         continue;
       if (auto flatten = dyn_cast<FlattenOp>(op))
         return flatten;
+      // A reduction within a node carries its input on (two-level); any
+      // other collective's result is another reduction's.
+      if (isWithinNode(op)) {
+        for (Value operand : op->getOperands())
+          stack.push_back(operand.getDefiningOp());
+        continue;
+      }
       if (isa<AllReduceOp, AllGatherOp, WaitOp, UnflattenOp>(op))
         continue;
       for (Value operand : op->getOperands())
@@ -204,6 +230,26 @@ static Amount stepAmount(Region &region,
   return total;
 }
 
+/// Records that what `row` sends was narrowed by `narrow` (a ddp.cast's
+/// scheme; null: not narrowed), once per scheme.
+static void addNarrowing(ReportRow &row, CompressionAttr narrow) {
+  if (narrow && !llvm::is_contained(row.narrowings, narrow.getScheme()))
+    row.narrowings.push_back(narrow.getScheme().str());
+}
+
+/// The decision column: the scheme, then how it was narrowed
+/// ("powersgd+fp16"); a plain gradient sent narrow is the narrowing's own
+/// decision ("fp16").
+static void finishDecision(ReportRow &row) {
+  for (const std::string &narrow : row.narrowings) {
+    if (row.decision == "plain")
+      row.decision = narrow;
+    else if (row.decision != narrow &&
+             !StringRef(row.decision).ends_with("+" + narrow))
+      row.decision += "+" + narrow;
+  }
+}
+
 /// A bucket a compression scheme reduces: one row for all its gradients.
 static ReportRow describeSchemeBucket(FlattenOp flatten) {
   ReportRow row;
@@ -221,7 +267,9 @@ static ReportRow describeSchemeBucket(FlattenOp flatten) {
   SmallVector<std::string> all;
   for (Value input : flatten.getInputs()) {
     Value source = input;
-    traceSource(source);
+    CompressionAttr narrowed;
+    traceSource(source, &narrowed);
+    addNarrowing(row, narrowed);
     all.push_back(describeValue(source));
   }
   std::string names = all.size() <= 4 ? llvm::join(all, ",")
@@ -314,23 +362,15 @@ static CompressionAttr narrowedBy(Value value) {
   while (Operation *op = value.getDefiningOp()) {
     if (auto cast = dyn_cast<CastOp>(op))
       return cast.getSchemeAttr();
+    if (Value reduced = nodeInput(value)) {
+      value = reduced;
+      continue;
+    }
     if (!isa<ScaleOp>(op))
       break;
     value = op->getOperand(cast<OpResult>(value).getResultNumber());
   }
   return nullptr;
-}
-
-/// `decision` sent narrow by `narrow`: "powersgd+fp16"; a plain gradient
-/// sent narrow is the narrowing's own decision ("fp16").
-static void addNarrowing(std::string &decision, CompressionAttr narrow) {
-  if (!narrow)
-    return;
-  std::string suffix = narrow.getScheme().str();
-  if (decision == "plain")
-    decision = suffix;
-  else if (decision != suffix && !StringRef(decision).ends_with("+" + suffix))
-    decision += "+" + suffix;
 }
 
 /// ReportRows are keyed by the gradient (or batched bucket) and the reduction.
@@ -405,7 +445,7 @@ static void collectRows(ModuleOp module,
           Amount &amount = sends[flatten][op];
           amount.numel += numElements(sent);
           amount.bytes += numBytes(sent);
-          addNarrowing(row.decision, narrowedBy(input));
+          addNarrowing(row, narrowedBy(input));
           std::string type = typeName(sent.getElementType());
           if (row.sentAs == "-")
             row.sentAs = type;
@@ -424,7 +464,8 @@ static void collectRows(ModuleOp module,
       Reduction reduction =
           reductionOf(input, op, index, factor.kind == Factor::q);
       bool batched = false;
-      if (tensor::ConcatOp concat = traceSource(source)) {
+      CompressionAttr narrowedBefore;
+      if (tensor::ConcatOp concat = traceSource(source, &narrowedBefore)) {
         batched = true;
         auto [it, inserted] =
             rows.insert({{concat.getOperation(), reduction}, ReportRow()});
@@ -445,10 +486,14 @@ static void collectRows(ModuleOp module,
       auto sent = cast<RankedTensorType>(input.getType());
       row->numelAfter += numElements(sent);
       row->bytesAfter += numBytes(sent);
-      row->sentAs = typeName(sent.getElementType());
+      std::string type = typeName(sent.getElementType());
+      if (row->sentAs.empty())
+        row->sentAs = type;
+      else if (!llvm::is_contained(llvm::split(row->sentAs, '+'), type))
+        row->sentAs += "+" + type;
       // The decision: the projection's scheme (a projection no pass named
       // is a "low-rank" one), then how it was narrowed for sending.
-      std::string decision = row->decision;
+      std::string decision;
       if (factor.kind != Factor::none) {
         row->compressed = true;
         decision = factor.scheme ? factor.scheme.getScheme().str()
@@ -464,8 +509,9 @@ static void collectRows(ModuleOp module,
       } else {
         decision = "plain";
       }
-      addNarrowing(decision, narrowedBy(input));
       row->decision = decision;
+      addNarrowing(*row, narrowedBy(input));
+      addNarrowing(*row, narrowedBefore);
     }
   });
   for (auto &[flatten, amounts] : sends) {
@@ -488,6 +534,8 @@ void mlir::ddp::collectReportRows(ModuleOp module,
                                   SmallVectorImpl<ReportRow> &rows) {
   llvm::MapVector<RowKey, ReportRow> byKey;
   collectRows(module, byKey);
-  for (auto &entry : byKey)
+  for (auto &entry : byKey) {
+    finishDecision(entry.second);
     rows.push_back(std::move(entry.second));
+  }
 }

@@ -30,6 +30,8 @@ struct ReportRow {
   /// scheme the IR names ("powersgd", "topk", "fp16"), with "+fp16" or
   /// "+bf16" where what it sends was narrowed after.
   std::string decision = "plain";
+  /// The schemes that narrowed what it sends ("fp16"), in the decision.
+  SmallVector<std::string, 1> narrowings;
   bool compressed = false;
   int64_t rank = 0;
   int64_t numelBefore = 0, numelAfter = 0;

@@ -91,6 +91,32 @@ func.func @cast_scheme_same_width(%x: tensor<4xf16>) -> tensor<4xbf16> {
 
 // -----
 
+// fp16 sends f16, bf16 sends bf16.
+func.func @cast_scheme_other_type(%x: tensor<4xf32>) -> tensor<4xbf16> {
+  // expected-error @+1 {{'ddp.cast' op with scheme #ddp.compression<"fp16"> sends 'f16', but result #0 is 'tensor<4xbf16>'}}
+  %r = ddp.cast %x scheme <"fp16"> : tensor<4xf32> to tensor<4xbf16>
+  return %r : tensor<4xbf16>
+}
+
+// -----
+
+// A projection is no narrowing.
+func.func @project_narrowing_scheme(%m: tensor<8x4xf32>, %q: tensor<4x2xf32>) -> tensor<8x2xf32> {
+  // expected-error @+1 {{'ddp.project' op scheme #ddp.compression<"bf16"> names a narrowing cast's compression, not a projection's}}
+  %p = ddp.project %m times %q scheme <"bf16"> : tensor<8x4xf32> times tensor<4x2xf32>
+  return %p : tensor<8x2xf32>
+}
+
+// -----
+
+func.func @backproject_residual_narrowing_scheme(%m: tensor<8x4xf32>, %e: tensor<8x4xf32>, %p: tensor<8x2xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{'ddp.backproject_residual' op scheme #ddp.compression<"fp16"> names a narrowing cast's compression, not a projection's}}
+  %q = ddp.backproject_residual %m plus %e times %p scheme <"fp16"> : tensor<8x4xf32> times tensor<8x2xf32>
+  return %q : tensor<4x2xf32>
+}
+
+// -----
+
 func.func @add_residual_empty() {
   // expected-error @+1 {{'ddp.add_residual' op needs at least one tensor}}
   "ddp.add_residual"() <{operandSegmentSizes = array<i32: 0, 0>}> : () -> ()

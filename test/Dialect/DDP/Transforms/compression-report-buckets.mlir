@@ -2,6 +2,9 @@
 // whose branches send differently (an scf.if: one of them runs) counts the
 // larger branch, not both; collectives after each other add up.
 // RUN: ddp-opt %s --ddp-apply-hook=hook=h --ddp-compression-report -o /dev/null 2>&1 | FileCheck %s
+// Two-level collectives (a sum within the node, then across nodes): the
+// same bucket sends the same across nodes.
+// RUN: ddp-opt %s --ddp-compress="hook=h two-level=collectives" --ddp-compression-report -o /dev/null 2>&1 | FileCheck %s
 
 // CHECK: bucket of 1 [@step:%arg1] 16 f32 hook:h - f32+f16 16 18 0.89x
 // CHECK: total: 1 tensors, 1 compressed; elements 16 -> 18 (0.89x); bytes 64 -> 72 (0.89x)

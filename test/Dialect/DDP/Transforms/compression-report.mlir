@@ -11,6 +11,12 @@
 // RUN: ddp-opt %s --insert-fp16-compression --ddp-compression-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=FP16
 // RUN: ddp-opt %s --insert-bf16-compression --ddp-fuse-kernels --ddp-compression-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=BF16
 // RUN: ddp-opt %s --insert-powersgd="rank=2 mode=batched" --insert-fp16-compression --ddp-fuse-kernels --ddp-compression-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=BATCHED-FP16
+// ... through a two-level allreduce (the narrowing before the node sum),
+// and when the gradient was narrowed before the scheme took it.
+// RUN: ddp-opt %s --insert-fp16-compression --ddp-two-level --ddp-schedule-overlap --ddp-compression-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=FP16
+// RUN: ddp-opt %s --insert-powersgd=rank=2 --insert-fp16-compression --ddp-two-level --ddp-compression-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=PSGD-FP16
+// RUN: ddp-opt %s --insert-bf16-compression --insert-powersgd=rank=2 --ddp-compression-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=BF16-PSGD
+// RUN: ddp-opt %s --insert-powersgd="rank=2 mode=batched" --insert-fp16-compression --ddp-two-level --ddp-compression-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=BATCHED-FP16
 // A file that cannot be written is an error.
 // RUN: not ddp-opt %s --ddp-compression-report=json=%t.missing/dir/r.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOWRITE
 
@@ -19,6 +25,10 @@
 // FP16: total: 4 tensors, 0 compressed; elements 19264 -> 19264 (1.00x); bytes 77056 -> 38528 (2.00x){{$}}
 // BF16: 1 fc1.bias 64 f32 bf16 - bf16 64 64 1.00x
 // BF16: 2 conv1.weight 16x8x3x3 f32 bf16 - bf16 1152 1152 1.00x
+// PSGD-FP16: 0 fc1.weight 64x32 f32 powersgd+fp16 2 f16 2048 192 10.67x
+// PSGD-FP16: 1 fc1.bias 64 f32 uncompressed+fp16 - f16 64 64 1.00x
+// BF16-PSGD: 0 fc1.weight 64x32 f32 powersgd+bf16 2 bf16 2048 192 10.67x
+// BF16-PSGD: 1 fc1.bias 64 f32 uncompressed+bf16 - bf16 64 64 1.00x
 // BATCHED-FP16: 0 bucket of 4 [emb,conv1.weight,fc1.bias,fc1.weight] 139x139 f32 powersgd-batched+fp16 2 f16 19264 556 34.65x
 
 // PLAIN: ddp compression report

@@ -54,6 +54,9 @@ bool isStateElementType(Type type);
 /// The compute element types, as a message lists them ("f32, f16, bf16 or
 /// f64").
 std::string computeElementTypeNames(MLIRContext *context);
+/// The type the built-in narrowing compressions send ("fp16": f16, "bf16":
+/// bf16: the `scheme` of their ddp.cast), or null for any other name.
+FloatType getNarrowingSchemeType(MLIRContext *context, StringRef scheme);
 } // namespace mlir::ddp
 
 namespace mlir::ddp::detail {
