@@ -265,12 +265,30 @@ static ReportRow describeSchemeBucket(FlattenOp flatten) {
   // A bucket of a real model has dozens of gradients: the first and the
   // last name it (they are distinct per bucket).
   SmallVector<std::string> all;
+  // Before compression is what the gradients are: wider than the flat
+  // bucket where fp16/bf16 narrowed them before the scheme took them.
+  int64_t numel = 0, bytes = 0;
+  bool known = true;
+  Type dtype;
   for (Value input : flatten.getInputs()) {
     Value source = input;
     CompressionAttr narrowed;
     traceSource(source, &narrowed);
     addNarrowing(row, narrowed);
     all.push_back(describeValue(source));
+    auto sourceType = dyn_cast<RankedTensorType>(source.getType());
+    if (!sourceType || !sourceType.hasStaticShape() ||
+        (dtype && dtype != sourceType.getElementType())) {
+      known = false;
+      continue;
+    }
+    dtype = sourceType.getElementType();
+    numel += numElements(sourceType);
+    bytes += numBytes(sourceType);
+  }
+  if (known && dtype && numel == row.numelBefore) {
+    row.dtype = typeName(dtype);
+    row.bytesBefore = bytes;
   }
   std::string names = all.size() <= 4 ? llvm::join(all, ",")
                                       : all.front() + ",...," + all.back();
