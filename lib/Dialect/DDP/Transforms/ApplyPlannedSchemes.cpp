@@ -69,9 +69,10 @@ struct DDPApplyPlannedSchemesPass
       StringRef options =
           decision.getOptions().getAs<StringAttr>("options").getValue();
       FailureOr<std::unique_ptr<CompressionScheme>> scheme =
-          (*lookupPlannableScheme(decision.getScheme()))(module, options);
+          makePlannableScheme(decision.getScheme(), module, options,
+                              getArgument());
       if (failed(scheme)) {
-        // The factory said why, in ddp-plan's words; say where.
+        // The factory said why; say where.
         buckets.front().emitError()
             << getArgument() << ": this bucket's decision " << decision
             << " names options its scheme refuses";

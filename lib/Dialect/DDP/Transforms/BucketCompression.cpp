@@ -82,6 +82,40 @@ std::optional<SchemeFactory> mlir::ddp::lookupPlannableScheme(StringRef name) {
   return it->second;
 }
 
+FailureOr<std::unique_ptr<CompressionScheme>>
+mlir::ddp::makePlannableScheme(StringRef name, ModuleOp module,
+                               StringRef options, StringRef caller) {
+  std::optional<SchemeFactory> factory = lookupPlannableScheme(name);
+  if (!factory)
+    return failure();
+  std::string choice = ("'" + name + "'").str();
+  if (!options.empty())
+    choice = ("'" + name + "{" + options + "}'").str();
+  // The factory's diagnostics, held back and emitted again with the caller
+  // and the choice in front.
+  SmallVector<Diagnostic> caught;
+  FailureOr<std::unique_ptr<CompressionScheme>> scheme;
+  {
+    ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &diag) {
+      caught.push_back(std::move(diag));
+      return success();
+    });
+    scheme = (*factory)(module, options);
+  }
+  DiagnosticEngine &engine = module.getContext()->getDiagEngine();
+  for (Diagnostic &diag : caught) {
+    Diagnostic prefixed(diag.getLocation(), diag.getSeverity());
+    prefixed << caller << ": " << choice << ": " << diag.str();
+    for (Diagnostic &note : diag.getNotes())
+      prefixed.attachNote(note.getLocation()) << note.str();
+    engine.emit(std::move(prefixed));
+  }
+  if (failed(scheme) && caught.empty())
+    emitError(module.getLoc())
+        << caller << ": " << choice << ": the scheme refuses these options";
+  return scheme;
+}
+
 std::vector<std::string> mlir::ddp::getPlannableSchemeNames() {
   SchemeRegistry &registry = schemeRegistry();
   std::lock_guard<std::mutex> lock(registry.mutex);

@@ -345,17 +345,17 @@ struct InsertQuantizationPass
   /// ddp-plan's way in: the options, and no bucket filter.
   FailureOr<std::unique_ptr<CompressionScheme>>
   makePlannedScheme(ModuleOp module, StringRef options) {
-    std::string what = ("ddp-plan: choices: 'quantize{" + options + "}'").str();
+    // Errors say what is wrong with the options; the caller says who asked.
     if (failed(initializeOptions(options, [&](const Twine &message) {
-          return emitError(module.getLoc()) << what << ": " << message;
+          return emitError(module.getLoc()) << message;
         })))
       return failure();
     if (!buckets.empty()) {
-      emitPassError(module, what) << "buckets= does not apply to a choice of "
-                                     "ddp-plan (use its never= option)";
+      emitError(module.getLoc()) << "buckets= does not apply to a choice of "
+                                    "ddp-plan (use its never= option)";
       return failure();
     }
-    return makeScheme(module, what);
+    return makeScheme(module, /*what=*/"");
   }
 };
 } // namespace

@@ -277,11 +277,11 @@ struct InsertTopKPass
 
 FailureOr<std::unique_ptr<CompressionScheme>>
 mlir::ddp::makeTopKScheme(ModuleOp module, StringRef options) {
-  std::string what = ("ddp-plan: choices: 'topk{" + options + "}'").str();
+  // Errors say what is wrong with the options; the caller says who asked.
   InsertTopKPass pass;
   if (failed(pass.initializeOptions(options, [&](const Twine &message) {
-        return emitError(module.getLoc()) << what << ": " << message;
+        return emitError(module.getLoc()) << message;
       })))
     return failure();
-  return pass.makeScheme(module, what);
+  return pass.makeScheme(module, /*what=*/"");
 }

@@ -122,8 +122,7 @@ Choice DDPPlanPass::parseSchemeChoice(StringRef text) {
     name = text.take_front(brace);
     options = text.drop_front(brace + 1).drop_back();
   }
-  std::optional<SchemeFactory> factory = lookupPlannableScheme(name);
-  if (!factory) {
+  if (!lookupPlannableScheme(name)) {
     emitPassError(module, getArgument())
         << "choices: '" << text
         << "' is not one of plain, fp16, bf16, powersgd, powersgd+fp16 "
@@ -131,8 +130,8 @@ Choice DDPPlanPass::parseSchemeChoice(StringRef text) {
         << llvm::join(getPlannableSchemeNames(), ", ") << ")";
     return nullptr;
   }
-  FailureOr<std::unique_ptr<CompressionScheme>> scheme =
-      (*factory)(module, options);
+  FailureOr<std::unique_ptr<CompressionScheme>> scheme = makePlannableScheme(
+      name, module, options, (getArgument() + ": choices").str());
   if (failed(scheme))
     return nullptr;
   return makeSchemePlanChoice(std::move(*scheme), name, options);

@@ -464,7 +464,10 @@ std::string mlir::ddp::describeValue(Value value) {
 }
 
 InFlightDiagnostic mlir::ddp::emitPassError(Operation *root, StringRef pass) {
-  return mlir::emitError(root->getLoc()) << pass << ": ";
+  InFlightDiagnostic diag = mlir::emitError(root->getLoc());
+  if (!pass.empty())
+    diag << pass << ": ";
+  return diag;
 }
 
 std::string mlir::ddp::formatNumber(double value) {

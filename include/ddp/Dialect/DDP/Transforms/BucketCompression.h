@@ -124,7 +124,8 @@ public:
 
 /// Makes a scheme from options spelled as its pass's ("ratio=0.01
 /// error-feedback=false"; "" for the defaults). Emits an error at `module`
-/// and fails where they are not valid.
+/// and fails where they are not valid; the error says what is wrong with
+/// the options, and whoever asked (makePlannableScheme) says who asked.
 using SchemeFactory =
     std::function<FailureOr<std::unique_ptr<CompressionScheme>>(
         ModuleOp module, StringRef options)>;
@@ -140,6 +141,15 @@ std::optional<SchemeFactory> lookupPlannableScheme(StringRef name);
 
 /// The names registered, sorted.
 std::vector<std::string> getPlannableSchemeNames();
+
+/// The scheme registered as `name`, made from `options` by its factory, or
+/// failure (and nothing made) if no scheme has that name or the factory
+/// refuses the options. Every diagnostic the factory emits is prefixed
+/// with `caller` and the choice ("ddp-plan: choices: 'topk{ratio=2}': ..."),
+/// so that it says who asked for the scheme.
+FailureOr<std::unique_ptr<CompressionScheme>>
+makePlannableScheme(StringRef name, ModuleOp module, StringRef options,
+                    StringRef caller);
 
 /// `scheme`, made by the factory registered as `registered` from
 /// `options` ("ratio=0.001", or ""), as one of ddp-plan's choices (named

@@ -118,8 +118,8 @@ struct BucketPolicy {
 unsigned bucketizeAllReduces(Operation *root, const BucketPolicy &policy);
 
 /// Reports an invalid pass option or an I/O failure of a pass: an error at
-/// `root`'s location, without dumping the whole module as an op diagnostic
-/// would.
+/// `root`'s location, starting "`pass`: " (nothing when `pass` is empty),
+/// without dumping the whole module as an op diagnostic would.
 InFlightDiagnostic emitPassError(Operation *root, StringRef pass);
 
 /// `value` the way a person typed it: shortest of %g.
