@@ -97,6 +97,8 @@ static ReportRow describeGradient(Value gradient) {
   return row;
 }
 
+static void addNarrowing(ReportRow &row, CompressionAttr narrow);
+
 static ReportRow describeBatchedBucket(tensor::ConcatOp concat, Value square) {
   ReportRow row;
   auto squareType = cast<RankedTensorType>(square.getType());
@@ -104,16 +106,26 @@ static ReportRow describeBatchedBucket(tensor::ConcatOp concat, Value square) {
   row.dtype = typeName(squareType.getElementType());
   unsigned count = 0;
   std::string names;
+  Type dtype;
+  bool oneType = true;
   for (Value piece : concat.getInputs()) {
     if (piece.getDefiningOp<arith::ConstantOp>())
       continue; // zero padding
     Value source = piece;
-    traceSource(source);
+    CompressionAttr narrowed;
+    traceSource(source, &narrowed);
+    addNarrowing(row, narrowed);
     auto type = cast<RankedTensorType>(source.getType());
     row.numelBefore += numElements(type);
     row.bytesBefore += numBytes(type);
+    oneType &= !dtype || dtype == type.getElementType();
+    dtype = type.getElementType();
     names += (count++ ? "," : "") + describeValue(source);
   }
+  // The gradients' type (wider than the matrix where fp16/bf16 narrowed
+  // them before PowerSGD took them).
+  if (dtype && oneType)
+    row.dtype = typeName(dtype);
   row.where = "bucket of " + std::to_string(count) + " [" + names + "]";
   row.tensors = count;
   return row;

@@ -16,6 +16,7 @@
 // RUN: ddp-opt %s --insert-fp16-compression --ddp-two-level --ddp-schedule-overlap --ddp-compression-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=FP16
 // RUN: ddp-opt %s --insert-powersgd=rank=2 --insert-fp16-compression --ddp-two-level --ddp-compression-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=PSGD-FP16
 // RUN: ddp-opt %s --insert-bf16-compression --insert-powersgd=rank=2 --ddp-compression-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=BF16-PSGD
+// RUN: ddp-opt %s --insert-bf16-compression --insert-powersgd="rank=2 mode=batched" --ddp-compression-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=BF16-BATCHED
 // RUN: ddp-opt %s --insert-powersgd="rank=2 mode=batched" --insert-fp16-compression --ddp-two-level --ddp-compression-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=BATCHED-FP16
 // A bucket scheme on gradients fp16 narrowed first: before compression is
 // the f32 gradients (77056 bytes), not the f16 bucket.
@@ -34,6 +35,9 @@
 // BF16-PSGD: 1 fc1.bias 64 f32 uncompressed+bf16 - bf16 64 64 1.00x
 // FP16-TOPK: 0 bucket of 4 [emb,conv1.weight,fc1.bias,fc1.weight] 19264 f32 topk+fp16 - f16+i32 19264 3852 5.00x
 // FP16-TOPK: total: 4 tensors, 4 compressed; elements 19264 -> 3852 (5.00x); bytes 77056 -> 11556 (6.67x)
+// BF16-BATCHED: 0 bucket of 1 [fc1.weight] 46x46 f32 powersgd-batched+bf16 2 bf16 2048 184 11.13x
+// BF16-BATCHED: 3 bucket of 1 [emb] 127x127 f32 powersgd-batched+bf16 2 bf16 16000 508 31.50x
+// BF16-BATCHED: bytes 77056 -> 1720 (44.80x)
 // BATCHED-FP16: 0 bucket of 4 [emb,conv1.weight,fc1.bias,fc1.weight] 139x139 f32 powersgd-batched+fp16 2 f16 19264 556 34.65x
 
 // PLAIN: ddp compression report
