@@ -99,6 +99,17 @@ static ReportRow describeGradient(Value gradient) {
 
 static void addNarrowing(ReportRow &row, CompressionAttr narrow);
 
+/// The element types of `types`, each once, in order: "f32", "f32+f64".
+static std::string elementTypeNames(ArrayRef<Type> types) {
+  SmallVector<std::string> names;
+  for (Type type : types) {
+    std::string name = typeName(type);
+    if (!llvm::is_contained(names, name))
+      names.push_back(name);
+  }
+  return llvm::join(names, "+");
+}
+
 static ReportRow describeBatchedBucket(tensor::ConcatOp concat, Value square) {
   ReportRow row;
   auto squareType = cast<RankedTensorType>(square.getType());
@@ -106,8 +117,7 @@ static ReportRow describeBatchedBucket(tensor::ConcatOp concat, Value square) {
   row.dtype = typeName(squareType.getElementType());
   unsigned count = 0;
   std::string names;
-  Type dtype;
-  bool oneType = true;
+  SmallVector<Type> dtypes;
   for (Value piece : concat.getInputs()) {
     if (piece.getDefiningOp<arith::ConstantOp>())
       continue; // zero padding
@@ -118,14 +128,13 @@ static ReportRow describeBatchedBucket(tensor::ConcatOp concat, Value square) {
     auto type = cast<RankedTensorType>(source.getType());
     row.numelBefore += numElements(type);
     row.bytesBefore += numBytes(type);
-    oneType &= !dtype || dtype == type.getElementType();
-    dtype = type.getElementType();
+    dtypes.push_back(type.getElementType());
     names += (count++ ? "," : "") + describeValue(source);
   }
-  // The gradients' type (wider than the matrix where fp16/bf16 narrowed
+  // The gradients' types (wider than the matrix where fp16/bf16 narrowed
   // them before PowerSGD took them).
-  if (dtype && oneType)
-    row.dtype = typeName(dtype);
+  if (!dtypes.empty())
+    row.dtype = elementTypeNames(dtypes);
   row.where = "bucket of " + std::to_string(count) + " [" + names + "]";
   row.tensors = count;
   return row;
@@ -281,7 +290,7 @@ static ReportRow describeSchemeBucket(FlattenOp flatten) {
   // bucket where fp16/bf16 narrowed them before the scheme took them.
   int64_t numel = 0, bytes = 0;
   bool known = true;
-  Type dtype;
+  SmallVector<Type> dtypes;
   for (Value input : flatten.getInputs()) {
     Value source = input;
     CompressionAttr narrowed;
@@ -289,17 +298,16 @@ static ReportRow describeSchemeBucket(FlattenOp flatten) {
     addNarrowing(row, narrowed);
     all.push_back(describeValue(source));
     auto sourceType = dyn_cast<RankedTensorType>(source.getType());
-    if (!sourceType || !sourceType.hasStaticShape() ||
-        (dtype && dtype != sourceType.getElementType())) {
+    if (!sourceType || !sourceType.hasStaticShape()) {
       known = false;
       continue;
     }
-    dtype = sourceType.getElementType();
+    dtypes.push_back(sourceType.getElementType());
     numel += numElements(sourceType);
     bytes += numBytes(sourceType);
   }
-  if (known && dtype && numel == row.numelBefore) {
-    row.dtype = typeName(dtype);
+  if (known && !dtypes.empty() && numel == row.numelBefore) {
+    row.dtype = elementTypeNames(dtypes);
     row.bytesBefore = bytes;
   }
   std::string names = all.size() <= 4 ? llvm::join(all, ",")
