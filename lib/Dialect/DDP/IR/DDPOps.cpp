@@ -301,6 +301,14 @@ FloatType mlir::ddp::getNarrowingSchemeType(MLIRContext *context,
   return nullptr;
 }
 
+StringRef mlir::ddp::getNarrowingSchemeName(FloatType type) {
+  if (isa<Float16Type>(type))
+    return "fp16";
+  if (isa<BFloat16Type>(type))
+    return "bf16";
+  return "";
+}
+
 LogicalResult CastOp::verify() {
   if (failed(verifyNonEmpty(*this, getInputs().size())) ||
       failed(verifyCountable(*this, getInputs().getTypes())) ||

@@ -40,20 +40,27 @@ static int64_t numBytes(RankedTensorType type) {
   return type.hasStaticShape() ? int64_t(tensorBytes(type)) : 0;
 }
 
-/// What a reduction within a node (a `group node` allreduce, or the wait of
-/// a started one) reduced into `value`, or null: the value a two-level
-/// allreduce carries across nodes is its input's.
+/// The inputs of a reduction within a node (a `group node` allreduce, or
+/// the wait of a started one), or none if `op` is not one: what a two-level
+/// allreduce carries across nodes is its inputs'.
+static std::optional<ValueRange> nodeReductionInputs(Operation *op) {
+  if (auto allreduce = dyn_cast<AllReduceOp>(op))
+    if (allreduce.getGroup() == CommGroup::node)
+      return ValueRange(allreduce.getInputs());
+  if (auto wait = dyn_cast<WaitOp>(op))
+    if (auto start = wait.getRequest().getDefiningOp<AllReduceStartOp>();
+        start && start.getGroup() == CommGroup::node)
+      return ValueRange(start.getInputs());
+  return std::nullopt;
+}
+
+/// What a reduction within a node reduced into `value`, or null.
 static Value nodeInput(Value value) {
   auto result = dyn_cast<OpResult>(value);
   if (!result)
     return nullptr;
-  if (auto allreduce = dyn_cast<AllReduceOp>(result.getOwner()))
-    if (allreduce.getGroup() == CommGroup::node)
-      return allreduce.getInputs()[result.getResultNumber()];
-  if (auto wait = dyn_cast<WaitOp>(result.getOwner()))
-    if (auto start = wait.getRequest().getDefiningOp<AllReduceStartOp>();
-        start && start.getGroup() == CommGroup::node)
-      return start.getInputs()[result.getResultNumber()];
+  if (std::optional<ValueRange> inputs = nodeReductionInputs(result.getOwner()))
+    return (*inputs)[result.getResultNumber()];
   return nullptr;
 }
 
@@ -99,15 +106,22 @@ static ReportRow describeGradient(Value gradient) {
 
 static void addNarrowing(ReportRow &row, CompressionAttr narrow);
 
+/// Adds `type`'s name to a "+"-separated list of types ("f32+i8") unless
+/// it is there; an empty list or "-" becomes the name.
+static void appendTypeName(std::string &list, Type type) {
+  std::string name = typeName(type);
+  if (list.empty() || list == "-")
+    list = name;
+  else if (!llvm::is_contained(llvm::split(list, '+'), name))
+    list += "+" + name;
+}
+
 /// The element types of `types`, each once, in order: "f32", "f32+f64".
 static std::string elementTypeNames(ArrayRef<Type> types) {
-  SmallVector<std::string> names;
-  for (Type type : types) {
-    std::string name = typeName(type);
-    if (!llvm::is_contained(names, name))
-      names.push_back(name);
-  }
-  return llvm::join(names, "+");
+  std::string names;
+  for (Type type : types)
+    appendTypeName(names, type);
+  return names;
 }
 
 static ReportRow describeBatchedBucket(tensor::ConcatOp concat, Value square) {
@@ -158,17 +172,6 @@ static Value matrixOf(Value communicated) {
   return value;
 }
 
-/// Whether `op` reduces within a node: a `group node` allreduce, or the
-/// wait of a started one.
-static bool isWithinNode(Operation *op) {
-  if (auto allreduce = dyn_cast<AllReduceOp>(op))
-    return allreduce.getGroup() == CommGroup::node;
-  if (auto wait = dyn_cast<WaitOp>(op))
-    if (auto start = wait.getRequest().getDefiningOp<AllReduceStartOp>())
-      return start.getGroup() == CommGroup::node;
-  return false;
-}
-
 /// The ddp.flatten a compression scheme's collective operand was computed
 /// from (its bucket), found by a search back through the ops that compute
 /// it. The search does not go through collectives' results or
@@ -188,9 +191,9 @@ public:
         return flatten;
       // A reduction within a node carries its input on (two-level); any
       // other collective's result is another reduction's.
-      if (isWithinNode(op)) {
-        for (Value operand : op->getOperands())
-          stack.push_back(operand.getDefiningOp());
+      if (std::optional<ValueRange> inputs = nodeReductionInputs(op)) {
+        for (Value input : *inputs)
+          stack.push_back(input.getDefiningOp());
         continue;
       }
       if (isa<AllReduceOp, AllGatherOp, WaitOp, UnflattenOp>(op))
@@ -393,9 +396,10 @@ static Factor factorOf(Value value) {
   return {};
 }
 
-/// The scheme a collective's operand was narrowed by for sending (the
-/// `scheme` of the ddp.cast that made it, through a later scaling), or
-/// null.
+/// The scheme a scheme bucket's collective operand was narrowed by for
+/// sending (the `scheme` of the ddp.cast that made it, through a later
+/// scaling), or null. (A gradient's trace, traceSource, sees it on the
+/// way.)
 static CompressionAttr narrowedBy(Value value) {
   while (Operation *op = value.getDefiningOp()) {
     if (auto cast = dyn_cast<CastOp>(op))
@@ -484,11 +488,7 @@ static void collectRows(ModuleOp module,
           amount.numel += numElements(sent);
           amount.bytes += numBytes(sent);
           addNarrowing(row, narrowedBy(input));
-          std::string type = typeName(sent.getElementType());
-          if (row.sentAs == "-")
-            row.sentAs = type;
-          else if (!llvm::is_contained(llvm::split(row.sentAs, '+'), type))
-            row.sentAs += "+" + type;
+          appendTypeName(row.sentAs, sent.getElementType());
           continue;
         }
         // Else PowerSGD's factor of a gradient, or nothing the report can
@@ -524,31 +524,25 @@ static void collectRows(ModuleOp module,
       auto sent = cast<RankedTensorType>(input.getType());
       row->numelAfter += numElements(sent);
       row->bytesAfter += numBytes(sent);
-      std::string type = typeName(sent.getElementType());
-      if (row->sentAs.empty())
-        row->sentAs = type;
-      else if (!llvm::is_contained(llvm::split(row->sentAs, '+'), type))
-        row->sentAs += "+" + type;
+      appendTypeName(row->sentAs, sent.getElementType());
       // The decision: the projection's scheme (a projection no pass named
-      // is a "low-rank" one), then how it was narrowed for sending.
-      std::string decision;
+      // is a "low-rank" one), or plain; the narrowing on the way back to the
+      // gradient (before or after the scheme) is added at the end.
       if (factor.kind != Factor::none) {
         row->compressed = true;
-        decision = factor.scheme ? factor.scheme.getScheme().str()
-                                 : std::string("low-rank");
+        row->decision = factor.scheme ? factor.scheme.getScheme().str()
+                                      : std::string("low-rank");
         if (factor.scheme && factor.scheme.getOptions() && row->options.empty())
           llvm::append_range(row->options,
                              factor.scheme.getOptions().getValue());
         if (batched)
-          decision += "-batched";
+          row->decision += "-batched";
         row->rank = sent.getDimSize(1);
       } else if (role == CommRole::uncompressed) {
-        decision = isPlannedPlain(op) ? "plain (plan)" : "uncompressed";
+        row->decision = isPlannedPlain(op) ? "plain (plan)" : "uncompressed";
       } else {
-        decision = "plain";
+        row->decision = "plain";
       }
-      row->decision = decision;
-      addNarrowing(*row, narrowedBy(input));
       addNarrowing(*row, narrowedBefore);
     }
   });

@@ -43,11 +43,6 @@ static std::string whyNotNarrowable(Type type, FloatType narrow) {
   return "";
 }
 
-/// The name of `narrow`'s choice and decision: "fp16" or "bf16".
-static StringRef narrowName(FloatType narrow) {
-  return isa<Float16Type>(narrow) ? "fp16" : "bf16";
-}
-
 /// Casts `inputs` to `narrow`, pre-scaled by 1/W, W the members of `group`
 /// (fine-grained: ddp.scale then ddp.cast; ddp-fuse-kernels merges them).
 /// The cast names the decision (`<"fp16">`, `<"bf16">`).
@@ -61,7 +56,8 @@ static SmallVector<Value> castDown(OpBuilder &builder, Location loc,
     narrowTypes.push_back(cast<RankedTensorType>(type).clone(narrow));
   auto cast = CastOp::create(
       builder, loc, narrowTypes, scaled.getResults(), WorldScaleAttr(),
-      CompressionAttr::get(builder.getContext(), narrowName(narrow)));
+      CompressionAttr::get(builder.getContext(),
+                           getNarrowingSchemeName(narrow)));
   return cast.getResults();
 }
 
@@ -204,11 +200,12 @@ FailureOr<unsigned> narrowPlannedBuckets(func::FuncOp function,
   bool valid = true;
   for (auto [bucket, decision] :
        takePlannedBuckets(function, [&](CompressionAttr decision) {
-         return decision.getScheme() == narrowName(narrow);
+         return decision.getScheme() == getNarrowingSchemeName(narrow);
        })) {
     if (decision.getOptions() && !decision.getOptions().empty()) {
       bucket.emitError() << "ddp.planned " << decision << ": "
-                         << narrowName(narrow) << " takes no options";
+                         << getNarrowingSchemeName(narrow)
+                         << " takes no options";
       valid = false;
     } else if (!hasWideFloat(bucket.getInputs().getTypes(), narrow)) {
       // The patterns would leave it as it is: sent plain, against the plan.
@@ -291,7 +288,9 @@ class NarrowPlanChoice : public PlanChoice {
 public:
   explicit NarrowPlanChoice(FloatType narrow) : narrow(narrow) {}
 
-  std::string name() const override { return narrowName(narrow).str(); }
+  std::string name() const override {
+    return getNarrowingSchemeName(narrow).str();
+  }
 
   FailureOr<PlanCost> predict(const MachineProfile &profile,
                               const BucketShape &bucket, int64_t world,
@@ -318,7 +317,7 @@ public:
   }
 
   CompressionAttr decision(MLIRContext *context) const override {
-    return CompressionAttr::get(context, narrowName(narrow));
+    return CompressionAttr::get(context, getNarrowingSchemeName(narrow));
   }
 
 private:

@@ -57,6 +57,8 @@ std::string computeElementTypeNames(MLIRContext *context);
 /// The type the built-in narrowing compressions send ("fp16": f16, "bf16":
 /// bf16: the `scheme` of their ddp.cast), or null for any other name.
 FloatType getNarrowingSchemeType(MLIRContext *context, StringRef scheme);
+/// The inverse: "fp16" for f16, "bf16" for bf16, "" for any other type.
+StringRef getNarrowingSchemeName(FloatType type);
 } // namespace mlir::ddp
 
 namespace mlir::ddp::detail {
