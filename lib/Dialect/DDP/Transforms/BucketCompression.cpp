@@ -28,9 +28,6 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/Regex.h"
 
-#include <map>
-#include <mutex>
-
 using namespace mlir;
 using namespace mlir::ddp;
 
@@ -51,35 +48,24 @@ FailureOr<PlanCost> CompressionScheme::predict(const MachineProfile &,
   return failure();
 }
 
-namespace {
-/// The plannable schemes by name, the built-in ones first.
-struct SchemeRegistry {
-  SchemeRegistry() {
-    factories["topk"] = makeTopKScheme;
-    factories["quantize"] = makeQuantizationScheme;
-  }
-  std::mutex mutex;
-  std::map<std::string, SchemeFactory> factories;
-};
-SchemeRegistry &schemeRegistry() {
-  static SchemeRegistry registry;
+/// The plannable schemes, the built-in ones registered first.
+static NamedRegistry<SchemeFactory> &schemeRegistry() {
+  static NamedRegistry<SchemeFactory> registry;
+  static const bool builtIn = [] {
+    registry.add("topk", makeTopKScheme);
+    registry.add("quantize", makeQuantizationScheme);
+    return true;
+  }();
+  (void)builtIn;
   return registry;
 }
-} // namespace
 
 void mlir::ddp::registerPlannableScheme(StringRef name, SchemeFactory factory) {
-  SchemeRegistry &registry = schemeRegistry();
-  std::lock_guard<std::mutex> lock(registry.mutex);
-  registry.factories[name.str()] = std::move(factory);
+  schemeRegistry().add(name, std::move(factory));
 }
 
 std::optional<SchemeFactory> mlir::ddp::lookupPlannableScheme(StringRef name) {
-  SchemeRegistry &registry = schemeRegistry();
-  std::lock_guard<std::mutex> lock(registry.mutex);
-  auto it = registry.factories.find(name.str());
-  if (it == registry.factories.end())
-    return std::nullopt;
-  return it->second;
+  return schemeRegistry().lookup(name);
 }
 
 FailureOr<std::unique_ptr<CompressionScheme>>
@@ -117,12 +103,7 @@ mlir::ddp::makePlannableScheme(StringRef name, ModuleOp module,
 }
 
 std::vector<std::string> mlir::ddp::getPlannableSchemeNames() {
-  SchemeRegistry &registry = schemeRegistry();
-  std::lock_guard<std::mutex> lock(registry.mutex);
-  std::vector<std::string> names;
-  for (const auto &entry : registry.factories)
-    names.push_back(entry.first);
-  return names;
+  return schemeRegistry().getNames();
 }
 
 BucketBuilder::BucketBuilder(const Bucket &bucket, Location loc,

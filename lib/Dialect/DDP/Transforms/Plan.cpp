@@ -52,20 +52,6 @@ struct Decision {
   SmallVector<std::pair<Choice, PlanCost>> costs;
 };
 
-/// Sending the bucket as it is: ddp-plan marks its allreduce uncompressed,
-/// with a location saying the plan chose it (see plannedPlainLoc).
-class PlainPlanChoice : public PlanChoice {
-public:
-  std::string name() const override { return "plain"; }
-  bool isPlain() const override { return true; }
-  FailureOr<PlanCost> predict(const MachineProfile &profile,
-                              const BucketShape &bucket, int64_t world,
-                              std::string &) const override {
-    return predictPlain(profile, bucket, world);
-  }
-  CompressionAttr decision(MLIRContext *) const override { return {}; }
-};
-
 struct DDPPlanPass : public PassWithOptionNames<ddp::impl::DDPPlanBase<DDPPlanPass>> {
   using Base::Base;
   void runOnOperation() override;
@@ -81,16 +67,18 @@ private:
   /// is left to plan (null if nothing is).
   std::pair<AllReduceOp, AllReduceOp> splitOffNever(AllReduceOp op,
                                                     const llvm::Regex &regex);
-  /// A choice of a registered scheme, `name` or `name{options}`; null
-  /// after an error.
-  Choice parseSchemeChoice(StringRef text);
+  /// Adds the choices one entry of `choices=` stands for, `name` or
+  /// `name{options}`: a registered family of choices (plain, powersgd),
+  /// else a registered scheme. False after an error.
+  bool parseChoice(StringRef text, const PlanChoiceOptions &plan,
+                   SmallVectorImpl<Choice> &allowed);
   /// Fails, with an error, where a choice cannot predict its cost.
   FailureOr<Decision> decide(const MachineProfile &profile, AllReduceOp op,
                              ArrayRef<Choice> allowed, int64_t worldSize);
 
   /// The one plain choice: allowed or not, what dynamic shapes and
   /// never= get.
-  Choice plainChoice = std::make_shared<PlainPlanChoice>();
+  Choice plainChoice = makePlainPlanChoice();
 };
 } // namespace
 
@@ -108,33 +96,41 @@ static std::string formatSeconds(double seconds) {
   return llvm::formatv("{0:F1} us", seconds * 1e6).str();
 }
 
-Choice DDPPlanPass::parseSchemeChoice(StringRef text) {
+bool DDPPlanPass::parseChoice(StringRef text, const PlanChoiceOptions &plan,
+                              SmallVectorImpl<Choice> &allowed) {
   ModuleOp module = getOperation();
+  auto fail = [&](const Twine &message) {
+    emitPassError(module, getArgument())
+        << "choices: '" << text << "'" << message;
+    return false;
+  };
   StringRef name = text, options;
   if (size_t brace = text.find('{'); brace != StringRef::npos) {
-    if (!text.ends_with("}")) {
-      emitPassError(module, getArgument())
-          << "choices: '" << text
-          << "': a scheme's options go in braces at the end, as "
-             "topk{ratio=0.001}";
-      return nullptr;
-    }
+    if (!text.ends_with("}"))
+      return fail(": options go in braces at the end, as topk{ratio=0.001}");
     name = text.take_front(brace);
     options = text.drop_front(brace + 1).drop_back();
   }
-  if (!lookupPlannableScheme(name)) {
-    emitPassError(module, getArgument())
-        << "choices: '" << text
-        << "' is not one of plain, fp16, bf16, powersgd, powersgd+fp16 "
-           "or a scheme with a cost model ("
-        << llvm::join(getPlannableSchemeNames(), ", ") << ")";
-    return nullptr;
+  if (std::optional<PlanChoiceFactory> family = lookupPlanChoices(name)) {
+    std::string why;
+    FailureOr<SmallVector<Choice>> made =
+        (*family)(&getContext(), options, plan, why);
+    if (failed(made))
+      return fail(": " + why);
+    llvm::append_range(allowed, *made);
+    return true;
   }
+  if (!lookupPlannableScheme(name))
+    return fail(" is not one of ddp-plan's choices (" +
+                llvm::join(getPlanChoiceNames(), ", ") +
+                ") or a scheme with a cost model (" +
+                llvm::join(getPlannableSchemeNames(), ", ") + ")");
   FailureOr<std::unique_ptr<CompressionScheme>> scheme = makePlannableScheme(
       name, module, options, (getArgument() + ": choices").str());
   if (failed(scheme))
-    return nullptr;
-  return makeSchemePlanChoice(std::move(*scheme), name, options);
+    return false;
+  allowed.push_back(makeSchemePlanChoice(std::move(*scheme), name, options));
+  return true;
 }
 
 bool DDPPlanPass::parseOptions(SmallVectorImpl<Choice> &allowed) {
@@ -158,38 +154,13 @@ bool DDPPlanPass::parseOptions(SmallVectorImpl<Choice> &allowed) {
   SmallVector<std::string> choiceList(choices.begin(), choices.end());
   if (choiceList.empty())
     choiceList = {"plain", "fp16", "bf16", "powersgd", "powersgd+fp16"};
-  MLIRContext *context = &getContext();
-  for (const std::string &name : choiceList) {
-    if (name == "plain")
-      allowed.push_back(plainChoice);
-    else if (name == "fp16")
-      allowed.push_back(makeNarrowPlanChoice(Float16Type::get(context)));
-    else if (name == "bf16")
-      allowed.push_back(makeNarrowPlanChoice(BFloat16Type::get(context)));
-    else if (name == "powersgd" || name == "powersgd+fp16") {
-      FloatType narrow;
-      if (name == "powersgd+fp16")
-        narrow = Float16Type::get(context);
-      unsigned before = allowed.size();
-      for (unsigned r : rankList)
-        if (r >= minRank)
-          allowed.push_back(
-              makePowerSGDPlanChoice(r, narrow, minCompressionRate));
-      if (allowed.size() == before)
-        return fail(llvm::formatv(
-            "no rank in ranks={0} is at least "
-            "min-rank={1}: PowerSGD has nothing to try",
-            llvm::join(
-                llvm::map_range(rankList,
-                                [](unsigned r) { return std::to_string(r); }),
-                ","),
-            unsigned(minRank)));
-    } else if (Choice scheme = parseSchemeChoice(name)) {
-      allowed.push_back(std::move(scheme));
-    } else {
+  PlanChoiceOptions plan;
+  plan.ranks = rankList;
+  plan.minRank = minRank;
+  plan.minCompressionRate = minCompressionRate;
+  for (const std::string &text : choiceList)
+    if (!parseChoice(text, plan, allowed))
       return false;
-    }
-  }
   // Duplicates (choices=plain,plain) would print twice.
   SmallVector<Choice> unique;
   for (const Choice &c : allowed)

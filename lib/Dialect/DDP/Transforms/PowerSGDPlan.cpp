@@ -13,7 +13,10 @@
 #include "ddp/Dialect/DDP/Transforms/PowerSGD.h"
 #include "ddp/Dialect/DDP/Transforms/Transforms.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 #include <algorithm>
+#include <cstdint>
 
 using namespace mlir;
 using namespace mlir::ddp;
@@ -130,6 +133,43 @@ std::shared_ptr<PlanChoice>
 mlir::ddp::makePowerSGDPlanChoice(unsigned rank, FloatType narrow,
                                   double minCompressionRate) {
   return std::make_shared<PowerSGDPlanChoice>(rank, narrow, minCompressionRate);
+}
+
+FailureOr<SmallVector<std::shared_ptr<PlanChoice>>>
+mlir::ddp::makePowerSGDPlanChoices(StringRef options,
+                                   const PlanChoiceOptions &plan,
+                                   FloatType narrow, std::string &why) {
+  SmallVector<std::shared_ptr<PlanChoice>> choices;
+  if (!options.empty()) {
+    unsigned rank = 0;
+    StringRef value = options.trim();
+    if (!value.consume_front("rank=") || value.getAsInteger(10, rank) ||
+        rank == 0 || rank > uint64_t(INT32_MAX)) {
+      why = "PowerSGD's option is rank=R (R >= 1: one rank; ddp-plan's "
+            "ranks= and min-rank= give several)";
+      return failure();
+    }
+    choices.push_back(
+        makePowerSGDPlanChoice(rank, narrow, plan.minCompressionRate));
+    return choices;
+  }
+  for (unsigned r : plan.ranks)
+    if (r >= plan.minRank)
+      choices.push_back(
+          makePowerSGDPlanChoice(r, narrow, plan.minCompressionRate));
+  if (choices.empty()) {
+    why = llvm::formatv("no rank in ranks={0} is at least min-rank={1}: "
+                        "PowerSGD has nothing to try",
+                        llvm::join(llvm::map_range(plan.ranks,
+                                                   [](unsigned r) {
+                                                     return std::to_string(r);
+                                                   }),
+                                   ","),
+                        plan.minRank)
+              .str();
+    return failure();
+  }
+  return choices;
 }
 
 FailureOr<std::pair<unsigned, FloatType>>

@@ -15,6 +15,10 @@
 // RUN: not ddp-opt %s --ddp-plan=profile=%S/Inputs/plan-hand.json 2>&1 | FileCheck %s --check-prefix=NOKERNELS
 // RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-hand.json choices=plain" | FileCheck %s --check-prefix=PLAINONLY
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,fp8" 2>&1 | FileCheck %s --check-prefix=CHOICE
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,fp16{x}" 2>&1 | FileCheck %s --check-prefix=NOOPTIONS
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=powersgd{rank=0}" 2>&1 | FileCheck %s --check-prefix=PSGDRANK0
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=powersgd+fp16{ranks=1}" 2>&1 | FileCheck %s --check-prefix=PSGDRANKS
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=powersgd{rank=2" 2>&1 | FileCheck %s --check-prefix=BRACE
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json ranks=0" 2>&1 | FileCheck %s --check-prefix=RANK0
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json ranks=1,2 min-rank=4" 2>&1 | FileCheck %s --check-prefix=FLOOR
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json never=(" 2>&1 | FileCheck %s --check-prefix=REGEX
@@ -76,9 +80,13 @@
 // NOKERNELS: error: ddp-plan: the profile has no kernel times (a --hand profile): give kernels=PATH, a profile from ddprt-calibrate --kernels-only on the machine that computes, or choices=plain
 // PLAINONLY: choice = "plain"
 // PLAINONLY-SAME: reason = "the only choice allowed"
-// CHOICE: error: ddp-plan: choices: 'fp8' is not one of plain, fp16, bf16, powersgd
+// CHOICE: error: ddp-plan: choices: 'fp8' is not one of ddp-plan's choices (bf16, fp16, plain, powersgd, powersgd+fp16) or a scheme with a cost model (quantize, topk)
+// NOOPTIONS: error: ddp-plan: choices: 'fp16{x}': takes no options
+// PSGDRANK0: error: ddp-plan: choices: 'powersgd{rank=0}': PowerSGD's option is rank=R (R >= 1: one rank; ddp-plan's ranks= and min-rank= give several)
+// PSGDRANKS: error: ddp-plan: choices: 'powersgd+fp16{ranks=1}': PowerSGD's option is rank=R
+// BRACE: error: ddp-plan: choices: 'powersgd{rank=2': options go in braces at the end, as topk{ratio=0.001}
 // RANK0: error: ddp-plan: ranks: 0 is not a PowerSGD rank (ranks are >= 1)
-// FLOOR: error: ddp-plan: no rank in ranks=1,2 is at least min-rank=4: PowerSGD has nothing to try
+// FLOOR: error: ddp-plan: choices: 'powersgd': no rank in ranks=1,2 is at least min-rank=4: PowerSGD has nothing to try
 // REGEX: error: ddp-plan: never='(' is not a valid regular expression:
 // TOLERANCE: error: ddp-plan: tolerance=1.5: a fraction in [0, 1)
 // WORLD: error: ddp-plan: world=-1: a number of ranks >= 1, or 0 for the profile's

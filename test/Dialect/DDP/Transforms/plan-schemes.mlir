@@ -21,6 +21,15 @@
 // RUN:   | sed -e 's/^module attributes {ddp.plan = .*} {$/module {/' > %t.planned-q
 // RUN: ddp-opt %s --ddp-bucketize --insert-quantization=granularity=per-channel > %t.fixed-q
 // RUN: diff %t.planned-q %t.fixed-q
+// The built-in families take options in braces too: powersgd{rank=8} is
+// PowerSGD at that rank alone (ranks= gives several), and a bucket it is
+// chosen for becomes what insert-powersgd at rank 8 makes of it.
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=powersgd{rank=8},powersgd+fp16{rank=2},plain" \
+// RUN:   | FileCheck %s --check-prefix=RANKED
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-400gbps.json choices=powersgd{rank=8}" %{stages} \
+// RUN:   | sed -e 's/^module attributes {ddp.plan = .*} {$/module {/' > %t.planned-p
+// RUN: ddp-opt %s --insert-powersgd=rank=8 > %t.fixed-p
+// RUN: diff %t.planned-p %t.fixed-p
 // Wrong choices and profiles that lack what the model needs are errors
 // that say so.
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,topk{ratio=2}" 2>&1 | FileCheck %s --check-prefix=RATIO
@@ -70,7 +79,10 @@ func.func @step(%w: tensor<1024x1024xf32> loc("fc.weight"),
 // RATIO: error: ddp-plan: choices: 'topk{ratio=2}': ratio=2 must be in (0, 1]
 // OPTION: error: ddp-plan: choices: 'topk{bogus=1}': insert-topk: no such option 'bogus'; the options are buckets, error-feedback, ratio
 // BUCKETS: error: ddp-plan: choices: 'topk{buckets=fc}': buckets= does not apply to a choice of ddp-plan (use its never= option)
-// BRACE: error: ddp-plan: choices: 'topk{ratio=0.1': a scheme's options go in braces at the end, as topk{ratio=0.001}
-// UNKNOWN: error: ddp-plan: choices: 'randomk' is not one of plain, fp16, bf16, powersgd, powersgd+fp16 or a scheme with a cost model (quantize, topk)
+// BRACE: error: ddp-plan: choices: 'topk{ratio=0.1': options go in braces at the end, as topk{ratio=0.001}
+// UNKNOWN: error: ddp-plan: choices: 'randomk' is not one of ddp-plan's choices (bf16, fp16, plain, powersgd, powersgd+fp16) or a scheme with a cost model (quantize, topk)
 // NOKERNEL: error: ddp-plan: cannot weigh 'topk' for this bucket: the profile has no top_k_f32 kernel time (ddprt-calibrate measures it; --kernels-only on the machine that computes)
 // NOGATHER: error: ddp-plan: cannot weigh 'topk' for this bucket: the profile has no allgather_i8 (ddprt-calibrate measures it with the link)
+
+// RANKED: predicted_ns = {plain = {{[0-9]+}} : i64, "powersgd-r2+fp16" = {{[0-9]+}} : i64, "powersgd-r8" = {{[0-9]+}} : i64}
+// RANKED-SAME: choices = ["powersgd-r8", "powersgd-r2+fp16", "plain"]

@@ -268,8 +268,10 @@ def DDPPlan : Pass<"ddp-plan", "::mlir::ModuleOp"> {
     without overlap with the backward pass) is in docs/cost-model.md.
 
     What the user allows: `choices` (a subset of plain, fp16, bf16,
-    powersgd, powersgd+fp16, plus any scheme with a cost model), PowerSGD
-    `ranks` and a floor `min-rank`, `never` (a regular expression:
+    powersgd, powersgd+fp16, plus any scheme with a cost model; each is a
+    registered family of choices or a registered scheme, looked up by
+    name, and takes options in braces: `powersgd{rank=8}` is that rank
+    alone), PowerSGD `ranks` and a floor `min-rank`, `never` (a regular expression:
     gradients whose names match are split off and sent plain). A choice
     within `tolerance` of plain is not taken (compression that does not pay
     clearly is not worth its error).
@@ -285,9 +287,10 @@ def DDPPlan : Pass<"ddp-plan", "::mlir::ModuleOp"> {
            "Ranks to plan for (default: the profile's world_size)">,
     ListOption<"choices", "choices", "std::string",
                "What a bucket may become: plain, fp16, bf16, powersgd, "
-               "powersgd+fp16 (default: these five), and schemes with a "
-               "cost model by name and options: topk, topk{ratio=0.001}, "
-               "quantize, quantize{granularity=per-channel}">,
+               "powersgd+fp16 (default: these five; powersgd{rank=8}: one "
+               "rank), and schemes with a cost model by name and options: "
+               "topk, topk{ratio=0.001}, quantize, "
+               "quantize{granularity=per-channel}">,
     ListOption<"ranks", "ranks", "unsigned",
                "PowerSGD ranks to consider (default: 1,2,4)">,
     Option<"minRank", "min-rank", "unsigned", "1",

@@ -22,9 +22,11 @@
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mlir::ddp {
 
@@ -178,9 +180,45 @@ takePlannedBuckets(Operation *root,
 PlanCost predictPlain(const MachineProfile &profile, const BucketShape &bucket,
                       int64_t world, bool compressesNothing = false);
 
+/// ddp-plan's "plain": the bucket sent as it is (ddp-plan marks its
+/// allreduce `uncompressed`; the decision is null).
+std::shared_ptr<PlanChoice> makePlainPlanChoice();
+
 /// ddp-plan's "fp16" or "bf16" (`narrow`): the bucket sent as
 /// insert-fp16-compression or insert-bf16-compression sends it.
 std::shared_ptr<PlanChoice> makeNarrowPlanChoice(FloatType narrow);
+
+/// ddp-plan's options that a family of choices may use to enumerate
+/// itself (what `powersgd` stands for without options of its own).
+struct PlanChoiceOptions {
+  /// PowerSGD ranks to consider (`ranks=`), and the floor (`min-rank=`).
+  ArrayRef<unsigned> ranks;
+  unsigned minRank = 1;
+  /// PowerSGD's per-tensor rule (`min-compression-rate=`).
+  double minCompressionRate = 2.0;
+};
+
+/// Makes the choices one entry of ddp-plan's `choices=` stands for, from
+/// the options in its braces ("rank=4" in `powersgd{rank=4}`; "" without
+/// braces): `powersgd` gives one choice per rank. Fails, saying what is
+/// wrong with the options in `why` (ddp-plan says which entry it was).
+using PlanChoiceFactory =
+    std::function<FailureOr<SmallVector<std::shared_ptr<PlanChoice>>>(
+        MLIRContext *context, StringRef options, const PlanChoiceOptions &plan,
+        std::string &why)>;
+
+/// Registers a family of ddp-plan's choices as `name`, replacing an
+/// earlier one. The built-in families are registered: plain, fp16, bf16,
+/// powersgd and powersgd+fp16. A CompressionScheme registered with
+/// registerPlannableScheme is a choice too, under its own name, where no
+/// family has that name.
+void registerPlanChoices(StringRef name, PlanChoiceFactory factory);
+
+/// The family registered as `name`, if any.
+std::optional<PlanChoiceFactory> lookupPlanChoices(StringRef name);
+
+/// The names of the families registered, sorted.
+std::vector<std::string> getPlanChoiceNames();
 
 /// Bytes of a statically shaped tensor, as a double: no shape overflows it
 /// (tensorBytes' 64 bits do for the largest).

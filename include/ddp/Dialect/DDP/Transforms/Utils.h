@@ -16,8 +16,11 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mlir::linalg {
 class GenericOp;
@@ -275,6 +278,37 @@ RankedTensorType matrixViewType(RankedTensorType type);
 /// `value` itself when the gradient is 2-D.
 Value reshapeMatrixView(OpBuilder &b, Location loc, Value value,
                         RankedTensorType type);
+
+/// Factories by name, for the extension points that take them (registered
+/// compression schemes, ddp-plan's families of choices): safe to use from
+/// several threads (a plugin may register while passes run), a name added
+/// again replaces the earlier factory.
+template <typename Factory> class NamedRegistry {
+public:
+  void add(StringRef name, Factory factory) {
+    std::lock_guard<std::mutex> lock(mutex);
+    factories[name.str()] = std::move(factory);
+  }
+  std::optional<Factory> lookup(StringRef name) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = factories.find(name.str());
+    if (it == factories.end())
+      return std::nullopt;
+    return it->second;
+  }
+  /// The names, sorted.
+  std::vector<std::string> getNames() {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::vector<std::string> names;
+    for (const auto &entry : factories)
+      names.push_back(entry.first);
+    return names;
+  }
+
+private:
+  std::mutex mutex;
+  std::map<std::string, Factory> factories;
+};
 
 } // namespace mlir::ddp
 
