@@ -35,7 +35,9 @@ using namespace mlir::ddp;
 namespace {
 struct Totals {
   int64_t numelBefore = 0, numelAfter = 0, bytesBefore = 0, bytesAfter = 0;
-  unsigned tensors = 0, compressed = 0;
+  /// Tensors a scheme compressed (fewer elements, or a bucket scheme's
+  /// encoding), and tensors sent narrowed (fp16/bf16: fewer bytes).
+  unsigned tensors = 0, compressed = 0, narrowed = 0;
   /// PowerSGD's warm-up: the largest start-iter of the module's step
   /// counters (0: none). Before it every gradient is sent uncompressed.
   int64_t warmupSteps = 0;
@@ -289,12 +291,16 @@ static void printText(raw_ostream &os, ArrayRef<ReportRow> rows,
                         row.sentAs, row.numelBefore, row.numelAfter,
                         ratio(row.numelBefore, row.numelAfter));
   }
-  os << llvm::formatv(
-      "total: {0} tensors, {1} compressed; elements {2} -> "
-      "{3} ({4:F2}x); bytes {5} -> {6} ({7:F2}x)",
-      totals.tensors, totals.compressed, totals.numelBefore, totals.numelAfter,
-      ratio(totals.numelBefore, totals.numelAfter), totals.bytesBefore,
-      totals.bytesAfter, ratio(totals.bytesBefore, totals.bytesAfter));
+  os << "total: " << totals.tensors << " tensors, " << totals.compressed
+     << " compressed";
+  if (totals.narrowed > 0)
+    os << ", " << totals.narrowed << " narrowed";
+  os << llvm::formatv("; elements {0} -> {1} ({2:F2}x); bytes {3} -> {4} "
+                      "({5:F2}x)",
+                      totals.numelBefore, totals.numelAfter,
+                      ratio(totals.numelBefore, totals.numelAfter),
+                      totals.bytesBefore, totals.bytesAfter,
+                      ratio(totals.bytesBefore, totals.bytesAfter));
   if (totals.warmupSteps > 0)
     os << " from step " << totals.warmupSteps << " on";
   os << "\n";
@@ -399,6 +405,7 @@ void DDPCompressionReportPass::runOnOperation() {
         llvm::AddOverflow(totals.bytesAfter, row.bytesAfter, totals.bytesAfter);
     totals.tensors += row.tensors;
     totals.compressed += row.compressed ? row.tensors : 0;
+    totals.narrowed += row.narrowings.empty() ? 0 : row.tensors;
     rows.push_back(std::move(row));
   }
   if (overflow) {

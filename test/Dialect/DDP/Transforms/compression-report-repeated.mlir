@@ -14,7 +14,7 @@
 // APART-COUNT-5: @step:%arg0 64x32 f32 powersgd 2 f32 2048 192 10.67x
 // APART: total: 5 tensors, 5 compressed; elements 10240 -> 960 (10.67x)
 // FP16-COUNT-5: @step:%arg0 64x32 f32 fp16 - f16 2048 2048 1.00x
-// FP16: total: 5 tensors, 0 compressed; elements 10240 -> 10240 (1.00x); bytes 40960 -> 20480 (2.00x)
+// FP16: total: 5 tensors, 0 compressed, 5 narrowed; elements 10240 -> 10240 (1.00x); bytes 40960 -> 20480 (2.00x)
 
 func.func @step(%g: tensor<64x32xf32>) -> tensor<64x32xf32> {
   %a = ddp.allreduce mean %g : tensor<64x32xf32>

@@ -10,7 +10,7 @@
 // CHECK-NEXT: 1 @step:%arg1 32x16 f32 low-rank 2 f32 512 96 5.33x
 // CHECK-NEXT: 2 @step:%arg2 64 f32 bf16 - bf16 64 64 1.00x
 // CHECK-NEXT: 3 @step:%arg3 64 f32 plain - f16 64 64 1.00x
-// CHECK-NEXT: total: 4 tensors, 2 compressed; elements 2688 -> 416 (6.46x); bytes 10752 -> 1408 (7.64x)
+// CHECK-NEXT: total: 4 tensors, 2 compressed, 1 narrowed; elements 2688 -> 416 (6.46x); bytes 10752 -> 1408 (7.64x)
 
 // JSON: "decision": "lowrank"
 // JSON: "options": {

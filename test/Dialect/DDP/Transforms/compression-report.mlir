@@ -26,7 +26,7 @@
 
 // FP16: 0 fc1.weight 64x32 f32 fp16 - f16 2048 2048 1.00x
 // FP16: 3 emb 1000x16 f32 fp16 - f16 16000 16000 1.00x
-// FP16: total: 4 tensors, 0 compressed; elements 19264 -> 19264 (1.00x); bytes 77056 -> 38528 (2.00x){{$}}
+// FP16: total: 4 tensors, 0 compressed, 4 narrowed; elements 19264 -> 19264 (1.00x); bytes 77056 -> 38528 (2.00x){{$}}
 // BF16: 1 fc1.bias 64 f32 bf16 - bf16 64 64 1.00x
 // BF16: 2 conv1.weight 16x8x3x3 f32 bf16 - bf16 1152 1152 1.00x
 // PSGD-FP16: 0 fc1.weight 64x32 f32 powersgd+fp16 2 f16 2048 192 10.67x
@@ -34,7 +34,7 @@
 // BF16-PSGD: 0 fc1.weight 64x32 f32 powersgd+bf16 2 bf16 2048 192 10.67x
 // BF16-PSGD: 1 fc1.bias 64 f32 uncompressed+bf16 - bf16 64 64 1.00x
 // FP16-TOPK: 0 bucket of 4 [emb,conv1.weight,fc1.bias,fc1.weight] 19264 f32 topk+fp16 - f16+i32 19264 3852 5.00x
-// FP16-TOPK: total: 4 tensors, 4 compressed; elements 19264 -> 3852 (5.00x); bytes 77056 -> 11556 (6.67x)
+// FP16-TOPK: total: 4 tensors, 4 compressed, 4 narrowed; elements 19264 -> 3852 (5.00x); bytes 77056 -> 11556 (6.67x)
 // BF16-BATCHED: 0 bucket of 1 [fc1.weight] 46x46 f32 powersgd-batched+bf16 2 bf16 2048 184 11.13x
 // BF16-BATCHED: 3 bucket of 1 [emb] 127x127 f32 powersgd-batched+bf16 2 bf16 16000 508 31.50x
 // BF16-BATCHED: bytes 77056 -> 1720 (44.80x)

@@ -28,7 +28,7 @@
 
 // REPORT: powersgd+fp16 2 f16 2048 192
 // REPORT: uncompressed+fp16 - f16 64 64
-// REPORT: total: 2 tensors, 1 compressed; elements 2112 -> 256 (8.25x); bytes 8448 -> 512 (16.50x)
+// REPORT: total: 2 tensors, 1 compressed, 2 narrowed; elements 2112 -> 256 (8.25x); bytes 8448 -> 512 (16.50x)
 func.func @step(%w: tensor<64x32xf32>, %b: tensor<64xf32>) -> (tensor<64x32xf32>, tensor<64xf32>) {
   %0:2 = ddp.allreduce mean %w, %b : tensor<64x32xf32>, tensor<64xf32>
   return %0#0, %0#1 : tensor<64x32xf32>, tensor<64xf32>
