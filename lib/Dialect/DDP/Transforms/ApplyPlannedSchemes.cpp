@@ -68,16 +68,12 @@ struct DDPApplyPlannedSchemesPass
     for (auto &[decision, buckets] : byDecision) {
       StringRef options =
           decision.getOptions().getAs<StringAttr>("options").getValue();
+      // The factory's reasons, at the first bucket with that decision.
       FailureOr<std::unique_ptr<CompressionScheme>> scheme =
           makePlannableScheme(decision.getScheme(), module, options,
-                              getArgument());
-      if (failed(scheme)) {
-        // The factory said why; say where.
-        buckets.front().emitError()
-            << getArgument() << ": this bucket's decision " << decision
-            << " names options its scheme refuses";
+                              getArgument(), buckets.front().getLoc());
+      if (failed(scheme))
         return signalPassFailure();
-      }
       FailureOr<unsigned> count =
           applyCompressionScheme(buckets, **scheme, getArgument());
       if (failed(count))

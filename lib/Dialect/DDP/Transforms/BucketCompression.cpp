@@ -70,7 +70,8 @@ std::optional<SchemeFactory> mlir::ddp::lookupPlannableScheme(StringRef name) {
 
 FailureOr<std::unique_ptr<CompressionScheme>>
 mlir::ddp::makePlannableScheme(StringRef name, ModuleOp module,
-                               StringRef options, StringRef caller) {
+                               StringRef options, StringRef caller,
+                               std::optional<Location> at) {
   std::optional<SchemeFactory> factory = lookupPlannableScheme(name);
   if (!factory)
     return failure();
@@ -90,14 +91,14 @@ mlir::ddp::makePlannableScheme(StringRef name, ModuleOp module,
   }
   DiagnosticEngine &engine = module.getContext()->getDiagEngine();
   for (Diagnostic &diag : caught) {
-    Diagnostic prefixed(diag.getLocation(), diag.getSeverity());
+    Diagnostic prefixed(at.value_or(diag.getLocation()), diag.getSeverity());
     prefixed << caller << ": " << choice << ": " << diag.str();
     for (Diagnostic &note : diag.getNotes())
       prefixed.attachNote(note.getLocation()) << note.str();
     engine.emit(std::move(prefixed));
   }
   if (failed(scheme) && caught.empty())
-    emitError(module.getLoc())
+    emitError(at.value_or(module.getLoc()))
         << caller << ": " << choice << ": the scheme refuses these options";
   return scheme;
 }

@@ -146,10 +146,11 @@ std::vector<std::string> getPlannableSchemeNames();
 /// failure (and nothing made) if no scheme has that name or the factory
 /// refuses the options. Every diagnostic the factory emits is prefixed
 /// with `caller` and the choice ("ddp-plan: choices: 'topk{ratio=2}': ..."),
-/// so that it says who asked for the scheme.
+/// so that it says who asked for the scheme, and emitted at `at` where
+/// one is given (the bucket a decision names the options of).
 FailureOr<std::unique_ptr<CompressionScheme>>
 makePlannableScheme(StringRef name, ModuleOp module, StringRef options,
-                    StringRef caller);
+                    StringRef caller, std::optional<Location> at = {});
 
 /// `scheme`, made by the factory registered as `registered` from
 /// `options` ("ratio=0.001", or ""), as one of ddp-plan's choices (named

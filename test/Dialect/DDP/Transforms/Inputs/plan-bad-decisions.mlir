@@ -45,8 +45,8 @@ module attributes {ddp.plan = {buckets = []}} {
     return %r : tensor<512xf32>
   }
 }
-// BAD: error: ddp-apply-planned-schemes: 'topk{ratio=3}': ratio=3 must be in (0, 1]
-// BAD: error: ddp-apply-planned-schemes: this bucket's decision #ddp.compression<"topk", {options = "ratio=3"}> names options its scheme refuses
+// BAD: plan-bad-decisions.mlir:44:10: error: ddp-apply-planned-schemes: 'topk{ratio=3}': ratio=3 must be in (0, 1]
+// BAD-NOT: error
 
 // -----
 
