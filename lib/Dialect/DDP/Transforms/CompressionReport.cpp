@@ -263,12 +263,26 @@ static void printPlanJson(llvm::json::OStream &json, const Plan &plan) {
 static void printText(raw_ostream &os, ArrayRef<ReportRow> rows,
                       const Totals &totals, const std::optional<Plan> &plan) {
   // Names are printed whole, the column as wide as the longest: two long
-  // names cut to one prefix would read as the same tensor.
-  size_t width = 28;
-  for (const ReportRow &row : rows)
-    width = std::max(width, row.where.size());
-  auto where = [&](StringRef text) {
-    return (text + std::string(width - text.size(), ' ')).str();
+  // names cut to one prefix would read as the same tensor. The other text
+  // columns are as wide as their longest entry too (a bucket of several
+  // types, "f16+f32"; "powersgd-batched+bf16"), at least their usual width.
+  auto widest = [&](size_t least, function_ref<size_t(const ReportRow &)> of) {
+    for (const ReportRow &row : rows)
+      least = std::max(least, of(row));
+    return least;
+  };
+  size_t width = widest(28, [](const ReportRow &r) { return r.where.size(); });
+  size_t shapeWidth =
+      widest(16, [](const ReportRow &r) { return shapeText(r.shape).size(); });
+  size_t dtypeWidth =
+      widest(5, [](const ReportRow &r) { return r.dtype.size(); });
+  size_t decisionWidth =
+      widest(20, [](const ReportRow &r) { return r.decision.size(); });
+  size_t sentAsWidth =
+      widest(7, [](const ReportRow &r) { return r.sentAs.size(); });
+  auto left = [](StringRef text, size_t to) {
+    return (text + std::string(to > text.size() ? to - text.size() : 0, ' '))
+        .str();
   };
   os << "ddp compression report: what each gradient sends per step\n";
   if (totals.warmupSteps > 0)
@@ -278,19 +292,22 @@ static void printText(raw_ostream &os, ArrayRef<ReportRow> rows,
         "bytes per step), so a run of {0} steps or fewer compresses nothing\n",
         totals.warmupSteps, totals.warmupSteps - 1, totals.numelBefore,
         totals.bytesBefore);
-  os << llvm::formatv("{0,4}  {1} {2,-16} {3,-5} {4,-20} {5,4} {6,-7} "
-                      "{7,12} {8,12} {9,8}\n",
-                      "#", where("where"), "shape", "dtype", "decision", "rank",
-                      "sent-as", "elements", "sent", "ratio");
-  for (auto [i, row] : llvm::enumerate(rows)) {
-    os << llvm::formatv("{0,4}  {1} {2,-16} {3,-5} {4,-20} {5,4} {6,-7} "
-                        "{7,12} {8,12} {9,7:F2}x\n",
-                        i, where(row.where), shapeText(row.shape), row.dtype,
-                        row.decision,
-                        row.rank ? std::to_string(row.rank) : std::string("-"),
-                        row.sentAs, row.numelBefore, row.numelAfter,
-                        ratio(row.numelBefore, row.numelAfter));
-  }
+  auto line = [&](const Twine &index, StringRef where, StringRef shape,
+                  StringRef dtype, StringRef decision, StringRef rank,
+                  StringRef sentAs, const Twine &rest) {
+    os << llvm::formatv("{0,4}  ", index.str()) << left(where, width) << " "
+       << left(shape, shapeWidth) << " " << left(dtype, dtypeWidth) << " "
+       << left(decision, decisionWidth) << " " << llvm::formatv("{0,4}", rank)
+       << " " << left(sentAs, sentAsWidth) << " " << rest << "\n";
+  };
+  line("#", "where", "shape", "dtype", "decision", "rank", "sent-as",
+       llvm::formatv("{0,12} {1,12} {2,8}", "elements", "sent", "ratio").str());
+  for (auto [i, row] : llvm::enumerate(rows))
+    line(Twine(i), row.where, shapeText(row.shape), row.dtype, row.decision,
+         row.rank ? std::to_string(row.rank) : std::string("-"), row.sentAs,
+         llvm::formatv("{0,12} {1,12} {2,7:F2}x", row.numelBefore,
+                       row.numelAfter, ratio(row.numelBefore, row.numelAfter))
+             .str());
   os << "total: " << totals.tensors << " tensors, " << totals.compressed
      << " compressed";
   if (totals.narrowed > 0)

@@ -2,6 +2,8 @@
 // compression is what the gradients are (their types and bytes), even where
 // one bucket holds a native f16 gradient and a narrowed f32 one.
 // RUN: ddp-opt %s --insert-fp16-compression --ddp-bucketize --insert-topk=ratio=0.1 --ddp-compression-report -o /dev/null 2>&1 | FileCheck %s
+// Columns as wide as their widest entry: "f16+f32" keeps the rows aligned.
+// RUN: ddp-opt %s --insert-fp16-compression --ddp-bucketize --insert-topk=ratio=0.1 --ddp-compression-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=ALIGNED --strict-whitespace
 // The totals before compression are the plain report's.
 // RUN: ddp-opt %s --ddp-compression-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=PLAIN
 
@@ -19,3 +21,7 @@ func.func @grads(%a: tensor<64x32xf32> loc("a32"), %b: tensor<64xf64> loc("b64")
   %3 = ddp.allreduce sum %d : tensor<100xf32>
   return %0, %1, %2, %3 : tensor<64x32xf32>, tensor<64xf64>, tensor<128xf16>, tensor<100xf32>
 }
+
+// ALIGNED:      {{^}}   #  where                        shape            dtype   decision             rank sent-as     elements         sent    ratio
+// ALIGNED-NEXT: {{^}}   0  bucket of 1 [a32]            2048             f32     topk+fp16               - f16+i32         2048          408    5.02x
+// ALIGNED:      {{^}}   2  bucket of 2 [c16,d32]        228              f16+f32 topk+fp16               - f16+i32          228           44    5.18x
