@@ -26,7 +26,6 @@
 // the global rank, picks it), so that a host thread that switched devices
 // does not enqueue work on the wrong one.
 //
-//
 // The class is split by concern: NcclSetup.cpp creates, watches and
 // releases the NCCL communicators (initialization, the watchdog, revoke
 // and teardown); CudaBackend.cpp dispatches the runtime's calls to NCCL,

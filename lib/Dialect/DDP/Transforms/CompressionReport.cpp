@@ -422,7 +422,7 @@ void DDPCompressionReportPass::runOnOperation() {
         llvm::AddOverflow(totals.bytesAfter, row.bytesAfter, totals.bytesAfter);
     totals.tensors += row.tensors;
     totals.compressed += row.compressed ? row.tensors : 0;
-    totals.narrowed += row.narrowings.empty() ? 0 : row.tensors;
+    totals.narrowed += row.getNarrowedTensors();
     rows.push_back(std::move(row));
   }
   if (overflow) {

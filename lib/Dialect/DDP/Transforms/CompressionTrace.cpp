@@ -104,7 +104,8 @@ static ReportRow describeGradient(Value gradient) {
   return row;
 }
 
-static void addNarrowing(ReportRow &row, CompressionAttr narrow);
+static void addNarrowing(ReportRow &row, CompressionAttr narrow,
+                         bool oneTensor = false);
 
 /// Adds `type`'s name to a "+"-separated list of types ("f32+i8") unless
 /// it is there; an empty list or "-" becomes the name.
@@ -138,7 +139,7 @@ static ReportRow describeBatchedBucket(tensor::ConcatOp concat, Value square) {
     Value source = piece;
     CompressionAttr narrowed;
     traceSource(source, &narrowed);
-    addNarrowing(row, narrowed);
+    addNarrowing(row, narrowed, /*oneTensor=*/true);
     auto type = cast<RankedTensorType>(source.getType());
     row.numelBefore += numElements(type);
     row.bytesBefore += numBytes(type);
@@ -255,10 +256,19 @@ static Amount stepAmount(Region &region,
 }
 
 /// Records that what `row` sends was narrowed by `narrow` (a ddp.cast's
-/// scheme; null: not narrowed), once per scheme.
-static void addNarrowing(ReportRow &row, CompressionAttr narrow) {
-  if (narrow && !llvm::is_contained(row.narrowings, narrow.getScheme()))
+/// scheme; null: not narrowed), once per scheme: all its tensors, or, for
+/// one gradient of a bucket narrowed before the bucket's scheme took it,
+/// `oneTensor`.
+static void addNarrowing(ReportRow &row, CompressionAttr narrow,
+                         bool oneTensor) {
+  if (!narrow)
+    return;
+  if (!llvm::is_contained(row.narrowings, narrow.getScheme()))
     row.narrowings.push_back(narrow.getScheme().str());
+  if (oneTensor)
+    ++row.narrowedTensors;
+  else
+    row.narrowedWhole = true;
 }
 
 /// The decision column: the scheme, then how it was narrowed
@@ -298,7 +308,7 @@ static ReportRow describeSchemeBucket(FlattenOp flatten) {
     Value source = input;
     CompressionAttr narrowed;
     traceSource(source, &narrowed);
-    addNarrowing(row, narrowed);
+    addNarrowing(row, narrowed, /*oneTensor=*/true);
     all.push_back(describeValue(source));
     auto sourceType = dyn_cast<RankedTensorType>(source.getType());
     if (!sourceType || !sourceType.hasStaticShape()) {

@@ -32,6 +32,13 @@ struct ReportRow {
   std::string decision = "plain";
   /// The schemes that narrowed what it sends ("fp16"), in the decision.
   SmallVector<std::string, 1> narrowings;
+  /// Whether everything it sends was narrowed, or else how many of its
+  /// gradients were, each before a bucket's scheme took it.
+  bool narrowedWhole = false;
+  unsigned narrowedTensors = 0;
+  unsigned getNarrowedTensors() const {
+    return narrowedWhole ? tensors : narrowedTensors;
+  }
   bool compressed = false;
   int64_t rank = 0;
   int64_t numelBefore = 0, numelAfter = 0;

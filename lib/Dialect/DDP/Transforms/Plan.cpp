@@ -147,8 +147,9 @@ bool DDPPlanPass::parseOptions(SmallVectorImpl<Choice> &allowed) {
   if (rankList.empty())
     rankList = {1, 2, 4};
   for (unsigned r : rankList)
-    if (r == 0)
-      return fail("ranks: 0 is not a PowerSGD rank (ranks are >= 1)");
+    if (r == 0 || r > unsigned(INT32_MAX))
+      return fail("ranks: " + Twine(r) +
+                  " is not a PowerSGD rank (ranks are from 1 to 2147483647)");
   if (minRank == 0)
     return fail("min-rank=0: ranks are >= 1");
   SmallVector<std::string> choiceList(choices.begin(), choices.end());

@@ -145,8 +145,13 @@ mlir::ddp::makePowerSGDPlanChoices(StringRef options,
     StringRef value = options.trim();
     if (!value.consume_front("rank=") || value.getAsInteger(10, rank) ||
         rank == 0 || rank > uint64_t(INT32_MAX)) {
-      why = "PowerSGD's option is rank=R (R >= 1: one rank; ddp-plan's "
-            "ranks= and min-rank= give several)";
+      why = "PowerSGD's option is rank=R, one rank from 1 to 2147483647 "
+            "(ddp-plan's ranks= gives several)";
+      return failure();
+    }
+    if (rank < plan.minRank) {
+      why = llvm::formatv("rank {0} is below min-rank={1}", rank, plan.minRank)
+                .str();
       return failure();
     }
     choices.push_back(

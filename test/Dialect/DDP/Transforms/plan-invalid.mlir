@@ -17,6 +17,8 @@
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,fp8" 2>&1 | FileCheck %s --check-prefix=CHOICE
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,fp16{x}" 2>&1 | FileCheck %s --check-prefix=NOOPTIONS
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=powersgd{rank=0}" 2>&1 | FileCheck %s --check-prefix=PSGDRANK0
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=powersgd{rank=1} min-rank=4" 2>&1 | FileCheck %s --check-prefix=PSGDFLOOR
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json ranks=2,3000000000" 2>&1 | FileCheck %s --check-prefix=RANKBIG
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=powersgd+fp16{ranks=1}" 2>&1 | FileCheck %s --check-prefix=PSGDRANKS
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=powersgd{rank=2" 2>&1 | FileCheck %s --check-prefix=BRACE
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json ranks=0" 2>&1 | FileCheck %s --check-prefix=RANK0
@@ -82,10 +84,12 @@
 // PLAINONLY-SAME: reason = "the only choice allowed"
 // CHOICE: error: ddp-plan: choices: 'fp8' is not one of ddp-plan's choices (bf16, fp16, plain, powersgd, powersgd+fp16) or a scheme with a cost model (quantize, topk)
 // NOOPTIONS: error: ddp-plan: choices: 'fp16{x}': takes no options
-// PSGDRANK0: error: ddp-plan: choices: 'powersgd{rank=0}': PowerSGD's option is rank=R (R >= 1: one rank; ddp-plan's ranks= and min-rank= give several)
+// PSGDRANK0: error: ddp-plan: choices: 'powersgd{rank=0}': PowerSGD's option is rank=R, one rank from 1 to 2147483647 (ddp-plan's ranks= gives several)
+// PSGDFLOOR: error: ddp-plan: choices: 'powersgd{rank=1}': rank 1 is below min-rank=4
+// RANKBIG: error: ddp-plan: ranks: 3000000000 is not a PowerSGD rank (ranks are from 1 to 2147483647)
 // PSGDRANKS: error: ddp-plan: choices: 'powersgd+fp16{ranks=1}': PowerSGD's option is rank=R
 // BRACE: error: ddp-plan: choices: 'powersgd{rank=2': options go in braces at the end, as topk{ratio=0.001}
-// RANK0: error: ddp-plan: ranks: 0 is not a PowerSGD rank (ranks are >= 1)
+// RANK0: error: ddp-plan: ranks: 0 is not a PowerSGD rank (ranks are from 1 to 2147483647)
 // FLOOR: error: ddp-plan: choices: 'powersgd': no rank in ranks=1,2 is at least min-rank=4: PowerSGD has nothing to try
 // REGEX: error: ddp-plan: never='(' is not a valid regular expression:
 // TOLERANCE: error: ddp-plan: tolerance=1.5: a fraction in [0, 1)

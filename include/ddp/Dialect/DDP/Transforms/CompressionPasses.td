@@ -270,8 +270,9 @@ def DDPPlan : Pass<"ddp-plan", "::mlir::ModuleOp"> {
     What the user allows: `choices` (a subset of plain, fp16, bf16,
     powersgd, powersgd+fp16, plus any scheme with a cost model; each is a
     registered family of choices or a registered scheme, looked up by
-    name, and takes options in braces: `powersgd{rank=8}` is that rank
-    alone), PowerSGD `ranks` and a floor `min-rank`, `never` (a regular expression:
+    name, with its options, if it has any, in braces: `powersgd{rank=8}`
+    is that rank alone), PowerSGD `ranks` and a floor `min-rank` (for
+    `powersgd{rank=R}` too), `never` (a regular expression:
     gradients whose names match are split off and sent plain). A choice
     within `tolerance` of plain is not taken (compression that does not pay
     clearly is not worth its error).

@@ -98,8 +98,9 @@ std::shared_ptr<PlanChoice> makePowerSGDPlanChoice(unsigned rank,
 
 /// ddp-plan's `powersgd` (and with `narrow`, `powersgd+fp16`) family of
 /// choices: one PowerSGD choice per rank of `plan.ranks` at least
-/// `plan.minRank`, or, with `options` "rank=R", the one at rank R. Fails,
-/// saying why in `why`, where the options are not that or no rank is left.
+/// `plan.minRank`, or, with `options` "rank=R", the one at rank R (which
+/// must not be below `plan.minRank` either). Fails, saying why in `why`,
+/// where the options are not that or no rank is left.
 FailureOr<SmallVector<std::shared_ptr<PlanChoice>>>
 makePowerSGDPlanChoices(StringRef options, const PlanChoiceOptions &plan,
                         FloatType narrow, std::string &why);
