@@ -202,9 +202,6 @@ TEST(AbiCounters, CountersOfTheRolesBefore020AreRefusedUntouched) {
       << message;
   EXPECT_NE(message.find("rebuild the caller"), std::string::npos) << message;
   EXPECT_EQ(old.elements_before_compression, 0u) << "nothing written";
-  // Compiled against 0.1.0's names, a caller's P and Q are both COMPRESSED.
-  static_assert(DDPRT_ROLE_POWERSGD_P == DDPRT_ROLE_COMPRESSED &&
-                DDPRT_ROLE_POWERSGD_Q == DDPRT_ROLE_COMPRESSED);
   static_assert(DDPRT_ROLE_COUNT == 4);
   ddprt_finalize(context);
 }

@@ -200,11 +200,6 @@ typedef enum ddprt_role {
 #undef DDPRT_ROLE_ONE
 } ddprt_role;
 
-/* Before 0.2.0 PowerSGD's factors had roles of their own; they are
-   COMPRESSED now. These names compile for one more minor version. */
-#define DDPRT_ROLE_POWERSGD_P DDPRT_ROLE_COMPRESSED
-#define DDPRT_ROLE_POWERSGD_Q DDPRT_ROLE_COMPRESSED
-
 /* A dense tensor: `numel` elements of `dtype` at `data`. Compiled code
    builds these (and ddprt_matrix) from constant tables: the lowering checks
    its layout against this one with static_asserts. Every function reads the
