@@ -57,6 +57,13 @@ static double ratio(int64_t before, int64_t after) {
   return double(before) / double(after);
 }
 
+/// `text` followed by spaces up to `width` characters (none if longer).
+static std::string padRight(StringRef text, size_t width) {
+  return (text +
+          std::string(width > text.size() ? width - text.size() : 0, ' '))
+      .str();
+}
+
 static std::string shapeText(ArrayRef<int64_t> shape) {
   if (shape.empty())
     return "scalar";
@@ -183,10 +190,6 @@ static void printPlanText(raw_ostream &os, const Plan &plan) {
   size_t width = 24;
   for (const PlanRow &row : plan.rows)
     width = std::max(width, row.where.size());
-  auto pad = [](StringRef text, size_t to) {
-    return (text + std::string(to > text.size() ? to - text.size() : 0, ' '))
-        .str();
-  };
   // Each column as wide as its name (powersgd-r4+fp16), at least 11.
   auto right = [](StringRef text, StringRef column) {
     size_t to = std::max<size_t>(11, column.size());
@@ -196,22 +199,23 @@ static void printPlanText(raw_ostream &os, const Plan &plan) {
   size_t chosenWidth = 11;
   for (const PlanRow &row : plan.rows)
     chosenWidth = std::max(chosenWidth, row.choice.size());
-  os << llvm::formatv("{0,4}  {1} {2,7} {3,10}", "#", pad("bucket", width),
+  os << llvm::formatv("{0,4}  {1} {2,7} {3,10}", "#", padRight("bucket", width),
                       "tensors", "elements");
   for (const std::string &column : plan.columns)
     os << " " << right(column, column);
-  os << "  " << pad("chosen", chosenWidth) << " reason\n";
+  os << "  " << padRight("chosen", chosenWidth) << " reason\n";
   for (auto [i, row] : llvm::enumerate(plan.rows)) {
-    os << llvm::formatv("{0,4}  {1} {2,7} {3,10}", i, pad(row.where, width),
-                        row.tensors, row.elements);
+    os << llvm::formatv("{0,4}  {1} {2,7} {3,10}", i,
+                        padRight(row.where, width), row.tensors, row.elements);
     for (const std::string &column : plan.columns) {
       std::optional<double> us = row.predictedFor(column);
       os << " " << right(us ? milliseconds(*us) : "-", column);
     }
-    os << "  " << pad(row.choice, chosenWidth) << " " << row.reason << "\n";
+    os << "  " << padRight(row.choice, chosenWidth) << " " << row.reason
+       << "\n";
   }
   os << llvm::formatv("{0,4}  {1} {2,7} {3,10}", "",
-                      pad("every bucket alike", width), "", "");
+                      padRight("every bucket alike", width), "", "");
   for (const std::string &column : plan.columns)
     os << " " << right(milliseconds(plan.totalFor(column)), column);
   os << "\n";
@@ -280,10 +284,6 @@ static void printText(raw_ostream &os, ArrayRef<ReportRow> rows,
       widest(20, [](const ReportRow &r) { return r.decision.size(); });
   size_t sentAsWidth =
       widest(7, [](const ReportRow &r) { return r.sentAs.size(); });
-  auto left = [](StringRef text, size_t to) {
-    return (text + std::string(to > text.size() ? to - text.size() : 0, ' '))
-        .str();
-  };
   os << "ddp compression report: what each gradient sends per step\n";
   if (totals.warmupSteps > 0)
     os << llvm::formatv(
@@ -295,10 +295,11 @@ static void printText(raw_ostream &os, ArrayRef<ReportRow> rows,
   auto line = [&](const Twine &index, StringRef where, StringRef shape,
                   StringRef dtype, StringRef decision, StringRef rank,
                   StringRef sentAs, const Twine &rest) {
-    os << llvm::formatv("{0,4}  ", index.str()) << left(where, width) << " "
-       << left(shape, shapeWidth) << " " << left(dtype, dtypeWidth) << " "
-       << left(decision, decisionWidth) << " " << llvm::formatv("{0,4}", rank)
-       << " " << left(sentAs, sentAsWidth) << " " << rest << "\n";
+    os << llvm::formatv("{0,4}  ", index.str()) << padRight(where, width) << " "
+       << padRight(shape, shapeWidth) << " " << padRight(dtype, dtypeWidth)
+       << " " << padRight(decision, decisionWidth) << " "
+       << llvm::formatv("{0,4}", rank) << " " << padRight(sentAs, sentAsWidth)
+       << " " << rest << "\n";
   };
   line("#", "where", "shape", "dtype", "decision", "rank", "sent-as",
        llvm::formatv("{0,12} {1,12} {2,8}", "elements", "sent", "ratio").str());
