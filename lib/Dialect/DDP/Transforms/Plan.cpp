@@ -147,7 +147,7 @@ bool DDPPlanPass::parseOptions(SmallVectorImpl<Choice> &allowed) {
   if (rankList.empty())
     rankList = {1, 2, 4};
   for (unsigned r : rankList)
-    if (r == 0 || r > unsigned(INT32_MAX))
+    if (r == 0 || r > kMaxPlannedPowerSGDRank)
       return fail("ranks: " + Twine(r) +
                   " is not a PowerSGD rank (ranks are from 1 to 2147483647)");
   if (minRank == 0)

@@ -16,7 +16,6 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
-#include <cstdint>
 
 using namespace mlir;
 using namespace mlir::ddp;
@@ -144,7 +143,7 @@ mlir::ddp::makePowerSGDPlanChoices(StringRef options,
     unsigned rank = 0;
     StringRef value = options.trim();
     if (!value.consume_front("rank=") || value.getAsInteger(10, rank) ||
-        rank == 0 || rank > uint64_t(INT32_MAX)) {
+        rank == 0 || rank > kMaxPlannedPowerSGDRank) {
       why = "PowerSGD's option is rank=R, one rank from 1 to 2147483647 "
             "(ddp-plan's ranks= gives several)";
       return failure();
@@ -183,7 +182,7 @@ mlir::ddp::parsePowerSGDDecision(AllReduceOp bucket, CompressionAttr decision) {
   auto rank = options ? options.getAs<IntegerAttr>("rank") : IntegerAttr();
   auto narrow = options ? options.getAs<TypeAttr>("narrow") : TypeAttr();
   if (!rank || !rank.getType().isSignlessInteger(64) || rank.getInt() < 1 ||
-      rank.getInt() > INT32_MAX ||
+      rank.getInt() > int64_t(kMaxPlannedPowerSGDRank) ||
       (options.get("narrow") &&
        !(narrow && isa<Float16Type, BFloat16Type>(narrow.getValue()))) ||
       options.size() != 1u + bool(narrow)) {

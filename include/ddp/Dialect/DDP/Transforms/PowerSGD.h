@@ -21,6 +21,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/PatternMatch.h"
 
+#include <cstdint>
 #include <memory>
 
 namespace mlir::ddp {
@@ -104,6 +105,9 @@ std::shared_ptr<PlanChoice> makePowerSGDPlanChoice(unsigned rank,
 FailureOr<SmallVector<std::shared_ptr<PlanChoice>>>
 makePowerSGDPlanChoices(StringRef options, const PlanChoiceOptions &plan,
                         FloatType narrow, std::string &why);
+
+/// The largest rank ddp-plan plans and a PowerSGD decision may hold.
+inline constexpr unsigned kMaxPlannedPowerSGDRank = INT32_MAX;
 
 /// The name of PowerSGD's decisions (`ddp.planned`).
 inline constexpr llvm::StringLiteral kPowerSGDDecision = "powersgd";
