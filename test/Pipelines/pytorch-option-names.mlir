@@ -43,7 +43,7 @@
 // RUN: not ddp-opt %s --ddp-compress="plan-choice=plain" 2>&1 | FileCheck %s --check-prefix=TYPO-PIPE-LIST
 // TYPO-PIPE-LIST: error: ddp-compress: no such option 'plan-choice'; did you mean 'plan-choices'?
 // RUN: not ddp-opt %s --insert-powersgd="xyzzy=1" 2>&1 | FileCheck %s --check-prefix=FAR
-// FAR: error: insert-powersgd: no such option 'xyzzy'; the options are batch-same-shape, bucket-cap-mb, error-feedback, min-compression-rate, mode, orthogonalization-epsilon, planned, rank, seed, start-iter, warm-start
+// FAR: error: insert-powersgd: no such option 'xyzzy'; the options are batch-same-shape, bucket-cap-mb, buckets, error-feedback, min-compression-rate, mode, orthogonalization-epsilon, planned, rank, seed, start-iter, warm-start
 // Other passes answer typos the same way.
 // RUN: not ddp-opt %s --ddp-bucketize="capmb=1" 2>&1 | FileCheck %s --check-prefix=BUCKET
 // BUCKET: error: ddp-bucketize: no such option 'capmb'; did you mean 'cap-mb'?

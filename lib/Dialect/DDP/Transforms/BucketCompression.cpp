@@ -4,11 +4,13 @@
 // See LICENSE for license information.
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
-// Finds the buckets of a module (the gradients of each ddp.allreduce, per
-// element type), flattens them, lets a CompressionScheme reduce the flat
-// bucket, and splits the result back. Shape-generic code a scheme emits
-// (a hook written for tensor<?xf32>) is given the bucket's static shape
-// where ops allow, by local rewrites on the scheme's ops only.
+// Finds the buckets of a module (the gradients of each ddp.allreduce) and
+// lets a CompressionScheme rewrite each one. Its default rewrite, the flat
+// path, takes one bucket per element type, flattens it, lets the scheme
+// reduce the flat bucket, and splits the result back. Shape-generic code a
+// scheme emits there (a hook written for tensor<?xf32>) is given the
+// bucket's static shape where ops allow, by local rewrites on the scheme's
+// ops only.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +36,14 @@ using namespace mlir::ddp;
 CompressionScheme::~CompressionScheme() = default;
 
 std::string CompressionScheme::whyNot(const Bucket &) const { return ""; }
+
+FailureOr<Value> CompressionScheme::reduce(BucketBuilder &builder, Value) {
+  return emitError(builder.getLoc())
+         << "the scheme '" << getName()
+         << "' implements neither reduce nor rewrite (CompressionScheme)";
+}
+
+LogicalResult CompressionScheme::check(AllReduceOp) { return success(); }
 
 DictionaryAttr CompressionScheme::getOptions(MLIRContext *context) const {
   return DictionaryAttr::get(context);
@@ -291,49 +301,80 @@ struct InsertedOps : OpBuilder::Listener {
 // Buckets
 //===----------------------------------------------------------------------===//
 
+struct CompressionRewriter::FlatState {
+  explicit FlatState(ModuleOp module)
+      : symbols(module), patterns(refinementPatterns(module.getContext())) {}
+
+  SymbolTable symbols;
+  FrozenRewritePatternSet patterns;
+  /// The next bucket index of each function.
+  llvm::DenseMap<Operation *, unsigned> nextIndex;
+};
+
+CompressionRewriter::CompressionRewriter(ModuleOp module, StringRef passName,
+                                         StringRef filter)
+    : IRRewriter(module.getContext()), module(module),
+      passName(passName.str()) {
+  if (!filter.empty())
+    this->filter.emplace(filter, llvm::Regex::NoFlags);
+}
+
+CompressionRewriter::~CompressionRewriter() = default;
+
+bool CompressionRewriter::selects(ArrayRef<std::string> names) const {
+  if (!filter)
+    return true;
+  return llvm::any_of(names,
+                      [&](const std::string &n) { return filter->match(n); });
+}
+
+CompressionRewriter::FlatState &CompressionRewriter::getFlatState() {
+  // Made at the first flat bucket, after the scheme's initialize (which may
+  // take symbols out of the module: a hook).
+  if (!flat)
+    flat = std::make_unique<FlatState>(module);
+  return *flat;
+}
+
+/// The names of `gradients`, as the compression report prints them.
+static SmallVector<std::string> gradientNamesOf(ValueRange gradients) {
+  return llvm::map_to_vector(gradients,
+                             [](Value value) { return describeValue(value); });
+}
+
 namespace {
 /// The inputs of an allreduce with one element type.
 struct Group {
   SmallVector<unsigned> indices;
 };
 
+/// Applies a scheme to the buckets of one module.
 class Applier {
 public:
-  Applier(ModuleOp module, CompressionScheme &scheme, StringRef passName)
-      : module(module), scheme(scheme), passName(passName), symbols(module),
-        patterns(refinementPatterns(module.getContext())) {}
+  Applier(ModuleOp module, CompressionScheme &scheme, StringRef passName,
+          StringRef filter)
+      : module(module), scheme(scheme), rewriter(module, passName, filter),
+        filtered(!filter.empty()) {}
 
-  LogicalResult run(const BucketFilter &filter, unsigned &compressed);
-  /// Rewrites `allreduces` only, in order.
+  /// Every gradient allreduce of the module's functions.
+  LogicalResult run(StringRef filter, unsigned &compressed);
+  /// `allreduces` only, in order.
   LogicalResult run(ArrayRef<AllReduceOp> allreduces, unsigned &compressed);
 
 private:
-  LogicalResult rewrite(func::FuncOp function, AllReduceOp allreduce,
-                        unsigned &nextIndex, unsigned &compressed);
-  bool selected(ArrayRef<std::string> names) const {
-    if (!regex)
-      return true;
-    return llvm::any_of(names,
-                        [&](const std::string &n) { return regex->match(n); });
-  }
-
   ModuleOp module;
   CompressionScheme &scheme;
-  StringRef passName;
-  SymbolTable symbols;
-  FrozenRewritePatternSet patterns;
-  std::optional<llvm::Regex> regex;
-  /// Whether some bucket's names matched `regex`.
+  CompressionRewriter rewriter;
+  bool filtered;
+  /// Whether the filter took some bucket.
   bool anySelected = false;
 };
 } // namespace
 
-LogicalResult Applier::run(const BucketFilter &filter, unsigned &compressed) {
-  if (!filter.pattern.empty())
-    regex.emplace(filter.pattern, llvm::Regex::NoFlags);
-  SmallVector<func::FuncOp> functions(module.getOps<func::FuncOp>());
+LogicalResult Applier::run(StringRef filter, unsigned &compressed) {
+  SmallVector<AllReduceOp> allreduces;
   SymbolTableCollection symbolTables;
-  for (func::FuncOp function : functions) {
+  for (func::FuncOp function : module.getOps<func::FuncOp>()) {
     if (function.isExternal())
       continue;
     // Whole-grid shard.all_reduces are gradients too.
@@ -342,35 +383,40 @@ LogicalResult Applier::run(const BucketFilter &filter, unsigned &compressed) {
     RewritePatternSet shard(module.getContext());
     populateShardToDDPPatterns(shard, symbolTables);
     walkAndApplyPatterns(function, std::move(shard));
-    SmallVector<AllReduceOp> allreduces;
     function.walk([&](AllReduceOp op) {
       if (op.isCompressible())
         allreduces.push_back(op);
     });
-    unsigned nextIndex = 0;
-    for (AllReduceOp allreduce : allreduces)
-      if (failed(rewrite(function, allreduce, nextIndex, compressed)))
-        return failure();
   }
+  if (failed(run(allreduces, compressed)))
+    return failure();
   // A pattern that takes nothing is most likely a typo.
-  if (regex && !anySelected)
+  if (filtered && !anySelected)
     emitWarning(module.getLoc())
-        << passName << ": buckets='" << filter.pattern
+        << rewriter.getPassName() << ": buckets='" << filter
         << "' matches no gradient's name: no bucket was changed";
   return success();
 }
 
 LogicalResult Applier::run(ArrayRef<AllReduceOp> allreduces,
                            unsigned &compressed) {
-  llvm::DenseMap<Operation *, unsigned> nextIndex;
-  for (AllReduceOp allreduce : allreduces) {
-    auto function = allreduce->getParentOfType<func::FuncOp>();
-    if (!function)
-      return allreduce.emitError()
-             << passName << ": the scheme '" << scheme.getName()
-             << "' takes buckets inside a func.func only";
-    if (failed(rewrite(function, allreduce, nextIndex[function], compressed)))
+  // The buckets the filter takes, all checked before any is rewritten.
+  SmallVector<AllReduceOp> selected;
+  for (AllReduceOp allreduce : allreduces)
+    if (rewriter.selects(gradientNamesOf(allreduce.getInputs())))
+      selected.push_back(allreduce);
+  anySelected |= !selected.empty();
+  bool valid = true;
+  for (AllReduceOp allreduce : selected)
+    valid &= succeeded(scheme.check(allreduce));
+  if (!valid)
+    return failure();
+  for (AllReduceOp allreduce : selected) {
+    rewriter.setInsertionPoint(allreduce);
+    FailureOr<unsigned> count = scheme.rewrite(rewriter, allreduce);
+    if (failed(count))
       return failure();
+    compressed += *count;
   }
   return success();
 }
@@ -434,15 +480,20 @@ static void guardNonFinite(RewriterBase &rewriter, const Bucket &bucket,
                             /*this_rank_only=*/false);
 }
 
-LogicalResult Applier::rewrite(func::FuncOp function, AllReduceOp allreduce,
-                               unsigned &nextIndex, unsigned &compressed) {
-  MLIRContext *context = module.getContext();
+FailureOr<unsigned> CompressionScheme::rewrite(CompressionRewriter &rewriter,
+                                               AllReduceOp allreduce) {
+  MLIRContext *context = allreduce.getContext();
+  StringRef passName = rewriter.getPassName();
   ValueRange inputs = allreduce.getInputs();
+  auto function = allreduce->getParentOfType<func::FuncOp>();
+  if (!function)
+    return allreduce.emitError() << passName << ": the scheme '" << getName()
+                                 << "' takes buckets inside a func.func only";
   // A scheme's allgathers span every rank: each node's copy would count
   // once per rank of the node.
   if (allreduce.getGroup() != CommGroup::world)
     return allreduce.emitError()
-           << passName << ": the scheme '" << scheme.getName()
+           << passName << ": the scheme '" << getName()
            << "' gathers over every rank and cannot reduce a bucket "
            << stringifyCommGroup(allreduce.getGroup())
            << "; across nodes, compress with PowerSGD or fp16/bf16, or "
@@ -462,8 +513,10 @@ LogicalResult Applier::rewrite(func::FuncOp function, AllReduceOp allreduce,
     groups[type.getElementType()].indices.push_back(i);
   }
 
-  IRRewriter rewriter(context);
+  CompressionRewriter::FlatState &state = rewriter.getFlatState();
+  OpBuilder::InsertionGuard insertionGuard(rewriter);
   rewriter.setInsertionPoint(allreduce);
+  unsigned compressed = 0;
   SmallVector<Value> replacements(allreduce->getNumResults());
   bool changed = false;
   for (auto &[element, group] : groups) {
@@ -477,12 +530,11 @@ LogicalResult Applier::rewrite(func::FuncOp function, AllReduceOp allreduce,
       total += cast<RankedTensorType>(inputs[i].getType()).getNumElements();
     }
     bucket.flatType = RankedTensorType::get({total}, element);
-    if (!selected(bucket.names)) {
+    if (!rewriter.selects(bucket.names)) {
       llvm::append_range(plain, group.indices);
       continue;
     }
-    anySelected = true;
-    if (std::string why = scheme.whyNot(bucket); !why.empty()) {
+    if (std::string why = whyNot(bucket); !why.empty()) {
       allreduce.emitRemark()
           << passName << " leaves a bucket of " << group.indices.size()
           << " tensor(s) of " << element << " ("
@@ -491,26 +543,25 @@ LogicalResult Applier::rewrite(func::FuncOp function, AllReduceOp allreduce,
       llvm::append_range(plain, group.indices);
       continue;
     }
-    bucket.index = nextIndex++;
+    bucket.index = state.nextIndex[function]++;
     Location loc = allreduce.getLoc();
-    DictionaryAttr options = scheme.getOptions(context);
+    DictionaryAttr options = getOptions(context);
     Value flat = FlattenOp::create(
         rewriter, loc, bucket.flatType, bucket.gradients,
-        CompressionAttr::get(context, scheme.getName(),
+        CompressionAttr::get(context, getName(),
                              options && !options.empty() ? options
                                                          : DictionaryAttr()));
     CountUncompressedOp::create(rewriter, loc, bucket.getNumElements());
     InsertedOps inserted;
-    BucketBuilder builder(bucket, loc, rewriter, symbols);
+    BucketBuilder builder(bucket, loc, rewriter, state.symbols);
     builder.setListener(&inserted);
-    FailureOr<Value> mean = scheme.reduce(builder, flat);
+    FailureOr<Value> mean = reduce(builder, flat);
     if (failed(mean))
       return failure();
     if (mean->getType() != bucket.flatType)
       return allreduce.emitError()
-             << passName << ": the scheme '" << scheme.getName()
-             << "' returned " << mean->getType() << " for a bucket of type "
-             << bucket.flatType;
+             << passName << ": the scheme '" << getName() << "' returned "
+             << mean->getType() << " for a bucket of type " << bucket.flatType;
     // The scheme's collectives are what the bucket sends (the report and
     // the counters), and not gradients for later passes.
     bool communicates = false;
@@ -535,7 +586,7 @@ LogicalResult Applier::rewrite(func::FuncOp function, AllReduceOp allreduce,
       types.push_back(inputs[i].getType());
     auto unflatten = UnflattenOp::create(rewriter, loc, types, result);
     // After the uses of the mean exist: the rewrites keep them up to date.
-    (void)applyOpPatternsGreedily(inserted.ops, patterns, config);
+    (void)applyOpPatternsGreedily(inserted.ops, state.patterns, config);
     // An assertion of the scheme's that the refined shapes make false
     // (a hook returning another size) is an error here, not at run time.
     std::optional<std::string> failedAssertion;
@@ -549,15 +600,15 @@ LogicalResult Applier::rewrite(func::FuncOp function, AllReduceOp allreduce,
       return allreduce.emitError()
              << passName << ": " << *failedAssertion << " (bucket of "
              << llvm::join(bucket.names, ", ") << ")";
-    guardNonFinite(rewriter, bucket, scheme.getName(), flat.getDefiningOp(),
-                   unflatten, communicates);
+    guardNonFinite(rewriter, bucket, getName(), flat.getDefiningOp(), unflatten,
+                   communicates);
     for (auto [i, value] : llvm::zip(group.indices, unflatten.getResults()))
       replacements[i] = value;
     ++compressed;
     changed = true;
   }
   if (!changed)
-    return success();
+    return 0u;
   if (!plain.empty()) {
     llvm::sort(plain);
     SmallVector<Value> rest;
@@ -571,7 +622,7 @@ LogicalResult Applier::rewrite(func::FuncOp function, AllReduceOp allreduce,
       replacements[i] = value;
   }
   rewriter.replaceOp(allreduce, replacements);
-  return success();
+  return compressed;
 }
 
 /// What every application does around `run`: the gradients' names, the
@@ -579,11 +630,12 @@ LogicalResult Applier::rewrite(func::FuncOp function, AllReduceOp allreduce,
 /// then the buckets.
 static FailureOr<unsigned>
 applyWith(ModuleOp module, CompressionScheme &scheme, StringRef passName,
+          StringRef filter,
           function_ref<LogicalResult(Applier &, unsigned &)> run) {
   recordGradientNames(module);
   if (failed(scheme.initialize(module)))
     return failure();
-  Applier applier(module, scheme, passName);
+  Applier applier(module, scheme, passName, filter);
   unsigned compressed = 0;
   if (failed(run(applier, compressed)))
     return failure();
@@ -601,9 +653,9 @@ mlir::ddp::applyCompressionScheme(ModuleOp module, CompressionScheme &scheme,
            << "' is not a valid regular expression: " << error;
   if (failed(refusePlannedBuckets(module, passName)))
     return failure();
-  return applyWith(module, scheme, passName,
+  return applyWith(module, scheme, passName, filter.pattern,
                    [&](Applier &applier, unsigned &compressed) {
-                     return applier.run(filter, compressed);
+                     return applier.run(filter.pattern, compressed);
                    });
 }
 
@@ -627,7 +679,8 @@ mlir::ddp::applyCompressionScheme(ArrayRef<AllReduceOp> allreduces,
   if (allreduces.empty())
     return 0u;
   return applyWith(allreduces.front()->getParentOfType<ModuleOp>(), scheme,
-                   passName, [&](Applier &applier, unsigned &compressed) {
+                   passName, /*filter=*/"",
+                   [&](Applier &applier, unsigned &compressed) {
                      return applier.run(allreduces, compressed);
                    });
 }

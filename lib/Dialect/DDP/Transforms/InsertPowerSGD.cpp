@@ -4,14 +4,17 @@
 // See LICENSE for license information.
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
-// insert-powersgd: forms the gradient buckets (formGradientBuckets) and
-// rewrites each one with PowerSGDRewriter (PowerSGD.h) at the pass's rank,
-// PyTorch's powerSGD_hook for a whole model. With `planned`, it rewrites
-// only the buckets ddp-plan planned as PowerSGD, each at the rank (and with
-// the narrow collectives) of its decision.
+// PowerSGD's CompressionScheme (PowerSGDScheme, PowerSGD.h), and
+// insert-powersgd, which applies it: it forms the gradient buckets
+// (formGradientBuckets) and rewrites each one (or those its buckets= filter
+// names) at the pass's rank, PyTorch's powerSGD_hook for a whole model.
+// With `planned`, it rewrites only the buckets ddp-plan planned as
+// PowerSGD, each at the rank (and with the narrow collectives) of its
+// decision.
 //
 //===----------------------------------------------------------------------===//
 
+#include "ddp/Dialect/DDP/Transforms/BucketCompression.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 #include "ddp/Dialect/DDP/Transforms/PowerSGD.h"
 #include "ddp/Dialect/DDP/Transforms/Transforms.h"
@@ -27,6 +30,69 @@ namespace mlir::ddp {
 
 using namespace mlir;
 using namespace mlir::ddp;
+
+//===----------------------------------------------------------------------===//
+// PowerSGDScheme
+//===----------------------------------------------------------------------===//
+
+PowerSGDScheme::PowerSGDScheme(const InsertPowerSGDOptions &options,
+                               StringRef passName)
+    : options(options), passName(passName.str()) {}
+
+PowerSGDScheme::~PowerSGDScheme() = default;
+
+StringRef PowerSGDScheme::getName() const { return kPowerSGDDecision; }
+
+DictionaryAttr PowerSGDScheme::getOptions(MLIRContext *context) const {
+  Builder b(context);
+  return b.getDictionaryAttr(
+      b.getNamedAttr("rank", b.getI64IntegerAttr(options.rank)));
+}
+
+LogicalResult PowerSGDScheme::initialize(ModuleOp module) {
+  // One rewriter per application: the step counters, the numbering of
+  // states and random streams are the module's.
+  rewriter = std::make_unique<PowerSGDRewriter>(module, options, passName);
+  return success();
+}
+
+LogicalResult PowerSGDScheme::check(AllReduceOp allreduce) {
+  if (!allreduce->getParentOfType<FunctionOpInterface>())
+    return allreduce.emitError()
+           << passName
+           << ": a PowerSGD bucket must be in a function (its step counter "
+              "is the function's)";
+  if (options.mode == PowerSGDMode::batched)
+    return rewriter->checkBatchable(allreduce);
+  return success();
+}
+
+FailureOr<unsigned> PowerSGDScheme::rewrite(CompressionRewriter &builder,
+                                            AllReduceOp allreduce) {
+  unsigned rank = options.rank;
+  FloatType narrow;
+  if (auto decision = decisions.find(allreduce); decision != decisions.end())
+    std::tie(rank, narrow) = decision->second;
+  PowerSGDRewrite made = rewriter->rewrite(builder, allreduce, rank);
+  // ddp-plan's "+fp16": the bucket's collectives sent narrow.
+  if (narrow)
+    narrowCollectives(made.collectives, narrow, passName);
+  totals.compressed += made.compressed;
+  totals.uncompressed += made.uncompressed;
+  totals.skipped += made.skipped;
+  totals.numelBefore += made.numelBefore;
+  totals.numelAfter += made.numelAfter;
+  return made.compressed > 0 ? 1u : 0u;
+}
+
+void PowerSGDScheme::setDecision(AllReduceOp bucket, unsigned rank,
+                                 FloatType narrow) {
+  decisions[bucket] = {rank, narrow};
+}
+
+//===----------------------------------------------------------------------===//
+// insert-powersgd
+//===----------------------------------------------------------------------===//
 
 namespace {
 struct InsertPowerSGDPass
@@ -52,47 +118,11 @@ void InsertPowerSGDPass::runOnOperation() {
           })))
     return signalPassFailure();
 
-  // planned: the buckets ddp-plan planned as PowerSGD, each at its rank,
-  // and nothing else (the plan bucketed already).
-  SmallVector<AllReduceOp> buckets;
-  SmallVector<std::pair<unsigned, FloatType>> decisions;
-  if (planned) {
-    for (auto [bucket, decision] :
-         takePlannedBuckets(module, [](CompressionAttr decision) {
-           return decision.getScheme() == kPowerSGDDecision;
-         })) {
-      if (!bucket->getParentOfType<FunctionOpInterface>()) {
-        bucket.emitError() << getArgument()
-                           << ": a bucket planned as PowerSGD must be in a "
-                              "function (its step counter is the "
-                              "function's)";
-        return signalPassFailure();
-      }
-      FailureOr<std::pair<unsigned, FloatType>> parsed =
-          parsePowerSGDDecision(bucket, decision);
-      if (failed(parsed))
-        return signalPassFailure();
-      buckets.push_back(bucket);
-      decisions.push_back(*parsed);
-    }
-  } else {
-    if (failed(refusePlannedBuckets(module, getArgument())))
-      return signalPassFailure();
-    // The rewrite sees ddp.allreduce buckets only; a module as users write
-    // it gets them here.
-    if (failed(formGradientBuckets(module, bucketCapMb)))
-      return signalPassFailure();
-    module.walk([&](AllReduceOp op) {
-      if (!op.isCompressible())
-        return;
-      if (!op->getParentOfType<FunctionOpInterface>()) {
-        op.emitRemark("insert-powersgd leaves an allreduce outside any "
-                      "function as it is");
-        return;
-      }
-      buckets.push_back(op);
-      decisions.push_back({unsigned(rank), FloatType()});
-    });
+  if (planned && !buckets.empty()) {
+    emitPassError(module, getArgument())
+        << "buckets= does not apply with planned: ddp-plan chose the buckets "
+           "(use its never= option)";
+    return signalPassFailure();
   }
   InsertPowerSGDOptions options;
 #define COPY_OPTION(name) options.name = name;
@@ -102,26 +132,47 @@ void InsertPowerSGDPass::runOnOperation() {
   options.batchSameShape = batchSameShape;
   options.mode = mode;
   options.bucketCapMb = bucketCapMb;
-  PowerSGDRewriter powersgd(module, options, getArgument());
-  // Batched mode packs each bucket into one square matrix: its size must be
-  // representable before anything is rewritten.
-  bool representable = true;
-  if (mode == PowerSGDMode::batched)
-    for (AllReduceOp bucket : buckets)
-      representable &= succeeded(powersgd.checkBatchable(bucket));
-  if (!representable)
-    return signalPassFailure();
-  IRRewriter rewriter(&getContext());
-  for (auto [bucket, decision] : llvm::zip_equal(buckets, decisions)) {
-    auto [bucketRank, narrow] = decision;
-    PowerSGDRewrite made = powersgd.rewrite(rewriter, bucket, bucketRank);
-    // ddp-plan's "+fp16": the bucket's collectives sent narrow.
-    if (narrow)
-      narrowCollectives(made.collectives, narrow, getArgument());
-    numCompressed += made.compressed;
-    numUncompressed += made.uncompressed;
-    numSkipped += made.skipped;
-    numelBefore += made.numelBefore;
-    numelAfter += made.numelAfter;
+  PowerSGDScheme scheme(options, getArgument());
+
+  FailureOr<unsigned> count;
+  if (planned) {
+    // The buckets ddp-plan planned as PowerSGD, each at its rank, and
+    // nothing else (the plan bucketed already).
+    SmallVector<AllReduceOp> chosen;
+    for (auto [bucket, decision] :
+         takePlannedBuckets(module, [](CompressionAttr decision) {
+           return decision.getScheme() == kPowerSGDDecision;
+         })) {
+      FailureOr<std::pair<unsigned, FloatType>> parsed =
+          parsePowerSGDDecision(bucket, decision);
+      if (failed(parsed))
+        return signalPassFailure();
+      scheme.setDecision(bucket, parsed->first, parsed->second);
+      chosen.push_back(bucket);
+    }
+    count = applyCompressionScheme(chosen, scheme, getArgument());
+  } else {
+    if (failed(refusePlannedBuckets(module, getArgument())))
+      return signalPassFailure();
+    // The rewrite sees ddp.allreduce buckets only; a module as users write
+    // it gets them here.
+    if (failed(formGradientBuckets(module, bucketCapMb)))
+      return signalPassFailure();
+    module.walk([&](AllReduceOp op) {
+      if (op.isCompressible() && !op->getParentOfType<func::FuncOp>())
+        op.emitRemark() << getArgument()
+                        << " leaves an allreduce outside any function as it "
+                           "is";
+    });
+    count = applyCompressionScheme(module, scheme, BucketFilter{buckets},
+                                   getArgument());
   }
+  if (failed(count))
+    return signalPassFailure();
+  const PowerSGDRewrite &made = scheme.getTotals();
+  numCompressed += made.compressed;
+  numUncompressed += made.uncompressed;
+  numSkipped += made.skipped;
+  numelBefore += made.numelBefore;
+  numelAfter += made.numelAfter;
 }

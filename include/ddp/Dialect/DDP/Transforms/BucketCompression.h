@@ -5,21 +5,27 @@
 // See LICENSE for license information.
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
-// The extension point for compression schemes, as PyTorch's communication
-// hooks see a bucket: the gradients of one allreduce, flattened into one 1-D
-// tensor (GradBucket.buffer()). A scheme says how that flat bucket is
-// averaged over the ranks, with ddp ops (allreduce, allgather, casts, state)
-// and upstream ops (arith, math, linalg, tensor); applyCompressionScheme does
-// the rest: it finds the buckets, flattens the gradients (ddp.flatten), calls
-// the scheme, splits the result back (ddp.unflatten), declares the state the
-// scheme asks for, once per bucket, and leaves buckets the scheme refuses as
-// plain allreduces with a remark. What a scheme emits lowers through
-// ddp-lower-to-llvm and runs under ddp-run like the built-in passes, and the
-// compression report prints a row per bucket with the scheme's name.
+// The extension point for compression schemes. A scheme says how the
+// gradients of one bucket (one ddp.allreduce) are averaged over the ranks;
+// applyCompressionScheme finds the buckets, lets the scheme rewrite each
+// one, and counts what it compressed. Most schemes see a bucket as
+// PyTorch's communication hooks do: the gradients flattened into one 1-D
+// tensor (GradBucket.buffer()). Such a scheme implements only `reduce`, with
+// ddp ops (allreduce, allgather, casts, state) and upstream ops (arith,
+// math, linalg, tensor), and the default `rewrite` does the rest: it
+// flattens the gradients (ddp.flatten), calls the scheme, splits the result
+// back (ddp.unflatten), declares the state the scheme asks for, once per
+// bucket, and leaves buckets the scheme refuses as plain allreduces with a
+// remark. A scheme that compresses each gradient of a bucket on its own
+// (PowerSGD: a matrix per gradient, its states named after the gradient)
+// overrides `rewrite` instead. What a scheme emits lowers through
+// ddp-lower-to-llvm and runs under ddp-run like the built-in passes, and
+// the compression report prints a row per bucket with the scheme's name.
 //
-// Built on it: ddp-apply-hook (a hook written as a function in the module),
-// insert-quantization (PyTorch's quantization hooks), insert-noop
-// (noop_hook), and schemes from plugins (examples/compression-plugin).
+// Built on it: insert-powersgd (PowerSGDScheme, PowerSGD.h), ddp-apply-hook
+// (a hook written as a function in the module), insert-quantization
+// (PyTorch's quantization hooks), insert-topk, insert-noop (noop_hook), and
+// schemes from plugins (examples/compression-plugin).
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +40,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/Pass.h"
+
+#include "llvm/Support/Regex.h"
 
 #include <functional>
 #include <memory>
@@ -84,7 +92,10 @@ private:
   llvm::DenseMap<std::pair<StringAttr, Type>, FlatSymbolRefAttr> states;
 };
 
-/// A compression scheme: how a flat bucket is averaged over the ranks.
+class CompressionRewriter;
+
+/// A compression scheme: how the gradients of a bucket are averaged over
+/// the ranks.
 class CompressionScheme {
 public:
   virtual ~CompressionScheme();
@@ -97,20 +108,43 @@ public:
   /// #ddp.compression) and the compression report's JSON; none by default.
   virtual DictionaryAttr getOptions(MLIRContext *context) const;
 
-  /// Why `bucket` stays a plain allreduce, or "" when the scheme takes it.
-  /// By default every bucket is taken.
-  virtual std::string whyNot(const Bucket &bucket) const;
-
-  /// Emits, at the builder's insertion point, the ops that compute the
-  /// average over the ranks of the bucket from `flat` (this rank's values,
-  /// of the bucket's flat type), and returns that average (same type).
-  /// Collectives a scheme emits should have the role `compressed`, so that
-  /// no other pass takes them for gradients. On failure, emit an error.
-  virtual FailureOr<Value> reduce(BucketBuilder &builder, Value flat) = 0;
-
   /// Called once per module before the first bucket (declare what the
   /// scheme shares, check options); may fail with an error emitted.
   virtual LogicalResult initialize(ModuleOp module);
+
+  /// Called for every bucket an application will rewrite before it
+  /// rewrites any, so that a scheme that refuses one bucket leaves the
+  /// whole module as it was. Fails with an error at the bucket; by
+  /// default every bucket passes.
+  virtual LogicalResult check(AllReduceOp allreduce);
+
+  /// Rewrites one bucket: `allreduce`, a gradient ddp.allreduce, with the
+  /// rewriter's insertion point before it. Returns the number of buckets
+  /// it compressed (0: `allreduce` is left as it was, or as a plain
+  /// allreduce of role `uncompressed`); on failure, emits an error.
+  ///
+  /// The default is the flat path: one bucket per element type of the
+  /// allreduce's static-shaped gradients in a func.func over every rank,
+  /// each flattened, reduced by `reduce` (unless `whyNot` refuses it) and
+  /// split back, the states it stores guarded against NaN and Inf, its
+  /// collectives given the role `compressed`; the rest stays a plain
+  /// allreduce. A scheme that compresses gradient by gradient overrides
+  /// this instead of `reduce`; so that no other pass takes what it sends
+  /// for gradients, the collectives it creates have a role other than
+  /// `gradient`.
+  virtual FailureOr<unsigned> rewrite(CompressionRewriter &rewriter,
+                                      AllReduceOp allreduce);
+
+  /// The flat path: why `bucket` stays a plain allreduce, or "" when the
+  /// scheme takes it. By default every bucket is taken.
+  virtual std::string whyNot(const Bucket &bucket) const;
+
+  /// The flat path: emits, at the builder's insertion point, the ops that
+  /// compute the average over the ranks of the bucket from `flat` (this
+  /// rank's values, of the bucket's flat type), and returns that average
+  /// (same type). On failure, emit an error. A scheme that overrides
+  /// `rewrite` need not implement it (the default is an error).
+  virtual FailureOr<Value> reduce(BucketBuilder &builder, Value flat);
 
   /// The cost hook: the time sending `bucket` this way is predicted to take
   /// among `world` ranks of `profile`'s machine (link and compute, and the
@@ -120,6 +154,34 @@ public:
   virtual FailureOr<PlanCost> predict(const MachineProfile &profile,
                                       const BucketShape &bucket, int64_t world,
                                       std::string &why) const;
+};
+
+/// The rewriter one application of a scheme rewrites its buckets with,
+/// and what those buckets share: the pass that applies the scheme (for
+/// messages) and the bucket filter.
+class CompressionRewriter : public IRRewriter {
+public:
+  /// `filter`: the buckets= pattern, checked already ("": every bucket).
+  CompressionRewriter(ModuleOp module, StringRef passName, StringRef filter);
+  ~CompressionRewriter();
+
+  ModuleOp getModule() const { return module; }
+  /// Starts remarks and errors: "insert-topk".
+  StringRef getPassName() const { return passName; }
+  /// Whether the filter takes a bucket with gradients of these names (one
+  /// of them matches).
+  bool selects(ArrayRef<std::string> names) const;
+
+private:
+  friend class CompressionScheme;
+  /// What the flat path keeps between buckets; made at its first bucket.
+  struct FlatState;
+  FlatState &getFlatState();
+
+  ModuleOp module;
+  std::string passName;
+  std::optional<llvm::Regex> filter;
+  std::unique_ptr<FlatState> flat;
 };
 
 /// Makes a scheme from options spelled as its pass's ("ratio=0.01

@@ -132,6 +132,11 @@ def InsertPowerSGD : Pass<"insert-powersgd", "::mlir::ModuleOp"> {
     average over the whole grid) and, unless `bucket-cap-mb=0`,
     `ddp-bucketize` on every function.
 
+    With `buckets=REGEX`, it rewrites only the buckets with a gradient whose
+    name matches (as the other scheme passes do); the rest stay plain
+    allreduces. PowerSGD is a `CompressionScheme` like those passes' schemes
+    (`PowerSGDScheme`), applied by the same driver.
+
     With `planned`, it rewrites only the buckets `ddp-plan` planned as
     PowerSGD (`ddp.planned = #ddp.compression<"powersgd", {rank = 2 :
     i64}>`), each at its decision's rank, their collectives cast to its
@@ -177,7 +182,10 @@ def InsertPowerSGD : Pass<"insert-powersgd", "::mlir::ModuleOp"> {
     Option<"planned", "planned", "bool", "false",
            "Only the buckets ddp-plan planned as PowerSGD, each at its "
            "decision's rank (what ddp-compress{plan=...} runs; default: "
-           "false)">
+           "false)">,
+    Option<"buckets", "buckets", "std::string", "\"\"",
+           "Only buckets with a gradient whose name matches this regular "
+           "expression (default: every bucket)">
   ];
   let statistics = [
     Statistic<"numCompressed", "num-compressed", "Tensors compressed">,

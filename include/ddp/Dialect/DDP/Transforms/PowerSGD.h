@@ -5,16 +5,19 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
 // PyTorch's powerSGD_hook as a rewrite of one gradient ddp.allreduce at a
-// time, through a rewriter, for whoever decides which buckets to compress:
-// insert-powersgd takes every bucket at one rank, or in a planned module the
-// buckets ddp-plan's cost model chose, each at its own rank. The sequence
-// it emits is in PowerSGD.cpp's header and docs/ir-design.md.
+// time, through a rewriter (PowerSGDRewriter), and as a CompressionScheme
+// (PowerSGDScheme) that applyCompressionScheme applies like any other:
+// insert-powersgd takes every bucket at one rank (or those its buckets=
+// filter names), or in a planned module the buckets ddp-plan's cost model
+// chose, each at its own rank. The sequence it emits is in PowerSGD.cpp's
+// header and docs/ir-design.md.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef DDP_DIALECT_DDP_TRANSFORMS_POWERSGD_H
 #define DDP_DIALECT_DDP_TRANSFORMS_POWERSGD_H
 
+#include "ddp/Dialect/DDP/Transforms/BucketCompression.h"
 #include "ddp/Dialect/DDP/Transforms/CostModel.h"
 #include "ddp/Dialect/DDP/Transforms/Passes.h"
 
@@ -84,6 +87,49 @@ public:
 private:
   class Impl;
   std::unique_ptr<Impl> impl;
+};
+
+/// PowerSGD as a compression scheme: each bucket rewritten by one
+/// PowerSGDRewriter per application (made by `initialize`), at the rank of
+/// the options, or at the rank and narrow type of the decision ddp-plan
+/// made for it (`setDecision`). Unlike the flat schemes it compresses
+/// gradient by gradient (PyTorch's per-tensor rule), names its states after
+/// the gradients (`ddp.q.<name>`), and runs over the bucket's group (the
+/// node, or the leaders across nodes, in a two-level allreduce).
+class PowerSGDScheme : public CompressionScheme {
+public:
+  /// `options` as insert-powersgd's, checked already (`bucketCapMb` and
+  /// `planned` are the pass's); `passName` starts remarks and warnings.
+  PowerSGDScheme(const InsertPowerSGDOptions &options, StringRef passName);
+  ~PowerSGDScheme() override;
+
+  /// "powersgd" (kPowerSGDDecision).
+  StringRef getName() const override;
+  /// `{rank = R : i64}`, as the decision of a bucket ddp-plan planned.
+  DictionaryAttr getOptions(MLIRContext *context) const override;
+  LogicalResult initialize(ModuleOp module) override;
+  /// A bucket must be in a function (its step counter is the function's);
+  /// in batched mode its square matrix must fit a 64-bit size.
+  LogicalResult check(AllReduceOp allreduce) override;
+  FailureOr<unsigned> rewrite(CompressionRewriter &rewriter,
+                              AllReduceOp allreduce) override;
+
+  /// Rewrites `bucket` at `rank` instead of the options' rank, and sends
+  /// its collectives in `narrow` where that is not null (ddp-plan's
+  /// "+fp16"; the narrowing is this scheme's, not insert-fp16-compression's,
+  /// which would narrow the whole function).
+  void setDecision(AllReduceOp bucket, unsigned rank, FloatType narrow);
+
+  /// What every rewrite of this application made, summed (insert-powersgd's
+  /// statistics); `collectives` is left empty.
+  const PowerSGDRewrite &getTotals() const { return totals; }
+
+private:
+  InsertPowerSGDOptions options;
+  std::string passName;
+  std::unique_ptr<PowerSGDRewriter> rewriter;
+  llvm::DenseMap<Operation *, std::pair<unsigned, FloatType>> decisions;
+  PowerSGDRewrite totals;
 };
 
 /// ddp-plan's "powersgd-r<rank>", and with `narrow` (f16)

@@ -75,4 +75,4 @@ module attributes {ddp.plan = {buckets = []}} {
   %c = arith.constant dense<1.0> : tensor<64x64xf32>
   %r = ddp.allreduce mean %c {ddp.planned = #ddp.compression<"powersgd", {rank = 2 : i64}>} : tensor<64x64xf32>
 }
-// BAD: error: insert-powersgd: a bucket planned as PowerSGD must be in a function (its step counter is the function's)
+// BAD: error: insert-powersgd: a PowerSGD bucket must be in a function (its step counter is the function's)
