@@ -403,7 +403,7 @@ LogicalResult Applier::run(ArrayRef<AllReduceOp> allreduces,
   // The buckets the filter takes, all checked before any is rewritten.
   SmallVector<AllReduceOp> selected;
   for (AllReduceOp allreduce : allreduces)
-    if (rewriter.selects(gradientNamesOf(allreduce.getInputs())))
+    if (!filtered || rewriter.selects(gradientNamesOf(allreduce.getInputs())))
       selected.push_back(allreduce);
   anySelected |= !selected.empty();
   bool valid = true;
@@ -514,7 +514,6 @@ FailureOr<unsigned> CompressionScheme::rewrite(CompressionRewriter &rewriter,
   }
 
   CompressionRewriter::FlatState &state = rewriter.getFlatState();
-  OpBuilder::InsertionGuard insertionGuard(rewriter);
   rewriter.setInsertionPoint(allreduce);
   unsigned compressed = 0;
   SmallVector<Value> replacements(allreduce->getNumResults());
