@@ -1,4 +1,4 @@
-//===- BucketCompression.cpp - compression schemes over flat buckets ------===//
+//===- BucketCompression.cpp - applying compression schemes ---------------===//
 //
 // Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
 // See LICENSE for license information.
@@ -56,65 +56,6 @@ FailureOr<PlanCost> CompressionScheme::predict(const MachineProfile &,
                                                std::string &why) const {
   why = "the scheme has no cost model (CompressionScheme::predict)";
   return failure();
-}
-
-/// The plannable schemes, the built-in ones registered first.
-static NamedRegistry<SchemeFactory> &schemeRegistry() {
-  static NamedRegistry<SchemeFactory> registry;
-  static const bool builtIn = [] {
-    registry.add("topk", makeTopKScheme);
-    registry.add("quantize", makeQuantizationScheme);
-    return true;
-  }();
-  (void)builtIn;
-  return registry;
-}
-
-void mlir::ddp::registerPlannableScheme(StringRef name, SchemeFactory factory) {
-  schemeRegistry().add(name, std::move(factory));
-}
-
-std::optional<SchemeFactory> mlir::ddp::lookupPlannableScheme(StringRef name) {
-  return schemeRegistry().lookup(name);
-}
-
-FailureOr<std::unique_ptr<CompressionScheme>>
-mlir::ddp::makePlannableScheme(StringRef name, ModuleOp module,
-                               StringRef options, StringRef caller,
-                               std::optional<Location> at) {
-  std::optional<SchemeFactory> factory = lookupPlannableScheme(name);
-  if (!factory)
-    return failure();
-  std::string choice = ("'" + name + "'").str();
-  if (!options.empty())
-    choice = ("'" + name + "{" + options + "}'").str();
-  // The factory's diagnostics, held back and emitted again with the caller
-  // and the choice in front.
-  SmallVector<Diagnostic> caught;
-  FailureOr<std::unique_ptr<CompressionScheme>> scheme;
-  {
-    ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &diag) {
-      caught.push_back(std::move(diag));
-      return success();
-    });
-    scheme = (*factory)(module, options);
-  }
-  DiagnosticEngine &engine = module.getContext()->getDiagEngine();
-  for (Diagnostic &diag : caught) {
-    Diagnostic prefixed(at.value_or(diag.getLocation()), diag.getSeverity());
-    prefixed << caller << ": " << choice << ": " << diag.str();
-    for (Diagnostic &note : diag.getNotes())
-      prefixed.attachNote(note.getLocation()) << note.str();
-    engine.emit(std::move(prefixed));
-  }
-  if (failed(scheme) && caught.empty())
-    emitError(at.value_or(module.getLoc()))
-        << caller << ": " << choice << ": the scheme refuses these options";
-  return scheme;
-}
-
-std::vector<std::string> mlir::ddp::getPlannableSchemeNames() {
-  return schemeRegistry().getNames();
 }
 
 BucketBuilder::BucketBuilder(const Bucket &bucket, Location loc,
@@ -682,46 +623,4 @@ mlir::ddp::applyCompressionScheme(ArrayRef<AllReduceOp> allreduces,
                    [&](Applier &applier, unsigned &compressed) {
                      return applier.run(allreduces, compressed);
                    });
-}
-
-namespace {
-/// A scheme with a cost hook as one of ddp-plan's choices: it predicts
-/// with the hook; its decision names the scheme as registered and the
-/// options it was made with, from which ddp-apply-planned-schemes makes it
-/// again.
-class SchemePlanChoice : public PlanChoice {
-public:
-  SchemePlanChoice(std::unique_ptr<CompressionScheme> scheme,
-                   StringRef registered, StringRef options)
-      : scheme(std::move(scheme)), registered(registered.str()),
-        options(options.str()) {}
-
-  std::string name() const override {
-    return options.empty() ? registered : registered + "{" + options + "}";
-  }
-
-  FailureOr<PlanCost> predict(const MachineProfile &profile,
-                              const BucketShape &bucket, int64_t world,
-                              std::string &why) const override {
-    return scheme->predict(profile, bucket, world, why);
-  }
-
-  CompressionAttr decision(MLIRContext *context) const override {
-    Builder b(context);
-    return CompressionAttr::get(context, registered,
-                                b.getDictionaryAttr(b.getNamedAttr(
-                                    "options", b.getStringAttr(options))));
-  }
-
-private:
-  std::unique_ptr<CompressionScheme> scheme;
-  std::string registered, options;
-};
-} // namespace
-
-std::shared_ptr<PlanChoice>
-mlir::ddp::makeSchemePlanChoice(std::unique_ptr<CompressionScheme> scheme,
-                                StringRef registered, StringRef options) {
-  return std::make_shared<SchemePlanChoice>(std::move(scheme), registered,
-                                            options);
 }

@@ -1,5 +1,4 @@
-//===- BucketCompression.h - compression schemes over flat buckets -*- C++
-//-*-===//
+//===- BucketCompression.h - gradient compression schemes -------*- C++ -*-===//
 //
 // Part of ddp-opt, under the Apache License v2.0 with LLVM Exceptions.
 // See LICENSE for license information.
