@@ -26,6 +26,7 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Regex.h"
@@ -104,12 +105,17 @@ bool DDPPlanPass::parseChoice(StringRef text, const PlanChoiceOptions &plan,
         << "choices: '" << text << "'" << message;
     return false;
   };
-  StringRef name = text, options;
-  if (size_t brace = text.find('{'); brace != StringRef::npos) {
-    if (!text.ends_with("}"))
+  StringRef name = text.trim();
+  // The options with single spaces between them, so that one choice
+  // spelled two ways is one column ("topk{ ratio=0.001}").
+  std::string options;
+  if (size_t brace = name.find('{'); brace != StringRef::npos) {
+    if (!name.ends_with("}"))
       return fail(": options go in braces at the end, as topk{ratio=0.001}");
-    name = text.take_front(brace);
-    options = text.drop_front(brace + 1).drop_back();
+    SmallVector<StringRef> words;
+    llvm::SplitString(name.drop_front(brace + 1).drop_back(), words);
+    options = llvm::join(words, " ");
+    name = name.take_front(brace).rtrim();
   }
   if (std::optional<PlanChoiceFactory> family = lookupPlanChoices(name)) {
     std::string why;

@@ -26,6 +26,10 @@
 // chosen for becomes what insert-powersgd at rank 8 makes of it.
 // RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=powersgd{rank=8},powersgd+fp16{rank=2},plain" \
 // RUN:   | FileCheck %s --check-prefix=RANKED
+// One choice spelled with spaces in its braces is one column.
+// RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,topk{ ratio=0.001  error-feedback=true },topk{ratio=0.001 error-feedback=true},powersgd{ rank=8 }" \
+// RUN:   | FileCheck %s --check-prefix=SPACES
+// SPACES: choices = ["plain", "topk{ratio=0.001 error-feedback=true}", "powersgd-r8"]
 // RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-400gbps.json choices=powersgd{rank=8}" %{stages} \
 // RUN:   | sed -e 's/^module attributes {ddp.plan = .*} {$/module {/' > %t.planned-p
 // RUN: ddp-opt %s --insert-powersgd=rank=8 > %t.fixed-p
