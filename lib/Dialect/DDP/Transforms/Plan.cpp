@@ -126,11 +126,18 @@ bool DDPPlanPass::parseChoice(StringRef text, const PlanChoiceOptions &plan,
     llvm::append_range(allowed, *made);
     return true;
   }
-  if (!lookupPlannableScheme(name))
+  if (!lookupPlannableScheme(name)) {
+    // choices={rank=2} reaches here as "rank=2": the option parser takes
+    // the outer braces for its own.
+    std::string hint;
+    if (name.contains('='))
+      hint = "; options go in braces after the choice's name, as "
+             "powersgd{rank=2}";
     return fail(" is not one of ddp-plan's choices (" +
                 llvm::join(getPlanChoiceNames(), ", ") +
                 ") or a scheme with a cost model (" +
-                llvm::join(getPlannableSchemeNames(), ", ") + ")");
+                llvm::join(getPlannableSchemeNames(), ", ") + ")" + hint);
+  }
   FailureOr<std::unique_ptr<CompressionScheme>> scheme = makePlannableScheme(
       name, module, options, (getArgument() + ": choices").str());
   if (failed(scheme))

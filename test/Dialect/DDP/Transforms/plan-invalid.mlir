@@ -15,6 +15,7 @@
 // RUN: not ddp-opt %s --ddp-plan=profile=%S/Inputs/plan-hand.json 2>&1 | FileCheck %s --check-prefix=NOKERNELS
 // RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-hand.json choices=plain" | FileCheck %s --check-prefix=PLAINONLY
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,fp8" 2>&1 | FileCheck %s --check-prefix=CHOICE
+// RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices={rank=2}" 2>&1 | FileCheck %s --check-prefix=OUTER
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,fp16{x}" 2>&1 | FileCheck %s --check-prefix=NOOPTIONS
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=powersgd{rank=0}" 2>&1 | FileCheck %s --check-prefix=PSGDRANK0
 // RUN: not ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=powersgd{rank=1} min-rank=4" 2>&1 | FileCheck %s --check-prefix=PSGDFLOOR
@@ -83,6 +84,8 @@
 // PLAINONLY: choice = "plain"
 // PLAINONLY-SAME: reason = "the only choice allowed"
 // CHOICE: error: ddp-plan: choices: 'fp8' is not one of ddp-plan's choices (bf16, fp16, plain, powersgd, powersgd+fp16) or a scheme with a cost model (quantize, topk)
+// CHOICE-NOT: options go in braces
+// OUTER: error: ddp-plan: choices: 'rank=2' is not one of ddp-plan's choices ({{.*}}); options go in braces after the choice's name, as powersgd{rank=2}
 // NOOPTIONS: error: ddp-plan: choices: 'fp16{x}': takes no options
 // PSGDRANK0: error: ddp-plan: choices: 'powersgd{rank=0}': PowerSGD's option is rank=R, one rank from 1 to 2147483647 (ddp-plan's ranks= gives several)
 // PSGDFLOOR: error: ddp-plan: choices: 'powersgd{rank=1}': rank 1 is below min-rank=4
