@@ -277,10 +277,13 @@ CompressionRewriter::FlatState &CompressionRewriter::getFlatState() {
   return *flat;
 }
 
-/// The names of `gradients`, as the compression report prints them.
+/// The names of `gradients`, as the compression report prints them: a
+/// two-level allreduce's cross-node part carries the gradients its node
+/// part reduced, under their names.
 static SmallVector<std::string> gradientNamesOf(ValueRange gradients) {
-  return llvm::map_to_vector(gradients,
-                             [](Value value) { return describeValue(value); });
+  return llvm::map_to_vector(gradients, [](Value value) {
+    return describeValue(throughNodeReduction(value));
+  });
 }
 
 namespace {
@@ -335,7 +338,7 @@ LogicalResult Applier::run(StringRef filter, unsigned &compressed) {
   if (filtered && !anySelected)
     emitWarning(module.getLoc())
         << rewriter.getPassName() << ": buckets='" << filter
-        << "' matches no gradient's name: no bucket was changed";
+        << "' matches no gradient's name: no bucket was compressed";
   return success();
 }
 

@@ -57,6 +57,8 @@ LogicalResult PowerSGDScheme::initialize(ModuleOp module) {
 }
 
 LogicalResult PowerSGDScheme::check(AllReduceOp allreduce) {
+  assert(rewriter && "apply PowerSGDScheme with applyCompressionScheme, "
+                     "which initializes it first");
   if (!allreduce->getParentOfType<FunctionOpInterface>())
     return allreduce.emitError()
            << passName
@@ -71,8 +73,11 @@ FailureOr<unsigned> PowerSGDScheme::rewrite(CompressionRewriter &builder,
                                             AllReduceOp allreduce) {
   unsigned rank = options.rank;
   FloatType narrow;
-  if (auto decision = decisions.find(allreduce); decision != decisions.end())
+  // Used once: the bucket is replaced, and its address may be reused.
+  if (auto decision = decisions.find(allreduce); decision != decisions.end()) {
     std::tie(rank, narrow) = decision->second;
+    decisions.erase(decision);
+  }
   PowerSGDRewrite made = rewriter->rewrite(builder, allreduce, rank);
   // ddp-plan's "+fp16": the bucket's collectives sent narrow.
   if (narrow)
@@ -158,11 +163,14 @@ void InsertPowerSGDPass::runOnOperation() {
     // it gets them here.
     if (failed(formGradientBuckets(module, bucketCapMb)))
       return signalPassFailure();
+    // The driver takes the buckets in the module's functions.
     module.walk([&](AllReduceOp op) {
-      if (op.isCompressible() && !op->getParentOfType<func::FuncOp>())
+      auto function = op->getParentOfType<func::FuncOp>();
+      if (op.isCompressible() &&
+          (!function || function->getParentOp() != module))
         op.emitRemark() << getArgument()
-                        << " leaves an allreduce outside any function as it "
-                           "is";
+                        << " leaves an allreduce outside the module's "
+                           "functions as it is";
     });
     count = applyCompressionScheme(module, scheme, BucketFilter{buckets},
                                    getArgument());

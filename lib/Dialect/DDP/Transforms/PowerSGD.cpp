@@ -422,7 +422,9 @@ SmallVector<Value> PowerSGDRewriter::Impl::emitLayerwise(
         b, input.getLoc(), input,
         matrixViewType(cast<RankedTensorType>(input.getType())));
     auto type = cast<RankedTensorType>(matrix.getType());
-    Location nameLoc = op.getInputs()[i].getLoc();
+    // Across nodes, the states are named after the gradient the node's
+    // reduction carries.
+    Location nameLoc = throughNodeReduction(input).getLoc();
     if (!isa<NameLoc>(nameLoc))
       nameLoc = tensorLoc(op, i);
     matrices.push_back(

@@ -463,6 +463,14 @@ std::string mlir::ddp::describeValue(Value value) {
   return describeLocation(value.getLoc());
 }
 
+Value mlir::ddp::throughNodeReduction(Value value) {
+  if (auto result = dyn_cast<OpResult>(value))
+    if (auto node = dyn_cast<AllReduceOp>(result.getOwner());
+        node && node.getGroup() == CommGroup::node)
+      return node.getInputs()[result.getResultNumber()];
+  return value;
+}
+
 InFlightDiagnostic mlir::ddp::emitPassError(Operation *root, StringRef pass) {
   InFlightDiagnostic diag = mlir::emitError(root->getLoc());
   if (!pass.empty())

@@ -26,4 +26,4 @@ func.func @step(%w: tensor<2x4xf32> loc("fc1.weight"), %b: tensor<4xf32> loc("fc
 
 // A pattern that matches nothing changes nothing, with a warning.
 // RUN: ddp-opt %s --ddp-apply-hook="hook=h8 buckets=^fc3" 2>&1 | FileCheck %s --check-prefix=NONE
-// NONE: warning: ddp-apply-hook: buckets='^fc3' matches no gradient's name: no bucket was changed
+// NONE: warning: ddp-apply-hook: buckets='^fc3' matches no gradient's name: no bucket was compressed

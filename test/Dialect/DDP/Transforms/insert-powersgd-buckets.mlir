@@ -26,8 +26,20 @@
 
 // A pattern that takes nothing is most likely a typo.
 // RUN: ddp-opt %s --insert-powersgd="rank=2 buckets=^conv" 2>&1 | FileCheck %s --check-prefix=NONE
-// NONE: warning: insert-powersgd: buckets='^conv' matches no gradient's name: no bucket was changed
+// NONE: warning: insert-powersgd: buckets='^conv' matches no gradient's name: no bucket was compressed
 // NONE-NOT: ddp.state @ddp.q
+
+// After ddp-two-level the cross-node allreduce carries the gradients the
+// node's reduction took, under their names: PowerSGD across nodes on fc1
+// only, its states named after fc1 as on one level (checkpoints follow
+// them), and a flat scheme refuses the bucket it is asked for (it gathers
+// over every rank).
+// RUN: ddp-opt %s -p 'builtin.module(func.func(ddp-two-level),insert-powersgd{rank=2 bucket-cap-mb=0 buckets=^fc1})' | FileCheck %s --check-prefix=TWO
+// TWO: ddp.state @ddp.q.fc1.weight
+// TWO-NOT: ddp.state @ddp.q.fc2
+// TWO: ddp.allreduce sum %{{.*}} role compressed group across_nodes : tensor<64x2xf32>
+// RUN: not ddp-opt %s -p 'builtin.module(func.func(ddp-two-level),insert-topk{buckets=^fc1})' 2>&1 | FileCheck %s --check-prefix=TWOTOPK
+// TWOTOPK: error: insert-topk: the scheme 'topk' gathers over every rank and cannot reduce a bucket across_nodes
 
 // RUN: not ddp-opt %s --insert-powersgd="buckets=(" 2>&1 | FileCheck %s --check-prefix=REGEX
 // REGEX: error: insert-powersgd: buckets='(' is not a valid regular expression

@@ -112,9 +112,9 @@ public:
   virtual LogicalResult initialize(ModuleOp module);
 
   /// Called for every bucket an application will rewrite before it
-  /// rewrites any, so that a scheme that refuses one bucket leaves the
-  /// whole module as it was. Fails with an error at the bucket; by
-  /// default every bucket passes.
+  /// rewrites any, so that a scheme that refuses one bucket leaves every
+  /// bucket as it was (what `initialize` did stays done). Fails with an
+  /// error at the bucket; by default every bucket passes.
   virtual LogicalResult check(AllReduceOp allreduce);
 
   /// Rewrites one bucket: `allreduce`, a gradient ddp.allreduce, with the
@@ -233,15 +233,17 @@ FailureOr<unsigned> applyCompressionScheme(ArrayRef<AllReduceOp> allreduces,
 
 /// Which buckets a scheme takes: those with a gradient whose name matches
 /// `pattern` (an extended regular expression, searched anywhere in the
-/// name; empty: every bucket).
+/// name; empty: every bucket). A flat scheme's bucket is the gradients of
+/// one element type in an allreduce; a scheme that overrides `rewrite`
+/// takes an allreduce with a matching gradient whole.
 struct BucketFilter {
   std::string pattern;
 };
 
-/// Rewrites every gradient ddp.allreduce of `module` (whole-grid
-/// shard.all_reduce included) that `filter` accepts with `scheme`, one
-/// bucket per element type; `passName` prefixes remarks. Returns the number
-/// of buckets the scheme compressed.
+/// Rewrites every gradient ddp.allreduce in the functions (func.func) of
+/// `module` (whole-grid shard.all_reduce included) that `filter` accepts
+/// with `scheme` (a flat scheme: one bucket per element type); `passName`
+/// prefixes remarks. Returns the number of buckets the scheme compressed.
 FailureOr<unsigned> applyCompressionScheme(ModuleOp module,
                                            CompressionScheme &scheme,
                                            const BucketFilter &filter,

@@ -114,7 +114,8 @@ public:
   FailureOr<unsigned> rewrite(CompressionRewriter &rewriter,
                               AllReduceOp allreduce) override;
 
-  /// Rewrites `bucket` at `rank` instead of the options' rank, and sends
+  /// Rewrites `bucket` (in the next application; the decision is used
+  /// once) at `rank` instead of the options' rank, and sends
   /// its collectives in `narrow` where that is not null (ddp-plan's
   /// "+fp16"; the narrowing is this scheme's, not insert-fp16-compression's,
   /// which would narrow the whole function).

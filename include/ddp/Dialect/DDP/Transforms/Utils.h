@@ -260,6 +260,11 @@ std::string describeLocation(Location loc);
 /// location, or "@func:%argN" for an unnamed function argument.
 std::string describeValue(Value value);
 
+/// The gradient a reduction within a node (a `group node` ddp.allreduce)
+/// reduced into `value`, or `value` itself: what the cross-node part of a
+/// two-level allreduce carries, under the gradient's name.
+Value throughNodeReduction(Value value);
+
 /// `value` (a statically shaped tensor) as a 1-D tensor of its elements in
 /// row-major order: a collapse_shape (an expand_shape for 0-d), or `value`
 /// itself when it is 1-D. What ddp.flatten does to each gradient.
