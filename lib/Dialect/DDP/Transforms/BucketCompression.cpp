@@ -277,13 +277,18 @@ CompressionRewriter::FlatState &CompressionRewriter::getFlatState() {
   return *flat;
 }
 
-/// The names of `gradients`, as the compression report prints them: a
-/// two-level allreduce's cross-node part carries the gradients its node
-/// part reduced, under their names.
+/// The names a bucket filter sees of `gradients`, as the compression
+/// report prints them: those of static shape (no scheme compresses the
+/// others, so a filter that matches only those takes nothing); a two-level
+/// allreduce's cross-node part carries the gradients its node part
+/// reduced, under their names.
 static SmallVector<std::string> gradientNamesOf(ValueRange gradients) {
-  return llvm::map_to_vector(gradients, [](Value value) {
-    return describeValue(throughNodeReduction(value));
-  });
+  SmallVector<std::string> names;
+  for (Value value : gradients)
+    if (auto type = dyn_cast<RankedTensorType>(value.getType());
+        type && type.hasStaticShape())
+      names.push_back(describeValue(throughNodeReduction(value)));
+  return names;
 }
 
 namespace {

@@ -41,6 +41,14 @@
 // RUN: not ddp-opt %s -p 'builtin.module(func.func(ddp-two-level),insert-topk{buckets=^fc1})' 2>&1 | FileCheck %s --check-prefix=TWOTOPK
 // TWOTOPK: error: insert-topk: the scheme 'topk' gathers over every rank and cannot reduce a bucket across_nodes
 
+// A pattern that matches only a gradient no scheme compresses (a dynamic
+// shape) takes nothing either: neither its bucket's other gradients
+// (PowerSGD takes a bucket whole) nor, in a flat scheme, the rest.
+// RUN: ddp-opt %s --insert-powersgd="rank=2 buckets=^dyn" 2>&1 | FileCheck %s --check-prefix=DYN
+// RUN: ddp-opt %s --insert-topk="buckets=^dyn" 2>&1 | FileCheck %s --check-prefix=DYN
+// DYN: warning: {{.*}}: buckets='^dyn' matches no gradient's name: no bucket was compressed
+// DYN-NOT: ddp.state
+
 // RUN: not ddp-opt %s --insert-powersgd="buckets=(" 2>&1 | FileCheck %s --check-prefix=REGEX
 // REGEX: error: insert-powersgd: buckets='(' is not a valid regular expression
 
@@ -53,4 +61,9 @@ func.func @step(%w1: tensor<64x32xf32> loc("fc1.weight"), %w2: tensor<64x32xf32>
   %1 = ddp.allreduce mean %w2 : tensor<64x32xf32>
   %2 = ddp.allreduce mean %b2 : tensor<64xf32>
   return %0, %1, %2 : tensor<64x32xf32>, tensor<64x32xf32>, tensor<64xf32>
+}
+
+func.func @dynamic(%d: tensor<?x8xf32> loc("dyn.weight"), %w: tensor<64x32xf32> loc("fc3.weight")) -> (tensor<?x8xf32>, tensor<64x32xf32>) {
+  %0:2 = ddp.allreduce mean %d, %w : tensor<?x8xf32>, tensor<64x32xf32>
+  return %0#0, %0#1 : tensor<?x8xf32>, tensor<64x32xf32>
 }
