@@ -40,28 +40,10 @@ static int64_t numBytes(RankedTensorType type) {
   return type.hasStaticShape() ? int64_t(tensorBytes(type)) : 0;
 }
 
-/// The inputs of a reduction within a node (a `group node` allreduce, or
-/// the wait of a started one), or none if `op` is not one: what a two-level
-/// allreduce carries across nodes is its inputs'.
-static std::optional<ValueRange> nodeReductionInputs(Operation *op) {
-  if (auto allreduce = dyn_cast<AllReduceOp>(op))
-    if (allreduce.getGroup() == CommGroup::node)
-      return ValueRange(allreduce.getInputs());
-  if (auto wait = dyn_cast<WaitOp>(op))
-    if (auto start = wait.getRequest().getDefiningOp<AllReduceStartOp>();
-        start && start.getGroup() == CommGroup::node)
-      return ValueRange(start.getInputs());
-  return std::nullopt;
-}
-
 /// What a reduction within a node reduced into `value`, or null.
 static Value nodeInput(Value value) {
-  auto result = dyn_cast<OpResult>(value);
-  if (!result)
-    return nullptr;
-  if (std::optional<ValueRange> inputs = nodeReductionInputs(result.getOwner()))
-    return (*inputs)[result.getResultNumber()];
-  return nullptr;
+  Value gradient = throughNodeReduction(value);
+  return gradient == value ? Value() : gradient;
 }
 
 /// Follows a communicated value back through the compression steps to the
@@ -192,7 +174,7 @@ public:
         return flatten;
       // A reduction within a node carries its input on (two-level); any
       // other collective's result is another reduction's.
-      if (std::optional<ValueRange> inputs = nodeReductionInputs(op)) {
+      if (std::optional<ValueRange> inputs = getNodeReductionInputs(op)) {
         for (Value input : *inputs)
           stack.push_back(input.getDefiningOp());
         continue;

@@ -463,11 +463,22 @@ std::string mlir::ddp::describeValue(Value value) {
   return describeLocation(value.getLoc());
 }
 
+std::optional<ValueRange> mlir::ddp::getNodeReductionInputs(Operation *op) {
+  if (auto allreduce = dyn_cast<AllReduceOp>(op))
+    if (allreduce.getGroup() == CommGroup::node)
+      return ValueRange(allreduce.getInputs());
+  if (auto wait = dyn_cast<WaitOp>(op))
+    if (auto start = wait.getRequest().getDefiningOp<AllReduceStartOp>();
+        start && start.getGroup() == CommGroup::node)
+      return ValueRange(start.getInputs());
+  return std::nullopt;
+}
+
 Value mlir::ddp::throughNodeReduction(Value value) {
   if (auto result = dyn_cast<OpResult>(value))
-    if (auto node = dyn_cast<AllReduceOp>(result.getOwner());
-        node && node.getGroup() == CommGroup::node)
-      return node.getInputs()[result.getResultNumber()];
+    if (std::optional<ValueRange> inputs =
+            getNodeReductionInputs(result.getOwner()))
+      return (*inputs)[result.getResultNumber()];
   return value;
 }
 

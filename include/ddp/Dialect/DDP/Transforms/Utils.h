@@ -260,9 +260,14 @@ std::string describeLocation(Location loc);
 /// location, or "@func:%argN" for an unnamed function argument.
 std::string describeValue(Value value);
 
-/// The gradient a reduction within a node (a `group node` ddp.allreduce)
-/// reduced into `value`, or `value` itself: what the cross-node part of a
-/// two-level allreduce carries, under the gradient's name.
+/// The inputs of a reduction within a node (a `group node` ddp.allreduce,
+/// or the wait of a started one), or none if `op` is not one: what a
+/// two-level allreduce carries across nodes is its inputs'.
+std::optional<ValueRange> getNodeReductionInputs(Operation *op);
+
+/// The gradient a reduction within a node reduced into `value`, or `value`
+/// itself: what the cross-node part of a two-level allreduce carries,
+/// under the gradient's name.
 Value throughNodeReduction(Value value);
 
 /// `value` (a statically shaped tensor) as a 1-D tensor of its elements in
