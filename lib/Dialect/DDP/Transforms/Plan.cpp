@@ -85,6 +85,13 @@ private:
 
 /// A choice that compresses none of a bucket's tensors (PowerSGD on
 /// biases) is plain in effect.
+/// The name of the gradient `input` carries: across nodes, the one the
+/// node's reduction took (never= and the plan's `where` name gradients on
+/// both levels alike).
+static std::string gradientName(Value input) {
+  return describeValue(throughNodeReduction(input));
+}
+
 static bool plainInEffect(const std::pair<Choice, PlanCost> &entry) {
   return entry.second.compressesNothing && !entry.first->isPlain();
 }
@@ -206,7 +213,7 @@ std::pair<AllReduceOp, AllReduceOp>
 DDPPlanPass::splitOffNever(AllReduceOp op, const llvm::Regex &regex) {
   SmallVector<unsigned> kept, matched;
   for (auto [i, input] : llvm::enumerate(op.getInputs()))
-    (regex.match(describeValue(input)) ? matched : kept).push_back(i);
+    (regex.match(gradientName(input)) ? matched : kept).push_back(i);
   if (matched.empty())
     return {nullptr, op};
   IRRewriter rewriter(op->getContext());
@@ -224,7 +231,7 @@ DDPPlanPass::splitOffNever(AllReduceOp op, const llvm::Regex &regex) {
   op.emitRemark() << getArgument() << " sends "
                   << llvm::join(llvm::map_range(matched,
                                                 [&](unsigned i) {
-                                                  return describeValue(
+                                                  return gradientName(
                                                       op.getInputs()[i]);
                                                 }),
                                 ", ")
@@ -414,7 +421,7 @@ void DDPPlanPass::runOnOperation() {
     SmallVector<std::string> names;
     int64_t elements = 0;
     for (Value input : op.getInputs()) {
-      names.push_back(describeValue(input));
+      names.push_back(gradientName(input));
       auto type = cast<RankedTensorType>(input.getType());
       // Saturated: the sum of a bucket's counts may not fit.
       if (type.hasStaticShape() &&

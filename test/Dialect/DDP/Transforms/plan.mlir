@@ -17,6 +17,10 @@
 // RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json min-rank=2" %{stages} | FileCheck %s --check-prefix=FLOOR
 // RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json choices=plain,fp16" %{stages} | FileCheck %s --check-prefix=FP16
 // RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-1gbps.json never=weight" %{stages} 2>&1 | FileCheck %s --check-prefix=NEVER
+// After ddp-two-level, never= and the plan name the gradients the
+// cross-node allreduce carries, as on one level.
+// RUN: ddp-opt %s -p 'builtin.module(func.func(ddp-two-level),ddp-plan{profile=%S/Inputs/plan-1gbps.json never=weight})' 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=NEVER-TWO
 // RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-10gbps.json tolerance=0.5" %{stages} | FileCheck %s --check-prefix=TOLERANCE
 // More ranks, more bytes per rank on the ring: 4 ranks at 10 Gb/s.
 // RUN: ddp-opt %s --ddp-plan="profile=%S/Inputs/plan-10gbps.json world=4" %{stages} | FileCheck %s --check-prefix=WORLD
@@ -97,6 +101,13 @@ func.func @step(%w: tensor<1024x1024xf32> loc("fc.weight"),
 // NEVER-SAME: where = "fc.bias"}
 // NEVER: ddp.allreduce mean %arg0 role uncompressed : tensor<1024x1024xf32>
 // NEVER: ddp.allreduce sum %{{.*}} : tensor<1024xf16>
+
+// NEVER-TWO: remark: ddp-plan sends fc.weight plain: never='weight' matches
+// NEVER-TWO: ddp.plan = {buckets = [{choice = "plain", {{.*}} reason = "never='weight' matches", tensors = 1 : i64, where = "fc.weight"},
+// NEVER-TWO-SAME: {choice = "fp16", {{.*}} where = "fc.bias"}
+// NEVER-TWO: %[[NODE:.*]]:2 = ddp.allreduce mean %arg1, %arg0 group node
+// NEVER-TWO: ddp.allreduce mean %[[NODE]]#1 role uncompressed group across_nodes : tensor<1024x1024xf32>
+// NEVER-TWO: ddp.allreduce mean %[[NODE]]#0 group across_nodes {ddp.planned = #ddp.compression<"fp16">} : tensor<1024xf32>
 
 // TOLERANCE: choice = "plain"
 // TOLERANCE-SAME: reason = "fp16 would save 34.9% of plain's 3.38 ms, under tolerance=0.5: not worth its error"
