@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Checkpoint.h"
+#include "Validation.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -34,6 +35,19 @@ uint64_t checksum(const std::vector<char> &bytes) {
     hash *= 1099511628211ull;
   }
   return hash;
+}
+
+/// `names` for a message: quoted, the first few, "none" when empty.
+std::string listNames(const std::vector<std::string> &names) {
+  constexpr size_t shown = 6;
+  if (names.empty())
+    return "none";
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < shown; ++i)
+    text += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > shown)
+    text += " and " + std::to_string(names.size() - shown) + " more";
+  return text;
 }
 
 /// Reads the file at `path`, refusing one longer than `limit` bytes
@@ -189,14 +203,13 @@ Error readCheckpoint(ddprt_context &context, const char *path) {
                     ", this is rank " +
                     std::to_string(context.communicator->rank()) + " of " +
                     std::to_string(context.communicator->size()));
-  if (count != context.states.size())
-    return fail(DDPRT_ERROR_MISMATCH,
-                std::string("checkpoint '") + path + "' has " +
-                    std::to_string(count) + " states, the job has " +
-                    std::to_string(context.states.size()));
-  // Validate everything before touching any state.
+  // Validate everything before touching any state: first every entry's
+  // header, then the names against the job's (all differences at once: a
+  // renamed gradient shows as one missing on each side).
   struct Entry {
-    ddprt_state *state;
+    std::string name;
+    uint32_t dtype;
+    int64_t numel;
     size_t offset;
   };
   std::vector<Entry> entries;
@@ -210,34 +223,56 @@ Error readCheckpoint(ddprt_context &context, const char *path) {
     if (!reader.read(name.data(), nameSize) || !reader.read(&dtype, 4) ||
         !reader.read(&numel, 8))
       return corrupt("truncated state header");
-    auto found = context.states.find(name);
-    if (found == context.states.end())
-      return fail(DDPRT_ERROR_MISMATCH,
-                  "checkpoint state '" + name + "' does not exist in this job");
-    // As many entries as states and none twice: every state is restored
-    // (a state listed twice would leave another one silently zero).
+    // None twice, and (below) the job's names exactly: every state is
+    // restored (a state listed twice would leave another one silently
+    // zero).
     if (!seen.insert(name).second)
       return corrupt("it holds state '" + name + "' twice");
-    ddprt_state &state = *found->second;
-    if (uint32_t(state.dtype) != dtype || state.numel != numel)
-      return fail(DDPRT_ERROR_MISMATCH,
-                  "checkpoint state '" + name + "' has another dtype or size");
-    size_t size = size_t(numel) * ddprt_dtype_size(state.dtype);
-    if (reader.offset + size > payload.size())
+    size_t element = dtypeSize(int(dtype));
+    if (element == 0)
+      return corrupt("state '" + name + "' has an unknown dtype " +
+                     std::to_string(dtype));
+    // Sizes come from the file: bounded by what is left of it.
+    if (numel < 0 ||
+        uint64_t(numel) > (payload.size() - reader.offset) / element)
       return corrupt("truncated data of state '" + name + "'");
-    entries.push_back({&state, reader.offset});
+    size_t size = size_t(numel) * element;
+    entries.push_back({std::move(name), dtype, numel, reader.offset});
     reader.offset += size;
   }
   if (reader.offset != payload.size())
     return corrupt(std::to_string(payload.size() - reader.offset) +
                    " bytes follow the last state");
+  std::vector<std::string> onlyFile, onlyJob;
+  for (const Entry &entry : entries)
+    if (!context.states.count(entry.name))
+      onlyFile.push_back(entry.name);
+  for (const auto &[name, state] : context.states)
+    if (!seen.count(name))
+      onlyJob.push_back(name);
+  if (!onlyFile.empty() || !onlyJob.empty())
+    return fail(DDPRT_ERROR_MISMATCH,
+                std::string("checkpoint '") + path +
+                    "' does not hold this job's states: only in the "
+                    "checkpoint: " +
+                    listNames(onlyFile) +
+                    "; only in this job: " + listNames(onlyJob) +
+                    " (states are named after the gradients they compress: "
+                    "a renamed gradient or another compression names them "
+                    "differently)");
   for (const Entry &entry : entries) {
-    size_t size =
-        size_t(entry.state->numel) * ddprt_dtype_size(entry.state->dtype);
-    if (entry.state->onHost)
-      std::memcpy(entry.state->data, payload.data() + entry.offset, size);
+    const ddprt_state &state = *context.states.at(entry.name);
+    if (uint32_t(state.dtype) != entry.dtype || state.numel != entry.numel)
+      return fail(DDPRT_ERROR_MISMATCH, "checkpoint state '" + entry.name +
+                                            "' has another dtype or size");
+  }
+  for (const Entry &entry : entries) {
+    ddprt_state &state = *context.states.at(entry.name);
+    size_t size = size_t(state.numel) * ddprt_dtype_size(state.dtype);
+    if (state.onHost)
+      std::memcpy(state.data, payload.data() + entry.offset, size);
     else if ((error = context.backend->copyFromHost(
-                  entry.state->data, payload.data() + entry.offset, size)))
+                  state.data, payload.data() + entry.offset, size)))
       return error;
   }
   return Error::success();

@@ -1545,30 +1545,37 @@ TEST_F(Checkpoint, FlippedByteIsRejectedWithoutTouchingState) {
 }
 
 TEST_F(Checkpoint, FileOfAJobWithOtherStatesIsAMismatch) {
-  const std::vector<std::vector<StateSpec>> otherJobs = {
-      // fewer states
-      {{"error.fc", DDPRT_F32, 1000}, {"p.conv", DDPRT_F16, 37}},
-      // as many, one with another name
-      {{"error.fc", DDPRT_F32, 1000},
-       {"p.conv", DDPRT_F16, 37},
-       {"q.conv", DDPRT_BF16, 19},
-       {"rng", DDPRT_F64, 5},
-       {"error.other", DDPRT_F32, 0}},
-      // the same names, one with another size
-      {{"error.fc", DDPRT_F32, 999},
-       {"p.conv", DDPRT_F16, 37},
-       {"q.conv", DDPRT_BF16, 19},
-       {"rng", DDPRT_F64, 5},
-       {"empty", DDPRT_F32, 0}},
-      // the same names, one with another dtype
-      {{"error.fc", DDPRT_F32, 1000},
-       {"p.conv", DDPRT_BF16, 37},
-       {"q.conv", DDPRT_BF16, 19},
-       {"rng", DDPRT_F64, 5},
-       {"empty", DDPRT_F32, 0}}};
+  // Each job's states, and what the message says of them: every name on
+  // one side only, so that a renamed gradient shows as such.
+  const std::vector<std::pair<std::vector<StateSpec>, std::string>> otherJobs =
+      {// fewer states
+       {{{"error.fc", DDPRT_F32, 1000}, {"p.conv", DDPRT_F16, 37}},
+        "only in the checkpoint: none; only in this job: 'empty', 'q.conv', "
+        "'rng' (states are named after the gradients"},
+       // as many, one with another name
+       {{{"error.fc", DDPRT_F32, 1000},
+         {"p.conv", DDPRT_F16, 37},
+         {"q.conv", DDPRT_BF16, 19},
+         {"rng", DDPRT_F64, 5},
+         {"error.other", DDPRT_F32, 0}},
+        "only in the checkpoint: 'error.other'; only in this job: 'empty'"},
+       // the same names, one with another size
+       {{{"error.fc", DDPRT_F32, 999},
+         {"p.conv", DDPRT_F16, 37},
+         {"q.conv", DDPRT_BF16, 19},
+         {"rng", DDPRT_F64, 5},
+         {"empty", DDPRT_F32, 0}},
+        "state 'error.fc' has another dtype or size"},
+       // the same names, one with another dtype
+       {{{"error.fc", DDPRT_F32, 1000},
+         {"p.conv", DDPRT_BF16, 37},
+         {"q.conv", DDPRT_BF16, 19},
+         {"rng", DDPRT_F64, 5},
+         {"empty", DDPRT_F32, 0}},
+        "state 'p.conv' has another dtype or size"}};
   std::vector<unsigned char> before = snapshot();
   int job = 0;
-  for (const std::vector<StateSpec> &specs : otherJobs) {
+  for (const auto &[specs, says] : otherJobs) {
     ddprt_context *other = nullptr;
     ASSERT_EQ(ddprt_init(nullptr, &other), DDPRT_OK);
     createStates(other, specs);
@@ -1577,7 +1584,7 @@ TEST_F(Checkpoint, FileOfAJobWithOtherStatesIsAMismatch) {
     ASSERT_EQ(ddprt_checkpoint_save(other, otherPath.c_str()), DDPRT_OK);
     ASSERT_EQ(ddprt_finalize(other), DDPRT_OK);
     EXPECT_FAILS(ddprt_checkpoint_load(context, otherPath.c_str()),
-                 DDPRT_ERROR_MISMATCH, "state");
+                 DDPRT_ERROR_MISMATCH, says);
     EXPECT_EQ(snapshot(), before) << "job " << job - 1;
   }
 }
@@ -1636,6 +1643,36 @@ TEST_F(Checkpoint, StateTwiceAndAnotherMissingIsRejected) {
   EXPECT_EQ(ddprt_checkpoint_load(context, path.c_str()), DDPRT_OK)
       << ddprt_last_error(context);
   EXPECT_NE(snapshot(), before);
+}
+
+// An entry of a dtype no runtime writes, or of a size past the file's
+// end, with a valid checksum: refused as not a checkpoint, nothing touched
+// (its size is not taken from the job's state of the same name).
+TEST_F(Checkpoint, UnknownDtypeOrOversizedEntryIsRejected) {
+  std::vector<unsigned char> before = snapshot();
+  writeFile(path, forgeCheckpoint({{"error.fc", ddprt_dtype(99), 1000},
+                                   {"p.conv", DDPRT_F16, 37},
+                                   {"q.conv", DDPRT_BF16, 19},
+                                   {"rng", DDPRT_F64, 5},
+                                   {"empty", DDPRT_F32, 0}},
+                                  7));
+  EXPECT_FAILS(ddprt_checkpoint_load(context, path.c_str()), DDPRT_ERROR_IO,
+               "state 'error.fc' has an unknown dtype 99");
+  std::vector<char> huge = forgeCheckpoint({{"error.fc", DDPRT_F32, 0}}, 7);
+  // numel of the one entry (after magic, rank, world, count, name size,
+  // name, dtype): far past the file, and overflowing size_t at 4 bytes.
+  int64_t numel = int64_t(1) << 62;
+  std::memcpy(huge.data() + 8 + 16 + 4 + 8 + 4, &numel, 8);
+  uint64_t hash = 1469598103934665603ull;
+  for (size_t i = 0; i + 8 < huge.size(); ++i) {
+    hash ^= uint8_t(huge[i]);
+    hash *= 1099511628211ull;
+  }
+  std::memcpy(huge.data() + huge.size() - 8, &hash, 8);
+  writeFile(path, huge);
+  EXPECT_FAILS(ddprt_checkpoint_load(context, path.c_str()), DDPRT_ERROR_IO,
+               "truncated data of state 'error.fc'");
+  EXPECT_EQ(snapshot(), before);
 }
 
 // A file longer than any checkpoint of the job's states (/dev/zero, a
