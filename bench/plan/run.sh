@@ -15,8 +15,10 @@
 # PyTorch 1.13's hooks on the same shapes, ranks and link follow each
 # model on loopback and on real links (DDP, gloo: allreduce_hook,
 # fp16_compress_hook, powerSGD_hook at the PowerSGD ranks of PLANS;
-# bench/cpu/torch_hooks.py), and the last table sets the planned step
-# against the fastest of them; TORCH=0 leaves them out. Simulated links have
+# bench/cpu/torch_hooks.py); a table sets the planned step against the
+# fastest of them, and the last one each plan against PyTorch's hook of
+# the same kind (plain: allreduce_hook) and its plain allreduce; TORCH=0
+# leaves them out. Simulated links have
 # no PyTorch side: only our runtime models them.
 #   bash bench/plan/run.sh [steps]
 # MODELS="resnet50 gpt2-medium" LINKS="loopback 100 10 1" PLANS="plain ..."
@@ -200,9 +202,7 @@ for r in merged:
     extra = f" {r['rounds']} ({r['low']:.1f}-{r['high']:.1f}) |" if spread else ""
     print(f"| {r['model']} | {name(r['link'])} | {r['plan']} | {r['predicted_ms']:.1f} | "
           f"{r['measured_ms']:.1f} | {error:+.0f}% |{extra} {', '.join(r['choices'])} |")
-print()
-print("| model | link | planned ms | same plan as | best fixed plan | its ms | planned vs best fixed | plain ms | worst prediction error |")
-print("|---|---|---:|---|---|---:|---:|---:|---:|")
+planned_lines = []
 groups = {}
 for r in merged:
     groups.setdefault((r["model"], r["link"]), []).append(r)
@@ -215,10 +215,16 @@ for (model, link), group in groups.items():
     best = min(fixed, key=lambda r: r["measured_ms"])
     same = next((r["plan"] for r in fixed if r["choices"] == planned["choices"]), "-")
     worst = max(abs(r["predicted_ms"] - r["measured_ms"]) / r["measured_ms"] for r in group)
-    print(f"| {model} | {name(link)} | {planned['measured_ms']:.1f} | {same} | {best['plan']} | "
-          f"{best['measured_ms']:.1f} | {(planned['measured_ms'] / best['measured_ms'] - 1) * 100:+.1f}% | "
-          f"{plain['measured_ms'] if plain else float('nan'):.1f} | {worst * 100:.0f}% |")
-if torch_runs:
+    planned_lines.append(
+        f"| {model} | {name(link)} | {planned['measured_ms']:.1f} | {same} | {best['plan']} | "
+        f"{best['measured_ms']:.1f} | {(planned['measured_ms'] / best['measured_ms'] - 1) * 100:+.1f}% | "
+        f"{plain['measured_ms'] if plain else float('nan'):.1f} | {worst * 100:.0f}% |")
+if planned_lines:
+    print()
+    print("| model | link | planned ms | same plan as | best fixed plan | its ms | planned vs best fixed | plain ms | worst prediction error |")
+    print("|---|---|---:|---|---|---:|---:|---:|---:|")
+    print("\n".join(planned_lines))
+if torch_runs and planned_lines:
     print()
     print("| model | link | planned ms | PyTorch's hooks, same shapes, ranks and link (ms) | PyTorch's fastest | planned vs it |")
     print("|---|---|---:|---|---:|---:|")
@@ -232,4 +238,25 @@ if torch_runs:
         listed = ", ".join(f"{k} {v:.1f}" for k, v in theirs.items())
         print(f"| {model} | {name(link)} | {planned['measured_ms']:.1f} | {listed} | "
               f"{fastest} {theirs[fastest]:.1f} | {theirs[fastest] / planned['measured_ms']:.2f}x faster |")
+    # Each plan against PyTorch's hook of the same kind, and against its
+    # plain DDP allreduce (allreduce_hook), on the same link.
+    kind_of = {"plain": "allreduce", "fp16": "fp16"}
+    lines = []
+    for (model, link), group in groups.items():
+        theirs = {r["plan"][6:]: r["measured_ms"] for r in torch_runs
+                  if r["model"] == model and r["link"] == link}
+        for r in group:
+            kind = kind_of.get(r["plan"], r["plan"])
+            if kind not in theirs:
+                continue
+            plain = theirs.get("allreduce")
+            against_plain = f"{plain / r['measured_ms']:.2f}x faster" if plain else "-"
+            lines.append(f"| {model} | {name(link)} | {r['plan']} | {r['measured_ms']:.1f} | "
+                         f"{kind} {theirs[kind]:.1f} | {theirs[kind] / r['measured_ms']:.2f}x faster | "
+                         f"{against_plain} |")
+    if lines:
+        print()
+        print("| model | link | plan | ours ms | PyTorch's hook of that kind (ms) | ours vs it | ours vs PyTorch's plain allreduce |")
+        print("|---|---|---|---:|---|---:|---:|")
+        print("\n".join(lines))
 PY
