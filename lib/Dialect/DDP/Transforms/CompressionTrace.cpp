@@ -423,15 +423,51 @@ static bool isPlannedPlain(Operation *op) {
       .wasInterrupted();
 }
 
+/// The branches (of scf.if, scf.index_switch) that run during PowerSGD's
+/// warm-up: the innermost ones around a warm-up collective. Where
+/// ddp-schedule-overlap versioned a function on the warm-up's condition,
+/// such a branch is the warm-up version, with copies of every other
+/// bucket's collectives too; the report describes the steps after the
+/// warm-up, so nothing in these branches counts.
+static llvm::DenseSet<Region *> warmupBranches(ModuleOp module) {
+  llvm::DenseSet<Region *> branches;
+  module.walk([&](Operation *op) {
+    CommRole role = CommRole::gradient;
+    if (auto allreduce = dyn_cast<AllReduceOp>(op))
+      role = allreduce.getRole();
+    else if (auto start = dyn_cast<AllReduceStartOp>(op))
+      role = start.getRole();
+    if (role != CommRole::warmup)
+      return;
+    for (Region *region = op->getParentRegion(); region;
+         region = region->getParentRegion())
+      if (isa<scf::IfOp, scf::IndexSwitchOp>(region->getParentOp())) {
+        branches.insert(region);
+        return;
+      }
+  });
+  return branches;
+}
+
 static void collectRows(ModuleOp module,
                         llvm::MapVector<RowKey, ReportRow> &rows) {
   llvm::DenseMap<Operation *, unsigned> functionIndex;
   BucketFinder buckets;
+  llvm::DenseSet<Region *> warmup = warmupBranches(module);
+  auto duringWarmup = [&](Operation *op) {
+    for (Region *region = op->getParentRegion(); region;
+         region = region->getParentRegion())
+      if (warmup.contains(region))
+        return true;
+    return false;
+  };
   // A scheme bucket's collectives and what each sends of it.
   llvm::MapVector<Operation *, llvm::DenseMap<Operation *, Amount>> sends;
   module.walk([&](Operation *op) {
     CommRole role;
     ValueRange inputs;
+    if (!warmup.empty() && duringWarmup(op))
+      return;
     if (auto flatten = dyn_cast<FlattenOp>(op)) {
       // A bucket that sends nothing (noop) still has its row.
       Reduction whole{flatten, 0};

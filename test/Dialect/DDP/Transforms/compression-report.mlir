@@ -22,6 +22,16 @@
 // the f32 gradients (77056 bytes), not the f16 bucket.
 // RUN: ddp-opt %s --ddp-bucketize --insert-fp16-compression --insert-topk=ratio=0.1 --ddp-compression-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=FP16-TOPK
 // A file that cannot be written is an error.
+// ddp-schedule-overlap versions the step on PowerSGD's warm-up: the buckets
+// PowerSGD left (here one quantized, one plain) are in both versions and
+// count once, as after the warm-up.
+// RUN: ddp-opt %s --insert-powersgd="rank=2 bucket-cap-mb=0 buckets=^fc1|^emb" --insert-quantization --ddp-schedule-overlap \
+// RUN:   --ddp-compression-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=VERSIONED --implicit-check-not=conv1
+// VERSIONED:  0  fc1.weight                   64x32            f32   powersgd                2 f32             2048          192   10.67x
+// VERSIONED:  1  fc1.bias                     64               f32   uncompressed            - f32               64           64    1.00x
+// VERSIONED:  2  emb                          1000x16          f32   powersgd                2 f32            16000         2032    7.87x
+// VERSIONED:  3  bucket of 1 [conv1.weight]   1152             f32   quantize-per-tensor     - f32+i8          1152         1154    1.00x
+// VERSIONED: total: 4 tensors, 3 compressed; elements 19264 -> 3442 (5.60x); bytes 77056 -> 10312 (7.47x) from step 1000 on
 // RUN: not ddp-opt %s --ddp-compression-report=json=%t.missing/dir/r.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOWRITE
 
 // FP16: 0 fc1.weight 64x32 f32 fp16 - f16 2048 2048 1.00x
