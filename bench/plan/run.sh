@@ -241,6 +241,9 @@ if torch_runs and planned_lines:
     # Each plan against PyTorch's hook of the same kind, and against its
     # plain DDP allreduce (allreduce_hook), on the same link.
     kind_of = {"plain": "allreduce", "fp16": "fp16"}
+    def versus(theirs, ours):
+        ratio = theirs / ours
+        return f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower"
     lines = []
     for (model, link), group in groups.items():
         theirs = {r["plan"][6:]: r["measured_ms"] for r in torch_runs
@@ -250,9 +253,9 @@ if torch_runs and planned_lines:
             if kind not in theirs:
                 continue
             plain = theirs.get("allreduce")
-            against_plain = f"{plain / r['measured_ms']:.2f}x faster" if plain else "-"
+            against_plain = versus(plain, r["measured_ms"]) if plain else "-"
             lines.append(f"| {model} | {name(link)} | {r['plan']} | {r['measured_ms']:.1f} | "
-                         f"{kind} {theirs[kind]:.1f} | {theirs[kind] / r['measured_ms']:.2f}x faster | "
+                         f"{kind} {theirs[kind]:.1f} | {versus(theirs[kind], r['measured_ms'])} | "
                          f"{against_plain} |")
     if lines:
         print()

@@ -34,6 +34,7 @@
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -96,12 +97,16 @@ void mlir::ddp::buildCompressionPipeline(
     copyPowerSGDOptions(options, powersgd);
     powersgd.batchSameShape = options.batchSameShape;
     powersgd.mode = options.mode;
+    powersgd.buckets = options.powersgdBuckets;
     pm.addPass(createInsertPowerSGD(powersgd));
   }
+  // The bucket schemes in this order, each on the buckets the ones before
+  // left (and its own filter matches).
   if (!options.hook.empty()) {
     DDPApplyHookOptions hook;
     hook.hook = options.hook;
     hook.from = options.hookFrom;
+    hook.buckets = options.hookBuckets;
     pm.addPass(createDDPApplyHook(hook));
   }
   if (options.quantize != QuantizeMode::none) {
@@ -110,6 +115,7 @@ void mlir::ddp::buildCompressionPipeline(
                                    ? QuantizationGranularity::perTensor
                                    : QuantizationGranularity::perChannel;
     quantization.channelSize = options.channelSize;
+    quantization.buckets = options.quantizeBuckets;
     pm.addPass(createInsertQuantization(quantization));
   }
   if (options.narrow == NarrowType::fp16)
@@ -383,16 +389,52 @@ void mlir::ddp::registerPipelines() {
             });
         if (failed(valid))
           return failure();
-        // Each compresses every bucket: the second would find none left.
-        int schemes = (options.powersgdRank > 0) + !options.hook.empty() +
-                      (options.quantize != QuantizeMode::none);
-        if (schemes > 1)
-          return errorHandler("ddp-compress: choose one of powersgd-rank, "
-                              "hook and quantize (each compresses every "
-                              "bucket; narrow= combines with any)");
+        // PowerSGD, the hook and quantization run in this order, each on
+        // the buckets left by the ones before: all but the last need a
+        // filter, or the next would find no bucket left.
+        struct Scheme {
+          const char *name, *filterName;
+          bool on;
+          const std::string &filter;
+        };
+        const Scheme schemes[] = {
+            {"powersgd-rank", "powersgd-buckets", options.powersgdRank > 0,
+             options.powersgdBuckets},
+            {"hook", "hook-buckets", !options.hook.empty(),
+             options.hookBuckets},
+            {"quantize", "quantize-buckets",
+             options.quantize != QuantizeMode::none, options.quantizeBuckets}};
+        const Scheme *previous = nullptr;
+        int count = 0;
+        for (const Scheme &scheme : schemes) {
+          if (!scheme.on) {
+            if (!scheme.filter.empty())
+              return errorHandler(Twine("ddp-compress: ") + scheme.filterName +
+                                  "='" + scheme.filter + "' needs " +
+                                  scheme.name);
+            continue;
+          }
+          std::string error;
+          if (!scheme.filter.empty() &&
+              !llvm::Regex(scheme.filter).isValid(error))
+            return errorHandler(
+                Twine("ddp-compress: ") + scheme.filterName + "='" +
+                scheme.filter +
+                "' is not a valid regular expression: " + error);
+          if (previous && previous->filter.empty())
+            return errorHandler(
+                Twine("ddp-compress: ") + previous->name +
+                " compresses every "
+                "bucket, so " +
+                scheme.name + " would find none left: give " + previous->name +
+                " a filter (" + previous->filterName +
+                "=REGEX) to leave the other buckets to " + scheme.name);
+          previous = &scheme;
+          ++count;
+        }
         // The plan chooses each bucket's compression itself.
         if (!options.plan.empty() &&
-            (schemes > 0 || options.narrow != NarrowType::none))
+            (count > 0 || options.narrow != NarrowType::none))
           return errorHandler(
               "ddp-compress: plan= chooses each bucket's compression; it "
               "does not combine with powersgd-rank, hook, quantize or "

@@ -19,10 +19,25 @@
 // UNKNOWN: error: ddp-compress: no such option 'bogus'; the options are
 // RUN: not ddp-opt %s --ddp-compress="narrow=fp8" 2>&1 | FileCheck %s --check-prefix=NARROW
 // NARROW: for the --narrow option: Cannot find option named 'fp8'!
-// Bucket schemes: one compressor per pipeline, and their own values.
+// Bucket schemes: PowerSGD, the hook, quantization in this order, each on
+// what the ones before left: all but the last need a filter; and their
+// own values.
 // RUN: not ddp-opt %s --ddp-compress="quantize=per-tensor powersgd-rank=2" 2>&1 | FileCheck %s --check-prefix=TWO
-// RUN: not ddp-opt %s --ddp-compress="quantize=per-tensor hook=h" 2>&1 | FileCheck %s --check-prefix=TWO
-// TWO: error: ddp-compress: choose one of powersgd-rank, hook and quantize (each compresses every bucket; narrow= combines with any)
+// TWO: error: ddp-compress: powersgd-rank compresses every bucket, so quantize would find none left: give powersgd-rank a filter (powersgd-buckets=REGEX) to leave the other buckets to quantize
+// RUN: not ddp-opt %s --ddp-compress="quantize=per-tensor hook=h" 2>&1 | FileCheck %s --check-prefix=TWOHOOK
+// TWOHOOK: error: ddp-compress: hook compresses every bucket, so quantize would find none left: give hook a filter (hook-buckets=REGEX) to leave the other buckets to quantize
+// The last one's filter does not help the ones before.
+// RUN: not ddp-opt %s --ddp-compress="powersgd-rank=2 quantize=per-tensor quantize-buckets=bias" 2>&1 | FileCheck %s --check-prefix=TWO
+// RUN: not ddp-opt %s --ddp-compress="powersgd-rank=2 powersgd-buckets=fc hook=h quantize=per-tensor" 2>&1 | FileCheck %s --check-prefix=THREE
+// THREE: error: ddp-compress: hook compresses every bucket, so quantize would find none left: give hook a filter (hook-buckets=REGEX)
+// RUN: not ddp-opt %s --ddp-compress="powersgd-buckets=fc quantize=per-tensor" 2>&1 | FileCheck %s --check-prefix=ALONE
+// ALONE: error: ddp-compress: powersgd-buckets='fc' needs powersgd-rank
+// RUN: not ddp-opt %s --ddp-compress="quantize-buckets=fc" 2>&1 | FileCheck %s --check-prefix=ALONEQ
+// ALONEQ: error: ddp-compress: quantize-buckets='fc' needs quantize
+// RUN: not ddp-opt %s --ddp-compress="powersgd-rank=2 powersgd-buckets=( quantize=per-tensor" 2>&1 | FileCheck %s --check-prefix=BADREGEX
+// BADREGEX: error: ddp-compress: powersgd-buckets='(' is not a valid regular expression:
+// RUN: not ddp-opt %s --ddp-compress="plan=p.json powersgd-rank=2 powersgd-buckets=fc" 2>&1 | FileCheck %s --check-prefix=PLANFILTER
+// PLANFILTER: error: ddp-compress: plan= chooses each bucket's compression; it does not combine with powersgd-rank, hook, quantize or narrow
 // RUN: not ddp-opt %s --ddp-compress="hook-from=hooks.mlir" 2>&1 | FileCheck %s --check-prefix=FROM
 // FROM: error: ddp-compress: hook-from='hooks.mlir' needs hook=<name>
 // RUN: not ddp-opt %s --ddp-compress="quantize=per-channel channel-size=-4" 2>&1 | FileCheck %s --check-prefix=CHANNEL

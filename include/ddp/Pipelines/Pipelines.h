@@ -77,6 +77,13 @@ struct CompressionPipelineOptions
                                   "each tensor as its own matrix"),
                        clEnumValN(PowerSGDMode::batched, "batched",
                                   "the whole bucket as one square matrix"))};
+  PassOptions::Option<std::string> powersgdBuckets{
+      *this, "powersgd-buckets",
+      llvm::cl::desc("PowerSGD only on the buckets with a gradient whose "
+                     "name matches this regular expression; the others are "
+                     "left to hook=, quantize= and narrow= (default: every "
+                     "bucket)"),
+      llvm::cl::init("")};
   PassOptions::Option<NarrowType> narrow{
       *this, "narrow",
       llvm::cl::desc("Type float allreduces travel in (default: none)"),
@@ -87,7 +94,7 @@ struct CompressionPipelineOptions
           clEnumValN(NarrowType::bf16, "bf16", "bf16_compress_hook"))};
   PassOptions::Option<QuantizeMode> quantize{
       *this, "quantize",
-      llvm::cl::desc("PyTorch's quantization hooks on every bucket "
+      llvm::cl::desc("PyTorch's quantization hooks on every bucket left "
                      "(insert-quantization; default: none)"),
       llvm::cl::init(QuantizeMode::none),
       llvm::cl::values(
@@ -96,6 +103,12 @@ struct CompressionPipelineOptions
                      "quantization_pertensor_hook"),
           clEnumValN(QuantizeMode::perChannel, "per-channel",
                      "quantization_perchannel_hook"))};
+  PassOptions::Option<std::string> quantizeBuckets{
+      *this, "quantize-buckets",
+      llvm::cl::desc("Quantization only on the buckets with a gradient "
+                     "whose name matches this regular expression (default: "
+                     "every bucket left)"),
+      llvm::cl::init("")};
   PassOptions::Option<int64_t> channelSize{
       *this, "channel-size",
       llvm::cl::desc("Elements per channel for quantize=per-channel "
@@ -103,12 +116,19 @@ struct CompressionPipelineOptions
       llvm::cl::init(512)};
   PassOptions::Option<std::string> hook{
       *this, "hook",
-      llvm::cl::desc("A hook function to apply to every bucket "
+      llvm::cl::desc("A hook function to apply to every bucket left "
                      "(ddp-apply-hook; default: none)"),
       llvm::cl::init("")};
   PassOptions::Option<std::string> hookFrom{
       *this, "hook-from",
       llvm::cl::desc("The .mlir file the hook is in (default: the module)"),
+      llvm::cl::init("")};
+  PassOptions::Option<std::string> hookBuckets{
+      *this, "hook-buckets",
+      llvm::cl::desc("The hook only on the buckets with a gradient whose "
+                     "name matches this regular expression; the others are "
+                     "left to quantize= and narrow= (default: every bucket "
+                     "left)"),
       llvm::cl::init("")};
   PassOptions::Option<std::string> plan{
       *this, "plan",
