@@ -202,64 +202,60 @@ for r in merged:
     extra = f" {r['rounds']} ({r['low']:.1f}-{r['high']:.1f}) |" if spread else ""
     print(f"| {r['model']} | {name(r['link'])} | {r['plan']} | {r['predicted_ms']:.1f} | "
           f"{r['measured_ms']:.1f} | {error:+.0f}% |{extra} {', '.join(r['choices'])} |")
-planned_lines = []
+def table(header, align, lines):
+    """A markdown table after a blank line (align: l or r per column);
+    nothing without rows."""
+    if not lines:
+        return
+    print()
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join("---:" if a == "r" else "---" for a in align) + "|")
+    print("\n".join(lines))
+def theirs_of(model, link):
+    """PyTorch's hooks on these shapes and link: kind -> ms."""
+    return {r["plan"][6:]: r["measured_ms"] for r in torch_runs
+            if r["model"] == model and r["link"] == link}
+def versus(theirs, ours):
+    ratio = theirs / ours
+    return f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower"
 groups = {}
 for r in merged:
     groups.setdefault((r["model"], r["link"]), []).append(r)
+planned_lines, fastest_lines, kind_lines = [], [], []
 for (model, link), group in groups.items():
     fixed = [r for r in group if r["plan"] != "planned"]
     planned = next((r for r in group if r["plan"] == "planned"), None)
     plain = next((r for r in group if r["plan"] == "plain"), None)
-    if not fixed or not planned:
-        continue
-    best = min(fixed, key=lambda r: r["measured_ms"])
-    same = next((r["plan"] for r in fixed if r["choices"] == planned["choices"]), "-")
-    worst = max(abs(r["predicted_ms"] - r["measured_ms"]) / r["measured_ms"] for r in group)
-    planned_lines.append(
-        f"| {model} | {name(link)} | {planned['measured_ms']:.1f} | {same} | {best['plan']} | "
-        f"{best['measured_ms']:.1f} | {(planned['measured_ms'] / best['measured_ms'] - 1) * 100:+.1f}% | "
-        f"{plain['measured_ms'] if plain else float('nan'):.1f} | {worst * 100:.0f}% |")
-if planned_lines:
-    print()
-    print("| model | link | planned ms | same plan as | best fixed plan | its ms | planned vs best fixed | plain ms | worst prediction error |")
-    print("|---|---|---:|---|---|---:|---:|---:|---:|")
-    print("\n".join(planned_lines))
-if torch_runs and planned_lines:
-    print()
-    print("| model | link | planned ms | PyTorch's hooks, same shapes, ranks and link (ms) | PyTorch's fastest | planned vs it |")
-    print("|---|---|---:|---|---:|---:|")
-    for (model, link), group in groups.items():
-        theirs = {r["plan"][6:]: r["measured_ms"] for r in torch_runs
-                  if r["model"] == model and r["link"] == link}
-        planned = next((r for r in group if r["plan"] == "planned"), None)
-        if not theirs or not planned:
-            continue
+    theirs = theirs_of(model, link)
+    if fixed and planned:
+        best = min(fixed, key=lambda r: r["measured_ms"])
+        same = next((r["plan"] for r in fixed if r["choices"] == planned["choices"]), "-")
+        worst = max(abs(r["predicted_ms"] - r["measured_ms"]) / r["measured_ms"] for r in group)
+        planned_lines.append(
+            f"| {model} | {name(link)} | {planned['measured_ms']:.1f} | {same} | {best['plan']} | "
+            f"{best['measured_ms']:.1f} | {(planned['measured_ms'] / best['measured_ms'] - 1) * 100:+.1f}% | "
+            f"{plain['measured_ms'] if plain else float('nan'):.1f} | {worst * 100:.0f}% |")
+    if theirs and planned:
         fastest = min(theirs, key=theirs.get)
         listed = ", ".join(f"{k} {v:.1f}" for k, v in theirs.items())
-        print(f"| {model} | {name(link)} | {planned['measured_ms']:.1f} | {listed} | "
-              f"{fastest} {theirs[fastest]:.1f} | {theirs[fastest] / planned['measured_ms']:.2f}x faster |")
+        fastest_lines.append(
+            f"| {model} | {name(link)} | {planned['measured_ms']:.1f} | {listed} | "
+            f"{fastest} {theirs[fastest]:.1f} | {versus(theirs[fastest], planned['measured_ms'])} |")
     # Each plan against PyTorch's hook of the same kind, and against its
     # plain DDP allreduce (allreduce_hook), on the same link.
-    kind_of = {"plain": "allreduce", "fp16": "fp16"}
-    def versus(theirs, ours):
-        ratio = theirs / ours
-        return f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower"
-    lines = []
-    for (model, link), group in groups.items():
-        theirs = {r["plan"][6:]: r["measured_ms"] for r in torch_runs
-                  if r["model"] == model and r["link"] == link}
-        for r in group:
-            kind = kind_of.get(r["plan"], r["plan"])
-            if kind not in theirs:
-                continue
-            plain = theirs.get("allreduce")
-            against_plain = versus(plain, r["measured_ms"]) if plain else "-"
-            lines.append(f"| {model} | {name(link)} | {r['plan']} | {r['measured_ms']:.1f} | "
-                         f"{kind} {theirs[kind]:.1f} | {versus(theirs[kind], r['measured_ms'])} | "
-                         f"{against_plain} |")
-    if lines:
-        print()
-        print("| model | link | plan | ours ms | PyTorch's hook of that kind (ms) | ours vs it | ours vs PyTorch's plain allreduce |")
-        print("|---|---|---|---:|---|---:|---:|")
-        print("\n".join(lines))
+    for r in group:
+        kind = {"plain": "allreduce", "fp16": "fp16"}.get(r["plan"], r["plan"])
+        if kind not in theirs:
+            continue
+        against_plain = versus(theirs["allreduce"], r["measured_ms"]) if "allreduce" in theirs else "-"
+        kind_lines.append(f"| {model} | {name(link)} | {r['plan']} | {r['measured_ms']:.1f} | "
+                          f"{kind} {theirs[kind]:.1f} | {versus(theirs[kind], r['measured_ms'])} | "
+                          f"{against_plain} |")
+table(["model", "link", "planned ms", "same plan as", "best fixed plan", "its ms",
+       "planned vs best fixed", "plain ms", "worst prediction error"], "llrllrrrr",
+      planned_lines)
+table(["model", "link", "planned ms", "PyTorch's hooks, same shapes, ranks and link (ms)",
+       "PyTorch's fastest", "planned vs it"], "llrlrr", fastest_lines)
+table(["model", "link", "plan", "ours ms", "PyTorch's hook of that kind (ms)", "ours vs it",
+       "ours vs PyTorch's plain allreduce"], "lllrlrr", kind_lines)
 PY
