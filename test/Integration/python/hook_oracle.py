@@ -33,6 +33,12 @@ mlir-hook: PyTorch's allreduce_hook against the same hook written in MLIR
 fp16: fp16_compress_hook against ours with `ddp-compress{narrow=fp16}`:
   both within fp16's rounding bound of the exact mean,
   (N + 1) * (2^-11 * S + 2^-25) per element, S = mean |g|.
+mixed: two DDP buckets (fc1 600x512 and conv 64x64x8x8 each fill one of
+  1 MiB alone) and compress="powersgd-rank=2 start-iter=0
+  powersgd-buckets=^fc quantize=per-tensor": the hook's reports say fc1
+  went to PowerSGD and conv to quantization; conv's result equals
+  quantization_pertensor_hook's on its bucket bit for bit; fc1's is
+  finite and not the exact mean (compressed).
 plan: the same against ours with `ddp-compress{plan=PROFILE plan-world=N}`
   (--profile: a machine profile on which fp16 is the fastest for these
   gradients): the plan's decision is read from the hook's report, and the
@@ -41,6 +47,7 @@ Prints one OK line per check; exits 1 with the first failure.
 """
 import argparse
 import os
+import re
 import sys
 
 import numpy as np
@@ -102,7 +109,7 @@ def main():
     parser.add_argument("scenario", choices=["powersgd", "fp16", "checkpoint",
                                              "quant-per-tensor",
                                              "quant-per-channel", "mlir-hook",
-                                             "plan"])
+                                             "mixed", "plan"])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--start-iter", type=int, default=2)
     parser.add_argument("--cache-dir", default=None)
@@ -114,6 +121,8 @@ def main():
     rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
     world = int(os.environ["OMPI_COMM_WORLD_SIZE"])
     ddp_opt.torch.init_process_group("gloo")
+    if args.scenario == "mixed":
+        return mixed(args, rank, world)
     start = args.start_iter
 
     quantized = args.scenario.startswith("quant")
@@ -321,6 +330,71 @@ def main():
             print("OK: state_dict holds %s" % ", ".join(
                 sorted(k for k in state["states"] if not
                        k.startswith("ddp.step."))), flush=True)
+    dist.destroy_process_group()
+
+
+class TwoBuckets(nn.Module):
+    """Each parameter fills a DDP bucket (1 MiB) alone, in any order."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Parameter(torch.zeros(64, 64, 8, 8))
+        self.fc1 = nn.Parameter(torch.zeros(600, 512))
+
+    def forward(self, grads):
+        return (self.conv * grads[0]).sum() + (self.fc1 * grads[1]).sum()
+
+
+def mixed(args, rank, world):
+    def grads(r, step):
+        rng = np.random.default_rng(1000 * step + r)
+        return [rng.standard_normal((64, 64, 8, 8)).astype(np.float32),
+                rng.standard_normal((600, 512)).astype(np.float32)]
+
+    theirs, ours = TwoBuckets(), TwoBuckets()
+    ddp_theirs = DDP(theirs, bucket_cap_mb=1, find_unused_parameters=True)
+    ddp_ours = DDP(ours, bucket_cap_mb=1, find_unused_parameters=True)
+    conv = id(theirs.conv)
+
+    def torch_hook(state, bucket):
+        # The quantization hook on conv's bucket; fc1's is not compared.
+        if any(id(p) == conv for p in bucket.parameters()):
+            return run_quantization_hook(
+                quantization_hooks.quantization_pertensor_hook, state, bucket)
+        return default_hooks.allreduce_hook(state, bucket)
+
+    ddp_theirs.register_comm_hook(None, torch_hook)
+    state = ddp_opt.torch.HookState(
+        ddp_ours, compress="powersgd-rank=2 start-iter=0 powersgd-buckets=^fc "
+        "quantize=per-tensor", cache_dir=args.cache_dir)
+    ddp_ours.register_comm_hook(state, ddp_opt.torch.hook)
+    for step in range(args.steps):
+        for model in (ddp_theirs, ddp_ours):
+            model.zero_grad()
+            model([torch.from_numpy(g) for g in grads(rank, step)]).backward()
+        if not torch.equal(ours.conv.grad, theirs.conv.grad):
+            fail("step %d conv: ours and quantization_pertensor_hook differ "
+                 "(max %.3g)" % (step, (ours.conv.grad - theirs.conv.grad)
+                                 .abs().max()))
+        exact = np.mean([grads(r, step)[1].astype(np.float64)
+                         for r in range(world)], axis=0)
+        fc1 = ours.fc1.grad.numpy()
+        if not np.isfinite(fc1).all():
+            fail("step %d fc1: not finite" % step)
+        if np.abs(fc1 - exact).max() < 1e-3 * np.abs(exact).max():
+            fail("step %d fc1: the exact mean: PowerSGD did not take it"
+                 % step)
+    # Each bucket's report row: its gradient (a scheme's bucket names it in
+    # brackets) and the decision.
+    row = re.compile(r"^\s*0\s+(?:bucket of \d+ \[(\S+)\]|(\S+))\s+\S+\s+\S+\s+(\S+)")
+    decisions = sorted(
+        "%s %s" % (match.group(1) or match.group(2), match.group(3))
+        for report in state.reports.values() for line in report.splitlines()
+        for match in [row.match(line)] if match)
+    if rank == 0:
+        print("OK: mixed: %d ranks x %d steps: decisions %s; conv bit for "
+              "bit quantization_pertensor_hook's, fc1 compressed" % (
+                  world, args.steps, "; ".join(decisions)), flush=True)
     dist.destroy_process_group()
 
 
