@@ -65,10 +65,12 @@ double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-/// mpirun's pid for the signal handler, and the signal that asked this
-/// process to stop (0: none).
+/// mpirun's pid for the signal handler, the signal that asked this
+/// process to stop (0: none), and one to pass on that came before mpirun's
+/// pid was known.
 volatile sig_atomic_t mpirunPid = 0;
 volatile sig_atomic_t stopSignal = 0;
+volatile sig_atomic_t unforwarded = 0;
 
 void onStopSignal(int signal, siginfo_t *info, void *) {
   stopSignal = signal;
@@ -78,6 +80,8 @@ void onStopSignal(int signal, siginfo_t *info, void *) {
     return;
   if (mpirunPid > 0)
     ::kill(pid_t(mpirunPid), signal);
+  else
+    unforwarded = signal;
 }
 
 constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
@@ -323,6 +327,12 @@ int superviseMpirun(const std::string &tool,
     return 1;
   }
   mpirunPid = pid;
+  // A signal between the spawn and the line above (mpirun may already be
+  // running, and its caller waiting for it to end) is passed on now.
+  if (int signal = unforwarded) {
+    unforwarded = 0;
+    ::kill(pid, signal);
+  }
 
   std::unordered_set<std::string> seen;
   Stream streams[2];
