@@ -1650,26 +1650,29 @@ TEST_F(Checkpoint, StateTwiceAndAnotherMissingIsRejected) {
 // (its size is not taken from the job's state of the same name).
 TEST_F(Checkpoint, UnknownDtypeOrOversizedEntryIsRejected) {
   std::vector<unsigned char> before = snapshot();
-  writeFile(path, forgeCheckpoint({{"error.fc", ddprt_dtype(99), 1000},
-                                   {"p.conv", DDPRT_F16, 37},
-                                   {"q.conv", DDPRT_BF16, 19},
-                                   {"rng", DDPRT_F64, 5},
-                                   {"empty", DDPRT_F32, 0}},
-                                  7));
+  // The dtype field (after magic, rank, world, count, name size, name) set
+  // to 99 in the bytes: no enum value is made of it here.
+  auto patched = [](std::vector<char> bytes, size_t offset, const void *value,
+                    size_t size) {
+    std::memcpy(bytes.data() + offset, value, size);
+    uint64_t hash = 1469598103934665603ull;
+    for (size_t i = 0; i + 8 < bytes.size(); ++i) {
+      hash ^= uint8_t(bytes[i]);
+      hash *= 1099511628211ull;
+    }
+    std::memcpy(bytes.data() + bytes.size() - 8, &hash, 8);
+    return bytes;
+  };
+  uint32_t unknown = 99;
+  writeFile(path, patched(forgeCheckpoint({{"error.fc", DDPRT_F32, 0}}, 7),
+                          8 + 16 + 4 + 8, &unknown, 4));
   EXPECT_FAILS(ddprt_checkpoint_load(context, path.c_str()), DDPRT_ERROR_IO,
                "state 'error.fc' has an unknown dtype 99");
-  std::vector<char> huge = forgeCheckpoint({{"error.fc", DDPRT_F32, 0}}, 7);
-  // numel of the one entry (after magic, rank, world, count, name size,
-  // name, dtype): far past the file, and overflowing size_t at 4 bytes.
+  // numel of the entry (after the dtype): far past the file, and
+  // overflowing size_t at 4 bytes.
   int64_t numel = int64_t(1) << 62;
-  std::memcpy(huge.data() + 8 + 16 + 4 + 8 + 4, &numel, 8);
-  uint64_t hash = 1469598103934665603ull;
-  for (size_t i = 0; i + 8 < huge.size(); ++i) {
-    hash ^= uint8_t(huge[i]);
-    hash *= 1099511628211ull;
-  }
-  std::memcpy(huge.data() + huge.size() - 8, &hash, 8);
-  writeFile(path, huge);
+  writeFile(path, patched(forgeCheckpoint({{"error.fc", DDPRT_F32, 0}}, 7),
+                          8 + 16 + 4 + 8 + 4, &numel, 8));
   EXPECT_FAILS(ddprt_checkpoint_load(context, path.c_str()), DDPRT_ERROR_IO,
                "truncated data of state 'error.fc'");
   EXPECT_EQ(snapshot(), before);
